@@ -221,14 +221,17 @@ async fn mount_mcp(
 type Hub = std::sync::Arc<assent_mcp::hub::Hub>;
 
 /// `stop` (the shutdown signal), then, with a hub, its calls under way stopped and what is on
-/// its way settled ([`assent_mcp::hub::Hub::shutting_down`], 30 s at most) before the server
-/// stops serving: the hub's proposals, withdrawals and result reports are requests to this
-/// gateway. Found by review: the hub was left to the process's end, and a proposal in flight
-/// at SIGTERM stayed pending for a client long gone.
+/// its way settled ([`assent_mcp::hub::Hub::shutting_down`], within
+/// [`assent_mcp::hub::SHUTDOWN_SETTLE`]: 15 s) before the server stops serving: the hub's
+/// proposals, withdrawals and result reports are requests to this gateway. From the signal on
+/// the hub takes no new session or call. Found by review: the hub was left to the process's
+/// end, and a proposal in flight at SIGTERM stayed pending for a client long gone; then, that
+/// its settling was not bounded as a whole, so the shutdown (with the server's 10 s drain and
+/// its last checkpoint) could outlast a service manager's 30 s stop timeout and be killed.
 async fn hub_settled_after(stop: impl std::future::Future<Output = ()>, hub: Option<Hub>) {
     stop.await;
     if let Some(hub) = hub
-        && !hub.shutting_down().await
+        && !hub.shutting_down(assent_mcp::hub::SHUTDOWN_SETTLE).await
     {
         tracing::warn!("the MCP hub still had calls on their way at shutdown");
     }

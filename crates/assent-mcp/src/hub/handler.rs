@@ -198,6 +198,10 @@ impl ServerHandler for HubHandler {
         request: InitializeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
+        // No new session once the gateway is shutting down (its calls would be left behind).
+        if self.hub.closing() {
+            return Err(super::state::shutting_down_error());
+        }
         ctx.peer.set_peer_info(request.clone());
         let mut info = self.negotiate_initialize(&request)?;
         info.instructions = self.upstream_instructions(&ctx).await;
@@ -276,6 +280,12 @@ impl ServerHandler for HubHandler {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // Nothing is proposed once the gateway is shutting down: a call proposed then would be
+        // left pending (found by review). One that got past this check is stopped when it is
+        // noted under way (`Hub::under_way`).
+        if self.hub.closing() {
+            return Err(super::state::shutting_down_error());
+        }
         let key = self.key(&ctx)?;
         let agent = match self.hub.agent_of(&key).await {
             Ok(a) => a,
@@ -334,20 +344,7 @@ impl ServerHandler for HubHandler {
         // Without tasks: the request stays open while the call waits, with progress
         // notifications when the client sent a progress token.
         let (held, gw, name) = (call.held.clone(), call.gw.clone(), request.name.to_string());
-        let token = ctx.meta.get_progress_token();
-        let ticker = async {
-            let Some(token) = token.clone() else {
-                return std::future::pending::<()>().await;
-            };
-            let mut n = 0.0;
-            loop {
-                tokio::time::sleep(Duration::from_secs(self.hub.progress_seconds.max(1))).await;
-                n += 1.0;
-                let mut p = ProgressNotificationParam::new(token.clone(), n);
-                p.message = Some(held.borrow().describe(&name));
-                let _ = ctx.peer.notify_progress(p).await;
-            }
-        };
+        let ticker = progress(&ctx, &held, &name, self.hub.progress_seconds);
         let meta = json!({"_meta": serde_json::to_value(&ctx.meta).unwrap_or_default()});
         let span = crate::trace::call_span(&name, &meta);
         // A task of its own, so that a call already forwarded runs to its end when the client
@@ -390,6 +387,27 @@ impl ServerHandler for HubHandler {
     ) -> Result<(), McpError> {
         own_task(&self.hub, &self.key(&ctx)?, &request.task_id).await?;
         self.hub.tasks.cancel_task(&request.task_id)
+    }
+}
+
+/// Progress notifications while a call waits, when the client sent a progress token (in
+/// `ctx`): every `seconds` (at least 1), what its hold `held` says of tool `name`. Never ends.
+async fn progress(
+    ctx: &RequestContext<RoleServer>,
+    held: &crate::kit::HoldState,
+    name: &str,
+    seconds: u64,
+) {
+    let Some(token) = ctx.meta.get_progress_token() else {
+        return std::future::pending::<()>().await;
+    };
+    let mut n = 0.0;
+    loop {
+        tokio::time::sleep(Duration::from_secs(seconds.max(1))).await;
+        n += 1.0;
+        let mut p = ProgressNotificationParam::new(token.clone(), n);
+        p.message = Some(held.borrow().describe(name));
+        let _ = ctx.peer.notify_progress(p).await;
     }
 }
 

@@ -33,7 +33,7 @@ mod transport;
 mod upstream;
 
 pub use handler::HubHandler;
-pub use state::{GatewayAt, Hub};
+pub use state::{GatewayAt, Hub, SHUTDOWN_SETTLE};
 pub use transport::{
     CountedBody, GONE_AFTER, GONE_AFTER_BOUNDS, HttpSessions, HubHttpService, http_service,
     serve_stdio,

@@ -46,6 +46,28 @@ pub struct Hub {
     call_seq: std::sync::atomic::AtomicU64,
     /// Every gateway client's proposals on their way ([`Hub::settle_proposals`]).
     settling: tokio_util::task::TaskTracker,
+    /// Set, once for good, when the process serving the hub is ending ([`Hub::shutting_down`]):
+    /// no new session or call is taken from then on ([`Hub::closing`]).
+    closing: std::sync::atomic::AtomicBool,
+}
+
+/// How long `assent serve`'s hub waits, as the process ends, for what its calls left on their
+/// way ([`Hub::shutting_down`]): 15 s — past the gateway's 10 s wait for a busy database, and
+/// with the server's 10 s drain of its connections and its last audit checkpoint, within the
+/// 30 s a service manager gives a stop (`TimeoutStopSec=30s` in `deploy/assent.service`).
+pub const SHUTDOWN_SETTLE: Duration = Duration::from_secs(15);
+
+/// The JSON-RPC error code of a session or call refused because the gateway is shutting
+/// down (as the stdio proxy's busy answer, `-32000`: a server error; try again later).
+const SHUTTING_DOWN: i32 = -32000;
+
+/// The error a new session or call gets once the hub is closing ([`Hub::closing`]).
+pub(super) fn shutting_down_error() -> rmcp::ErrorData {
+    rmcp::ErrorData::new(
+        rmcp::model::ErrorCode(SHUTTING_DOWN),
+        "assent: the gateway is shutting down; nothing was proposed or run: send it again once the gateway is back",
+        None,
+    )
 }
 
 /// The list of [`Hub::under_way`] that holds the calls that became MCP tasks (no client
@@ -140,12 +162,15 @@ impl Hub {
             calls: Mutex::default(),
             call_seq: std::sync::atomic::AtomicU64::new(0),
             settling: tokio_util::task::TaskTracker::new(),
+            closing: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
     /// Notes a call of client session `session` under way (its hold `held`, its gateway
     /// client `gw`, its task `job`) until the returned mark is dropped: the client gone, it is
-    /// stopped ([`Hub::client_gone`]).
+    /// stopped ([`Hub::client_gone`]). Once the hub is closing ([`Hub::shutting_down`] swept its
+    /// calls, or is about to: the flag is set under the same lock) the call is not noted but
+    /// stopped at once, as the sweep would have: no call slips between the two.
     pub(super) fn under_way(
         self: &Arc<Self>,
         session: &str,
@@ -154,9 +179,15 @@ impl Hub {
         job: tokio::task::AbortHandle,
     ) -> UnderWay {
         let id = self.call_seq.fetch_add(1, Ordering::SeqCst);
-        let call = SessionCall { id, held, gw, job };
         let mut all = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        all.entry(session.to_string()).or_default().push(call);
+        if self.closing() {
+            drop(all);
+            let why = "the gateway is shutting down";
+            drop(super::stop::stop_now(&job, &held, &gw, why));
+        } else {
+            let call = SessionCall { id, held, gw, job };
+            all.entry(session.to_string()).or_default().push(call);
+        }
         UnderWay {
             hub: self.clone(),
             session: session.to_string(),
@@ -198,31 +229,46 @@ impl Hub {
         crate::gateway::settle_tracked(&self.settling, bound).await
     }
 
-    /// The process serving this hub (`assent serve`) is ending: the calls under way of every
-    /// client session, and of this process's MCP tasks (they live in the process and die with
-    /// it), are stopped as if their clients were gone ([`Hub::client_gone`]), then what is
+    /// The process serving this hub (`assent serve`) is ending: the hub closes first — no new
+    /// session or call is taken ([`Hub::closing`]: refused with a JSON-RPC error saying so,
+    /// nothing proposed) — then the calls under way of every client session, and of this
+    /// process's MCP tasks (they live in the process and die with it), are stopped as if their
+    /// clients were gone ([`Hub::client_gone`]), their withdrawals all at once, and what is
     /// still on its way — proposals and the withdrawals they leave, forwarded calls and their
-    /// result reports — is waited for ([`Hub::settle_proposals`]); twice, for calls that came
-    /// in meanwhile, within [`crate::kit::PROPOSALS_SETTLE`] in all. To be awaited while the
-    /// gateway still serves (the hub reaches it over HTTP). Found by review: on SIGTERM a
-    /// proposal in flight landed after the hub was gone and stayed pending, open to an
-    /// operator's approval for a client long gone. `false` when some were still under way at
-    /// the bound.
-    pub async fn shutting_down(&self) -> bool {
-        let until = tokio::time::Instant::now() + crate::kit::PROPOSALS_SETTLE;
-        let mut settled = false;
-        for _ in 0..2 {
-            let sessions: Vec<String> = {
-                let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-                calls.keys().cloned().collect()
-            };
-            for s in sessions {
-                self.client_gone(&s).await;
-            }
-            let left = until.saturating_duration_since(tokio::time::Instant::now());
-            settled = self.settle_proposals(left).await;
+    /// result reports — is waited for ([`Hub::settle_proposals`]), all within `bound`
+    /// ([`SHUTDOWN_SETTLE`] in `assent serve`). To be awaited while the gateway still serves
+    /// (the hub reaches it over HTTP). Found by review: on SIGTERM a proposal in flight landed
+    /// after the hub was gone and stayed pending, open to an operator's approval for a client
+    /// long gone; then, that a call arriving during the settling was proposed and left pending,
+    /// and that withdrawals awaited one after the other took the shutdown past its bound.
+    /// `false` when some were still under way at the bound.
+    pub async fn shutting_down(&self, bound: Duration) -> bool {
+        let until = tokio::time::Instant::now() + bound;
+        let calls = {
+            let mut all = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            self.closing.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *all)
+        };
+        let n: usize = calls.values().map(Vec::len).sum();
+        if n > 0 {
+            tracing::info!(
+                calls = n,
+                "shutting down: the MCP hub's calls under way are stopped"
+            );
         }
-        settled
+        let why = "the gateway is shutting down";
+        for c in calls.into_values().flatten() {
+            // Its withdrawal runs on the tracker the settling waits for.
+            drop(super::stop::stop_now(&c.job, &c.held, &c.gw, why));
+        }
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        self.settle_proposals(left).await
+    }
+
+    /// Whether the process serving the hub is ending ([`Hub::shutting_down`]): a new session
+    /// or call is refused.
+    pub fn closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
     }
 
     /// The calls of this process's MCP tasks still under way are stopped as if their client had

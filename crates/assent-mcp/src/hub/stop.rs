@@ -24,17 +24,32 @@ pub(super) async fn stop_unless_forwarded(
     gw: &Gateway,
     why: &'static str,
 ) {
-    let Some(was) = crate::kit::cancel_unless_forwarded(held, why) else {
-        return;
-    };
+    if let Some(withdrawn) = stop_now(job, held, gw, why) {
+        withdrawn.await;
+    }
+}
+
+/// [`stop_unless_forwarded`] without waiting: the withdrawal (when the call was held for an
+/// approval) runs on the gateway client's tracker, which [`Gateway::settle_proposals`] waits
+/// for; the returned future (`None`: nothing to withdraw) ends with it. For stopping many calls
+/// at once (the hub's shutdown: found by review, withdrawn one after the other, each up to the
+/// gateway's busy timeout, they took the shutdown past its bound).
+pub(super) fn stop_now(
+    job: &tokio::task::AbortHandle,
+    held: &HoldState,
+    gw: &Gateway,
+    why: &'static str,
+) -> Option<impl Future<Output = ()> + Send + use<>> {
+    let was = crate::kit::cancel_unless_forwarded(held, why)?;
     let Some(a) = was.approval() else {
         job.abort();
-        return;
+        return None;
     };
-    gw.cancel(&a, why).await;
+    let withdrawn = gw.cancel(&a, why);
     let job = job.clone();
     tokio::spawn(async move {
         tokio::time::sleep(SETTLE_AFTER_STOP).await;
         job.abort();
     });
+    Some(withdrawn)
 }

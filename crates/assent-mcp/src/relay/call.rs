@@ -33,7 +33,8 @@ const NOT_RUN: assent_api::gate::CallOutcome = assent_api::gate::CallOutcome::No
 /// A `tools/call` on its way through the relay, owning what it needs.
 struct CallJob {
     relay: Relay,
-    /// The client's request (after the proxy's own round was stripped).
+    /// What is kept of the client's request (after the proxy's own round was stripped): what
+    /// goes upstream besides the arguments ([`super::gated::kept_of_call`]).
     msg: Value,
     /// The request id, and its JSON text (the key of the relay's tables).
     id: Value,
@@ -47,25 +48,29 @@ struct CallJob {
     as_task: bool,
     /// Set once it did.
     became_task: Arc<AtomicBool>,
-    /// The call's bytes, counted in [`State::held_bytes`] until it is answered (moved to its
-    /// [`Forwarded`] entry when it is forwarded, until its result is reported).
+    /// The call's bytes (the weight of `msg` and `args`), counted in [`State::held_bytes`]
+    /// until it is answered (moved to its [`Forwarded`] entry when it is forwarded, counting
+    /// what that keeps, until its result is reported or, cancelled, it is given up upstream).
     held: super::held::HeldGuard,
 }
 
 impl Relay {
-    /// Gates `tools/call` `msg` (its request `id`, `len` bytes of JSON) in a task of its own:
-    /// registered as waiting (so the client can cancel it), answered or forwarded when the
-    /// gateway has decided. A call that would take the bytes held for calls in flight past
-    /// their bound ([`super::held`]) is answered at once with a JSON-RPC error
+    /// Gates `tools/call` `msg` (its request `id`) in a task of its own: registered as
+    /// waiting (so the client can cancel it), answered or forwarded when the gateway has
+    /// decided. Only what goes upstream is kept of it ([`super::gated::kept_of_call`]), and
+    /// weighed ([`crate::kit::json_weight`]): a call that would take the bytes held for calls
+    /// in flight past their bound ([`super::held`]) is answered at once with a JSON-RPC error
     /// ([`super::client::BUSY`]) saying so, and never gated.
     pub(super) fn on_tools_call(
         &self,
-        (msg, len): (Value, usize),
+        mut msg: Value,
         id: Value,
         declares_tasks: bool,
         resume: Resume,
     ) {
         let st = &self.state;
+        let args = super::gated::kept_of_call(&mut msg);
+        let len = crate::kit::json_weight(&args).saturating_add(crate::kit::json_weight(&msg));
         let held = match st.held_bytes.take(len) {
             Ok(g) => g,
             Err(why) => {
@@ -79,10 +84,6 @@ impl Relay {
         self.ask_pins();
         let key = id.to_string();
         let tool = msg["params"]["name"].as_str().unwrap_or("").to_string();
-        let args = match &msg["params"]["arguments"] {
-            Value::Null => json!({}),
-            a => a.clone(),
-        };
         let progress_token = msg["params"]["_meta"]["progressToken"].clone();
         let approval: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Nothing));
         let as_task = declares_tasks || st.client_tasks.load(Ordering::SeqCst);
@@ -451,10 +452,10 @@ impl CallJob {
             key,
             tool,
             args,
-            held,
+            mut held,
             ..
         } = self;
-        let run_with = edited.clone().unwrap_or_else(|| args.clone());
+        let run_with = edited.clone().unwrap_or(args);
         // What goes upstream is rebuilt from what was gated (found by review: the client's
         // other `params` keys and `_meta` entries went upstream unhashed, a channel around
         // the approval for an upstream that reads them).
@@ -489,11 +490,17 @@ impl CallJob {
             }
             return;
         }
+        // What is kept of the call until its result comes is the text of the arguments it ran
+        // with, and that is what it counts from now on (the line to the upstream is its
+        // queue's to count).
+        let arguments = run_with.to_string();
+        drop(run_with);
+        held.resize(arguments.len().saturating_add(tool.len()));
         forwarded.insert(
             key,
             Forwarded {
                 tool: tool.clone(),
-                arguments: run_with,
+                arguments,
                 approval_id,
                 task,
                 held: Some(held),

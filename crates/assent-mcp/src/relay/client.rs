@@ -237,7 +237,8 @@ impl Relay {
         match (msg["method"].as_str(), msg.get("id")) {
             (Some("tools/call"), Some(id)) => {
                 let id = id.clone();
-                self.on_tools_call((msg, line.len()), id, declares_tasks, resume);
+                drop(line);
+                self.on_tools_call(msg, id, declares_tasks, resume);
             }
             // A tools/call without an id gets no answer, so it is dropped, never forwarded.
             (Some("tools/call"), None) => {
@@ -321,7 +322,9 @@ impl Relay {
             StopResult::Stopped => {}
             StopResult::NotWaiting | StopResult::Forwarding => {
                 // A receiver should not answer a cancelled request: a proxy whose client left
-                // does not wait for this one's result (its late answer is still reported).
+                // does not wait for this one's result (its late answer is still reported). Its
+                // bytes count no more once the upstream's writer gives it up
+                // ([`super::state::State::given_up`]).
                 let key = request.to_string();
                 if let Some(f) = self
                     .state

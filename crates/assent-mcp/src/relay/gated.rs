@@ -58,6 +58,46 @@ pub(super) fn gated_call(msg: &Value, tool: &str, arguments: &Value, modern: boo
     json!({"jsonrpc": "2.0", "id": msg["id"], "method": "tools/call", "params": params})
 }
 
+/// What the relay keeps of client `tools/call` request `msg` while the call is gated: its
+/// arguments, moved out and returned (`{}` when it has none), and `msg` cut down in place to
+/// what [`gated_call`] and the call's trace span read — `id`, `params.name`, the upstream's own
+/// input round, and the `_meta` entries that may go upstream (those a modern upstream gets,
+/// the most that go). Found by review: the whole parsed request was kept with a clone of its
+/// arguments beside it, while the bound on what calls in flight hold counted its text once —
+/// `[0,0,…]` parsed holds some 35 times its text, and keys the gateway never sees were kept.
+pub(super) fn kept_of_call(msg: &mut Value) -> Value {
+    let mut params = match msg.get_mut("params").map(Value::take) {
+        Some(Value::Object(p)) => p,
+        _ => Map::new(),
+    };
+    let arguments = match params.remove("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(a) => a,
+    };
+    let mut kept = Map::new();
+    if let Some(name) = params.remove("name") {
+        kept.insert("name".into(), name);
+    }
+    if let Some(state) = params.remove("requestState").filter(Value::is_string) {
+        kept.insert("requestState".into(), state);
+        if let Some(r) = params.remove("inputResponses").filter(Value::is_object) {
+            kept.insert("inputResponses".into(), r);
+        }
+    }
+    if let Some(Value::Object(meta)) = params.remove("_meta") {
+        let meta: Map<String, Value> = meta
+            .into_iter()
+            .filter(|(k, v)| passes(k, v, true))
+            .collect();
+        if !meta.is_empty() {
+            kept.insert("_meta".into(), Value::Object(meta));
+        }
+    }
+    let id = msg.get_mut("id").map(Value::take).unwrap_or_default();
+    *msg = json!({"id": id, "params": kept});
+    arguments
+}
+
 /// Whether `_meta` entry `key: value` of a client's call goes upstream with it (see
 /// [`gated_call`]).
 fn passes(key: &str, value: &Value, modern: bool) -> bool {
@@ -125,5 +165,48 @@ mod tests {
         let stray = json!({"id": 1, "params": {"name": "t", "inputResponses": {"q": {}}}});
         let up = gated_call(&stray, "t", &json!({}), true);
         assert!(up["params"].get("inputResponses").is_none(), "{up}");
+    }
+
+    /// Review finding: the relay kept the whole parsed request (every `params` key, the client's
+    /// `_meta` of any size) and a clone of its arguments while a call waited. What it keeps is
+    /// the arguments (moved out) and what goes upstream: the same call is rebuilt from it.
+    #[test]
+    fn a_held_call_keeps_only_what_goes_upstream() {
+        let mut msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "t", "arguments": {"a": [0, 0, 0]}, "pad": "x".repeat(1000),
+            "requestState": "up-1", "inputResponses": {"q": {}},
+            "_meta": {"progressToken": 3, "com.example/pad": "y".repeat(1000),
+                      era::CLIENT_INFO_META: {"name": "c", "version": "1"}}}});
+        let whole = msg.clone();
+        let args = kept_of_call(&mut msg);
+        assert_eq!(args, json!({"a": [0, 0, 0]}));
+        assert!(msg.to_string().len() < 200, "{msg}");
+        for modern in [false, true] {
+            assert_eq!(
+                gated_call(&msg, "t", &args, modern),
+                gated_call(&whole, "t", &args, modern)
+            );
+        }
+        let mut bare = json!({"id": "b", "method": "tools/call", "params": {"name": "t"}});
+        assert_eq!(kept_of_call(&mut bare), json!({}));
+        assert_eq!(bare, json!({"id": "b", "params": {"name": "t"}}));
+    }
+
+    /// Review finding: the held-bytes bound counted a call's text, while `[0,0,…]` parsed holds
+    /// some 35 times it. What is kept of a call is weighed as it is held: far more than its text.
+    #[test]
+    fn a_call_of_zeros_weighs_far_more_than_its_text() {
+        let text = format!(
+            r#"{{"id":1,"params":{{"name":"t","arguments":{{"z":[{}0]}}}}}}"#,
+            "0,".repeat(10_000)
+        );
+        let mut msg: Value = serde_json::from_str(&text).unwrap();
+        let args = kept_of_call(&mut msg);
+        let weight = crate::kit::json_weight(&args) + crate::kit::json_weight(&msg);
+        assert!(
+            weight > 25 * text.len(),
+            "{weight} for {} bytes",
+            text.len()
+        );
     }
 }

@@ -1,8 +1,15 @@
 //! The bytes the relay holds for a client's calls in flight ([`HeldBytes`]): each `tools/call`
-//! is counted, by the length of its line, from the moment it is read until it is answered —
-//! denied, asked of the client, withdrawn, or forwarded and its result reported — and a call
-//! that would take the total past [`MAX_HELD_BYTES`] is answered at once with a JSON-RPC
-//! error saying so ([`super::client::BUSY`]), never gated. Found by review: a call held for a
+//! is counted, by the weight of what the relay keeps of it parsed ([`crate::kit::json_weight`]:
+//! its text plus 32 bytes a piece, about what a parsed value costs), from the moment it is read
+//! until it is answered — denied, asked of the client, withdrawn, or forwarded and its result
+//! reported (once forwarded, only the text of the arguments it ran with is kept, and counted;
+//! a forwarded call its client cancelled counts no more once it is given up at the upstream,
+//! which should not answer it: what is kept of it is bounded with the given-up ids,
+//! `super::ids::MAX_GONE_BYTES`, and one past that bound still counts here) — and
+//! a call that would take the total past [`MAX_HELD_BYTES`] is answered at once with a
+//! JSON-RPC error saying so ([`super::client::BUSY`]), never gated. A call alone is always
+//! taken (nothing else held), so that no call is refused for its size alone: the line bound
+//! (16 MiB) bounds it. Found by review: a call held for a
 //! human keeps its request (arguments and all, up to the 16 MiB line bound) in memory, and
 //! only the number of calls in flight was bounded (256), so a client sending 256 calls of
 //! 16 MiB pinned 4 GiB — the gateway refuses arguments over `max_arguments_bytes` only once
@@ -12,9 +19,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Bytes of `tools/call` lines the relay holds for one client's calls in flight: 64 MiB, as
-/// one queue's byte bound (`super::lines::MAX_QUEUED_BYTES`), four lines of the 16 MiB line
-/// bound. Always more than one line (16 MiB), so a call alone is never refused.
+/// Bytes (by weight) the relay holds for one client's calls in flight: 64 MiB, as one queue's
+/// byte bound (`super::lines::MAX_QUEUED_BYTES`). A call alone is never refused
+/// ([`HeldBytes::take`]).
 pub(super) const MAX_HELD_BYTES: usize = 64 << 20;
 
 /// The bytes held by calls in flight, and the most allowed ([`HeldBytes::take`]).
@@ -39,13 +46,13 @@ impl HeldBytes {
     }
 
     /// Counts a call of `len` bytes until the returned guard is dropped; `Err(why)` (nothing
-    /// counted) when that would take the total past the bound: `why` names the bound, what is
-    /// held and the call's size.
+    /// counted) when that would take the total past the bound and something is held already
+    /// (a call alone is always taken): `why` names the bound, what is held and the call's size.
     pub(super) fn take(self: &Arc<Self>, len: usize) -> Result<HeldGuard, String> {
         let mut used = self.used.load(Ordering::SeqCst);
         loop {
             let after = used.saturating_add(len);
-            if after > self.max {
+            if after > self.max && used > 0 {
                 return Err(format!(
                     "assent: the calls in flight hold {used} bytes of the {} MiB bound on the bytes held for calls in flight, and this call ({len} bytes) would exceed it; send it once some are answered",
                     self.max >> 20
@@ -70,6 +77,23 @@ impl HeldBytes {
     #[cfg(test)]
     fn used(&self) -> usize {
         self.used.load(Ordering::SeqCst)
+    }
+}
+
+impl HeldGuard {
+    /// Counts `len` bytes for this call from now on, in place of what it counted (what the
+    /// relay keeps of a forwarded call is less than the call it read). Never refused: a call
+    /// forwarded with an operator's edit may count more than it did (its arguments bounded by
+    /// the gateway's `max_arguments_bytes`), and later calls wait for it to be answered.
+    pub(super) fn resize(&mut self, len: usize) {
+        let (was, now) = (self.len, len);
+        let _ = self
+            .of
+            .used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
+                Some(u.saturating_sub(was).saturating_add(now))
+            });
+        self.len = len;
     }
 }
 
@@ -109,13 +133,30 @@ mod tests {
         assert_eq!(held.used(), 0);
     }
 
-    /// A call larger than the bound is refused even with nothing held (the bound is on what
-    /// is held; the line bound keeps every real call under it).
+    /// A call larger than the bound is taken when nothing else is held (no call is refused
+    /// for its size alone: the line bound bounds it), and nothing is taken beside it.
     #[test]
-    fn a_call_over_the_whole_bound_is_refused() {
+    fn a_call_over_the_whole_bound_is_taken_alone_only() {
         let held = HeldBytes::new(10);
-        assert!(held.take(11).is_err());
+        let big = held.take(11).unwrap();
+        assert!(held.take(1).is_err());
+        drop(big);
         assert_eq!(held.used(), 0);
         let _all = held.take(10).unwrap();
+        assert!(held.take(11).is_err(), "not beside another");
+    }
+
+    /// What a forwarded call keeps is counted in place of what it read: shrunk, the rest is
+    /// free for other calls.
+    #[test]
+    fn a_resized_guard_counts_its_new_size() {
+        let held = HeldBytes::new(100);
+        let mut a = held.take(90).unwrap();
+        assert!(held.take(20).is_err());
+        a.resize(30);
+        assert_eq!(held.used(), 30);
+        let b = held.take(70).unwrap();
+        drop((a, b));
+        assert_eq!(held.used(), 0);
     }
 }

@@ -81,13 +81,20 @@ struct CancelParams {
 }
 
 impl OpenIds {
+    /// [`OpenIds::note_giving_up`]'s line alone.
+    #[cfg(test)]
+    pub(super) fn note(&self, line: String) -> Option<String> {
+        self.note_giving_up(line).0
+    }
+
     /// A line on its way to the upstream (the relay's own serialisation): a request's id is
     /// noted as open first; a cancellation gives up the request it names, when open
-    /// ([`OpenIds::give_up`]). `None` (the line is not sent, with a warning) when
-    /// [`MAX_OPEN`] requests are open already.
-    pub(super) fn note(&self, line: String) -> Option<String> {
+    /// ([`OpenIds::give_up`]). The line, `None` (it is not sent, with a warning) when
+    /// [`MAX_OPEN`] requests are open already; and the id (JSON text) of the request the line
+    /// gave up, when it did.
+    pub(super) fn note_giving_up(&self, line: String) -> (Option<String>, Option<String>) {
         let Ok(head) = serde_json::from_str::<Head>(&line) else {
-            return Some(line);
+            return (Some(line), None);
         };
         let id = match head {
             Head {
@@ -98,12 +105,13 @@ impl OpenIds {
                 method: Some(m),
                 id: None,
             } if m == "notifications/cancelled" => {
-                if let Ok(c) = serde_json::from_str::<Cancel>(&line) {
-                    self.give_up(&c.params.request_id.to_string());
-                }
-                return Some(line);
+                let gone = serde_json::from_str::<Cancel>(&line)
+                    .ok()
+                    .map(|c| c.params.request_id.to_string())
+                    .filter(|key| self.give_up(key));
+                return (Some(line), gone);
             }
-            _ => return Some(line),
+            _ => return (Some(line), None),
         };
         let key = id.to_string();
         let mut ids = self.0.lock().expect("open ids");
@@ -113,30 +121,31 @@ impl OpenIds {
                 open = ids.open.len(),
                 "too many requests open at the upstream: one more was not sent"
             );
-            return None;
+            return (None, None);
         }
         ids.open.insert(key, line.len());
-        Some(line)
+        (Some(line), None)
     }
 
     /// Gives up open id `key` (JSON text): still reserved (answered once, late), no longer
-    /// in flight. Past [`MAX_OPEN`] given up or [`MAX_GONE_BYTES`] of their requests it
-    /// stays open, counted in flight, with a warning.
-    fn give_up(&self, key: &str) {
+    /// in flight; `true` when it did. Past [`MAX_OPEN`] given up or [`MAX_GONE_BYTES`] of
+    /// their requests it stays open, counted in flight, with a warning.
+    fn give_up(&self, key: &str) -> bool {
         let mut ids = self.0.lock().expect("open ids");
         let Some(&bytes) = ids.open.get(key) else {
-            return;
+            return false;
         };
         if ids.gone.len() >= MAX_OPEN || ids.gone_bytes + bytes > MAX_GONE_BYTES {
             tracing::warn!(
                 given_up = ids.gone.len(),
                 "too many cancelled requests unanswered upstream: one more stays in flight"
             );
-            return;
+            return false;
         }
         ids.open.remove(key);
         ids.gone.insert(key.to_string(), bytes);
         ids.gone_bytes += bytes;
+        true
     }
 
     /// A client request with id `key` (JSON text) is on its way to the writer: in use until
@@ -226,5 +235,30 @@ mod tests {
     fn own_elicitation_ids_differ() {
         let (a, b) = (own_elicitation_id(), own_elicitation_id());
         assert!(a.starts_with("assent-elicit-") && a.len() == 14 + 32 && a != b);
+    }
+
+    /// A cancellation names the request it gave up, and only when it did: not one given up
+    /// already, nor one past the bound on given-up requests (which stays in flight).
+    #[test]
+    fn a_cancellation_names_the_request_it_gave_up_only_when_it_did() {
+        let open = OpenIds::default();
+        let cancel = |id: u32| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
+            )
+        };
+        assert!(
+            open.note(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#.into())
+                .is_some()
+        );
+        assert_eq!(open.note_giving_up(cancel(7)).1.as_deref(), Some("7"));
+        assert_eq!(open.note_giving_up(cancel(7)).1, None, "given up already");
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{"p":"{}"}}}}"#,
+            "x".repeat(MAX_GONE_BYTES)
+        );
+        assert!(open.note(big).is_some());
+        assert_eq!(open.note_giving_up(cancel(8)).1, None, "past the bound");
+        assert_eq!(open.in_use(), 1);
     }
 }

@@ -43,10 +43,15 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let (to_upstream, upstream_rx) = lines::queue();
     let ends = state.ends.clone();
     let client_writer = write_stdout_lines(client_rx, move |l| Some(ends.to_client(l)));
-    let (ends, open) = (state.ends.clone(), state.upstream_open.clone());
-    // Every request to the upstream passes here: its id is noted as open before it is sent.
+    let (ends, st) = (state.ends.clone(), state.clone());
+    // Every request to the upstream passes here: its id is noted as open before it is sent;
+    // a forwarded call the client cancelled, once given up, counts no more as held.
     write_lines(upstream_rx, child_in, move |l| {
-        open.note(ends.to_upstream(l))
+        let (line, gone) = st.upstream_open.note_giving_up(ends.to_upstream(l));
+        if let Some(key) = gone {
+            st.given_up(&key);
+        }
+        line
     });
     let relay = Relay {
         state,

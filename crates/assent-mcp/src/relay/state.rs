@@ -24,12 +24,17 @@ use tokio::sync::oneshot;
 /// and the approval it ran under.
 pub(super) struct Forwarded {
     pub(super) tool: String,
-    pub(super) arguments: Value,
+    /// The arguments it ran with, as compact JSON text (parsed again for its report: found by
+    /// review, parsed they held many times their text, past what the held-bytes bound counts
+    /// and, once the client cancelled the call, past its given-up id's bound).
+    pub(super) arguments: String,
     pub(super) approval_id: Option<String>,
     /// The MCP task awaiting this result, when the call became one.
     pub(super) task: Option<TaskDone>,
     /// The client's call's bytes, counted against [`super::held::MAX_HELD_BYTES`] until its
-    /// result is reported (`None`: a call of the proxy's own, resuming an approval).
+    /// result is reported or, the client having cancelled it, it is given up at the upstream
+    /// ([`State::given_up`]). `None`: a call of the proxy's own, resuming an approval, or one
+    /// given up.
     pub(super) held: Option<super::held::HeldGuard>,
     /// Counts the call as under way for the gateway client's settling
     /// ([`crate::gateway::Gateway::settle_proposals`]) until its result is reported: a
@@ -180,6 +185,19 @@ impl Relay {
 }
 
 impl State {
+    /// Forwarded request `key` (JSON text), which its client cancelled, was given up at the
+    /// upstream ([`OpenIds`]: a receiver should not answer a cancelled request): its bytes no
+    /// longer count against the calls in flight, what is kept of it being bounded with the
+    /// given-up ids ([`super::ids::MAX_GONE_BYTES`]). Found by review: they stayed counted
+    /// until an answer that should never come, so after 64 MiB of cancelled calls every call
+    /// was refused. One past that bound stays counted (and in flight) until it is answered:
+    /// what is kept of forwarded calls stays bounded.
+    pub(super) fn given_up(&self, key: &str) {
+        if let Some(f) = self.forwarded.lock().expect("forwarded").get_mut(key) {
+            f.held = None;
+        }
+    }
+
     /// Stops the call waiting under `key` (only the one whose hold is `only`, when given):
     /// its hold set to [`Hold::Cancelled`] unless it is being forwarded, and its job told
     /// why (`why`, its approval withdrawn with it). The entry stays: it is its job's to

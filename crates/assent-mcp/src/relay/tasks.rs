@@ -203,7 +203,7 @@ async fn resumed_call(
                 own.to_string(),
                 Forwarded {
                     tool: tool.clone(),
-                    arguments: run_with.clone(),
+                    arguments: run_with.to_string(),
                     approval_id,
                     task: Some(done),
                     held: None,

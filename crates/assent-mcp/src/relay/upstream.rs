@@ -357,12 +357,19 @@ impl UpstreamSide {
             .then_some(Shape::Initialize)
     }
 
-    /// Sends `line` to the client: `Break` when the client's line is gone.
+    /// Sends `line` to the client. When the client's line is gone, `line` is dropped, and
+    /// the reader reads on (`Continue`) while forwarded calls wait for their results, else
+    /// stops (`Break`): found by review, it stopped at the first line relayed once the client's
+    /// stdout was gone, so a forwarded call's result after a progress or log notification was
+    /// never read, and the proxy waited its whole settling bound for a report that never came.
     fn relay(&self, line: String) -> ControlFlow<()> {
-        match self.to_client.send(line) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(_) => ControlFlow::Break(()),
+        if self.to_client.send(line).is_ok() {
+            return ControlFlow::Continue(());
         }
+        if self.state.forwarded.lock().expect("forwarded").is_empty() {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
     }
 
     /// The answer to a client's `tools/list`, rewritten: declared tools only, held tools in
@@ -412,8 +419,10 @@ impl UpstreamSide {
         let task = f.task.take();
         // The call's bytes and its mark for the settling are let go of once it is reported.
         let report = async move {
+            // The text this proxy wrote from a value parses back to that value.
+            let arguments: Value = serde_json::from_str(&f.arguments).unwrap_or_default();
             let reported = gw
-                .release(&f.tool, &f.arguments, &result, f.approval_id.as_deref())
+                .release(&f.tool, &arguments, &result, f.approval_id.as_deref())
                 .await;
             drop((f.held, f.settling));
             reported

@@ -19,6 +19,7 @@ mod hub_kit;
 mod in_client;
 mod mcp;
 mod mcp_gone_proposing;
+mod mcp_held_bounds;
 mod mcp_held_settle;
 mod mcp_hub_cancel;
 mod mcp_hub_connections;

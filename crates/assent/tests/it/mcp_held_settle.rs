@@ -12,10 +12,12 @@ use std::io::{BufRead, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const KEY: &str = "held-settle-agent-key-0123456789abcd";
+pub(crate) const KEY: &str = "held-settle-agent-key-0123456789abcd";
 
 /// `out`'s lines, read on a thread of their own (`None` at its end).
-fn lines_of(out: impl BufRead + Send + 'static) -> std::sync::mpsc::Receiver<Option<String>> {
+pub(crate) fn lines_of(
+    out: impl BufRead + Send + 'static,
+) -> std::sync::mpsc::Receiver<Option<String>> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in out.lines() {
@@ -31,7 +33,7 @@ fn lines_of(out: impl BufRead + Send + 'static) -> std::sync::mpsc::Receiver<Opt
 
 /// The next message of `lines` with id `id` (within 60 s), skipping notifications.
 #[track_caller]
-fn answer(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Value) -> Value {
+pub(crate) fn answer(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Value) -> Value {
     loop {
         let line = lines.recv_timeout(Duration::from_secs(60));
         let line = line
@@ -50,7 +52,7 @@ fn answer(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Value) -> Valu
 }
 
 /// The `initialize` handshake through a stdio client end.
-fn handshake(stdin: &mut impl Write, lines: &std::sync::mpsc::Receiver<Option<String>>) {
+pub(crate) fn handshake(stdin: &mut impl Write, lines: &std::sync::mpsc::Receiver<Option<String>>) {
     writeln!(
         stdin,
         "{}",
@@ -69,11 +71,13 @@ fn handshake(stdin: &mut impl Write, lines: &std::sync::mpsc::Receiver<Option<St
 }
 
 /// A `tools/call` line of `tool` under `id` (its arguments `{"n": id}`, so that no two are
-/// one call to the gateway), padded (in a `params` key the gateway never sees) to exactly
-/// `len` bytes.
+/// one call to the gateway), padded to exactly `len` bytes in its `_meta` client info (which
+/// the gateway never sees and the proxy keeps, for a modern upstream: a key it drops would no
+/// longer be held).
 fn padded_call(id: &Value, tool: &str, len: usize) -> String {
     let head = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                      "params": {"name": tool, "arguments": {"n": id}, "pad": ""}})
+                      "params": {"name": tool, "arguments": {"n": id}, "_meta": {
+                          "io.modelcontextprotocol/clientInfo": {"name": "t", "pad": ""}}}})
     .to_string();
     let line = head.replace(
         r#""pad":"""#,
@@ -84,7 +88,7 @@ fn padded_call(id: &Value, tool: &str, len: usize) -> String {
 }
 
 /// How many approvals the gateway at `url` holds with status `status`.
-fn approvals(url: &str, status: &str) -> usize {
+pub(crate) fn approvals(url: &str, status: &str) -> usize {
     let list = crate::get_op(url, &format!("/v1/approvals?status={status}"));
     list["approvals"].as_array().map_or(0, Vec::len)
 }
@@ -93,7 +97,7 @@ fn approvals(url: &str, status: &str) -> usize {
 /// (arguments, or `params` keys the gateway never sees), hoping the proxy keeps them all: only
 /// their number was bounded (256), so 256 calls of 16 MiB pinned 4 GiB. The bytes held for
 /// calls in flight are bounded at 64 MiB: eight calls of nearly 8 MiB are held, the ninth —
-/// and a small call while they are — is answered at once with a JSON-RPC error naming the
+/// and a call of 64 KiB while they are — is answered at once with a JSON-RPC error naming the
 /// bound; once the held calls are withdrawn, a small call goes through.
 #[test]
 fn calls_held_past_64_mib_are_refused_until_the_held_ones_are_withdrawn() {
@@ -112,11 +116,12 @@ fn calls_held_past_64_mib_are_refused_until_the_held_ones_are_withdrawn() {
     );
     let lines = lines_of(out);
     handshake(&mut stdin, &lines);
-    // Eight calls of 8 MiB less 64 bytes (64 MiB less 512 in all), then a ninth: written on a
-    // thread of its own (the proxy reads them as it goes).
+    // Eight calls of 8 MiB less 4 KiB (each weighs a little more than its text: 32 bytes a
+    // piece of JSON; 64 MiB less some 20 KiB in all), then a ninth: written on a thread of its
+    // own (the proxy reads them as it goes).
     let writer = std::thread::spawn(move || {
         for i in 0..9 {
-            let line = padded_call(&json!(i), "echo", (8 << 20) - 64);
+            let line = padded_call(&json!(i), "echo", (8 << 20) - 4096);
             writeln!(stdin, "{line}").unwrap();
         }
         stdin.flush().unwrap();
@@ -133,9 +138,14 @@ fn calls_held_past_64_mib_are_refused_until_the_held_ones_are_withdrawn() {
     within(60, "the eight calls were never all held", || {
         (approvals(&server.url, "pending") == 8).then_some(())
     });
-    // A small call (1 KiB, more than is left) is refused while they are held…
+    // A call of 64 KiB (more than is left) is refused while they are held…
     let small = |id: &str| padded_call(&json!(id), "read", 1024);
-    writeln!(stdin, "{}", small("small-0")).unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        padded_call(&json!("small-0"), "read", 64 << 10)
+    )
+    .unwrap();
     let r = answer(&lines, &json!("small-0"));
     assert_eq!(r["error"]["code"], -32000, "{r}");
     // …and goes through once they are withdrawn (their bytes let go of as each call ends).
@@ -259,7 +269,7 @@ fn a_hub_call_answered_after_its_client_left_still_has_its_result_recorded() {
 /// operator's approval for a client long gone: the stdio front ends settle their proposals
 /// before they end, the hub inside `assent serve` did not. It stops its calls and waits for
 /// what is on its way while it still serves: the gateway ends only once the approval is
-/// withdrawn.
+/// withdrawn. A call sent after the signal is refused (nothing proposed), as is a new session.
 #[test]
 fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
     let list = r#"        r={"tools":[{"name":"pay","description":"pay.","inputSchema":{"type":"object"}}]}"#;
@@ -323,6 +333,30 @@ fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
         server.child.try_wait().unwrap().is_none(),
         "the gateway ended with its hub's proposal on its way"
     );
+    // Found by review: a call that came while the hub settled was proposed and left pending.
+    // From the signal on, a new call, and a new session, are refused, saying why.
+    let late = hub_post(
+        &url,
+        KEY,
+        s,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "bank__pay", "arguments": {"late": true}}}),
+    )
+    .text()
+    .unwrap();
+    assert!(late.contains("the gateway is shutting down"), "{late}");
+    assert!(late.contains("-32000"), "{late}");
+    let fresh = hub_post(
+        &url,
+        KEY,
+        None,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    )
+    .text()
+    .unwrap();
+    assert!(fresh.contains("the gateway is shutting down"), "{fresh}");
     unlock_db(locked);
     within(60, "the gateway never ended", || {
         server.child.try_wait().unwrap()
