@@ -88,18 +88,6 @@ pub async fn start_registration(
 ) -> Result<PasskeyChallenge, ApiError> {
     let rp = relying(st)?;
     let digest = assent_core::canonical::sha256_hex(code.trim().as_bytes());
-    let who = principal.to_string();
-    let ok = !code.trim().is_empty()
-        && st
-            .store_call(move |s| s.take_enrolment(&who, &digest, now_ms()))
-            .await?;
-    if !ok {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "ENROLMENT_REQUIRED",
-            "a passkey is registered with a one-time enrolment code: ask an administrator (`assent passkeys enrol NAME`)",
-        ));
-    }
     let have = passkeys_of(st, principal).await?;
     let exclude = have
         .iter()
@@ -115,7 +103,34 @@ pub async fn start_registration(
         serde_json::json!([{"type": "public-key", "alg": -7}]);
     let mut state = serde_json::to_value(&state).expect("state serialises");
     state["rs"]["credential_algorithms"] = serde_json::json!(["ES256"]);
-    begin(st, ceremony(principal, "register", &state), options).await
+    let c = ceremony(principal, "register", &state);
+    let ceremony_id = c.id.clone();
+    // The code is used and the ceremony stored in one transaction, the cap checked first: an
+    // operator at the cap keeps their code (found by review).
+    let started = if code.trim().is_empty() {
+        Ok(false)
+    } else {
+        st.store_task(move |s| s.start_registration(&c, &digest, now_ms()))
+            .await?
+    };
+    match started {
+        Ok(true) => Ok(PasskeyChallenge {
+            ceremony: ceremony_id,
+            options,
+        }),
+        Ok(false) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ENROLMENT_REQUIRED",
+            "a passkey is registered with a one-time enrolment code: ask an administrator (`assent passkeys enrol NAME`)",
+        )),
+        // `start_registration`'s only `Invalid` is the cap on a principal's open ceremonies.
+        Err(StoreError::Invalid(m)) => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            TOO_MANY_CEREMONIES,
+            m,
+        )),
+        Err(e) => Err(ApiError::unavailable(e)),
+    }
 }
 
 /// A new ceremony of `principal` for `purpose` keeping the library's `state`, bound to no

@@ -6,7 +6,7 @@
 //! once. Registration and removal are audited (`passkey.registered`, `passkey.removed`).
 
 use crate::audit;
-use crate::db::OptionalExtension as _;
+use crate::db::{self, Conn, OptionalExtension as _, Tx};
 use crate::error::StoreError;
 use crate::params;
 use crate::single_use;
@@ -179,18 +179,30 @@ impl Store {
     /// its principal has [`MAX_CEREMONIES`] in progress already (no one piles up state).
     pub fn put_ceremony(&self, c: &Ceremony, now: i64) -> Result<(), StoreError> {
         self.write(|tx| {
-            let of = Some(("principal", c.principal.as_str()));
-            let open = single_use::prune_and_count(tx, "passkey_ceremonies", "expires_at", now, of)?;
-            if open >= MAX_CEREMONIES {
-                return Err(StoreError::Invalid(format!(
-                    "{MAX_CEREMONIES} passkey ceremonies of yours are in progress already: finish one or wait 5 minutes"
-                )));
+            room_for(tx, c, now)?;
+            insert_ceremony(**tx, c)
+        })
+    }
+
+    /// Starts registration ceremony `c` with `principal`'s one-time enrolment code (by its
+    /// SHA-256, as [`Store::take_enrolment`]), in one transaction: `Invalid` past
+    /// [`MAX_CEREMONIES`] with the code left unused (found by review: the code was taken first,
+    /// so an operator at the cap lost it and needed a new one from an administrator);
+    /// `Ok(false)` when no such unexpired code is theirs (nothing stored); `Ok(true)` when the
+    /// code was used and the ceremony stored.
+    pub fn start_registration(
+        &self,
+        c: &Ceremony,
+        code_sha256: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            room_for(tx, c, now)?;
+            if !take_code(**tx, &c.principal, code_sha256, now)? {
+                return Ok(false);
             }
-            tx.execute(
-                "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-                params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at],
-            )?;
-            Ok(())
+            insert_ceremony(**tx, c)?;
+            Ok(true)
         })
     }
 
@@ -285,12 +297,37 @@ impl Store {
         code_sha256: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        self.write(|tx| {
-            let n = tx.execute(
-                "DELETE FROM passkey_enrolments WHERE code_sha256 = ?1 AND principal = ?2 AND expires_at > ?3",
-                params![code_sha256, principal, now],
-            )?;
-            Ok(n == 1)
-        })
+        self.write(|tx| Ok(take_code(**tx, principal, code_sha256, now)?))
     }
+}
+
+/// Uses `principal`'s unexpired enrolment code `code_sha256`: whether there was one.
+fn take_code(tx: Conn<'_>, principal: &str, code_sha256: &str, now: i64) -> db::Result<bool> {
+    let n = tx.execute(
+        "DELETE FROM passkey_enrolments WHERE code_sha256 = ?1 AND principal = ?2 AND expires_at > ?3",
+        params![code_sha256, principal, now],
+    )?;
+    Ok(n == 1)
+}
+
+/// Removes the ceremonies that ended before `now`; `Invalid` when `c`'s principal has
+/// [`MAX_CEREMONIES`] in progress still.
+fn room_for(tx: &Tx<'_>, c: &Ceremony, now: i64) -> Result<(), StoreError> {
+    let of = Some(("principal", c.principal.as_str()));
+    let open = single_use::prune_and_count(tx, "passkey_ceremonies", "expires_at", now, of)?;
+    if open >= MAX_CEREMONIES {
+        return Err(StoreError::Invalid(format!(
+            "{MAX_CEREMONIES} passkey ceremonies of yours are in progress already: finish one or wait 5 minutes"
+        )));
+    }
+    Ok(())
+}
+
+/// Stores ceremony `c`.
+fn insert_ceremony(tx: Conn<'_>, c: &Ceremony) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+        params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at],
+    )?;
+    Ok(())
 }

@@ -119,6 +119,16 @@ async fn piling_up_passkey_ceremonies_is_a_429_not_a_5xx() {
         "{b}"
     );
     assert_eq!(retry.as_deref(), Some("300"));
+    // Found by review: the code was used before the cap was checked, so an operator at the
+    // cap lost it and needed a new one from an administrator. It is kept now.
+    let left = gw.sql().int(
+        "SELECT count(*) FROM passkey_enrolments WHERE code_sha256 = ?1",
+        &[Param::from(&sha("one-more"))],
+    );
+    assert_eq!(
+        left, 1,
+        "the enrolment code refused at the cap is still usable"
+    );
     // A vote ceremony counts against the same cap, from the dashboard and from the API.
     alices_passkey(&gw, "AAECAwQ");
     let id = gw
