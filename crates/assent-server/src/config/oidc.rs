@@ -14,8 +14,8 @@
 //!   scopes: [groups]                           # optional scopes besides `openid`
 //! ```
 
-use super::urls::web_url;
 use super::raw::{ConfigError, RawOidc, RawPrincipal, at};
+use super::urls::web_url;
 use crate::dashboard::oidc::fetch::ProviderHttp;
 use crate::dashboard::oidc::places::Places;
 use assent_store::ui_sessions::SsoGrant;
