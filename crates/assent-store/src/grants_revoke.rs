@@ -95,7 +95,7 @@ pub(crate) fn revoke_grants_of_in(
         let sql = format!(
             "SELECT id, approval_id FROM grants WHERE created_by = ?1 AND revoked_at IS NULL \
              AND {} ORDER BY created_at, id",
-            crate::tokens::unexpired_at("?2")
+            crate::sql::grant_unexpired_at("?2")
         );
         let rows: Vec<(String, String)> =
             crate::sql::rows(tx, &sql, params![name, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -195,7 +195,7 @@ fn active_grants(conn: Conn<'_>, now: i64) -> db::Result<Vec<GrantOrigin>> {
     let sql = format!(
         "SELECT id, approval_id, created_by, key_binding FROM grants \
          WHERE revoked_at IS NULL AND {} ORDER BY created_at, id",
-        crate::tokens::unexpired_at("?1")
+        crate::sql::grant_unexpired_at("?1")
     );
     let rows: Vec<(String, String, String, Option<String>)> =
         crate::sql::rows(conn, &sql, params![now], |r| {

@@ -106,14 +106,14 @@ fn plan(conn: Conn<'_>, cutoff: i64, now: i64, max: i64) -> db::Result<Option<Pl
         cut,
         cutoff,
     )?;
-    // A grant still standing holds its approval's records ([`crate::tokens::unexpired_at`]).
+    // A grant still standing holds its approval's records ([`crate::sql::grant_unexpired_at`]).
     let standing = format!(
         "SELECT seq FROM audit WHERE seq > ?1 AND seq <= ?2 AND approval_id IN (
              SELECT id FROM approvals WHERE status = 'pending'
              UNION SELECT approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?3
              UNION SELECT approval_id FROM grants WHERE revoked_at IS NULL AND {})
          ORDER BY seq LIMIT 1",
-        crate::tokens::unexpired_at("?3")
+        crate::sql::grant_unexpired_at("?3")
     );
     cut = hold(conn, &standing, prev_seq, cut, now)?;
     let cursor: Option<i64> =

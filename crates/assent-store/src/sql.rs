@@ -75,3 +75,15 @@ macro_rules! from_row {
     (@get $r:expr, $f:ident, $e:expr) => { $e };
 }
 pub(crate) use from_row;
+
+/// SQL: whether a `grants` row has not expired at the Unix-ms parameter `now` (e.g. `?2`): its
+/// `expires_at` is later, or it has none and is not a session grant stored before session
+/// grants lapsed, which lapsed [`assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS`] after its
+/// `created_at` (as [`assent_core::grant::covers`] judges it). Listings, retention and the
+/// revocation passes share it.
+pub(crate) fn grant_unexpired_at(now: &str) -> String {
+    format!(
+        "(expires_at > {now} OR (expires_at IS NULL AND (session_id IS NULL OR created_at > {now} - {})))",
+        assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS
+    )
+}

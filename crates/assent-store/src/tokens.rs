@@ -281,7 +281,7 @@ impl Store {
              FROM grants WHERE (?1 OR (revoked_at IS NULL AND {}))
                AND created_at <= ?3 AND (created_at < ?3 OR rowid < ?4)
              ORDER BY created_at DESC, rowid DESC LIMIT ?5",
-            unexpired_at("?2")
+            sql::grant_unexpired_at("?2")
         );
         let mut rows: Vec<(Grant, String, Option<String>, i64)> = self
             .aside(|c| sql::rows(c, &sql, crate::params![all, now, at, row, n + 1], grant_row))?;
@@ -585,16 +585,4 @@ fn consume(
     // The call may run now: its session takes in what it brings (issue 16 §3).
     crate::session_risk::on_redeem(tx, &c.aid, p.now)?;
     Ok(c)
-}
-
-/// SQL: whether a `grants` row has not expired at the Unix-ms parameter `now` (e.g. `?2`): its
-/// `expires_at` is later, or it has none and is not a session grant stored before session
-/// grants lapsed, which lapsed [`assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS`] after its
-/// `created_at` (as [`assent_core::grant::covers`] judges it). Listings, retention and the
-/// revocation passes share it.
-pub(crate) fn unexpired_at(now: &str) -> String {
-    format!(
-        "(expires_at > {now} OR (expires_at IS NULL AND (session_id IS NULL OR created_at > {now} - {})))",
-        assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS
-    )
 }
