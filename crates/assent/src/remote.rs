@@ -24,15 +24,7 @@ pub(crate) fn connect(r: &Remote) -> Result<Client> {
         .api_key
         .as_deref()
         .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (an operator's key)"))?;
-    let url = r.url.trim_end_matches('/');
-    if !r.insecure_http
-        && url.starts_with("http:")
-        && !assent_server::config::urls::private_transport(url)
-    {
-        return Err(anyhow!(
-            "refusing to send the key to {url} over plain http: anyone on the network path could read it; use https, or --insecure-http when that network is yours"
-        ));
-    }
+    check_transport(r)?;
     Client::new(&r.url, key).map_err(|e| match e {
         ClientError::Config(_) => anyhow!(
             "cannot reach the gateway at {} (builder error)",
@@ -40,6 +32,23 @@ pub(crate) fn connect(r: &Remote) -> Result<Client> {
         ),
         e => e.into(),
     })
+}
+
+/// Refuses `r.url` when it would carry the key in clear text to another machine: a URL whose
+/// scheme is not `https` (read as the HTTP client reads it: any case, surrounding white space
+/// dropped) unless its host is this machine's loopback, without `--insecure-http`. Found by
+/// review: the operator key went out over plain http to any host; then `HTTP://` and a
+/// leading space passed a check that compared the text; `assent mcp` sent the agent key
+/// unchecked.
+pub(crate) fn check_transport(r: &Remote) -> Result<()> {
+    let url = r.url.trim();
+    if r.insecure_http || assent_server::config::urls::private_transport(url) {
+        return Ok(());
+    }
+    Err(anyhow!(
+        "refusing to send the key to {} over plain http: anyone on the network path could read it; use https, or --insecure-http when that network is yours",
+        url.trim_end_matches('/')
+    ))
 }
 
 /// Prints `body` as the API gives it: pretty JSON with every object's keys in sorted order

@@ -69,6 +69,7 @@ async fn mcp(
         .api_key
         .clone()
         .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (the agent's key)"))?;
+    crate::remote::check_transport(remote)?;
     let session_id = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let (server, command, pass_ungated) = match upstream {
         Upstream::Command {

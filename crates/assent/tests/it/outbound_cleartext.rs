@@ -185,7 +185,15 @@ fn an_operator_key_is_not_sent_over_plain_http_to_another_host() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    for url in ["http://gateway.invalid:7878", "http://203.0.113.5:7878/"] {
+    // Spelled as the HTTP client would still read them (found by review: a check of the text
+    // let `HTTP://` and a leading space through).
+    for url in [
+        "http://gateway.invalid:7878",
+        "http://203.0.113.5:7878/",
+        "HTTP://203.0.113.5:7878",
+        " http://203.0.113.5:7878",
+        "Http://gateway.invalid",
+    ] {
         let (code, err) = run(url, &[]);
         assert_eq!(code, Some(1), "{url}: {err}");
         assert!(err.contains("over plain http"), "{url}: {err}");
@@ -204,4 +212,29 @@ fn an_operator_key_is_not_sent_over_plain_http_to_another_host() {
         let (_, err) = run(&url, &[]);
         assert!(!err.contains("over plain http"), "{url}: {err}");
     }
+}
+
+/// Found by review: `assent mcp` handed the agent's key to the gateway over plain http to any
+/// host, unchecked (and took `--insecure-http` without a word). It is held to the same rule.
+#[test]
+fn an_agent_key_is_not_sent_over_plain_http_by_assent_mcp() {
+    let out = Command::new(BIN)
+        .args([
+            "mcp",
+            "--agent",
+            "a",
+            "--server",
+            "s",
+            "--url",
+            "http://gateway.invalid:7878",
+            "--",
+            "true",
+        ])
+        .env("ASSENT_API_KEY", "agent-key-0123456789abcdef0123456789")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("over plain http"), "{err}");
 }
