@@ -354,15 +354,31 @@ async fn dashboard_session(st: &AppState, req: &mut Request) -> Result<(), Respo
             wait,
         ))
     };
+    // On the sign-in pages a cookie that signs no one in is dropped, not refused: the sign-in
+    // applies its own lock-out (a long key seen from here passes it). Found by review: a
+    // browser holding a dead session cookie (pushed out by the cap, ended, its key rotated)
+    // got `429` on the sign-in form itself while its network was locked out, with no way to
+    // clear the `HttpOnly` cookie.
+    let path = req.uri().path();
+    let signing_in = path == "/ui/login" || path.starts_with("/ui/oidc/");
     if let Some(wait) = st.throttle.locked_out(addr, "", false)
         && !st.throttle.passes_session_lockout(addr, id)
     {
+        if signing_in {
+            session::drop_session_cookie(st, req.headers_mut());
+            return Ok(());
+        }
         return Err(throttled(wait));
     }
     let op = match session::signed_in_as(st, id).await {
         Ok(Some(op)) => op,
         Ok(None) => {
-            if let Some(wait) = st.throttle.failed_addr(addr).await {
+            let over = st.throttle.failed_addr(addr).await;
+            if signing_in {
+                session::drop_session_cookie(st, req.headers_mut());
+                return Ok(());
+            }
+            if let Some(wait) = over {
                 tracing::warn!(addr = ?addr, "dashboard session cookies throttled");
                 return Err(throttled(wait));
             }

@@ -107,6 +107,29 @@ pub(crate) fn session_cookie<'a>(st: &AppState, headers: &'a HeaderMap) -> Optio
     Jar::of(st, headers).get(headers, COOKIE.0)
 }
 
+/// Removes the request's session cookie ([`session_cookie`]'s name in force) from its
+/// `Cookie` headers, keeping every other cookie (the sign-in form's own among them): the
+/// request then reads as one from a browser signed in nowhere. The edge does so on the sign-in
+/// pages for a cookie that signs no one in (`edge::dashboard_session`).
+pub(crate) fn drop_session_cookie(st: &AppState, headers: &mut HeaderMap) {
+    let name = Jar::of(st, headers).name(COOKIE.0);
+    let kept: Vec<String> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && c.split('=').next() != Some(name.as_str()))
+        .map(str::to_string)
+        .collect();
+    headers.remove(header::COOKIE);
+    if let Ok(v) = HeaderValue::from_str(&kept.join("; "))
+        && !kept.is_empty()
+    {
+        headers.insert(header::COOKIE, v);
+    }
+}
+
 /// The signed-in operator: the session and the principal it belongs to (a principal removed
 /// from the config since is signed out).
 pub(crate) struct Operator {

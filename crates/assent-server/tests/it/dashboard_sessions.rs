@@ -314,3 +314,44 @@ async fn a_questions_bidi_characters_are_shown_escaped_on_the_dashboard() {
     assert!(html.contains(r"account \u2066evil\u2069 \u200b"), "{html}");
     gw.stop().await;
 }
+
+/// Found by review: a browser holding a dead session cookie (pushed out by the cap, ended, its
+/// key rotated) got `429` on the sign-in form itself while an agent on its host kept the
+/// address locked out, though the operator's long key, seen from there before, passes the
+/// sign-in's own lock-out; the cookie is `HttpOnly`, so the page could not clear it. On the
+/// sign-in pages such a cookie is dropped, not refused.
+#[tokio::test]
+async fn a_dead_session_cookie_does_not_keep_its_operator_from_signing_in_again() {
+    const OLGA: &str = "olga-0123456789abcdef0123456789abcdef";
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |st| {
+        let mut all = (*st.principals()).clone();
+        let roles = vec!["finance".to_string()];
+        let kind = assent_server::config::PrincipalKind::Operator { roles };
+        all.push(assent_server::config::Principal::with_key(
+            "olga", OLGA, kind,
+        ));
+        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+    })
+    .await;
+    let host = "127.0.0.7";
+    session_of(&sign_in_from(&gw, host, OLGA, "").await);
+    let mut locked = false;
+    for i in 0..(FAILURE_BURST as usize + 10) {
+        if get_from(&gw, host, "/ui", &made_up(i)).await.0 == StatusCode::TOO_MANY_REQUESTS {
+            locked = true;
+            break;
+        }
+    }
+    assert!(locked, "the flood was never throttled");
+    let dead = made_up(5_000);
+    assert_eq!(
+        get_from(&gw, host, "/ui", &dead).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let again = sign_in_from(&gw, host, OLGA, &dead).await;
+    assert_eq!(again.status(), StatusCode::SEE_OTHER, "{again:?}");
+    let fresh = session_of(&again);
+    assert_eq!(get_from(&gw, host, "/ui", &fresh).await.0, StatusCode::OK);
+    gw.stop().await;
+}
