@@ -21,7 +21,7 @@ use crate::archive;
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension};
 use crate::error::StoreError;
-use crate::kit::{io, write_private};
+use crate::kit::io;
 use crate::params;
 use crate::sql::{self, from_row};
 use crate::store::Store;
@@ -92,19 +92,33 @@ pub fn read_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
     Ok(Some(SigningKey::from_bytes(&seed)))
 }
 
-/// Reads `<dir>/audit.key`, creating it (32 random bytes, mode 0600, written to a temporary
-/// file and renamed) when it does not exist. `dir` must exist.
+/// Reads `<dir>/audit.key`, creating it (32 random bytes, mode 0600) when it does not exist.
+/// `dir` must exist. The key returned is the one on disk ([`load_or_create`]).
 pub fn load_or_create_key(dir: &Path) -> Result<SigningKey, StoreError> {
+    Ok(load_or_create(dir)?.0)
+}
+
+/// [`load_or_create_key`], and whether this call placed the key. A new key is placed without
+/// replacing anything ([`crate::kit::place_private`]: when another process made one first,
+/// theirs is kept), then read back, so that the key returned is always the one on disk —
+/// found by review: the seed generated here was returned even when a concurrent creator's
+/// rename had replaced it, so two `assent keys init` at once printed different keys.
+/// Errors: as [`read_key`]; `Io` placing it.
+pub(crate) fn load_or_create(dir: &Path) -> Result<(SigningKey, bool), StoreError> {
     if let Some(k) = read_key(dir)? {
-        return Ok(k);
+        return Ok((k, false));
     }
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| StoreError::Invalid(format!("no randomness: {e}")))?;
-    let tmp = dir.join("audit.key.tmp");
-    write_private(&tmp, &seed).map_err(io(&tmp))?;
     let path = dir.join(KEY_FILE);
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    Ok(SigningKey::from_bytes(&seed))
+    let placed = crate::kit::place_private(dir, KEY_FILE, &seed).map_err(io(&path))?;
+    let on_disk = read_key(dir)?.ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "{}: the audit key vanished as it was made; run again",
+            path.display()
+        ))
+    })?;
+    Ok((on_disk, placed))
 }
 
 /// When a checkpoint is due ([`Store::checkpoint_if_due`]).
@@ -294,38 +308,7 @@ impl Store {
         if due_head(self.lock().conn(), due, now, &key)?.is_none() {
             return Ok(None);
         }
-        self.write(|tx| {
-        let Some((seq, hash, prev)) = due_head(**tx, due, now, &key)? else {
-            return Ok(None);
-        };
-        let prev = match (prev, published) {
-            (Some(p), Some(q)) if q.seq > p.seq => Some(q.clone()),
-            (None, Some(q)) => Some(q.clone()),
-            (p, _) => p,
-        };
-        let last_seq = prev.as_ref().map_or(0, |p| p.seq);
-        if let Some(why) = extends(**tx, prev.as_ref(), &self.audit_key.verifying_key())? {
-            return Err(StoreError::Invalid(format!(
-                "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
-            )));
-        }
-        // Records ever appended: those in the table and those archived before them.
-        let count: i64 = tx.query_row("SELECT count(*) FROM audit", [], |r| r.get::<i64>(0))?
-            + audit::anchor(**tx)?.0;
-        let cp = sign(&self.audit_key, seq, &hash, count, now);
-        tx.prepare_cached(&format!(
-            "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6)"
-        ))?
-        .execute(params![
-            cp.seq,
-            cp.head_hash,
-            cp.record_count,
-            cp.time,
-            cp.public_key,
-            cp.signature
-        ])?;
-        Ok(Some(cp))
-        })
+        self.write(|tx| sign_due(**tx, &self.audit_key, due, now, published))
     }
 
     /// Every stored checkpoint, oldest first.
@@ -437,4 +420,73 @@ fn parsed_jsonl(
         }
     }
     Ok(out)
+}
+
+/// In the write transaction `conn`: signs with `key` and stores a checkpoint of the head when
+/// one is `due` at `now` (Unix ms), after checking that the records since the previous
+/// checkpoint (the newest stored one signed with `key`, or `published` when that is newer)
+/// still link to it. The body of [`Store::checkpoint_if_due_after`], shared with
+/// [`sign_head_of_copy`]. Returns the new checkpoint, `None` when none is due. Errors: as
+/// `checkpoint_if_due_after`.
+fn sign_due(
+    conn: Conn<'_>,
+    key: &SigningKey,
+    due: Due,
+    now: i64,
+    published: Option<&Checkpoint>,
+) -> Result<Option<Checkpoint>, StoreError> {
+    let public = key.verifying_key();
+    let Some((seq, hash, prev)) = due_head(conn, due, now, &public)? else {
+        return Ok(None);
+    };
+    let prev = match (prev, published) {
+        (Some(p), Some(q)) if q.seq > p.seq => Some(q.clone()),
+        (None, Some(q)) => Some(q.clone()),
+        (p, _) => p,
+    };
+    let last_seq = prev.as_ref().map_or(0, |p| p.seq);
+    if let Some(why) = extends(conn, prev.as_ref(), &public)? {
+        return Err(StoreError::Invalid(format!(
+            "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
+        )));
+    }
+    // Records ever appended: those in the table and those archived before them.
+    let count: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get::<i64>(0))?
+        + audit::anchor(conn)?.0;
+    let cp = sign(key, seq, &hash, count, now);
+    conn.prepare_cached(&format!(
+        "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6)"
+    ))?
+    .execute(params![
+        cp.seq,
+        cp.head_hash,
+        cp.record_count,
+        cp.time,
+        cp.public_key,
+        cp.signature
+    ])?;
+    Ok(Some(cp))
+}
+
+/// `assent backup`: signs with the gateway's audit `key` a checkpoint at the exact head of
+/// the copy `conn` (an SQLite database no one else has open: the staged backup) and stores
+/// it in the copy's `audit_checkpoints`, as the gateway's signer does ([`sign_due`] with
+/// [`Due::NOW`], at `now`, Unix ms): the records since the newest checkpoint signed with
+/// `key` (or `published`, the checkpoint file's newest, when newer) must still link to it.
+/// `assent restore` then refuses a copy whose head no checkpoint of the gateway's key
+/// covers: without the key, nothing in the copy can be rewritten or appended to unseen.
+/// Returns the checkpoint, `None` when one already covers the head, there is no record, or
+/// the copy's schema predates checkpoints (v8, no table to store one in). Errors: the chain
+/// does not extend the previous checkpoint, that checkpoint does not verify or lies past the
+/// head (`Invalid`: nothing signed); SQLite errors.
+pub fn sign_head_of_copy(
+    conn: &rusqlite::Connection,
+    key: &SigningKey,
+    now: i64,
+    published: Option<&Checkpoint>,
+) -> Result<Option<Checkpoint>, StoreError> {
+    if !sql::lite(conn).has_table("audit_checkpoints")? {
+        return Ok(None);
+    }
+    sql::lite(conn).write(|tx| sign_due(**tx, key, Due::NOW, now, published))
 }

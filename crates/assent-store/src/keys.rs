@@ -19,6 +19,7 @@
 //! init --keys-dir DIR` ([`init`]) makes them once, and every replica is given the directory.
 
 use crate::checkpoint;
+use crate::db::Database;
 use crate::error::StoreError;
 use crate::kit::{create_private_dir, io, now_ms, write_private};
 use crate::token_keys::{TokenKeys, read_seed};
@@ -27,6 +28,13 @@ use ed25519_dalek::SigningKey;
 use std::path::Path;
 
 pub use crate::token_keys::{REREAD_AFTER, RETIRED_GRACE_MS, RETIRED_PREFIX, TOKEN_KEY_FILE};
+
+/// The file in `keys_dir` by which an operator accepts a new `audit.key` over a database
+/// checkpointed under a lost one: it holds the lost key's public key (64 hex), which the
+/// refusal to open names. Nothing in assent writes it; without it a store is not opened
+/// over a database whose checkpoints were all signed by another key (a replica given a key
+/// set of its own, or a key made anew after the old one was lost).
+pub const AUDIT_KEY_REPLACES_FILE: &str = "audit-key-replaces";
 
 /// What opening a store may do with missing key files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,37 +57,86 @@ pub(crate) struct Keys {
 }
 
 /// Reads the keys of `dir` (which must exist when `files` is `MustExist`). Errors: `Invalid`
-/// naming the directory and `assent keys init` when a key is missing and may not be created,
-/// or when a key file is damaged (short token key, audit key not 32 bytes); `Io`.
+/// naming the directory and `assent keys init` when a key is missing and may not be created
+/// ([`missing_keys`] says more when the database was served before), or when a key file is
+/// damaged (short token key, audit key not 32 bytes); `Io`.
 pub(crate) fn load(dir: &Path, files: KeyFiles) -> Result<Keys, StoreError> {
     if files == KeyFiles::CreateMissing {
         create_private_dir(dir).map_err(io(dir))?;
         load_or_create_token_key(dir)?;
-        let created_audit = checkpoint::read_key(dir)?.is_none();
+        let (audit, created_audit) = checkpoint::load_or_create(dir)?;
         return Ok(Keys {
             token: TokenKeys::load(dir)?,
-            audit: checkpoint::load_or_create_key(dir)?,
+            audit,
             created_audit,
         });
     }
-    let token = read_token_key(dir)?;
-    let audit = checkpoint::read_key(dir)?;
-    match (token, audit) {
-        (Some(_), Some(audit)) => Ok(Keys {
-            token: TokenKeys::load(dir)?,
-            audit,
-            created_audit: false,
-        }),
-        (token, _) => Err(StoreError::Invalid(format!(
-            "keys_dir {}: no {}: a shared (PostgreSQL) database needs the same keys on every replica, so assent never makes them per replica; run `assent keys init --keys-dir {}` once and give that directory to every replica",
-            dir.display(),
-            if token.is_none() {
-                TOKEN_KEY_FILE
-            } else {
-                checkpoint::KEY_FILE
-            },
-            dir.display()
-        ))),
+    if let Some(file) = first_missing(dir)? {
+        return Err(missing_keys(dir, file, false));
+    }
+    let audit =
+        checkpoint::read_key(dir)?.ok_or_else(|| missing_keys(dir, checkpoint::KEY_FILE, false))?;
+    Ok(Keys {
+        token: TokenKeys::load(dir)?,
+        audit,
+        created_audit: false,
+    })
+}
+
+/// The first of `token.key` and `audit.key` that `dir` lacks, if any. Errors: a damaged key.
+pub(crate) fn first_missing(dir: &Path) -> Result<Option<&'static str>, StoreError> {
+    if read_token_key(dir)?.is_none() {
+        return Ok(Some(TOKEN_KEY_FILE));
+    }
+    Ok(checkpoint::read_key(dir)?
+        .is_none()
+        .then_some(checkpoint::KEY_FILE))
+}
+
+/// The refusal of a shared database's store whose `dir` lacks `file`. When the database
+/// already holds audit records (`served`), new keys would not do: the replicas serving it sign
+/// with the keys they were given, so the directory is to be copied from one of them (found by
+/// review: the message said to run `assent keys init`, and an operator adding a replica did,
+/// on the new host, and got a key set of its own).
+pub(crate) fn missing_keys(dir: &Path, file: &str, served: bool) -> StoreError {
+    let d = dir.display();
+    StoreError::Invalid(if served {
+        format!(
+            "keys_dir {d}: no {file}, but the database already holds audit records made under the keys of the replicas serving it: copy keys_dir (token.key and audit.key) from an existing replica, or put back the keys kept with this database; `assent keys init` would make a new key set the other replicas ignore"
+        )
+    } else {
+        format!(
+            "keys_dir {d}: no {file}: a shared (PostgreSQL) database needs the same keys on every replica, so assent never makes them per replica; run `assent keys init --keys-dir {d}` once and give that directory to every replica"
+        )
+    })
+}
+
+/// Whether `database` holds an audit record; `false` when it does not exist yet (an SQLite
+/// file not made, a schema without the table). Read-only: nothing is created.
+/// Errors: the database cannot be opened or read.
+pub fn holds_audit_records(database: &Database) -> Result<bool, StoreError> {
+    use crate::db::OptionalExtension;
+    let has = |conn: crate::db::Conn<'_>| -> Result<bool, StoreError> {
+        if !conn.has_table("audit")? {
+            return Ok(false);
+        }
+        let seq: Option<i64> = conn
+            .prepare_cached("SELECT seq FROM audit LIMIT 1")?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        Ok(seq.is_some())
+    };
+    match database {
+        Database::Sqlite { path } if !path.exists() => Ok(false),
+        Database::Sqlite { path } => {
+            let conn = rusqlite::Connection::open_with_flags(
+                path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )?;
+            conn.busy_timeout(std::time::Duration::from_secs(10))?;
+            has(crate::sql::lite(&conn))
+        }
+        Database::Postgres { .. } => has(database.connect()?.conn()),
     }
 }
 
@@ -101,25 +158,43 @@ pub struct Initialised {
     pub audit_public_key: String,
 }
 
-/// `assent keys init`: creates `dir` (0700) and whichever of `token.key` and `audit.key` it
-/// lacks (random, 0600, written to a temporary file and renamed). An existing key is kept,
-/// never overwritten (replacing `token.key` outside [`rotate_token_key`] invalidates every
-/// outstanding token; replacing `audit.key` makes the signed checkpoints unverifiable).
-/// Errors: `Invalid` for a damaged existing key; `Io`.
+/// `assent keys init`: creates `dir` (0700, when missing; an existing one keeps its mode)
+/// and whichever of `token.key` and `audit.key` it lacks (random, 0600, placed without
+/// replacing anything: [`crate::kit::place_private`]). An existing key is kept, never
+/// overwritten (replacing `token.key` outside [`rotate_token_key`] invalidates every
+/// outstanding token; replacing `audit.key` makes the signed checkpoints unverifiable); when
+/// another process makes one meanwhile, theirs is kept and reported. Errors: `Invalid` for a
+/// damaged existing key; `Io` (a directory others may write is refused).
 pub fn init(dir: &Path) -> Result<Initialised, StoreError> {
     create_private_dir(dir).map_err(io(dir))?;
     let mut created = Vec::new();
-    if read_token_key(dir)?.is_none() {
+    if load_or_create_token_key(dir)? {
         created.push(TOKEN_KEY_FILE);
     }
-    if checkpoint::read_key(dir)?.is_none() {
+    let (audit, made) = checkpoint::load_or_create(dir)?;
+    if made {
         created.push(checkpoint::KEY_FILE);
     }
-    let keys = load(dir, KeyFiles::CreateMissing)?;
+    TokenKeys::load(dir)?;
     Ok(Initialised {
         created,
-        audit_public_key: checkpoint::public_key_hex(&keys.audit.verifying_key()),
+        audit_public_key: checkpoint::public_key_hex(&audit.verifying_key()),
     })
+}
+
+/// [`init`] for the store of a config: refused when a key would be made while `database`
+/// already holds audit records — it was served under keys that are not in `dir` (a new
+/// replica's host, or keys lost), and a new key set would be one the other replicas ignore
+/// ([`missing_keys`]). `assent keys init --keys-dir DIR` remains the way to make a key for such
+/// a database knowingly. Errors: that refusal (`Invalid`); those of [`init`] and of reading
+/// the database.
+pub fn init_for(dir: &Path, database: &Database) -> Result<Initialised, StoreError> {
+    if let Some(file) = first_missing(dir)?
+        && holds_audit_records(database)?
+    {
+        return Err(missing_keys(dir, file, true));
+    }
+    init(dir)
 }
 
 /// `<dir>/token.key`, `None` when absent. `Invalid` when it is not 32 bytes.
@@ -127,9 +202,11 @@ fn read_token_key(dir: &Path) -> Result<Option<[u8; 32]>, StoreError> {
     read_seed(&dir.join(TOKEN_KEY_FILE))
 }
 
-/// 32 random bytes written to `<dir>/<name>` (mode 0600) through a temporary file and a rename.
+/// Writes `seed` to `<dir>/<name>` (mode 0600) through a temporary file of a random name and
+/// a rename, which replaces what is there: for [`rotate_token_key`] only (a new key is placed
+/// with [`crate::kit::place_private`], which replaces nothing).
 fn write_seed(dir: &Path, name: &str, seed: &[u8; 32]) -> Result<(), StoreError> {
-    let tmp = dir.join(format!("{name}.tmp"));
+    let tmp = dir.join(crate::kit::random_id(&format!(".{name}.tmp-")));
     write_private(&tmp, seed).map_err(io(&tmp))?;
     let path = dir.join(name);
     std::fs::rename(&tmp, &path).map_err(io(&path))
@@ -141,12 +218,14 @@ fn random_seed() -> Result<[u8; 32], StoreError> {
     Ok(k)
 }
 
-/// Creates `<dir>/token.key` (a random Ed25519 seed) when there is none.
-fn load_or_create_token_key(dir: &Path) -> Result<(), StoreError> {
-    if read_token_key(dir)?.is_none() {
-        write_seed(dir, TOKEN_KEY_FILE, &random_seed()?)?;
+/// Places a random `<dir>/token.key` when there is none; whether this call placed it (when
+/// another process placed one first, theirs is kept).
+fn load_or_create_token_key(dir: &Path) -> Result<bool, StoreError> {
+    if read_token_key(dir)?.is_some() {
+        return Ok(false);
     }
-    Ok(())
+    let path = dir.join(TOKEN_KEY_FILE);
+    crate::kit::place_private(dir, TOKEN_KEY_FILE, &random_seed()?).map_err(io(&path))
 }
 
 /// What [`rotate_token_key`] did.

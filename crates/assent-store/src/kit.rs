@@ -157,15 +157,93 @@ fn check_private(path: &Path, m: &std::fs::Metadata) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Creates `dir` (and parents) with mode 0700 on Unix.
+/// Creates `dir` with mode 0700 (Unix; missing parents as `create_dir_all` makes them) when it
+/// does not exist. An existing directory is never changed (found by review: it was chmod'ed
+/// to 0700, so `sudo assent keys init --keys-dir /etc` made `/etc` root-only); it is refused
+/// when users other than its owner may write it and it is not sticky (they could replace the
+/// key files or the database in it), and a warning names it when they may read it. Errors:
+/// `PermissionDenied` naming the directory, its mode and the `chmod` that mends it; I/O.
 pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => return check_existing_dir(dir, &m),
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "not a directory",
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut b = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    match b.create(dir) {
+        Ok(()) => {}
+        // Made by another process meanwhile: checked as any existing directory.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return check_existing_dir(dir, &std::fs::metadata(dir)?);
+        }
+        Err(e) => return Err(e),
+    }
+    // Made here: 0700 whatever the umask left (it only takes bits away).
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
+}
+
+/// The rule of [`create_private_dir`] for an existing directory `dir` with metadata `m`.
+fn check_existing_dir(dir: &Path, m: &std::fs::Metadata) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let mode = m.mode() & 0o7777;
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "users other than its owner may write this directory (mode {mode:04o}), so they could replace the key files or the database in it; assent changes no existing directory's mode: `chmod go-w {}`, or name a new directory",
+                    dir.display()
+                ),
+            ));
+        }
+        if mode & 0o077 != 0 {
+            tracing::warn!(dir = %dir.display(), mode = format!("{mode:04o}"), "an existing directory others may enter: its mode is left as it is (the key files are 0600; `chmod 700` it to keep the database file private too)");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (dir, m);
+    Ok(())
+}
+
+/// Places `bytes` at `<dir>/<name>` (mode 0600) only when nothing is there yet: written and
+/// synced to a temporary file of a random name, hard-linked to `name` (which fails when the
+/// name exists: nothing is replaced, a link planted there is not followed), the temporary
+/// name removed and the directory synced. Returns whether it was placed now (`false`:
+/// something was there — another process placed it first; the caller reads what is there).
+/// Found by review: keys were checked for, then written to a fixed temporary name and
+/// renamed over the name, so two `assent keys init` at once (init containers on a shared
+/// volume) each printed, and signed with, a key the other had replaced. Errors: I/O.
+pub(crate) fn place_private(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> {
+    let tmp = dir.join(random_id(&format!(".{name}.tmp-")));
+    write_private(&tmp, bytes)?;
+    let linked = std::fs::hard_link(&tmp, dir.join(name));
+    let removed = std::fs::remove_file(&tmp);
+    let placed = match linked {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(e),
+    };
+    removed?;
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(placed)
 }
 
 /// JSON text of a serialisable value, for JSON columns (every value the store writes

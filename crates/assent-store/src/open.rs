@@ -55,6 +55,12 @@ impl Store {
             Database::Sqlite { .. } => KeyFiles::CreateMissing,
             Database::Postgres { .. } => KeyFiles::MustExist,
         };
+        if files == KeyFiles::MustExist
+            && let Some(file) = keys::first_missing(keys_dir)?
+        {
+            let served = keys::holds_audit_records(database)?;
+            return Err(keys::missing_keys(keys_dir, file, served));
+        }
         let keys = keys::load(keys_dir, files)?;
         let created = keys.created_audit;
         let opened = Self::open_with(data_dir, keys_dir, database, keys, token_ttl_ms, envelopes);
@@ -97,6 +103,7 @@ impl Store {
         if keys.created_audit {
             refuse_a_new_audit_key(conn.conn(), keys_dir)?;
         }
+        refuse_another_audit_key(conn.conn(), &keys.audit.verifying_key(), keys_dir)?;
         let checkpointer = match database {
             Database::Sqlite { path } => {
                 conn.conn().batch(crate::wal::WRITER_PRAGMAS)?;
@@ -141,10 +148,97 @@ fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<
     }
     let key = keys_dir.join(crate::checkpoint::KEY_FILE);
     Err(StoreError::Invalid(format!(
-        "{}: the audit key is missing, but the database already holds audit records, checkpoints and sealed rows made with it; put back the audit.key kept with this database (a new key would leave every checkpoint and seal unverifiable), or — for a database that never had one, or knowingly — create one with `assent keys init --keys-dir {}`",
+        "{}: the audit key is missing, but the database already holds audit records, checkpoints and sealed rows made with it; put back the audit.key kept with this database (a new key would leave every checkpoint and seal unverifiable), or — for a database that never had one, or knowingly — create one with `assent keys init --keys-dir {}` (over stored checkpoints the start then names what accepts it)",
         key.display(),
         keys_dir.display()
     )))
+}
+
+/// Refuses a database whose stored checkpoints were signed by another audit key than the one
+/// in `keys_dir` (`key`), and by none with it: it was served with another key set. Found by
+/// review: a new PostgreSQL replica given a key set of its own (`assent keys init` run on its
+/// host, as the missing-keys message said) started, and its checkpoints, tokens and seals were
+/// ones the other replicas ignore or take for damage; an `audit.key` made anew after the old
+/// one was lost was served the same way. Only a checkpoint that verifies under the key it
+/// names counts (of the newest [`FOREIGN_LOOKED_AT`]): a row naming some key is no key set.
+/// A key made knowingly for a database whose key is lost is accepted when
+/// `<keys_dir>/audit-key-replaces` ([`keys::AUDIT_KEY_REPLACES_FILE`]) holds the public key
+/// the refusal names.
+/// When some checkpoint is this key's but the newest is another's, it is served with a
+/// warning (a foreign row, as a `restore --force` brings, is passed over when signing:
+/// [`crate::checkpoint`]). Errors: `Invalid` naming both public keys and what to do; the
+/// database's; `Io` reading the acceptance file.
+fn refuse_another_audit_key(
+    conn: crate::db::Conn<'_>,
+    key: &ed25519_dalek::VerifyingKey,
+    keys_dir: &Path,
+) -> Result<(), StoreError> {
+    use crate::db::OptionalExtension;
+    let ours = crate::checkpoint::public_key_hex(key);
+    let newest: Option<String> = conn
+        .prepare_cached("SELECT public_key FROM audit_checkpoints ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    if newest.is_none_or(|n| n == ours) {
+        return Ok(());
+    }
+    let signed: Option<i64> = conn
+        .prepare_cached("SELECT seq FROM audit_checkpoints WHERE public_key = ?1 LIMIT 1")?
+        .query_row([ours.as_str()], |r| r.get(0))
+        .optional()?;
+    if signed.is_some() {
+        tracing::warn!(audit_key = %ours, "the newest stored checkpoint names another audit key than this gateway's; it is passed over (run `assent audit verify`)");
+        return Ok(());
+    }
+    let Some(theirs) = foreign_signer(conn, &ours)? else {
+        return Ok(());
+    };
+    let accept = keys_dir.join(keys::AUDIT_KEY_REPLACES_FILE);
+    match std::fs::read_to_string(&accept) {
+        Ok(t) if t.trim() == theirs => {
+            tracing::warn!(audit_key = %ours, replaces = %theirs, "a new audit key accepted over the checkpoints of a lost one (audit-key-replaces): they no longer verify under the gateway's key");
+            return Ok(());
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&accept)(e)),
+        _ => {}
+    }
+    Err(StoreError::Invalid(format!(
+        "{}: this audit key (public key {ours}) signed none of the database's checkpoints; they were signed by audit key {theirs}: the database was served with another key set: copy keys_dir (token.key and audit.key) from an existing replica, or put back the keys kept with this database; a replica serving it under other keys would sign checkpoints, tokens and seals the others ignore or take for damage. Only if that key is lost for good, accept this one knowingly: write {theirs} into {}",
+        keys_dir.join(crate::checkpoint::KEY_FILE).display(),
+        accept.display()
+    )))
+}
+
+/// How many of the newest checkpoints naming another key [`foreign_signer`] looks at.
+const FOREIGN_LOOKED_AT: i64 = 1000;
+
+/// The public key (64 hex) of the newest stored checkpoint that names another key than
+/// `ours` and verifies under the key it names, among the newest [`FOREIGN_LOOKED_AT`].
+fn foreign_signer(conn: crate::db::Conn<'_>, ours: &str) -> Result<Option<String>, StoreError> {
+    use std::ops::ControlFlow;
+    let mut found = None;
+    conn.prepare_cached(
+        "SELECT seq, head_hash, record_count, time, public_key, signature FROM audit_checkpoints WHERE public_key <> ?1 ORDER BY seq DESC LIMIT ?2",
+    )?
+    .for_each(crate::params![ours, FOREIGN_LOOKED_AT], |r| {
+        let cp = crate::checkpoint::Checkpoint {
+            seq: r.get(0)?,
+            head_hash: r.get(1)?,
+            record_count: r.get(2)?,
+            time: r.get(3)?,
+            public_key: r.get(4)?,
+            signature: r.get(5)?,
+        };
+        let verifies = crate::checkpoint::parse_public_key(&cp.public_key)
+            .is_ok_and(|k| cp.verifies(&k));
+        Ok(if verifies {
+            found = Some(cp.public_key);
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    Ok(found)
 }
 
 /// A session an administration command writes through (`assent migrate`, `assent passkeys

@@ -9,16 +9,18 @@
 //! token minted before is refused (they were signed with the old `token.key`, which nothing in
 //! the database can check).
 
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint;
 use crate::error::StoreError;
 use crate::integrity::{self, Report, VerifyOptions};
 use crate::kit::{create_private_dir, io, random_id};
 use ed25519_dalek::VerifyingKey;
 use rusqlite::backup::{Backup, StepResult};
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+mod vouch;
 
 /// The schema version this build migrates a database to (`PRAGMA user_version` after
 /// `Store::open`): the number of migrations the runner knows ([`crate::migrate::MIGRATIONS`]).
@@ -49,6 +51,11 @@ pub struct Copied {
     pub public_key: Option<String>,
     /// Records after its newest checkpoint (not signed yet).
     pub unsigned_records: i64,
+    /// A checkpoint signed with the audit key of the keys directory covers the copy's head
+    /// (or it has no audit record). `backup` signs one there, into the copy (`false`: there
+    /// is no `audit.key` to sign with, and `restore` will refuse the copy without `--force`);
+    /// `restore` refuses a copy without one unless `--force` (`false`: so forced).
+    pub head_signed: bool,
     /// `restore`: where the database it replaced was kept
     /// (`assent.db.before-restore-YYYYMMDDTHHMMSSZ`), when there was one.
     pub set_aside: Option<PathBuf>,
@@ -235,6 +242,7 @@ fn copied(path: PathBuf, schema_version: i64, rep: &Report) -> Result<Copied, St
         checkpoints: rep.checkpoints,
         public_key: rep.newest_checkpoint.as_ref().and(rep.public_key.clone()),
         unsigned_records: rep.unsigned_records,
+        head_signed: rep.unsigned_records == 0,
         set_aside: None,
         other_audit_key: false,
         checkpoint_file: None,
@@ -253,22 +261,39 @@ fn unverified(what: &str, rep: &Report) -> Option<StoreError> {
     })
 }
 
-/// `assent backup`: an online copy of `<data_dir>/assent.db` written to `out`, safe while a
-/// gateway serves and writes. The copy is one snapshot (SQLite's backup API in one step),
-/// written privately (mode 0600) into a staging directory beside `out`, fsynced, checked
-/// (`PRAGMA integrity_check`, then the offline verification: the hash chain, every stored
-/// checkpoint under the audit key of `keys_dir` (the gateway's `keys_dir`, by default its data
-/// directory), the state tables against the chain) and
-/// only then moved to `out` — never over an existing file unless `force` (the placing is a
-/// hard link, which fails on an existing name, or with `force` a rename).
-///
-/// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory, or
-/// its directory does not exist, or it lies in `data_dir` or `keys_dir` ([`clear_of_state`]); no database in `data_dir`; the copy does not verify; I/O and SQLite errors.
+/// [`backup_checked`] with no checkpoint file.
 pub fn backup(
     data_dir: &Path,
     keys_dir: &Path,
     out: &Path,
     force: bool,
+) -> Result<Copied, StoreError> {
+    backup_checked(data_dir, keys_dir, out, force, None)
+}
+
+/// `assent backup`: an online copy of `<data_dir>/assent.db` written to `out`, safe while a
+/// gateway serves and writes. The copy is one snapshot (SQLite's backup API in one step),
+/// written privately (mode 0600) into a staging directory beside `out`, fsynced; a checkpoint
+/// at its exact head is signed with the audit key of `keys_dir` (the gateway's `keys_dir`, by
+/// default its data directory) and stored in it, as the gateway's signer does
+/// ([`checkpoint::sign_head_of_copy`]: the records since the newest checkpoint of the key, or
+/// of `checkpoint_file` when newer, must link to it), so that [`restore`] can tell the copy
+/// was not rewritten or added to since; none without an `audit.key` ([`Copied::head_signed`]).
+/// Then checked (`PRAGMA integrity_check`, then the offline verification: the hash chain,
+/// every stored checkpoint under that key, the state tables against the chain) and only then
+/// moved to `out` — never over an existing file unless `force` (the placing is a hard link,
+/// which fails on an existing name, or with `force` a rename).
+///
+/// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory, or
+/// its directory does not exist, or it lies in `data_dir` or `keys_dir` ([`clear_of_state`]);
+/// no database in `data_dir`; the chain does not extend its newest checkpoint (nothing
+/// signed); the copy does not verify; an unreadable checkpoint file; I/O and SQLite errors.
+pub fn backup_checked(
+    data_dir: &Path,
+    keys_dir: &Path,
+    out: &Path,
+    force: bool,
+    checkpoint_file: Option<&Path>,
 ) -> Result<Copied, StoreError> {
     if out.is_dir() {
         return Err(refuse(format!("{} is a directory", out.display())));
@@ -291,8 +316,12 @@ pub fn backup(
     let what = format!("the database in {}", data_dir.display());
     let version = copy_db(&src, &staging.db(), &what)?;
     drop(src);
+    let key = checkpoint::read_key(keys_dir)?;
+    if let Some(k) = &key {
+        sign_head(&staging.db(), k, checkpoint_file)?;
+    }
     let opts = VerifyOptions {
-        public_key: audit_public_key(keys_dir)?,
+        public_key: key.map(|k| k.verifying_key()),
         checkpoint_file: None,
         ..Default::default()
     };
@@ -316,6 +345,30 @@ pub fn backup(
     }
     sync_dir(&parent_of(out))?;
     copied(out.to_path_buf(), version, &rep)
+}
+
+/// Signs a checkpoint at the head of the staged copy `staged` with `key`
+/// ([`checkpoint::sign_head_of_copy`]), the newest checkpoint of `file` (if any) signed with
+/// it taken as published, and fsyncs the copy. Errors: the signer's; an unreadable file.
+fn sign_head(
+    staged: &Path,
+    key: &ed25519_dalek::SigningKey,
+    file: Option<&Path>,
+) -> Result<(), StoreError> {
+    let published = match file {
+        None => None,
+        Some(f) => match checkpoint::newest_signed_in_jsonl(f, &key.verifying_key()) {
+            Ok(cp) => cp,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io(f)(e)),
+        },
+    };
+    let conn = Connection::open(staged)?;
+    checkpoint::sign_head_of_copy(&conn, key, crate::kit::now_ms(), published.as_ref())?;
+    drop(conn);
+    std::fs::File::open(staged)
+        .and_then(|f| f.sync_all())
+        .map_err(io(staged))
 }
 
 /// Takes `db` for this process alone: SQLite's exclusive locking mode and an exclusive
@@ -345,64 +398,6 @@ fn take_exclusively(db: &Path) -> Result<Connection, StoreError> {
     }
     conn.pragma_update(None, "journal_mode", "DELETE")?;
     Ok(conn)
-}
-
-/// The stored checkpoints of the staged copy and whether it is not shown to be this
-/// gateway's: a checkpoint names another public key than `key` (or there is no `key` to
-/// check them with), or it has none and nothing else vouches for it ([`unsigned_copy_is_ours`]).
-fn signed_by_other_key(
-    staged: &Path,
-    keys_dir: &Path,
-    key: Option<&VerifyingKey>,
-) -> Result<(Vec<Checkpoint>, bool), StoreError> {
-    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let stored = checkpoint::stored(crate::sql::lite(&conn))?;
-    let other = match key {
-        None => !stored.is_empty(),
-        Some(_) if stored.is_empty() => !unsigned_copy_is_ours(&conn, keys_dir)?,
-        Some(k) => {
-            let hex = checkpoint::public_key_hex(k);
-            stored.iter().any(|c| c.public_key != hex)
-        }
-    };
-    Ok((stored, other))
-}
-
-/// For a copy without checkpoints: whether it still shows it was this gateway's — it holds no
-/// audit record, or its newest sealed approval holds its seal under the audit key of
-/// `keys_dir`. Found by review: another gateway's copy (or one made up, with a consistent
-/// unkeyed chain) with its checkpoints deleted was restored without `--force` or a warning,
-/// bringing in what no seal covers (tool pins and reviews, passkeys).
-fn unsigned_copy_is_ours(conn: &Connection, keys_dir: &Path) -> Result<bool, StoreError> {
-    let records: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
-    if records == 0 {
-        return Ok(true);
-    }
-    let Some(audit) = checkpoint::read_key(keys_dir)? else {
-        return Ok(false);
-    };
-    // A copy from before the seals (migration 0029) has nothing sealed to show it is ours
-    // (found by review: the look-up failed on the missing column, `--force` or not).
-    let sealed: i64 = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('approvals') WHERE name = 'seal'",
-        [],
-        |r| r.get(0),
-    )?;
-    if sealed == 0 {
-        return Ok(false);
-    }
-    let newest = conn
-        .query_row(
-            "SELECT id FROM approvals WHERE seal IS NOT NULL AND seal <> '' ORDER BY requested_at DESC, rowid DESC LIMIT 1",
-            [],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()?;
-    let seal = crate::seal::SealKey::of(&audit, crate::seal::Sealed::Approval);
-    Ok(match newest {
-        Some(id) => crate::approval_seal::holds(crate::sql::lite(conn), &seal, &id)?,
-        None => false,
-    })
 }
 
 /// Checks that the staged copy is an assent database this build can serve: its tables are
@@ -439,59 +434,6 @@ fn check_schema_objects(conn: &Connection, version: i64, what: &str) -> Result<(
         ))),
         None => Ok(()),
     }
-}
-
-/// Verifies the staged copy under the audit key `key` of `keys_dir`. When its checkpoints
-/// were signed by another key (or there is no key): refused unless `force`, and with `force`
-/// verified under the key its checkpoints name (so the chain and state are still checked).
-/// Returns the report and whether another key signed it.
-fn verify_staged(
-    staging: &Staging,
-    key: Option<VerifyingKey>,
-    keys_dir: &Path,
-    what: &str,
-    force: bool,
-) -> Result<(Report, bool), StoreError> {
-    let (stored, other) = signed_by_other_key(&staging.db(), keys_dir, key.as_ref())?;
-    let key = if !other {
-        key
-    } else if !force && stored.is_empty() {
-        return Err(refuse(format!(
-            "{what} has no audit checkpoint, and nothing in it is sealed under the audit key {} holds ({}): it may be another gateway's, or made up. Put back the audit.key and token.key that were backed up with this database, or --force",
-            keys_dir.display(),
-            key.as_ref()
-                .map_or("none".into(), checkpoint::public_key_hex),
-        )));
-    } else if !force {
-        let theirs = stored.iter().find(|c| {
-            key.as_ref()
-                .is_none_or(|k| c.public_key != checkpoint::public_key_hex(k))
-        });
-        return Err(refuse(format!(
-            "{what}'s audit checkpoints were signed by audit key {}, but {} {}: put back the audit.key and token.key that were backed up with this database, or --force (audit verify will then fail on its checkpoints, and every token minted before the backup is refused)",
-            theirs.map(|c| c.public_key.as_str()).unwrap_or("?"),
-            keys_dir.display(),
-            match &key {
-                Some(k) => format!("holds audit key {}", checkpoint::public_key_hex(k)),
-                None => "holds no audit.key".to_string(),
-            }
-        )));
-    } else {
-        match stored.first() {
-            Some(c) => Some(checkpoint::parse_public_key(&c.public_key)?),
-            None => key,
-        }
-    };
-    let opts = VerifyOptions {
-        public_key: key,
-        checkpoint_file: None,
-        ..Default::default()
-    };
-    let rep = integrity::verify_offline(&staging.dir, &opts)?;
-    if let Some(e) = unverified(what, &rep) {
-        return Err(e);
-    }
-    Ok((rep, other))
 }
 
 /// Refuses (unless `allowed`) a staged copy holding approval tokens that are neither redeemed
@@ -600,7 +542,9 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// check, assent's tables, a schema not newer than [`SCHEMA_VERSION`] (an older one is
 /// migrated when the gateway starts), and the offline verification (chain, checkpoints, state
 /// tables) with the audit key of `keys_dir`: checkpoints signed by another audit key are
-/// refused unless `force`; approval tokens neither redeemed nor expired (one redeemed after
+/// refused unless `force`, and so is a copy whose head no checkpoint of that key covers
+/// (records added or rewritten since, or a backup by an older `assent backup`, which signed
+/// none there: `vouch.rs`); approval tokens neither redeemed nor expired (one redeemed after
 /// the backup would be redeemable again) are refused unless `outstanding_tokens` — a
 /// separate consent, so accepting other keys never silently accepts replayable tokens — and
 /// then voided when the gateway next starts ([`crate::voided`]). With `checkpoint_file` (the
@@ -638,7 +582,11 @@ pub fn restore(
     drop(src);
     check_assent_db(&staging.db(), version, &what)?;
     let key = audit_public_key(keys_dir)?;
-    let (rep, other_key) = verify_staged(&staging, key, keys_dir, &what, force)?;
+    let vouch::Vouched {
+        rep,
+        other_key,
+        head_signed,
+    } = vouch::verify_staged(&staging, key, keys_dir, &what, force)?;
     // The file's checkpoints are signed with this data directory's key: a copy signed by
     // another (`--force`) cannot be checked against them.
     let mut file_check = None;
@@ -689,6 +637,7 @@ pub fn restore(
     let mut out = copied(live, version, &rep)?;
     out.set_aside = set_aside;
     out.other_audit_key = other_key;
+    out.head_signed = head_signed;
     out.checkpoint_file = file_check;
     Ok(out)
 }

@@ -292,9 +292,15 @@ fn a_missing_audit_key_is_not_replaced_under_a_database_that_used_it() {
     let s = Store::open(dir.path(), 60_000, wire()).unwrap();
     assert!(cp.verifies(&s.audit_public_key()));
     drop(s);
-    // A new key made knowingly opens it (its checkpoints no longer verify under that key).
+    // A new key made with `keys init` alone is refused over the lost key's checkpoints, naming
+    // it; accepted knowingly (the lost key's public key written into `audit-key-replaces`), it
+    // opens it (its checkpoints no longer verify under that key).
     std::fs::remove_file(&key).unwrap();
     assent_store::keys::init(dir.path()).unwrap();
+    let e = Store::open(dir.path(), 60_000, wire()).err().unwrap();
+    assert!(e.to_string().contains(&cp.public_key), "{e}");
+    let accept = dir.path().join(assent_store::keys::AUDIT_KEY_REPLACES_FILE);
+    std::fs::write(&accept, format!("{}\n", cp.public_key)).unwrap();
     let s = Store::open(dir.path(), 60_000, wire()).unwrap();
     assert!(!cp.verifies(&s.audit_public_key()));
 }

@@ -219,7 +219,6 @@ fn print_verified(rep: &assent_store::integrity::Report) {
     println!("the state tables agree with the audit chain");
 }
 
-/// `assent audit key`: prints the audit public key (64 hex), creating the key when missing.
 /// `assent audit key --config FILE | --keys-dir DIR`: the audit public key of a keys directory
 /// that may be shared by replicas, which is never created here (found by review: `--data-dir`
 /// was the only way to name it, and read — or made — a key in the data directory while the
@@ -240,21 +239,33 @@ fn shared_audit_key(keys_dir: &Path) -> Result<i32> {
     Ok(0)
 }
 
+/// `assent audit key [--data-dir D]`: the audit public key of a data directory, read only.
+/// Found by review: it created a missing key, so an operator whose gateway refused to start
+/// over a lost `audit.key` (documented) ran the harmless-looking `assent audit key` and got a
+/// new one, which the next start served under, its check against the checkpoint file off.
+/// Keys are made by a gateway's first start over a new SQLite database or by `assent keys
+/// init`; the error says which fits (the database holds records: put the old key back).
 fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
     let dir = data_dir_or_default(data_dir)?;
-    if !dir.exists() {
-        std::fs::create_dir_all(&dir)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    let Some(key) = checkpoint::read_key(&dir)? else {
+        let db = Database::Sqlite {
+            path: dir.join("assent.db"),
+        };
+        let served = assent_store::keys::holds_audit_records(&db).unwrap_or(true);
+        let file = dir.join(checkpoint::KEY_FILE);
+        if served {
+            bail!(
+                "no {}: the database beside it already holds audit records, checkpoints and seals made with the lost key; put back the audit.key kept with this data directory (nothing is created here: a new key would leave them unverifiable, and the gateway refuses one)",
+                file.display()
+            );
         }
-    }
-    let key = assent_store::checkpoint::load_or_create_key(&dir)?;
-    println!(
-        "{}",
-        assent_store::checkpoint::public_key_hex(&key.verifying_key())
-    );
+        bail!(
+            "no {}: nothing is created here; the gateway makes it at its first start, or run `assent keys init --keys-dir {}`",
+            file.display(),
+            dir.display()
+        );
+    };
+    println!("{}", checkpoint::public_key_hex(&key.verifying_key()));
     Ok(0)
 }
 

@@ -60,7 +60,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
 fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32> {
     let (dir, keys, file) = dirs(place)?;
     ops::clear_of_state(out, &[], file.as_deref())?;
-    let done = ops::backup(&dir, &keys, out, force)?;
+    let done = ops::backup_checked(&dir, &keys, out, force, file.as_deref())?;
     if json {
         println!("{}", serde_json::to_string(&done)?);
         return Ok(0);
@@ -72,6 +72,17 @@ fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32>
         done.schema_version
     );
     print_verified(&done);
+    if done.head_signed {
+        println!(
+            "its head is covered by a checkpoint signed with the audit key: `assent restore` refuses the copy if records are added to it or rewritten"
+        );
+    } else {
+        eprintln!(
+            "assent: warning: {} holds no {}: the copy's head is not signed, so `assent restore` will refuse it without --force (back up with --config, whose keys_dir holds the key)",
+            keys.display(),
+            assent_store::checkpoint::KEY_FILE
+        );
+    }
     println!(
         "the keys are not in it: keep a copy of {} and {} with your backups",
         keys.join(assent_store::keys::TOKEN_KEY_FILE).display(),
@@ -100,6 +111,13 @@ fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> 
     }
     print_verified(&done);
     print_file_check(file.as_deref(), &done);
+    if !done.head_signed && !done.other_audit_key {
+        eprintln!(
+            "assent: warning: restored with --force: the copy's last {} audit records are covered by no checkpoint signed with {}'s audit key — nothing shows they are the history this gateway wrote, and the gateway will sign them as its own. Check them (assent audit verify; the records since the backup's time) before serving",
+            done.unsigned_records,
+            keys.display()
+        );
+    }
     if done.other_audit_key {
         eprintln!(
             "assent: warning: the backup's checkpoints were signed by another audit key than {}'s: `assent audit verify` fails until the audit.key backed up with it is put back, and tokens minted under another token.key are refused",

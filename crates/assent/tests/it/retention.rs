@@ -161,6 +161,12 @@ fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused
     assert_eq!(rep["ok"], true, "{rep}");
     // Another gateway's key does not verify it.
     let other = dir.path().join("other");
+    ok(&run(&[
+        "keys",
+        "init",
+        "--keys-dir",
+        other.to_str().unwrap(),
+    ]));
     let key = ok(&run(&[
         "audit",
         "key",

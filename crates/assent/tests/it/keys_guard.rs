@@ -1,0 +1,261 @@
+//! One key set per database, never made or replaced by surprise (found by review): a replica
+//! given a key set of its own (`assent keys init` run on its host) is not served over a
+//! database checkpointed under another — on PostgreSQL (skipped with `ASSENT_TEST_NO_PG=1`)
+//! as on SQLite, the same start-up check; `assent keys init --config` refuses new keys for a
+//! database already served; `assent audit key` never makes a key; concurrent `keys init`
+//! runs all print the key kept; an existing directory keeps its mode.
+
+use crate::{BIN, OP_KEY, free_port, ok, propose, run, serve_cmd, serve_with, stop, write_config};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `assent keys init --keys-dir DIR --json`: its report.
+fn keys_init(dir: &Path) -> Value {
+    let out = run(&[
+        "keys",
+        "init",
+        "--json",
+        "--keys-dir",
+        dir.to_str().unwrap(),
+    ]);
+    serde_json::from_str(&ok(&out)).unwrap()
+}
+
+/// `cmd` (an `assent serve`) run with `env`, which must stop by itself within 60 s with a
+/// failure status: its stderr. A gateway that serves instead fails the test.
+#[track_caller]
+fn start_refused(mut cmd: Command, env: &[(&str, &str)]) -> String {
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the gateway started and kept serving");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{status}: {err}");
+    err
+}
+
+/// The test config (port `port`) in `dir` with `keys_dir: KEYS` and `extra` lines.
+fn config(dir: &Path, port: u16, keys: &str, extra: &str) -> std::path::PathBuf {
+    write_config(dir, port, &format!("keys_dir: {keys}\n{extra}"))
+}
+
+/// A gateway serving `dir`'s config with keys `keys/a`, an approval proposed through it, then
+/// stopped (its shutdown checkpoint signs the chain under key A); `env` for every command.
+fn served_once_under_a(dir: &Path, extra: &str, env: &[(&str, &str)]) {
+    let port = free_port();
+    let cfg = config(dir, port, "keys/a", extra);
+    let mut cmd = serve_cmd(&cfg);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let s = serve_with(cmd, port);
+    assert_eq!(propose(&s.url, 5000)["decision"], "pending");
+    stop(s);
+}
+
+/// The attack on `extra` (a database line, or none for SQLite) with `env`: keys A serve the
+/// database; a second key set B, made by `assent keys init` as the missing-keys message said,
+/// is refused, the error naming both public keys; so is `keys init --config` of an empty
+/// keys directory, and (PostgreSQL) a start with one.
+fn another_key_set_is_refused(extra: &str, env: &[(&str, &str)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
+    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
+    assert_ne!(a, b);
+    served_once_under_a(dir.path(), extra, env);
+    let cfg = config(dir.path(), free_port(), "keys/b", extra);
+    let err = start_refused(serve_cmd(&cfg), env);
+    assert!(
+        err.contains(a) && err.contains(b) && err.contains("copy keys_dir"),
+        "{err}"
+    );
+    // `keys init --config` over the served database makes no new key set.
+    let cfg = config(dir.path(), free_port(), "keys/c", extra);
+    let out = Command::new(BIN)
+        .args(["keys", "init", "--config"])
+        .arg(&cfg)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("copy keys_dir"),
+        "{err}"
+    );
+    for f in ["token.key", "audit.key"] {
+        assert!(!keys.join("c").join(f).exists(), "{f} made");
+    }
+    if !extra.is_empty() {
+        // A PostgreSQL replica without keys is told to copy them, not to make new ones.
+        let err = start_refused(serve_cmd(&cfg), env);
+        assert!(
+            err.contains("copy keys_dir (token.key and audit.key) from an existing replica"),
+            "{err}"
+        );
+    }
+    // The keys the database was served with still serve it.
+    served_once_under_a(dir.path(), extra, env);
+    // Key A lost for good: B is accepted knowingly, A's public key written where the refusal
+    // said.
+    std::fs::write(keys.join("b").join("audit-key-replaces"), format!("{a}\n")).unwrap();
+    let port = free_port();
+    let mut cmd = serve_cmd(&config(dir.path(), port, "keys/b", extra));
+    cmd.envs(env.iter().copied());
+    stop(serve_with(cmd, port));
+}
+
+#[test]
+fn a_replica_given_a_new_key_set_is_refused_over_a_database_checkpointed_under_another_sqlite() {
+    another_key_set_is_refused("", &[]);
+}
+
+#[test]
+fn a_replica_given_a_new_key_set_is_refused_over_a_database_checkpointed_under_another_postgres() {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    another_key_set_is_refused(
+        "database: {url_env: ASSENT_DATABASE_URL}\n",
+        &[("ASSENT_DATABASE_URL", &url)],
+    );
+}
+
+/// After a lost `audit.key` the gateway refuses to start; `assent audit key` (which the README
+/// runs inline) made a new key, and the next start served under it. It now only reads.
+#[test]
+fn audit_key_never_makes_a_key_over_a_database_whose_key_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "");
+    let s = serve_with(serve_cmd(&cfg), port);
+    assert_eq!(propose(&s.url, 5000)["decision"], "pending");
+    stop(s);
+    let data = dir.path().join("data");
+    let key = data.join("audit.key");
+    std::fs::remove_file(&key).unwrap();
+    let out = run(&["audit", "key", "--data-dir", data.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("put back the audit.key"),
+        "{err}"
+    );
+    assert!(!key.exists(), "audit key made");
+    let err = start_refused(serve_cmd(&cfg), &[]);
+    assert!(err.contains("audit key is missing"), "{err}");
+    assert!(!key.exists(), "audit key made");
+    // Nor in a directory with no database: nothing is made, the directory neither.
+    let fresh = dir.path().join("fresh");
+    let out = run(&["audit", "key", "--data-dir", fresh.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("assent keys init"),
+        "{err}"
+    );
+    assert!(!fresh.exists());
+}
+
+/// Two `assent keys init` at once (init containers on a shared volume) checked, then wrote a
+/// fixed temporary name renamed over the key: each printed a key, one of them replaced. Eight
+/// at once, a few rounds: each prints the key kept, and one alone says it made each file.
+#[test]
+fn concurrent_keys_init_runs_all_print_the_one_key_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..6 {
+        let k = dir.path().join(format!("k{round}"));
+        let ks = k.to_str().unwrap();
+        let runs: Vec<_> = (0..8)
+            .map(|_| {
+                Command::new(BIN)
+                    .args(["keys", "init", "--json", "--keys-dir", ks])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let kept = {
+            let outs: Vec<Value> = runs
+                .into_iter()
+                .map(|c| serde_json::from_str(&ok(&c.wait_with_output().unwrap())).unwrap())
+                .collect();
+            let kept = ok(&run(&["audit", "key", "--keys-dir", ks]))
+                .trim()
+                .to_string();
+            for o in &outs {
+                assert_eq!(o["audit_public_key"], kept.as_str(), "round {round}: {o}");
+            }
+            for f in ["token.key", "audit.key"] {
+                let makers = outs
+                    .iter()
+                    .filter(|o| o["created"].as_array().unwrap().iter().any(|c| c == f))
+                    .count();
+                assert_eq!(makers, 1, "round {round}: {f} made by {makers}");
+            }
+            kept
+        };
+        assert_eq!(kept.len(), 64);
+        let mut names: Vec<_> = std::fs::read_dir(&k)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["audit.key", "token.key"], "round {round}");
+    }
+}
+
+/// `sudo assent keys init --keys-dir /etc` made `/etc` root-only: an existing directory's mode
+/// was set to 0700. It is now left as it is (the keys are 0600), and one others may write is
+/// refused, nothing written in it.
+#[cfg(unix)]
+#[test]
+fn keys_init_leaves_an_existing_directorys_mode_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    std::fs::set_permissions(&x, std::fs::Permissions::from_mode(0o755)).unwrap();
+    keys_init(&x);
+    assert_eq!(mode(&x), 0o755);
+    for f in ["token.key", "audit.key"] {
+        assert_eq!(mode(&x.join(f)), 0o600, "{f}");
+    }
+    let w = dir.path().join("w");
+    std::fs::create_dir(&w).unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let out = run(&["keys", "init", "--keys-dir", w.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("chmod go-w"),
+        "{err}"
+    );
+    assert_eq!(mode(&w), 0o775);
+    assert_eq!(std::fs::read_dir(&w).unwrap().count(), 0);
+    // A directory made now is private.
+    let n = dir.path().join("n").join("keys");
+    keys_init(&n);
+    assert_eq!(mode(&n), 0o700);
+}

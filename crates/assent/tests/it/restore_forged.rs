@@ -1,0 +1,345 @@
+//! `assent restore` of a backup someone rewrote or added to: an attacker who can write the
+//! backup file (not the keys) re-chains the history they changed — the hash chain has no key —
+//! and the restore must refuse the copy, since the gateway would sign it as its own once it
+//! serves. `assent backup` signs a checkpoint at the copy's head with the gateway's audit key;
+//! `restore` refuses, unless `--force`, a copy whose head no checkpoint of that key covers.
+
+use super::*;
+
+/// Checkpoints signed after every record, no checkpoint file: `restore --data-dir` has only
+/// what is in the copy to go by.
+const SIGNING: &str = "audit_checkpoints: {every_records: 1, every_seconds: 1}\n";
+
+/// Tokens of the approvals are neither redeemed nor expired: a separate consent.
+const TOKENS: &str = "--allow-outstanding-tokens";
+
+/// `sqlite3 DB SQL`'s output (it must succeed).
+fn sqlite(db: &Path, opts: &[&str], q: &str) -> String {
+    let out = Command::new("sqlite3")
+        .args(opts)
+        .arg(db)
+        .arg(q)
+        .output()
+        .unwrap();
+    ok(&out)
+}
+
+/// `assent restore --data-dir DATA [EXTRA…] IN`.
+fn restore(data: &Path, input: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["restore", "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .arg(input)
+        .output()
+        .unwrap()
+}
+
+/// A stopped gateway that approved three calls (alice deciding each) and `assent backup
+/// --config` of it at `honest`; the directory goes when this is dropped.
+struct Backed {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    honest: PathBuf,
+}
+
+fn backed_up() -> Backed {
+    let Served {
+        dir,
+        cfg,
+        data,
+        server,
+        ..
+    } = served(SIGNING);
+    for amount in [5000, 6000, 7000] {
+        approved(&server.url, amount);
+    }
+    stop(server);
+    let honest = dir.path().join("honest.db");
+    let out = Command::new(BIN)
+        .args(["backup", "--config"])
+        .arg(&cfg)
+        .arg(&honest)
+        .output()
+        .unwrap();
+    ok(&out);
+    Backed {
+        _dir: dir,
+        data,
+        honest,
+    }
+}
+
+/// A copy of `from` at `name` beside it.
+fn copy_of(from: &Path, name: &str) -> PathBuf {
+    let to = from.with_file_name(name);
+    std::fs::copy(from, &to).unwrap();
+    to
+}
+
+/// In the copy `db`: the middle approval's decision is put on `mallory` — its `decision`
+/// record's actor and its `decisions` row — and every record from it on is hashed again
+/// with the gateway's own `record_hash`, so the bare chain and the state tables agree.
+fn put_the_middle_decision_on_mallory(db: &Path) {
+    let rows = sqlite(
+        db,
+        &["-json"],
+        "SELECT seq, at, kind, approval_id, actor, data, prev_hash FROM audit ORDER BY seq;",
+    );
+    let rows: Vec<Value> = serde_json::from_str(&rows).unwrap();
+    let decisions: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i]["kind"] == "decision")
+        .collect();
+    assert_eq!(decisions.len(), 3, "{rows:?}");
+    let target = decisions[1];
+    let aid = rows[target]["approval_id"].as_str().unwrap().to_string();
+    let mut prev = rows[target]["prev_hash"].as_str().unwrap().to_string();
+    let mut script =
+        format!("BEGIN;\nUPDATE decisions SET actor = 'mallory' WHERE approval_id = '{aid}';\n");
+    for (i, r) in rows.iter().enumerate().skip(target) {
+        let actor = if i == target {
+            "mallory"
+        } else {
+            r["actor"].as_str().unwrap()
+        };
+        let seq = r["seq"].as_i64().unwrap();
+        let hash = assent_store::audit::record_hash(
+            &prev,
+            seq,
+            r["at"].as_i64().unwrap(),
+            r["kind"].as_str().unwrap(),
+            r["approval_id"].as_str(),
+            actor,
+            r["data"].as_str().unwrap(),
+        );
+        script.push_str(&format!(
+            "UPDATE audit SET actor = '{actor}', prev_hash = '{prev}', hash = '{hash}' WHERE seq = {seq};\n"
+        ));
+        prev = hash;
+    }
+    script.push_str("COMMIT;\n");
+    sqlite(db, &[], &script);
+}
+
+/// Asserts that `out` failed with exit status 1 and a stderr naming each of `wants`.
+#[track_caller]
+fn refused(out: &std::process::Output, wants: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for w in wants {
+        assert!(err.contains(w), "{w}: {err}");
+    }
+}
+
+/// Attack (found by review): the backup's checkpoints deleted, a decision in the middle of
+/// its history put on someone else (record and row), the chain re-hashed. Nothing in the copy
+/// gave the rewrite away (one intact sealed approval was taken as proof the copy was the
+/// gateway's), so it was restored and the gateway signed the forged history. Now refused,
+/// naming the missing checkpoint; `--force` restores it and says so; an honest backup of the
+/// same gateway restores without `--force`, and quietly.
+#[test]
+fn a_backup_rewritten_and_stripped_of_its_checkpoints_is_not_restored_without_force() {
+    let s = backed_up();
+    let honest = &s.honest;
+    let forged = copy_of(honest, "forged.db");
+    sqlite(&forged, &[], "DELETE FROM audit_checkpoints;");
+    put_the_middle_decision_on_mallory(&forged);
+    let live_before = std::fs::read(s.data.join("assent.db")).unwrap();
+    let out = restore(&s.data, &forged, &[TOKENS]);
+    refused(
+        &out,
+        &[
+            "has no audit checkpoint signed by this gateway's audit key",
+            "--force",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(s.data.join("assent.db")).unwrap(),
+        live_before
+    );
+    // Forced: restored, with a warning naming what was taken unchecked.
+    let out = restore(&s.data, &forged, &["--force", TOKENS]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("restored with --force") && err.contains("covered by no checkpoint"),
+        "{err}"
+    );
+    let who = sqlite(
+        &s.data.join("assent.db"),
+        &[],
+        "SELECT actor FROM decisions;",
+    );
+    assert!(
+        who.contains("mallory"),
+        "the forged copy is what was restored: {who}"
+    );
+    // The honest backup: restored without --force, no warning.
+    let out = restore(&s.data, honest, &[TOKENS]);
+    ok(&out);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let who = sqlite(
+        &s.data.join("assent.db"),
+        &[],
+        "SELECT actor FROM decisions;",
+    );
+    assert!(!who.contains("mallory"), "{who}");
+    ok(&audit_verify(&s.data, &[]));
+}
+
+/// Attack (found by review): the backup's checkpoints left alone, a passkey (row and
+/// `passkey.registered` record, chained onto the head) planted after the newest of them, so
+/// that whoever holds it signs votes as alice once restored: the records after the newest
+/// checkpoint were restored without complaint. Now refused, naming how many no checkpoint
+/// vouches for.
+#[test]
+fn a_record_appended_after_the_backups_signed_head_is_not_restored_without_force() {
+    let s = backed_up();
+    let honest = &s.honest;
+    let planted = copy_of(honest, "planted.db");
+    let head = sqlite(
+        &planted,
+        &["-json"],
+        "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1;",
+    );
+    let head = &serde_json::from_str::<Vec<Value>>(&head).unwrap()[0];
+    let seq = head["seq"].as_i64().unwrap() + 1;
+    let data = r#"{"credential_id":"AAAA","public_key":{"kty":"EC"}}"#;
+    let at = 4_000_000_000_000_i64;
+    let hash = assent_store::audit::record_hash(
+        head["hash"].as_str().unwrap(),
+        seq,
+        at,
+        "passkey.registered",
+        None,
+        "alice",
+        data,
+    );
+    sqlite(
+        &planted,
+        &[],
+        &format!(
+            "INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash) VALUES ({seq}, {at}, 'passkey.registered', NULL, 'alice', '{data}', '{}', '{hash}');
+             INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES ('AAAA', 'alice', '{{}}', '{{\"kty\":\"EC\"}}', 'planted', {at});",
+            head["hash"].as_str().unwrap()
+        ),
+    );
+    let out = restore(&s.data, &planted, &[TOKENS]);
+    refused(
+        &out,
+        &[
+            &format!("goes on to record {seq}"),
+            "its last 1 records are vouched for by no signature",
+        ],
+    );
+    assert_eq!(
+        sqlite(
+            &s.data.join("assent.db"),
+            &[],
+            "SELECT count(*) FROM passkeys;"
+        ),
+        "0\n"
+    );
+    // The copy as backed up restores.
+    ok(&restore(&s.data, honest, &[TOKENS]));
+}
+
+/// An honest backup taken between two checkpoints of the gateway (signed rarely here): the
+/// records after the gateway's newest checkpoint are covered by the one `assent backup`
+/// signs at the copy's head, so it restores without `--force` and without a warning, and the
+/// restored gateway's chain verifies and goes on from it.
+#[test]
+fn an_honest_backup_taken_between_checkpoints_restores_without_force() {
+    let Served {
+        dir,
+        cfg,
+        data,
+        server,
+        port,
+    } = served("audit_checkpoints: {every_records: 100000, every_seconds: 86400}\n");
+    approved(&server.url, 5000);
+    approved(&server.url, 6000);
+    let honest = dir.path().join("honest.db");
+    let out = Command::new(BIN)
+        .args(["backup", "--config"])
+        .arg(&cfg)
+        .arg(&honest)
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    stop(server);
+    let out = restore(&data, &honest, &[TOKENS]);
+    ok(&out);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("its head is covered by a checkpoint"),
+        "{text}"
+    );
+    // The gateway's own checkpoints in the copy (none yet, or its first soon after its first
+    // record) stop short of the copy's head: the one at the head is the backup's.
+    let seqs = sqlite(
+        &honest,
+        &[],
+        "SELECT seq FROM audit_checkpoints ORDER BY seq;",
+    );
+    let seqs: Vec<i64> = seqs.lines().map(|l| l.parse().unwrap()).collect();
+    let head: i64 = sqlite(&honest, &[], "SELECT max(seq) FROM audit;")
+        .trim()
+        .parse()
+        .unwrap();
+    let (last, gateways) = seqs.split_last().unwrap();
+    assert!(
+        *last == head && gateways.iter().all(|&s| s < head),
+        "{seqs:?} {head}"
+    );
+    ok(&audit_verify(&data, &[]));
+    let s = serve(&cfg, port);
+    approved(&s.url, 7000);
+    stop(s);
+    ok(&audit_verify(&data, &[]));
+}
+
+/// Attack: the live database itself rewritten and re-chained, its stored checkpoints deleted,
+/// before the next `assent backup --config`. Signing the copy's head as it stood would vouch
+/// for the rewrite; like the gateway's signer, the backup checks the chain against the newest
+/// checkpoint of the checkpoint file, and signs nothing (and writes no file) when the chain no
+/// longer reaches it.
+#[test]
+fn a_backup_does_not_sign_a_chain_rewritten_under_the_checkpoint_file() {
+    let Served {
+        dir,
+        cfg,
+        data,
+        server,
+        ..
+    } = served(
+        "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n",
+    );
+    for amount in [5000, 6000, 7000] {
+        approved(&server.url, amount);
+    }
+    stop(server);
+    let db = data.join("assent.db");
+    sqlite(&db, &[], "DELETE FROM audit_checkpoints;");
+    put_the_middle_decision_on_mallory(&db);
+    let out_file = dir.path().join("b.db");
+    let out = Command::new(BIN)
+        .args(["backup", "--config"])
+        .arg(&cfg)
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    refused(
+        &out,
+        &["audit chain altered since the checkpoint at record"],
+    );
+    assert!(!out_file.exists());
+}
