@@ -362,7 +362,7 @@ pub(crate) enum Cmd {
     /// Refuses while a gateway (or another program) has the database open, a file that is not
     /// an assent database, a schema newer than this assent, a backup whose audit chain does not
     /// verify, and (unless --force) one whose signed checkpoints do not verify under
-    /// DATA_DIR/audit.key. The replaced database is kept as assent.db.before-restore-TIME; the
+    /// DATA_DIR/audit.key or whose newest records no such checkpoint covers. The replaced database is kept as assent.db.before-restore-TIME; the
     /// new one is put in place with an atomic rename.
     #[command(
         after_help = "Restore token.key and audit.key from the same backup first: under other keys every token minted before is refused and the checkpoints fail `assent audit verify`.\n\nExit codes: 0 restored; 1 refused or failed, nothing replaced."
@@ -371,7 +371,9 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         place: DataPlace,
         /// Restore even though the backup's checkpoints were signed by another audit key (or
-        /// DATA_DIR has none).
+        /// DATA_DIR has none), or its newest records are covered by no checkpoint of this
+        /// gateway's audit key (a backup by an older `assent backup`, or one added to or
+        /// rewritten since).
         #[arg(long)]
         force: bool,
         /// Restore even though the backup holds approval tokens neither redeemed nor expired
