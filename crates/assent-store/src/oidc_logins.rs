@@ -50,6 +50,12 @@ pub struct SignIn {
     pub started_at: i64,
     /// Unix ms; the sign-in cannot be finished from then on.
     pub expires_at: i64,
+    /// The dashboard session the browser was signed in with when it started (its cookie is
+    /// `SameSite=Strict`, so it comes with the same-site start but not with the provider's
+    /// cross-site redirect back): ended when this sign-in finishes, as a key sign-in ends the
+    /// session it replaces. `None` when it had none; absent in sign-ins sealed before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// Longest `state`, `nonce` or `pkce_verifier` sealed, in bytes.
@@ -87,6 +93,7 @@ impl Store {
         if [&s.state, &s.nonce, &s.pkce_verifier]
             .iter()
             .any(|f| f.len() > MAX_TOKEN)
+            || s.replaces.as_ref().is_some_and(|r| r.len() > MAX_TOKEN)
             || s.next.len() > MAX_NEXT
         {
             return Err(StoreError::Invalid(

@@ -182,6 +182,9 @@ pub(crate) async fn start(
         step_up,
         started_at: now,
         expires_at: now.saturating_add(LOGIN_TTL.as_millis() as i64),
+        replaces: super::session::session_cookie(&st, &headers)
+            .filter(|id| super::sessions::well_formed(id))
+            .map(str::to_string),
     };
     let mut r = secured(Redirect::to(url.as_str()).into_response());
     if let Err(e) = cookie::set(&st, &headers, &mut r, &sign_in, LOGIN_TTL) {
@@ -274,8 +277,13 @@ pub(crate) async fn callback(
     let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
     let q = query(raw.as_deref());
     let mut f = match finish(&st, &sso, addr, &headers, q.as_ref()).await {
-        Ok((id, next)) => {
+        Ok((id, next, replaces)) => {
             super::session::end_replaced(&st, &headers, &id).await;
+            // The session the browser had at the start (found by review: the Strict session
+            // cookie does not come back with the provider's redirect, so none was ended).
+            if let Some(old) = replaces.filter(|old| *old != id) {
+                super::sessions::end(&st, &old).await;
+            }
             st.throttle.session_authenticated(addr, &id);
             let mut r = moving_on(&next);
             set_session_cookie(&mut r, &id, Jar::of(&st, &headers));
@@ -355,7 +363,7 @@ async fn finish(
     addr: Option<std::net::IpAddr>,
     headers: &HeaderMap,
     q: Option<&HashMap<String, String>>,
-) -> Result<(String, String), Refusal> {
+) -> Result<(String, String, Option<String>), Refusal> {
     let (state, code) = state_and_code(q)?;
     // The lock-out first, in memory: a locked-out address costs no store read (found by
     // review: a replayed cookie cost a store job on every request, without end).
@@ -424,7 +432,7 @@ async fn finish(
             )
         })?;
     tracing::info!(operator = %name, roles = ?roles, "dashboard SSO sign-in");
-    Ok((id, login.next))
+    Ok((id, login.next, login.replaces))
 }
 
 /// The callback's `state` and `code` from its query `q`: at most 8 fields of at most 4 KiB;

@@ -384,6 +384,7 @@ async fn a_forged_or_altered_sign_in_cookie_is_refused() {
         step_up: false,
         started_at: now_ms(),
         expires_at: now_ms() + 600_000,
+        replaces: None,
     };
     let theirs = elsewhere
         .with_store(|st| cookie::value(st, &chosen))

@@ -237,6 +237,7 @@ async fn callbacks_without_their_own_live_sign_in_cookie_or_spent_are_refused() 
         step_up: false,
         started_at: 0,
         expires_at,
+        replaces: None,
     };
     let cookie_of = |s: &SignIn| {
         let value = gw.with_store(|st| cookie::value(st, s)).unwrap();

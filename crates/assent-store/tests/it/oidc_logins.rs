@@ -16,6 +16,7 @@ fn sign_in(state: &str, expires_at: i64) -> SignIn {
         step_up: true,
         started_at: 1_000,
         expires_at,
+        replaces: None,
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::provider::{Provider, now_s};
 use super::{Begun, Scene, begin, browser, callback_req, finish, finish_own, scene, signed_in};
-use super::{behind_proxy, finish_now, scene_tuned, signs_in};
+use super::{behind_proxy, finish_now, scene_tuned, session_of, signs_in};
 use crate::kit::Gw;
 use assent_server::config::oidc::{DISCOVERY_RETRY, KEYS_REFRESH};
 use assent_server::dashboard::oidc::places::PER_NETWORK;
@@ -368,4 +368,41 @@ async fn hundreds_of_ipv6_64s_of_one_48_cannot_take_every_exchange_place() {
     signs_in_within(&gw, &p, &b, &quiet, 2, waited).await;
     refused_once_let_through(&p, junk).await;
     gw.stop().await;
+}
+
+/// Found by review: signing in again by single sign-on left the browser's old session live for
+/// the rest of its 12 hours: the session cookie is `SameSite=Strict`, so it does not come back
+/// with the provider's cross-site redirect, and the callback had none to end. The same-site
+/// start sees it and seals it into the sign-in; the callback ends it.
+#[tokio::test]
+async fn signing_in_again_by_sso_ends_the_session_the_browser_had() {
+    let sc = scene().await;
+    let first = begin(&sc.gw, &sc.b, "", &[]).await.ok().unwrap();
+    let done = finish_own(&sc.gw, &sc.p, &sc.b, &first, Some(now_s())).await;
+    let old = session_of(&done).expect("a first session");
+    signed_in(done).await;
+    let opens = |cookie: String| {
+        let (gw, b) = (&sc.gw, &sc.b);
+        async move {
+            let r = b
+                .get(format!("{}/ui", gw.url))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            r.status() == StatusCode::OK
+        }
+    };
+    assert!(opens(old.clone()).await, "the first session opens /ui");
+    // The start is same-site: the browser sends its session cookie. The provider's redirect
+    // back is cross-site: only the sign-in's own cookie comes with it.
+    let again = begin(&sc.gw, &sc.b, "", &[("cookie", &old)])
+        .await
+        .ok()
+        .unwrap();
+    let done = finish_own(&sc.gw, &sc.p, &sc.b, &again, Some(now_s())).await;
+    let new = session_of(&done).expect("a second session");
+    signed_in(done).await;
+    assert!(opens(new).await, "the new session opens /ui");
+    assert!(!opens(old).await, "the replaced session still opens /ui");
 }
