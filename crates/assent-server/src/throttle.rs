@@ -87,6 +87,13 @@ const RENOTE_AFTER: Duration = Duration::from_secs(60);
 /// Dashboard sessions remembered as having signed in from an address, at the most
 /// ([`Throttle::session_authenticated`]).
 pub const SESSIONS_KNOWN: usize = 4096;
+/// The client networks a dashboard session signed in from, with when last.
+type SessionNetworks = Vec<(IpAddr, Instant)>;
+
+/// Client networks remembered per dashboard session, at the most (the ones seen last): found
+/// by review, one session used from thousands of IPv6 /64s filled the whole memory and pushed
+/// the other operators' sessions out of it.
+pub const NETWORKS_PER_SESSION: usize = 4;
 /// How long a session's sign-in from an address lets it past that address's lock-out: a
 /// session's whole lifetime (12 hours).
 pub const SESSION_KNOWN_FOR: Duration = Duration::from_secs(12 * 3600);
@@ -127,9 +134,10 @@ pub struct Throttle {
     /// Per long key that authenticated (its SHA-256): from which addresses (networks), last
     /// when.
     known: Mutex<HashMap<[u8; 32], Seen>>,
-    /// Dashboard sessions that signed someone in from an address (network): the SHA-256 of
-    /// the network and the session's id, with when last ([`Throttle::session_authenticated`]).
-    sessions_seen: Mutex<HashMap<[u8; 32], Instant>>,
+    /// Dashboard sessions that signed someone in from an address (network): by the SHA-256 of
+    /// the session's id, the networks (at most [`NETWORKS_PER_SESSION`]) with when last
+    /// ([`Throttle::session_authenticated`]).
+    sessions_seen: Mutex<HashMap<[u8; 32], SessionNetworks>>,
     trusted_proxies: Vec<IpAddr>,
     /// Places for single sign-on code exchanges in flight ([`SSO_EXCHANGES`]).
     /// The store failures are also counted in (replicas of one PostgreSQL database).
@@ -309,23 +317,39 @@ impl Throttle {
     /// Notes that dashboard session `id` (its cookie's value) signed someone in from `addr`
     /// now, so that it passes a later lock-out of that address
     /// ([`Throttle::passes_session_lockout`]) as a known key does. At most
-    /// [`SESSIONS_KNOWN`] are remembered; past it those older than [`SESSION_KNOWN_FOR`] are
+    /// [`SESSIONS_KNOWN`] sessions are remembered, each with its last
+    /// [`NETWORKS_PER_SESSION`] networks; past it those older than [`SESSION_KNOWN_FOR`] are
     /// forgotten, then the one seen longest ago.
     pub fn session_authenticated(&self, addr: Option<IpAddr>, id: &str) {
-        let Some(k) = session_mark(addr, id) else {
+        let Some(net) = addr.map(network) else {
             return;
         };
+        let k = digest(id);
         let now = Instant::now();
         let mut seen = self.sessions_seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= SESSIONS_KNOWN && !seen.contains_key(&k) {
-            seen.retain(|_, at| now.duration_since(*at) < SESSION_KNOWN_FOR);
+            let last = |nets: &SessionNetworks| nets.iter().map(|(_, at)| *at).max();
+            seen.retain(|_, nets| {
+                last(nets).is_some_and(|at| now.duration_since(at) < SESSION_KNOWN_FOR)
+            });
             if seen.len() >= SESSIONS_KNOWN
-                && let Some(oldest) = seen.iter().min_by_key(|(_, at)| **at).map(|(k, _)| *k)
+                && let Some(oldest) = seen.iter().min_by_key(|(_, n)| last(n)).map(|(k, _)| *k)
             {
                 seen.remove(&oldest);
             }
         }
-        seen.insert(k, now);
+        let nets = seen.entry(k).or_default();
+        nets.retain(|(n, _)| *n != net);
+        if nets.len() >= NETWORKS_PER_SESSION
+            && let Some(i) = nets
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(i, _)| i)
+        {
+            nets.remove(i);
+        }
+        nets.push((net, now));
     }
 
     /// Whether dashboard session `id` passes a lock-out of `addr`: it signed someone in from
@@ -333,12 +357,14 @@ impl Throttle {
     /// guessing keys or cookies thus does not lock out the operator's open dashboard there; a
     /// guessed cookie passes only by being a live session's whole 256-bit id.
     pub fn passes_session_lockout(&self, addr: Option<IpAddr>, id: &str) -> bool {
-        let Some(k) = session_mark(addr, id) else {
+        let Some(net) = addr.map(network) else {
             return false;
         };
         let seen = self.sessions_seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.get(&k)
-            .is_some_and(|at| at.elapsed() < SESSION_KNOWN_FOR)
+        seen.get(&digest(id)).is_some_and(|nets| {
+            nets.iter()
+                .any(|(n, at)| *n == net && at.elapsed() < SESSION_KNOWN_FOR)
+        })
     }
 
     /// `Some(wait)` while single sign-on code exchanges from `addr` are locked out (too many
@@ -429,16 +455,6 @@ impl Throttle {
             Err(not_until) => Some(not_until.wait_time_from(DefaultClock::default().now())),
         }
     }
-}
-
-/// What [`Throttle::session_authenticated`] remembers of session `id` seen from `addr`:
-/// the SHA-256 of the network and the id (never the id itself); `None` without an address.
-fn session_mark(addr: Option<IpAddr>, id: &str) -> Option<[u8; 32]> {
-    use sha2::Digest;
-    let net = network(addr?);
-    let mut h = sha2::Sha256::new();
-    h.update(format!("{net}\0{id}").as_bytes());
-    Some(h.finalize().into())
 }
 
 /// The SHA-256 of `key`.
@@ -540,6 +556,30 @@ mod tests {
         let seen = t.sessions_seen.lock().unwrap().len();
         assert_eq!(seen, SESSIONS_KNOWN);
         assert!(!t.passes_session_lockout(Some(here), "s1"));
+    }
+
+    /// Found by review: one live session used from thousands of IPv6 /64s filled the memory
+    /// and pushed another operator's session out of it (then held at a locked-out address). A
+    /// session keeps its last few networks only.
+    #[test]
+    fn one_session_from_many_networks_does_not_push_others_out() {
+        let t = Throttle::default();
+        let here: IpAddr = "192.0.2.1".parse().unwrap();
+        t.session_authenticated(Some(here), "s1");
+        for i in 0..5_000u32 {
+            let net: IpAddr = format!("2001:db8:{:x}:{:x}::1", i >> 16, i & 0xffff)
+                .parse()
+                .unwrap();
+            t.session_authenticated(Some(net), "s2");
+        }
+        assert!(t.passes_session_lockout(Some(here), "s1"));
+        let seen = t.sessions_seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        assert!(seen.values().all(|n| n.len() <= NETWORKS_PER_SESSION));
+        assert_eq!(
+            seen.values().map(Vec::len).sum::<usize>(),
+            1 + NETWORKS_PER_SESSION
+        );
     }
 
     #[test]
