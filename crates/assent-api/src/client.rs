@@ -92,6 +92,23 @@ pub struct RawResponse {
 
 /// A client of one gateway with one bearer key. Cheap to clone (the connection pool is
 /// shared). Every method sends `Authorization: Bearer KEY`.
+/// `b` without the environment's proxies (`HTTP_PROXY`, `ALL_PROXY`…) when `base_url` is a
+/// loopback host (`127.0.0.0/8`, `::1`, `localhost`): a gateway on this machine is reached
+/// directly. Found by review: reqwest sends through the environment's proxy even to
+/// loopback, so `http://127.0.0.1` — allowed in plain http because no packet leaves the
+/// machine — carried the key in clear text to a corporate proxy.
+fn direct_to_loopback(b: reqwest::ClientBuilder, base_url: &str) -> reqwest::ClientBuilder {
+    let loopback = Url::parse(base_url.trim()).is_ok_and(|u| {
+        let host = u.host_str().unwrap_or_default();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|a| a.is_loopback())
+    });
+    if loopback { b.no_proxy() } else { b }
+}
+
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -104,7 +121,10 @@ impl Client {
     /// A client of the gateway at `base_url` (e.g. `http://127.0.0.1:7878`; a path prefix is
     /// kept) with reqwest's defaults: no connect or request timeout (the CLI's client today).
     pub fn new(base_url: &str, api_key: &str) -> Result<Self, ClientError> {
-        Self::with_http(reqwest::Client::new(), base_url, api_key)
+        let http = direct_to_loopback(reqwest::Client::builder(), base_url)
+            .build()
+            .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Self::with_http(http, base_url, api_key)
     }
 
     /// A client that gives up connecting after `connect` and on any request after `total`
@@ -116,7 +136,7 @@ impl Client {
         connect: Duration,
         total: Duration,
     ) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
+        let http = direct_to_loopback(reqwest::Client::builder(), base_url)
             .connect_timeout(connect)
             .timeout(total)
             .build()

@@ -409,3 +409,44 @@ fn a_duration_that_would_wrap_stops_start_up_instead_of_approving_at_once() {
         ],
     );
 }
+
+/// Found by review: reqwest sends through the environment's proxy (`HTTP_PROXY`) even to a
+/// loopback host, so `--url http://127.0.0.1:…` — plain http allowed because no packet leaves
+/// the machine — carried the operator's key in clear text to whatever proxy the shell named.
+/// A gateway on this machine is reached directly; the proxy (a listener standing in for a
+/// remote one) is never asked.
+#[test]
+fn a_loopback_gateway_is_reached_directly_not_through_the_environments_proxy() {
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let noted = asked.clone();
+    std::thread::spawn(move || {
+        for mut c in proxy.incoming().flatten() {
+            noted.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = c.write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let closed = free_port();
+    for url in [
+        format!("http://127.0.0.1:{closed}"),
+        format!("http://localhost:{closed}"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["pending", "--url", &url])
+            .env("ASSENT_API_KEY", "alice-key-0123456789abcdef0123456789")
+            .env("HTTP_PROXY", &proxy_url)
+            .env("http_proxy", &proxy_url)
+            .env("ALL_PROXY", &proxy_url)
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{url}: {err}");
+        assert!(
+            !asked.load(std::sync::atomic::Ordering::SeqCst),
+            "{url}: the proxy was asked"
+        );
+    }
+}
