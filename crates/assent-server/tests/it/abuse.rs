@@ -4,8 +4,8 @@
 //! standing grant for an irreversible call, and an edit raising an amount past its threshold.
 
 use crate::kit::{
-    BOT, COST_RULE, Gw, OP, assert_answer, assert_error, assert_says, assert_within,
-    one_tool_agent, policy, serve, serve_policy, serve_with, start_tuned,
+    BOT, COST_RULE, Gw, OLGA, OP, assert_answer, assert_error, assert_says, assert_within,
+    one_tool_agent, policy, serve, serve_policy, serve_with, start_tuned, start_with_olga,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -127,18 +127,8 @@ async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
 /// (found by review of a form that counted such guesses against the key's prefix).
 #[tokio::test]
 async fn an_agent_guessing_keys_cannot_lock_out_the_operator_on_its_host() {
-    const OLGA: &str = "olga-0123456789abcdef0123456789abcdef";
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_tuned(dir.path(), |st| {
-        let mut all = (*st.principals()).clone();
-        let roles = vec!["finance".to_string()];
-        let kind = assent_server::config::PrincipalKind::Operator { roles };
-        all.push(assent_server::config::Principal::with_key(
-            "olga", OLGA, kind,
-        ));
-        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
-    })
-    .await;
+    let gw = start_with_olga(dir.path()).await;
     for (key, name) in [(OLGA, "olga"), (OP, "alice")] {
         let (s, b) = gw.get("/v1/whoami", key).await;
         assert_answer(s, &b, "name", StatusCode::OK, name);

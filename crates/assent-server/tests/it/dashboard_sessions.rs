@@ -6,7 +6,7 @@
 //! agent's question is shown with its bidi and invisible characters made visible.
 
 use crate::backend::sqlite_only;
-use crate::kit::{BOT, Gw, OP, csrf_of, serve, start_tuned};
+use crate::kit::{BOT, Gw, OLGA, OP, csrf_of, serve, start_tuned, start_with_olga};
 use crate::sign_in::browser;
 use assent_server::throttle::{FAILURE_BURST, RateLimits, Throttle};
 use reqwest::StatusCode;
@@ -61,6 +61,30 @@ fn session_of(r: &reqwest::Response) -> String {
     crate::kit::cookie_of(r)
 }
 
+/// Signs in with `key` from local address `from`, as a browser with no session cookie: the
+/// session cookie the sign-in set.
+async fn signed_in(gw: &Gw, from: &str, key: &str) -> String {
+    session_of(&sign_in_from(gw, from, key, "").await)
+}
+
+/// The status of `GET /ui` from local address `from` with `cookie`.
+async fn ui(gw: &Gw, from: &str, cookie: &str) -> StatusCode {
+    get_from(gw, from, "/ui", cookie).await.0
+}
+
+/// Floods made-up session cookies at `/ui` from `host` until the address is throttled (it
+/// must be, within its failure burst and ten more).
+async fn flood_until_locked(gw: &Gw, host: &str) {
+    let mut locked = false;
+    for i in 0..(FAILURE_BURST as usize + 10) {
+        if ui(gw, host, &made_up(i)).await == StatusCode::TOO_MANY_REQUESTS {
+            locked = true;
+            break;
+        }
+    }
+    assert!(locked, "the flood was never throttled");
+}
+
 /// Attack: made-up session cookies were looked up in the store (as a write of the one store
 /// executor) with no throttle and never counted, so a flood of them queued junk ahead of the
 /// agents' calls. From one address they now use up its failed-authentication allowance and
@@ -85,11 +109,8 @@ async fn made_up_session_cookies_are_throttled_per_address() {
         "never throttled: {codes:?}"
     );
     // Another address is not locked out: an operator signs in and the session opens /ui.
-    let cookie = session_of(&sign_in_from(&gw, "127.0.0.3", OP, "").await);
-    assert_eq!(
-        get_from(&gw, "127.0.0.3", "/ui", &cookie).await.0,
-        StatusCode::OK
-    );
+    let cookie = signed_in(&gw, "127.0.0.3", OP).await;
+    assert_eq!(ui(&gw, "127.0.0.3", &cookie).await, StatusCode::OK);
     // An agent's proposal still answers.
     let (s, b) = gw.propose("read", json!({})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
@@ -102,20 +123,13 @@ async fn made_up_session_cookies_are_throttled_per_address() {
 async fn a_cookie_flood_from_a_host_does_not_lock_out_its_operators_open_session() {
     let gw = serve().await;
     let host = "127.0.0.4";
-    let cookie = session_of(&sign_in_from(&gw, host, OP, "").await);
-    let mut locked = false;
-    for i in 0..(FAILURE_BURST as usize + 10) {
-        if get_from(&gw, host, "/ui", &made_up(i)).await.0 == StatusCode::TOO_MANY_REQUESTS {
-            locked = true;
-            break;
-        }
-    }
-    assert!(locked, "the flood was never throttled");
+    let cookie = signed_in(&gw, host, OP).await;
+    flood_until_locked(&gw, host).await;
     assert_eq!(
-        get_from(&gw, host, "/ui", &made_up(999)).await.0,
+        ui(&gw, host, &made_up(999)).await,
         StatusCode::TOO_MANY_REQUESTS
     );
-    assert_eq!(get_from(&gw, host, "/ui", &cookie).await.0, StatusCode::OK);
+    assert_eq!(ui(&gw, host, &cookie).await, StatusCode::OK);
     gw.stop().await;
 }
 
@@ -136,7 +150,7 @@ async fn rated(dir: &std::path::Path, per_second: u32, burst: u32) -> Gw {
 async fn a_signed_in_session_is_held_to_its_operators_rate() {
     let dir = tempfile::tempdir().unwrap();
     let gw = rated(dir.path(), 1, 3).await;
-    let cookie = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    let cookie = signed_in(&gw, "127.0.0.1", OP).await;
     let mut statuses = Vec::new();
     let mut limited = None;
     for _ in 0..50 {
@@ -158,11 +172,8 @@ async fn a_signed_in_session_is_held_to_its_operators_rate() {
     let b: Value = r.json().await.unwrap();
     assert_eq!(b["code"], "RATE_LIMITED", "{b}");
     // Another operator is not slowed down by it.
-    let other = session_of(&sign_in_from(&gw, "127.0.0.1", "olaf-key", "").await);
-    assert_eq!(
-        get_from(&gw, "127.0.0.1", "/ui", &other).await.0,
-        StatusCode::OK
-    );
+    let other = signed_in(&gw, "127.0.0.1", "olaf-key").await;
+    assert_eq!(ui(&gw, "127.0.0.1", &other).await, StatusCode::OK);
     gw.stop().await;
 }
 
@@ -188,7 +199,7 @@ async fn one_operator_keeps_only_its_newest_32_sessions() {
     let gw = serve().await;
     let mut cookies = Vec::new();
     for _ in 0..40 {
-        cookies.push(session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await));
+        cookies.push(signed_in(&gw, "127.0.0.1", OP).await);
         tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     }
     let rows = gw.sql().int(
@@ -202,11 +213,7 @@ async fn one_operator_keeps_only_its_newest_32_sessions() {
         } else {
             StatusCode::OK
         };
-        assert_eq!(
-            get_from(&gw, "127.0.0.1", "/ui", c).await.0,
-            want,
-            "sign-in {i}"
-        );
+        assert_eq!(ui(&gw, "127.0.0.1", c).await, want, "sign-in {i}");
     }
     gw.stop().await;
 }
@@ -216,18 +223,15 @@ async fn one_operator_keeps_only_its_newest_32_sessions() {
 #[tokio::test]
 async fn signing_in_again_ends_the_session_the_browser_had() {
     let gw = serve().await;
-    let first = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    let first = signed_in(&gw, "127.0.0.1", OP).await;
     let second = session_of(&sign_in_from(&gw, "127.0.0.1", OP, &first).await);
     assert_ne!(first, second);
     assert_eq!(
-        get_from(&gw, "127.0.0.1", "/ui", &first).await.0,
+        ui(&gw, "127.0.0.1", &first).await,
         StatusCode::SEE_OTHER,
         "the replaced session still opens the dashboard"
     );
-    assert_eq!(
-        get_from(&gw, "127.0.0.1", "/ui", &second).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(ui(&gw, "127.0.0.1", &second).await, StatusCode::OK);
     gw.stop().await;
 }
 
@@ -258,7 +262,7 @@ async fn a_sign_out_the_store_did_not_record_says_you_are_still_signed_in() {
         return;
     }
     let gw = serve().await;
-    let cookie = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    let cookie = signed_in(&gw, "127.0.0.1", OP).await;
     gw.sql().exec(
         "CREATE TRIGGER keep_sessions BEFORE DELETE ON ui_sessions \
          BEGIN SELECT RAISE(ABORT, 'injected'); END",
@@ -271,17 +275,11 @@ async fn a_sign_out_the_store_did_not_record_says_you_are_still_signed_in() {
         "the cookie was cleared"
     );
     assert!(r.text().await.unwrap().contains("still signed in"));
-    assert_eq!(
-        get_from(&gw, "127.0.0.1", "/ui", &cookie).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(ui(&gw, "127.0.0.1", &cookie).await, StatusCode::OK);
     gw.sql().exec("DROP TRIGGER keep_sessions", &[]);
     let r = sign_out(&gw, &cookie).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(
-        get_from(&gw, "127.0.0.1", "/ui", &cookie).await.0,
-        StatusCode::SEE_OTHER
-    );
+    assert_eq!(ui(&gw, "127.0.0.1", &cookie).await, StatusCode::SEE_OTHER);
     gw.stop().await;
 }
 
@@ -298,7 +296,7 @@ async fn a_questions_bidi_characters_are_shown_escaped_on_the_dashboard() {
     });
     let (s, b) = gw.post("/v1/clarifications", BOT, ask).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
-    let cookie = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    let cookie = signed_in(&gw, "127.0.0.1", OP).await;
     let r = browser("127.0.0.1")
         .get(format!("{}/ui/queue", gw.url))
         .header("cookie", &cookie)
@@ -322,36 +320,16 @@ async fn a_questions_bidi_characters_are_shown_escaped_on_the_dashboard() {
 /// sign-in pages such a cookie is dropped, not refused.
 #[tokio::test]
 async fn a_dead_session_cookie_does_not_keep_its_operator_from_signing_in_again() {
-    const OLGA: &str = "olga-0123456789abcdef0123456789abcdef";
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_tuned(dir.path(), |st| {
-        let mut all = (*st.principals()).clone();
-        let roles = vec!["finance".to_string()];
-        let kind = assent_server::config::PrincipalKind::Operator { roles };
-        all.push(assent_server::config::Principal::with_key(
-            "olga", OLGA, kind,
-        ));
-        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
-    })
-    .await;
+    let gw = start_with_olga(dir.path()).await;
     let host = "127.0.0.7";
-    session_of(&sign_in_from(&gw, host, OLGA, "").await);
-    let mut locked = false;
-    for i in 0..(FAILURE_BURST as usize + 10) {
-        if get_from(&gw, host, "/ui", &made_up(i)).await.0 == StatusCode::TOO_MANY_REQUESTS {
-            locked = true;
-            break;
-        }
-    }
-    assert!(locked, "the flood was never throttled");
+    signed_in(&gw, host, OLGA).await;
+    flood_until_locked(&gw, host).await;
     let dead = made_up(5_000);
-    assert_eq!(
-        get_from(&gw, host, "/ui", &dead).await.0,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    assert_eq!(ui(&gw, host, &dead).await, StatusCode::TOO_MANY_REQUESTS);
     let again = sign_in_from(&gw, host, OLGA, &dead).await;
     assert_eq!(again.status(), StatusCode::SEE_OTHER, "{again:?}");
     let fresh = session_of(&again);
-    assert_eq!(get_from(&gw, host, "/ui", &fresh).await.0, StatusCode::OK);
+    assert_eq!(ui(&gw, host, &fresh).await, StatusCode::OK);
     gw.stop().await;
 }

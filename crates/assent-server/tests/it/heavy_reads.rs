@@ -13,23 +13,13 @@ use serde_json::{Value, json};
 /// a grouped page) and the
 /// path of its `Link` `rel="next"` (`None` without one).
 async fn listing(gw: &Gw, path: &str) -> (usize, Vec<String>, Option<String>) {
-    let resp = gw.get_raw(path, OP).await;
-    assert_eq!(resp.status(), StatusCode::OK, "{path}");
-    let next = resp.headers().get("link").map(|l| {
-        let l = l.to_str().unwrap();
-        let inner = l
-            .strip_prefix('<')
-            .and_then(|l| l.strip_suffix(">; rel=\"next\""));
-        inner.unwrap_or_else(|| panic!("{l}")).to_string()
-    });
-    let text = resp.text().await.unwrap();
-    let body: Value = serde_json::from_str(&text).unwrap();
+    let (len, body, next) = listing_page(gw, path).await;
     // A grouped page (`{groups}`) lists no ids here.
     let ids = match &body["approvals"] {
         Value::Null => Vec::new(),
         list => pluck(list, "id").into_iter().map(str::to_string).collect(),
     };
-    (text.len(), ids, next)
+    (len, ids, next)
 }
 
 /// Agent `bot` proposes `n` `pay` calls with ~240 KiB of arguments each (held), cancelling

@@ -638,3 +638,36 @@ impl Gw {
 pub async fn serve_gov(gov: &str, customize: impl FnOnce(&mut AppState)) -> Gw {
     serve_in(async |dir| start_gov(dir, gov, customize).await).await
 }
+
+/// The long key of operator `olga` (finance), whom [`start_with_olga`] adds.
+pub const OLGA: &str = "olga-0123456789abcdef0123456789abcdef";
+
+/// [`start_tuned`] with operator `olga` (finance, key [`OLGA`]: long enough to pass an
+/// address's lock-out once it has authenticated from there) added to the principals.
+pub async fn start_with_olga(dir: &Path) -> Gw {
+    start_tuned(dir, |st| {
+        let mut all = (*st.principals()).clone();
+        let roles = vec!["finance".to_string()];
+        let kind = PrincipalKind::Operator { roles };
+        all.push(Principal::with_key("olga", OLGA, kind));
+        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+    })
+    .await
+}
+
+/// One page at `path` read as operator (it must be `200`): its body's length, the body and
+/// the path of its `Link` `rel="next"` (`None` without one).
+pub async fn listing_page(gw: &Gw, path: &str) -> (usize, Value, Option<String>) {
+    let resp = gw.get_raw(path, OP).await;
+    assert_eq!(resp.status(), StatusCode::OK, "{path}");
+    let next = resp.headers().get("link").map(|l| {
+        let l = l.to_str().unwrap();
+        let inner = l
+            .strip_prefix('<')
+            .and_then(|l| l.strip_suffix(">; rel=\"next\""));
+        inner.unwrap_or_else(|| panic!("{l}")).to_string()
+    });
+    let text = resp.text().await.unwrap();
+    let body: Value = serde_json::from_str(&text).unwrap();
+    (text.len(), body, next)
+}

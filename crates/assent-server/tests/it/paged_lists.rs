@@ -12,19 +12,9 @@ use serde_json::{Value, json};
 /// One page at `path` read as operator: its body's length, the `id`s of its `list` key and the
 /// path of its `Link` `rel="next"` (`None` without one).
 async fn page(gw: &Gw, path: &str, list: &str) -> (usize, Vec<String>, Option<String>) {
-    let resp = gw.get_raw(path, OP).await;
-    assert_eq!(resp.status(), StatusCode::OK, "{path}");
-    let next = resp.headers().get("link").map(|l| {
-        let l = l.to_str().unwrap();
-        let inner = l
-            .strip_prefix('<')
-            .and_then(|l| l.strip_suffix(">; rel=\"next\""));
-        inner.unwrap_or_else(|| panic!("{l}")).to_string()
-    });
-    let text = resp.text().await.unwrap();
-    let body: Value = serde_json::from_str(&text).unwrap();
+    let (len, body, next) = listing_page(gw, path).await;
     let ids = pluck(&body[list], "id").into_iter().map(str::to_string);
-    (text.len(), ids.collect(), next)
+    (len, ids.collect(), next)
 }
 
 /// Every page from `path` on, following the links: the ids in order, the number of pages,
@@ -190,6 +180,18 @@ async fn an_upstream_changing_big_tools_cannot_make_the_review_listing_hold_them
     gw.stop().await;
 }
 
+/// Agent `bot` holds seven `pay` calls with ~200 KiB of arguments each (other arguments each
+/// time, so they do not join one approval): their ids, oldest first.
+async fn big_pending_calls(gw: &Gw) -> Vec<String> {
+    let memo = "m".repeat(200 * 1024);
+    let mut ids = Vec::new();
+    for k in 0..7 {
+        let args = json!({"amount": 500 + k, "to": "bob", "memo": format!("{k}{memo}")});
+        ids.push(gw.held(&format!("s{k}"), "pay", args).await);
+    }
+    ids
+}
+
 /// Attack: an agent holds calls with ~200 KiB of arguments each and leaves them pending
 /// (other arguments each time, so they do not join one approval); the operator's listing of
 /// pending approvals, asked for up to 1,000, would hold every one. A page ends after about
@@ -198,12 +200,7 @@ async fn an_upstream_changing_big_tools_cannot_make_the_review_listing_hold_them
 #[tokio::test]
 async fn pending_calls_with_big_arguments_end_a_listing_page_early_and_none_is_lost() {
     let gw = serve().await;
-    let memo = "m".repeat(200 * 1024);
-    let mut ids = Vec::new();
-    for k in 0..7 {
-        let args = json!({"amount": 500 + k, "to": "bob", "memo": format!("{k}{memo}")});
-        ids.push(gw.held(&format!("s{k}"), "pay", args).await);
-    }
+    let ids = big_pending_calls(&gw).await;
     let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
     let path = "/v1/approvals?status=pending&limit=1000";
     let (_, first, next) = page(&gw, path, "approvals").await;
@@ -229,12 +226,7 @@ async fn pending_calls_with_big_arguments_end_a_listing_page_early_and_none_is_l
 #[tokio::test]
 async fn the_clients_grouped_listing_follows_pages_and_joins_a_group_split_across_them() {
     let gw = serve().await;
-    let memo = "m".repeat(200 * 1024);
-    let mut ids = Vec::new();
-    for k in 0..7 {
-        let args = json!({"amount": 500 + k, "to": "bob", "memo": format!("{k}{memo}")});
-        ids.push(gw.held(&format!("s{k}"), "pay", args).await);
-    }
+    let ids = big_pending_calls(&gw).await;
     let first = gw
         .get_raw("/v1/approvals?group=similar&limit=1000", OP)
         .await;

@@ -183,30 +183,16 @@ fn rewrite_and_rechain(g: &Signed) {
         .iter()
         .position(|r| r["kind"] == "approval.requested")
         .unwrap();
-    let mut prev = assent_store::audit::GENESIS.to_string();
-    let mut script = String::from("BEGIN;\n");
-    for (i, r) in rows.iter().enumerate() {
-        let mut data = r["data"].as_str().unwrap().to_string();
-        if i == target {
-            data = data.replace("5000", "50");
-        }
-        let seq = r["seq"].as_i64().unwrap();
-        let hash = assent_store::audit::record_hash(
-            &prev,
-            seq,
-            r["at"].as_i64().unwrap(),
-            r["kind"].as_str().unwrap(),
-            r["approval_id"].as_str(),
-            r["actor"].as_str().unwrap(),
-            &data,
-        );
-        script.push_str(&format!(
-            "UPDATE audit SET data = '{}', prev_hash = '{prev}', hash = '{hash}' WHERE seq = {seq};\n",
-            data.replace('\'', "''")
-        ));
-        prev = hash;
-    }
-    script.push_str("COMMIT;\n");
+    let edits = crate::restore_forged::rechained(&rows, 0, assent_store::audit::GENESIS, |i, r| {
+        let data = r["data"].as_str().unwrap();
+        let data = if i == target {
+            data.replace("5000", "50")
+        } else {
+            data.to_string()
+        };
+        (r["actor"].as_str().unwrap().to_string(), data)
+    });
+    let script = format!("BEGIN;\n{edits}COMMIT;\n");
     sql(g, &script);
     assert!(
         sql(

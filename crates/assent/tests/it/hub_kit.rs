@@ -95,6 +95,75 @@ pub(crate) fn py_text(text: &str) -> String {
     format!(r#"        r={{"content":[{{"type":"text","text":"{text}"}}]}}"#)
 }
 
+/// An MCP `initialize` request under `id` (protocol 2025-06-18, no capabilities, client `t`).
+pub(crate) fn initialize(id: serde_json::Value) -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+/// An MCP session of the hub at `url` with agent key `key`: `initialize` (its answer read)
+/// and `notifications/initialized`; the session's id.
+pub(crate) fn hub_session(url: &str, key: &str) -> String {
+    let init = hub_post(url, key, None, initialize(json!(0)));
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    drop(init.text().unwrap());
+    hub_post(
+        url,
+        key,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    session
+}
+
+/// `assent mcp` as the stdio proxy for agent `helper` with agent key `key`, on the gateway at
+/// `url`, in front of server `alias` run as `python3 -c source`.
+pub(crate) fn proxy_command(
+    url: &str,
+    key: &str,
+    alias: &str,
+    source: &str,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(crate::BIN);
+    cmd.args(["mcp", "--agent", "helper", "--server", alias])
+        .args(["--", "python3", "-c", source])
+        .env("ASSENT_URL", url)
+        .env("ASSENT_API_KEY", key);
+    cmd
+}
+
+/// `assent mcp --config` (the stdio hub) for agent `helper` with agent key `key`, on the
+/// gateway at `url` whose directory is `dir` (its `assent.yaml`).
+pub(crate) fn hub_command(url: &str, key: &str, dir: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(crate::BIN);
+    cmd.args(["mcp", "--agent", "helper", "--config"])
+        .arg(dir.join("assent.yaml"))
+        .env("ASSENT_URL", url)
+        .env("ASSENT_API_KEY", key);
+    cmd
+}
+
+/// `out`'s lines, read on a thread of their own (`None` at its end).
+pub(crate) fn lines_of(
+    out: impl std::io::BufRead + Send + 'static,
+) -> std::sync::mpsc::Receiver<Option<String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(Some(line)).is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(None);
+    });
+    rx
+}
+
 /// Through a stdio MCP client end (`stdin`, `out`: an `assent mcp` proxy or hub): the
 /// `initialize` handshake (its answer read), `notifications/initialized`, then `tools/call` of
 /// `tool` with `arguments` under id 1 (its answer not read).
@@ -104,11 +173,7 @@ pub(crate) fn initialize_and_call(
     arguments: serde_json::Value,
 ) {
     let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
+    send(initialize(json!(0)));
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -166,6 +231,15 @@ pub(crate) fn hub_post(
         req = req.header("mcp-session-id", s);
     }
     req.send().unwrap()
+}
+
+/// Sends SIGTERM to `child` (with `kill`, which must succeed).
+pub(crate) fn sigterm(child: &std::process::Child) {
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
 }
 
 /// Polls `f` every 100 ms for up to `secs` seconds until it is `Some`; fails with `what`.

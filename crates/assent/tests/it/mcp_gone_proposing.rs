@@ -2,12 +2,12 @@
 //! (`assent mcp --config`) and the stdio proxy (`assent mcp -- CMD`) alike: the approval the
 //! proposal makes once it lands is withdrawn before the process ends, not left pending.
 
-use crate::hub_kit::{hub_gateway, py_text, py_upstream};
+use crate::hub_kit::{hub_gateway, initialize, lines_of, lock_db, py_text, py_upstream, unlock_db};
 use crate::{BIN, spawn_piped};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "gone-proposing-agent-key-0123456789ab";
@@ -16,33 +16,6 @@ const KEY: &str = "gone-proposing-agent-key-0123456789ab";
 fn upstream() -> String {
     let list = r#"        r={"tools":[{"name":"pay","description":"pay.","inputSchema":{"type":"object"}}]}"#;
     py_upstream(list, &py_text("paid"))
-}
-
-/// The gateway's database at `dir` locked for writing (`BEGIN IMMEDIATE` in a `sqlite3`
-/// process) until the returned process is told to commit ([`unlock`]): a proposal made
-/// meanwhile waits inside the gateway (its 10 s busy timeout), still on its way.
-fn lock(dir: &Path) -> (Child, ChildStdin) {
-    let mut child = Command::new("sqlite3")
-        .arg(dir.join("data/assent.db"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sqlite3 runs");
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "BEGIN IMMEDIATE;\nSELECT 'locked';").unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "locked", "the database could not be locked");
-    (child, stdin)
-}
-
-/// Ends [`lock`]'s transaction and its process.
-fn unlock((mut child, mut stdin): (Child, ChildStdin)) {
-    writeln!(stdin, "COMMIT;").unwrap();
-    drop(stdin);
-    child.wait().unwrap();
 }
 
 /// Waits (up to 60 s) for `child` to end.
@@ -70,16 +43,7 @@ fn leave_while_proposing(
     tool: &str,
 ) {
     // Lines as they come, `None` at the end of the output (the process gone).
-    let (tx, lines) = std::sync::mpsc::channel::<Option<String>>();
-    std::thread::spawn(move || {
-        for line in out.lines() {
-            let Ok(line) = line else { break };
-            if tx.send(Some(line)).is_err() {
-                return;
-            }
-        }
-        let _ = tx.send(None);
-    });
+    let lines = lines_of(out);
     let send = |stdin: &mut ChildStdin, v: Value| writeln!(stdin, "{v}").unwrap();
     let read = |what: &str, pred: &dyn Fn(&Value) -> bool| loop {
         let line = lines.recv_timeout(Duration::from_secs(60));
@@ -90,12 +54,7 @@ fn leave_while_proposing(
         }
         assert!(m.get("id") != Some(&json!(1)), "the call was answered: {m}");
     };
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
+    send(&mut stdin, initialize(json!(0)));
     read("initialize answer", &|m| m["id"] == 0);
     send(
         &mut stdin,
@@ -107,7 +66,7 @@ fn leave_while_proposing(
     );
     let list = read("tools/list answer", &|m| m["id"] == 2);
     assert!(list.to_string().contains(tool), "{list}");
-    let locked = lock(dir);
+    let locked = lock_db(dir);
     send(
         &mut stdin,
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
@@ -131,7 +90,7 @@ fn leave_while_proposing(
             Err(_) => break,
         }
     }
-    unlock(locked);
+    unlock_db(locked);
     ended(&mut hub);
 }
 

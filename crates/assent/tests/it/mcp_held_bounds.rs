@@ -4,12 +4,14 @@
 //! after its client's stdout is gone; and `assent serve` stops within a service manager's 30 s
 //! with a hub call still running upstream.
 
-use crate::hub_kit::{call_results, hub_gateway, hub_gateway_with, hub_post, py_text, py_upstream};
-use crate::mcp_held_settle::{KEY, answer, approvals, handshake, lines_of};
-use crate::{BIN, spawn_piped};
+use crate::hub_kit::{
+    call_results, hub_gateway, hub_gateway_with, hub_post, hub_session, proxy_command, py_text,
+    py_upstream,
+};
+use crate::mcp_held_settle::{KEY, answer, approvals, stdio_proxy};
+use crate::spawn_piped;
 use serde_json::json;
 use std::io::Write;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Lines of [`py_upstream`]'s `tools/list`: `r` set to a list of `names` (any object as input).
@@ -53,15 +55,7 @@ fn cancelled_forwarded_calls_never_answered_do_not_use_up_the_held_bytes_bound()
         &[("up", Some("[hang, read]"), &source)],
         "max_arguments_bytes: 16777216\n",
     );
-    let (mut proxy, mut stdin, out) = spawn_piped(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--server", "up"])
-            .args(["--", "python3", "-c", &source])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
-    let lines = lines_of(out);
-    handshake(&mut stdin, &lines);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let got = || std::fs::read_to_string(&mark).map_or(0, |s| s.lines().count());
     // Call `i` of 15 MiB, cancelled once the upstream has it: `Some(answer)` when it is
     // answered instead (refused).
@@ -118,15 +112,7 @@ fn held_calls_of_zeros_are_weighed_parsed_and_the_proxy_memory_stays_bounded() {
         &[("up", Some("[{name: echo, approval: true}]"), &source)],
         "max_arguments_bytes: 4194304\n",
     );
-    let (mut proxy, mut stdin, out) = spawn_piped(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--server", "up"])
-            .args(["--", "python3", "-c", &source])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
-    let lines = lines_of(out);
-    handshake(&mut stdin, &lines);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let zeros = format!("[{}0]", "0,".repeat(1 << 20));
     for i in 0..6 {
         let call = format!(
@@ -172,13 +158,8 @@ fn a_result_after_log_lines_is_recorded_when_the_client_closed_stdin_and_stdout(
     );
     let source = py_upstream(&py_list(&["slow"]), &call);
     let (gw_dir, server) = hub_gateway(KEY, &[("bank", Some("[slow]"), &source)]);
-    let (mut proxy, mut stdin, mut out) = spawn_piped(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--server", "bank"])
-            .args(["--", "python3", "-c", &source])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
+    let (mut proxy, mut stdin, mut out) =
+        spawn_piped(&mut proxy_command(&server.url, KEY, "bank", &source));
     crate::hub_kit::initialize_and_call((&mut stdin, &mut out), "slow", json!({}));
     crate::hub_kit::within(30, "the upstream was never called", || {
         mark.exists().then_some(())
@@ -212,26 +193,8 @@ fn serve_stopped_with_a_long_hub_call_running_ends_within_the_service_stop_timeo
     let source = py_upstream(&py_list(&["slow"]), &call);
     let (_gw, mut server) = hub_gateway(KEY, &[("bank", Some("[slow]"), &source)]);
     let url = server.url.clone();
-    let init = hub_post(
-        &url,
-        KEY,
-        None,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    drop(init.text().unwrap());
+    let session = hub_session(&url, KEY);
     let s = Some(session.as_str());
-    hub_post(
-        &url,
-        KEY,
-        s,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
     let call = hub_post(
         &url,
         KEY,
@@ -242,11 +205,7 @@ fn serve_stopped_with_a_long_hub_call_running_ends_within_the_service_stop_timeo
     crate::hub_kit::within(30, "the upstream was never called", || {
         mark.exists().then_some(())
     });
-    let term = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    crate::hub_kit::sigterm(&server.child);
     let signalled = Instant::now();
     crate::hub_kit::within(60, "the gateway never ended", || {
         server.child.try_wait().unwrap()

@@ -4,32 +4,17 @@
 //! hub's proposals before it stops serving.
 
 use crate::hub_kit::{
-    call_results, hub_gateway, hub_post, lock_db, py_text, py_upstream, unlock_db, within,
+    call_results, hub_command, hub_gateway, hub_post, hub_session, initialize, lines_of, lock_db,
+    proxy_command, py_text, py_upstream, unlock_db, within,
 };
-use crate::{BIN, spawn_piped};
+use crate::spawn_piped;
 use serde_json::{Value, json};
-use std::io::{BufRead, Write};
-use std::process::Command;
+use std::io::Write;
+use std::process::{Child, ChildStdin, Command};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 pub(crate) const KEY: &str = "held-settle-agent-key-0123456789abcd";
-
-/// `out`'s lines, read on a thread of their own (`None` at its end).
-pub(crate) fn lines_of(
-    out: impl BufRead + Send + 'static,
-) -> std::sync::mpsc::Receiver<Option<String>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in out.lines() {
-            let Ok(line) = line else { break };
-            if tx.send(Some(line)).is_err() {
-                return;
-            }
-        }
-        let _ = tx.send(None);
-    });
-    rx
-}
 
 /// The next message of `lines` with id `id` (within 60 s), skipping notifications.
 #[track_caller]
@@ -53,14 +38,7 @@ pub(crate) fn answer(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Val
 
 /// The `initialize` handshake through a stdio client end.
 pub(crate) fn handshake(stdin: &mut impl Write, lines: &std::sync::mpsc::Receiver<Option<String>>) {
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}})
-    )
-    .unwrap();
+    writeln!(stdin, "{}", initialize(json!("init"))).unwrap();
     answer(lines, &json!("init"));
     writeln!(
         stdin,
@@ -68,6 +46,18 @@ pub(crate) fn handshake(stdin: &mut impl Write, lines: &std::sync::mpsc::Receive
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .unwrap();
+}
+
+/// The stdio proxy (agent key [`KEY`]) on the gateway at `url` in front of server `up` run as
+/// `python3 -c source`, past its handshake: the process, its stdin and its output's lines.
+pub(crate) fn stdio_proxy(
+    url: &str,
+    source: &str,
+) -> (Child, ChildStdin, Receiver<Option<String>>) {
+    let (proxy, mut stdin, out) = spawn_piped(&mut proxy_command(url, KEY, "up", source));
+    let lines = lines_of(out);
+    handshake(&mut stdin, &lines);
+    (proxy, stdin, lines)
 }
 
 /// A `tools/call` line of `tool` under `id` (its arguments `{"n": id}`, so that no two are
@@ -107,15 +97,7 @@ fn calls_held_past_64_mib_are_refused_until_the_held_ones_are_withdrawn() {
         KEY,
         &[("up", Some("[read, {name: echo, approval: true}]"), &source)],
     );
-    let (mut proxy, mut stdin, out) = spawn_piped(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--server", "up"])
-            .args(["--", "python3", "-c", &source])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
-    let lines = lines_of(out);
-    handshake(&mut stdin, &lines);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     // Eight calls of 8 MiB less 4 KiB (each weighs a little more than its text: 32 bytes a
     // piece of JSON; 64 MiB less some 20 KiB in all), then a ninth: written on a thread of its
     // own (the proxy reads them as it goes).
@@ -213,25 +195,18 @@ fn leave_while_forwarded(front: &mut Command, mark: &std::path::Path, tool: &str
     });
 }
 
-/// Found by review: a stdio proxy whose client closed stdin while a forwarded call was still
-/// running upstream gave the upstream 5 s to exit, then killed it: a call answered later was
-/// never reported, and the audit ended at the call's clearance with no `call.result`. The
-/// proxy waits (within its 30 s bound) for the result and reports it before it ends.
-#[test]
-fn a_proxy_call_answered_after_its_client_left_still_has_its_result_recorded() {
+/// A gateway with server `bank` (tool `slow`, see [`slow_upstream`]), and through the front
+/// end `front` makes of its URL, directory and upstream source, [`leave_while_forwarded`] with
+/// `tool`: the call's result is recorded once, with its hash.
+fn result_recorded_after_leaving(
+    front: impl FnOnce(&str, &std::path::Path, &str) -> Command,
+    tool: &str,
+) {
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("called");
     let source = slow_upstream(&mark);
     let (gw_dir, server) = hub_gateway(KEY, &[("bank", Some("[slow]"), &source)]);
-    leave_while_forwarded(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--server", "bank"])
-            .args(["--", "python3", "-c", &source])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-        &mark,
-        "slow",
-    );
+    leave_while_forwarded(&mut front(&server.url, gw_dir.path(), &source), &mark, tool);
     let recorded = call_results(gw_dir.path());
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!(recorded[0]["tool"], "slow", "{recorded:?}");
@@ -239,29 +214,24 @@ fn a_proxy_call_answered_after_its_client_left_still_has_its_result_recorded() {
     drop(server);
 }
 
+/// Found by review: a stdio proxy whose client closed stdin while a forwarded call was still
+/// running upstream gave the upstream 5 s to exit, then killed it: a call answered later was
+/// never reported, and the audit ended at the call's clearance with no `call.result`. The
+/// proxy waits (within its 30 s bound) for the result and reports it before it ends.
+#[test]
+fn a_proxy_call_answered_after_its_client_left_still_has_its_result_recorded() {
+    result_recorded_after_leaving(
+        |url, _, source| proxy_command(url, KEY, "bank", source),
+        "slow",
+    );
+}
+
 /// As [`a_proxy_call_answered_after_its_client_left_still_has_its_result_recorded`], for the
 /// stdio hub (`assent mcp --config`): rmcp gives a request 5 s once its client has left, and
 /// the hub ended with a call still running upstream, its `call.result` never reported.
 #[test]
 fn a_hub_call_answered_after_its_client_left_still_has_its_result_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let mark = dir.path().join("called");
-    let source = slow_upstream(&mark);
-    let (gw_dir, server) = hub_gateway(KEY, &[("bank", Some("[slow]"), &source)]);
-    leave_while_forwarded(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--config"])
-            .arg(gw_dir.path().join("assent.yaml"))
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-        &mark,
-        "bank__slow",
-    );
-    let recorded = call_results(gw_dir.path());
-    assert_eq!(recorded.len(), 1, "{recorded:?}");
-    assert_eq!(recorded[0]["tool"], "slow", "{recorded:?}");
-    assert!(recorded[0].get("result_sha256").is_some(), "{recorded:?}");
-    drop(server);
+    result_recorded_after_leaving(|url, dir, _| hub_command(url, KEY, dir), "bank__slow");
 }
 
 /// Found by review: `assent serve` stopped (SIGTERM) while its MCP hub's call was being
@@ -279,26 +249,8 @@ fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
         &[("bank", Some("[{name: pay, approval: true}]"), &source)],
     );
     let url = server.url.clone();
-    let init = hub_post(
-        &url,
-        KEY,
-        None,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    drop(init.text().unwrap());
+    let session = hub_session(&url, KEY);
     let s = Some(session.as_str());
-    hub_post(
-        &url,
-        KEY,
-        s,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
     // The tools pinned before the database is locked.
     let listed = hub_post(
         &url,
@@ -323,11 +275,7 @@ fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
         "",
         "an approval made with the database locked"
     );
-    let term = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    crate::hub_kit::sigterm(&server.child);
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         server.child.try_wait().unwrap().is_none(),
@@ -346,16 +294,9 @@ fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
     .unwrap();
     assert!(late.contains("the gateway is shutting down"), "{late}");
     assert!(late.contains("-32000"), "{late}");
-    let fresh = hub_post(
-        &url,
-        KEY,
-        None,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    )
-    .text()
-    .unwrap();
+    let fresh = hub_post(&url, KEY, None, initialize(json!(0)))
+        .text()
+        .unwrap();
     assert!(fresh.contains("the gateway is shutting down"), "{fresh}");
     unlock_db(locked);
     within(60, "the gateway never ended", || {

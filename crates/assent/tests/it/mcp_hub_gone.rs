@@ -1,11 +1,12 @@
 //! A hub client gone without a word releases what it held, and a hub call whose upstream never
 //! answered is recorded as such — not as a result.
 
-use crate::hub_kit::{hub_gateway, hub_gateway_with, py_text, py_upstream};
-use crate::{BIN, spawn_piped};
+use crate::hub_kit::{
+    call_results, hub_command, hub_gateway, hub_gateway_with, hub_post, hub_session, py_text,
+    py_upstream, within,
+};
+use crate::spawn_piped;
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "hub-gone-agent-key-0123456789abcdef";
@@ -24,19 +25,6 @@ fn upstream() -> String {
 /// What agent `helper` declares on `bank`.
 const TOOLS: &str = "[crash, {name: pay, approval: true}]";
 
-/// Polls `f` every 100 ms for up to `secs` seconds until it is `Some`.
-#[track_caller]
-fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The id of the one approval pending at the gateway at `url`, once there is one.
 fn held(url: &str) -> String {
     within(20, "the call was never held", || {
@@ -51,23 +39,6 @@ fn settled(url: &str, id: &str, secs: u64) -> Value {
         let a = crate::get_op(url, &format!("/v1/approvals/{id}"));
         (a["status"] != "pending").then_some(a)
     })
-}
-
-/// One `/mcp` request with `body` (and the session `session`), its answer unread.
-fn post(url: &str, session: Option<&str>, body: Value) -> reqwest::blocking::Response {
-    let mut req = reqwest::blocking::Client::builder()
-        .timeout(None)
-        .build()
-        .unwrap()
-        .post(format!("{url}/mcp"))
-        .bearer_auth(KEY)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&body);
-    if let Some(s) = session {
-        req = req.header("mcp-session-id", s);
-    }
-    req.send().unwrap()
 }
 
 /// Found by review: a hub client that went away without a cancel — its process ended, its
@@ -140,26 +111,11 @@ fn mcp_client_gone_seconds_out_of_bounds_stops_start_up_with_file_and_line() {
 /// An HTTP client of the hub at `url` with a held call (a progress token, its answer's stream
 /// open): the approval's id and the call's open response.
 fn held_over_http(url: &str) -> (String, reqwest::blocking::Response) {
-    let init = post(
-        url,
-        None,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    drop(init.text().unwrap());
-    post(
-        url,
-        Some(&session),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
+    let session = hub_session(url, KEY);
     // The call, with a progress token, its answer's stream open while it is held…
-    let call = post(
+    let call = hub_post(
         url,
+        KEY,
         Some(&session),
         json!({"jsonrpc": "2.0", "id": 1,
         "method": "tools/call", "params": {"name": "bank__pay", "arguments": {},
@@ -177,13 +133,7 @@ fn held_over_http(url: &str) -> (String, reqwest::blocking::Response) {
 fn a_hub_stdio_client_gone_releases_its_held_call() {
     let source = upstream();
     let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
-    let (mut hub, mut stdin, mut out) = spawn_piped(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--config"])
-            .arg(dir.path().join("assent.yaml"))
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
+    let (mut hub, mut stdin, mut out) = spawn_piped(&mut hub_command(&server.url, KEY, dir.path()));
     crate::hub_kit::initialize_and_call((&mut stdin, &mut out), "bank__pay", json!({}));
     let id = held(&server.url);
     drop(stdin);
@@ -206,13 +156,7 @@ fn a_stdio_hub_ending_withdraws_the_approvals_its_tasks_held() {
     use std::io::{BufRead, Write};
     let source = upstream();
     let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
-    let (mut hub, mut stdin, mut out) = spawn_piped(
-        Command::new(BIN)
-            .args(["mcp", "--agent", "helper", "--config"])
-            .arg(dir.path().join("assent.yaml"))
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
+    let (mut hub, mut stdin, mut out) = spawn_piped(&mut hub_command(&server.url, KEY, dir.path()));
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
     send(
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -248,19 +192,6 @@ fn a_stdio_hub_ending_withdraws_the_approvals_its_tasks_held() {
     drop(server);
 }
 
-/// The `call.result` records of the gateway whose data is under `dir`.
-fn results(dir: &Path) -> Vec<Value> {
-    let out = Command::new("sqlite3")
-        .arg(dir.join("data/assent.db"))
-        .arg("SELECT data FROM audit WHERE kind = 'call.result' ORDER BY seq;")
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// Found by review: a hub call whose upstream connection failed (not an MCP error: no answer
 /// at all) was reported through the result API as if the hub's own error text were the
 /// tool's result — recorded as `call.result` with its hash and size, and its session marked
@@ -282,7 +213,9 @@ fn a_hub_call_whose_upstream_never_answered_is_recorded_as_no_answer() {
         r
     });
     assert_eq!(r.is_error, Some(true), "{r:?}");
-    let recorded = within(10, "nothing was recorded", || results(dir.path()).pop());
+    let recorded = within(10, "nothing was recorded", || {
+        call_results(dir.path()).pop()
+    });
     assert_eq!(recorded["outcome"], "no_answer", "{recorded}");
     assert_eq!(recorded["tool"], "crash", "{recorded}");
     assert!(recorded.get("result_sha256").is_none(), "{recorded}");

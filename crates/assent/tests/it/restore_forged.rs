@@ -35,6 +35,16 @@ fn restore(data: &Path, input: &Path, extra: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `assent backup --config CFG TO`.
+fn backup(cfg: &Path, to: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["backup", "--config"])
+        .arg(cfg)
+        .arg(to)
+        .output()
+        .unwrap()
+}
+
 /// A stopped gateway that approved three calls (alice deciding each) and `assent backup
 /// --config` of it at `honest`; the directory goes when this is dropped.
 struct Backed {
@@ -56,12 +66,7 @@ fn backed_up() -> Backed {
     }
     stop(server);
     let honest = dir.path().join("honest.db");
-    let out = Command::new(BIN)
-        .args(["backup", "--config"])
-        .arg(&cfg)
-        .arg(&honest)
-        .output()
-        .unwrap();
+    let out = backup(&cfg, &honest);
     ok(&out);
     Backed {
         _dir: dir,
@@ -93,15 +98,35 @@ fn put_the_middle_decision_on_mallory(db: &Path) {
     assert_eq!(decisions.len(), 3, "{rows:?}");
     let target = decisions[1];
     let aid = rows[target]["approval_id"].as_str().unwrap().to_string();
-    let mut prev = rows[target]["prev_hash"].as_str().unwrap().to_string();
-    let mut script =
-        format!("BEGIN;\nUPDATE decisions SET actor = 'mallory' WHERE approval_id = '{aid}';\n");
-    for (i, r) in rows.iter().enumerate().skip(target) {
+    let prev = rows[target]["prev_hash"].as_str().unwrap();
+    let edits = rechained(&rows, target, prev, |i, r| {
         let actor = if i == target {
             "mallory"
         } else {
             r["actor"].as_str().unwrap()
         };
+        (actor.to_string(), r["data"].as_str().unwrap().to_string())
+    });
+    let script = format!(
+        "BEGIN;\nUPDATE decisions SET actor = 'mallory' WHERE approval_id = '{aid}';\n{edits}COMMIT;\n"
+    );
+    sqlite(db, &[], &script);
+}
+
+/// The `UPDATE audit` statements that give the records of `rows` (`seq`, `at`, `kind`,
+/// `approval_id`, `actor` and `data` of each, as `sqlite3 -json` reads them) from index `from`
+/// on the actor and data `edit` makes of each (its index and row), every one hashed again with
+/// the gateway's own `record_hash`, chained on from `prev`: the bare chain verifies after them.
+pub(crate) fn rechained(
+    rows: &[Value],
+    from: usize,
+    prev: &str,
+    edit: impl Fn(usize, &Value) -> (String, String),
+) -> String {
+    let mut prev = prev.to_string();
+    let mut script = String::new();
+    for (i, r) in rows.iter().enumerate().skip(from) {
+        let (actor, data) = edit(i, r);
         let seq = r["seq"].as_i64().unwrap();
         let hash = assent_store::audit::record_hash(
             &prev,
@@ -109,16 +134,17 @@ fn put_the_middle_decision_on_mallory(db: &Path) {
             r["at"].as_i64().unwrap(),
             r["kind"].as_str().unwrap(),
             r["approval_id"].as_str(),
-            actor,
-            r["data"].as_str().unwrap(),
+            &actor,
+            &data,
         );
         script.push_str(&format!(
-            "UPDATE audit SET actor = '{actor}', prev_hash = '{prev}', hash = '{hash}' WHERE seq = {seq};\n"
+            "UPDATE audit SET actor = '{}', data = '{}', prev_hash = '{prev}', hash = '{hash}' WHERE seq = {seq};\n",
+            actor.replace('\'', "''"),
+            data.replace('\'', "''")
         ));
         prev = hash;
     }
-    script.push_str("COMMIT;\n");
-    sqlite(db, &[], &script);
+    script
 }
 
 /// Asserts that `out` failed with exit status 1 and a stderr naming each of `wants`.
@@ -264,12 +290,7 @@ fn an_honest_backup_taken_between_checkpoints_restores_without_force() {
     approved(&server.url, 5000);
     approved(&server.url, 6000);
     let honest = dir.path().join("honest.db");
-    let out = Command::new(BIN)
-        .args(["backup", "--config"])
-        .arg(&cfg)
-        .arg(&honest)
-        .output()
-        .unwrap();
+    let out = backup(&cfg, &honest);
     let text = ok(&out);
     stop(server);
     let out = restore(&data, &honest, &[TOKENS]);
@@ -331,12 +352,7 @@ fn a_backup_does_not_sign_a_chain_rewritten_under_the_checkpoint_file() {
     sqlite(&db, &[], "DELETE FROM audit_checkpoints;");
     put_the_middle_decision_on_mallory(&db);
     let out_file = dir.path().join("b.db");
-    let out = Command::new(BIN)
-        .args(["backup", "--config"])
-        .arg(&cfg)
-        .arg(&out_file)
-        .output()
-        .unwrap();
+    let out = backup(&cfg, &out_file);
     refused(
         &out,
         &["audit chain altered since the checkpoint at record"],

@@ -6,13 +6,35 @@
 
 use super::kit::{AWAITING, confirm, core, handshake};
 use crate::kit::{
-    AGENTS, BOT, COST_RULE, OP, assert_error, audit_count, one_tool_agent, policy, redacting_gov,
-    serve, serve_policy,
+    AGENTS, BOT, COST_RULE, Gw, OP, assert_error, audit_count, one_tool_agent, policy,
+    redacting_gov, serve, serve_policy,
 };
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::time::Duration;
+
+/// An `accept` reply to confirmation `token` (subscription `sub`) is taken (`204`) and decides
+/// nothing: approval `id` stays pending, with no token. Its status, as read.
+pub(super) async fn accept_decides_nothing(gw: &Gw, sub: &str, id: &str, token: &str) -> Value {
+    let accept = confirm(token, sub, "accept");
+    assert_eq!(gw.reply(Some(OP), accept).await, StatusCode::NO_CONTENT);
+    let st = gw.status(id).await;
+    assert_eq!(
+        (st["status"].as_str(), st.get("approval_token")),
+        (Some("pending"), None),
+        "{st}"
+    );
+    st
+}
+
+/// A `reject` reply to confirmation `token` (subscription `sub`) is taken and rejects approval
+/// `id`.
+pub(super) async fn reject_is_taken(gw: &Gw, sub: &str, id: &str, token: &str) {
+    let reject = confirm(token, sub, "reject");
+    assert_eq!(gw.reply(Some(OP), reject).await, StatusCode::NO_CONTENT);
+    assert_eq!(gw.status(id).await["status"], "rejected");
+}
 
 #[tokio::test]
 async fn a_confirmation_is_announced_answered_and_resolved_with_valid_events() {
@@ -249,17 +271,8 @@ async fn a_confirmation_too_long_to_show_whole_offers_only_reject() {
     assert!(shown.is_empty(), "the payee is shown in {shown:?}");
     assert_eq!(ev["allowed_replies"], json!(["reject"]));
     let token = ev["reply_token"].as_str().unwrap();
-    let accept = confirm(token, &sub, "accept");
-    assert_eq!(gw.reply(Some(OP), accept).await, StatusCode::NO_CONTENT);
-    let st = gw.status(&id).await;
-    assert_eq!(
-        (st["status"].as_str(), st.get("approval_token")),
-        (Some("pending"), None),
-        "{st}"
-    );
-    let reject = confirm(token, &sub, "reject");
-    assert_eq!(gw.reply(Some(OP), reject).await, StatusCode::NO_CONTENT);
-    assert_eq!(gw.status(&id).await["status"], "rejected");
+    accept_decides_nothing(&gw, &sub, &id, token).await;
+    reject_is_taken(&gw, &sub, &id, token).await;
 
     // A call short enough is offered whole, its right-to-left override as an escape.
     let args = json!({"content": "evil\u{202e}txt.exe", "path": "/tmp/b"});

@@ -1,8 +1,9 @@
 //! AAEP confirmations of calls whose rule redacts an argument (issue 5, AAEP §6.3.4): the
 //! confirmation shows `[redacted]`, so it cannot be accepted where it is shown.
 
-use super::kit::{AWAITING, confirm};
-use crate::kit::{AGENTS, OP, redacting_gov, serve_policy};
+use super::confirmations::{accept_decides_nothing, reject_is_taken};
+use super::kit::AWAITING;
+use crate::kit::{AGENTS, redacting_gov, serve_policy};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -24,17 +25,8 @@ async fn an_aaep_accept_cannot_approve_a_card_number_the_confirmation_showed_as_
     assert!(!ev.to_string().contains("4000999988887777"), "{ev}");
     assert_eq!(ev["allowed_replies"], json!(["reject"]), "{ev}");
     let token = ev["reply_token"].as_str().unwrap();
-    let accept = confirm(token, &sub, "accept");
-    assert_eq!(gw.reply(Some(OP), accept).await, StatusCode::NO_CONTENT);
-    let st = gw.status(&id).await;
-    assert_eq!(
-        (st["status"].as_str(), st.get("approval_token")),
-        (Some("pending"), None),
-        "{st}"
-    );
+    let st = accept_decides_nothing(&gw, &sub, &id, token).await;
     assert!(st["decisions"].as_array().is_none_or(Vec::is_empty), "{st}");
     // A reject is still taken.
-    let reject = confirm(token, &sub, "reject");
-    assert_eq!(gw.reply(Some(OP), reject).await, StatusCode::NO_CONTENT);
-    assert_eq!(gw.status(&id).await["status"], "rejected");
+    reject_is_taken(&gw, &sub, &id, token).await;
 }

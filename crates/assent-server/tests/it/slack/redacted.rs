@@ -3,7 +3,8 @@
 //! approve click is refused; the call is approved in assent, which shows operators the real
 //! arguments.
 
-use super::{FakeSlack, assert_refused, buttons, click, gateway, signed, undecided, value_of};
+use super::refusals::only_deny_offered_and_approve_refused;
+use super::{FakeSlack, buttons, gateway};
 use serde_json::json;
 
 /// `pay`, approved by finance, its card number redacted.
@@ -28,15 +29,7 @@ async fn a_slack_card_hiding_a_redacted_card_number_offers_no_approve_and_refuse
         "{text}"
     );
     assert!(text.contains("hidden here (redacted)"), "{text}");
-    let b = buttons(&fake, &id).await;
-    let actions: Vec<&str> = b.iter().map(|(a, _)| a.as_str()).collect();
-    assert_eq!(actions, ["assent_deny"], "{b:?}");
-    let value = value_of(&b, "assent_deny");
-    for action in ["assent_approve_once", "assent_approve_session"] {
-        let reply = signed(&gw, &click(&fake, "U0ALICE", action, &value)).await;
-        assert_refused(&reply, "CARD_REDACTED");
-    }
-    undecided(&gw, &id).await;
+    only_deny_offered_and_approve_refused(&gw, &fake, &id, "CARD_REDACTED").await;
     // The same rule's call with nothing to hide keeps its approve button.
     let plain = gw
         .held("s2", "pay", json!({"amount": 500, "to": "acme"}))

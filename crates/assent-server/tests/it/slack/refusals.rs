@@ -8,11 +8,30 @@ use super::{
     Card, FakeSlack, PAY, SECRET, args, assert_code, assert_refused, buttons, click, form, gateway,
     now_s, send, sign, signed, slack, undecided, value_of, with_slack,
 };
-use crate::kit::{AGENTS, policy, start, start_custom};
+use crate::kit::{AGENTS, Gw, policy, start, start_custom};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
+
+/// The card of approval `id` offers only "Deny…", and an approve click (once or for the
+/// session) forged from the deny button's value is refused with `code`; nothing is decided.
+pub(super) async fn only_deny_offered_and_approve_refused(
+    gw: &Gw,
+    fake: &FakeSlack,
+    id: &str,
+    code: &str,
+) {
+    let b = buttons(fake, id).await;
+    let actions: Vec<&str> = b.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(actions, ["assent_deny"], "{b:?}");
+    let value = value_of(&b, "assent_deny");
+    for action in ["assent_approve_once", "assent_approve_session"] {
+        let reply = signed(gw, &click(fake, "U0ALICE", action, &value)).await;
+        assert_refused(&reply, code);
+    }
+    undecided(gw, id).await;
+}
 
 #[tokio::test]
 async fn an_irreversible_call_offers_no_session_button_and_refuses_a_forged_one() {
@@ -409,15 +428,7 @@ async fn a_card_too_long_to_show_whole_offers_no_approve_button_and_refuses_one(
     let gw = gateway(dir.path(), &fake, PAY).await;
     let long = json!({"amount": 500, "memo": "x".repeat(2000), "to": "attacker@evil"});
     let id = gw.held("s1", "pay", long).await;
-    let b = buttons(&fake, &id).await;
-    let actions: Vec<&str> = b.iter().map(|(a, _)| a.as_str()).collect();
-    assert_eq!(actions, ["assent_deny"], "{b:?}");
-    let value = value_of(&b, "assent_deny");
-    for action in ["assent_approve_once", "assent_approve_session"] {
-        let reply = signed(&gw, &click(&fake, "U0ALICE", action, &value)).await;
-        assert_refused(&reply, "CARD_TRUNCATED");
-    }
-    undecided(&gw, &id).await;
+    only_deny_offered_and_approve_refused(&gw, &fake, &id, "CARD_TRUNCATED").await;
     // A call that fits still gets its approve button.
     let short = gw.held("s2", "pay", args()).await;
     let b = buttons(&fake, &short).await;
