@@ -365,7 +365,11 @@ async fn dashboard_session(st: &AppState, req: &mut Request) -> Result<(), Respo
         && !st.throttle.passes_session_lockout(addr, id)
     {
         if signing_in {
+            // Not looked up here (the address is locked out), so perhaps live: the sign-in
+            // ends it as the session it replaces.
+            let dropped = session::DroppedSession(id.to_string());
             session::drop_session_cookie(st, req.headers_mut());
+            req.extensions_mut().insert(dropped);
             return Ok(());
         }
         return Err(throttled(wait));

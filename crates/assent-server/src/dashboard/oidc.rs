@@ -123,6 +123,7 @@ fn query(raw: Option<&str>) -> Option<HashMap<String, String>> {
 /// sign-in sealed into its cookie (see the module doc).
 pub(crate) async fn start(
     State(st): State<AppState>,
+    dropped: Option<axum::Extension<super::session::DroppedSession>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -183,8 +184,9 @@ pub(crate) async fn start(
         started_at: now,
         expires_at: now.saturating_add(LOGIN_TTL.as_millis() as i64),
         replaces: super::session::session_cookie(&st, &headers)
-            .filter(|id| super::sessions::well_formed(id))
-            .map(str::to_string),
+            .map(str::to_string)
+            .or(dropped.map(|d| d.0.0))
+            .filter(|id| super::sessions::well_formed(id)),
     };
     let mut r = secured(Redirect::to(url.as_str()).into_response());
     if let Err(e) = cookie::set(&st, &headers, &mut r, &sign_in, LOGIN_TTL) {
@@ -278,7 +280,7 @@ pub(crate) async fn callback(
     let q = query(raw.as_deref());
     let mut f = match finish(&st, &sso, addr, &headers, q.as_ref()).await {
         Ok((id, next, replaces)) => {
-            super::session::end_replaced(&st, &headers, &id).await;
+            super::session::end_replaced(&st, &headers, None, &id).await;
             // The session the browser had at the start (found by review: the Strict session
             // cookie does not come back with the provider's redirect, so none was ended).
             if let Some(old) = replaces.filter(|old| *old != id) {

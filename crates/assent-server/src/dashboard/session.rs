@@ -107,6 +107,12 @@ pub(crate) fn session_cookie<'a>(st: &AppState, headers: &'a HeaderMap) -> Optio
     Jar::of(st, headers).get(headers, COOKIE.0)
 }
 
+/// A session cookie the edge took off a sign-in page's request without looking it up (its
+/// address was locked out: `edge::dashboard_session`): the sign-in still ends it if it is a
+/// live session, as it ends the one it replaces (found by review).
+#[derive(Debug, Clone)]
+pub(crate) struct DroppedSession(pub(crate) String);
+
 /// Removes the request's session cookie ([`session_cookie`]'s name in force) from its
 /// `Cookie` headers, keeping every other cookie (the sign-in form's own among them): the
 /// request then reads as one from a browser signed in nowhere. The edge does so on the sign-in
@@ -433,6 +439,7 @@ pub(crate) fn https(st: &AppState, headers: &HeaderMap) -> bool {
 pub(crate) async fn login(
     State(st): State<AppState>,
     peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    dropped: Option<axum::Extension<DroppedSession>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -508,7 +515,7 @@ pub(crate) async fn login(
     };
     st.throttle.authenticated(addr, key, &p.key_sha256);
     st.throttle.session_authenticated(addr, &id);
-    end_replaced(&st, &headers, &id).await;
+    end_replaced(&st, &headers, dropped.as_ref().map(|d| &d.0), &id).await;
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
     set_session_cookie(&mut r, &id, Jar::of(&st, &headers));
@@ -522,8 +529,13 @@ pub(crate) async fn login(
 /// live for the rest of its 12 hours, so a copy of the old cookie taken before kept working
 /// after its owner had, to their eyes, started afresh. Best effort: the new sign-in stands if
 /// the store does not record the end (logged).
-pub(crate) async fn end_replaced(st: &AppState, headers: &HeaderMap, new: &str) {
-    if let Some(old) = session_cookie(st, headers)
+pub(crate) async fn end_replaced(
+    st: &AppState,
+    headers: &HeaderMap,
+    dropped: Option<&DroppedSession>,
+    new: &str,
+) {
+    if let Some(old) = session_cookie(st, headers).or(dropped.map(|d| d.0.as_str()))
         && old != new
         && sessions::well_formed(old)
     {

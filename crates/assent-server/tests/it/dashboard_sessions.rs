@@ -333,3 +333,25 @@ async fn a_dead_session_cookie_does_not_keep_its_operator_from_signing_in_again(
     assert_eq!(ui(&gw, host, &fresh).await, StatusCode::OK);
     gw.stop().await;
 }
+
+/// Found by review: on the sign-in page of a locked-out network the edge drops a session
+/// cookie it does not look up, so signing in again there did not end the session the browser
+/// had (a live one, signed in elsewhere): a copy of it kept working. The sign-in ends it.
+#[tokio::test]
+async fn signing_in_again_on_a_locked_out_network_still_ends_the_session_the_browser_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_with_olga(dir.path()).await;
+    let (elsewhere, here) = ("127.0.0.8", "127.0.0.9");
+    let old = signed_in(&gw, elsewhere, OLGA).await;
+    signed_in(&gw, here, OLGA).await;
+    flood_until_locked(&gw, here).await;
+    let again = sign_in_from(&gw, here, OLGA, &old).await;
+    assert_eq!(again.status(), StatusCode::SEE_OTHER, "{again:?}");
+    assert_eq!(ui(&gw, here, &session_of(&again)).await, StatusCode::OK);
+    assert_ne!(
+        ui(&gw, elsewhere, &old).await,
+        StatusCode::OK,
+        "the replaced session still opens /ui"
+    );
+    gw.stop().await;
+}
