@@ -269,3 +269,62 @@ pub fn rotate_token_key(dir: &Path) -> Result<Rotated, StoreError> {
 fn retired_name(at_ms: i64) -> String {
     format!("{RETIRED_PREFIX}{at_ms}.key")
 }
+
+/// The public key `<dir>/audit-key-replaces` ([`AUDIT_KEY_REPLACES_FILE`]) holds, trimmed;
+/// `None` without the file. Read under the owner rules of the key files
+/// ([`crate::kit::read_key_file`]), its mode rule relaxed to writing (a public key may be
+/// read by anyone): the file opened (links followed, as for the keys), any link at its name,
+/// and the directory must be this user's or root's, the file writable by no one else, the
+/// directory by no one else unless sticky. Found by review: it was read whatever its owner
+/// and mode, so in a shared sticky directory another local user could plant it and have a
+/// foreign key set served. Errors: `Invalid` naming the file or directory, what is wrong and
+/// the `chmod`/`chown` that mends it; `Io`.
+pub(crate) fn read_replaced_key(dir: &Path) -> Result<Option<String>, StoreError> {
+    use std::io::Read;
+    let path = dir.join(AUDIT_KEY_REPLACES_FILE);
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(&path)(e)),
+    };
+    #[cfg(unix)]
+    {
+        let link = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+        let file = f.metadata().map_err(io(&path))?;
+        let d = std::fs::metadata(dir).map_err(io(dir))?;
+        not_writable_by_others(&path, &link, false)?;
+        not_writable_by_others(&path, &file, false)?;
+        not_writable_by_others(dir, &d, true)?;
+    }
+    let mut text = String::new();
+    (&mut f)
+        .take(4096)
+        .read_to_string(&mut text)
+        .map_err(io(&path))?;
+    Ok(Some(text.trim().to_string()))
+}
+
+/// Refuses `path` (metadata `m`; a directory when `dir`, which may be writable by others
+/// when sticky) unless this user or root owns it and no one else may write it (a symbolic
+/// link's own mode is not checked). Errors: `Invalid` naming it and the mend.
+#[cfg(unix)]
+fn not_writable_by_others(path: &Path, m: &std::fs::Metadata, dir: bool) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let mode = m.mode() & 0o7777;
+    let p = path.display();
+    if m.uid() != me && m.uid() != 0 {
+        return Err(StoreError::Invalid(format!(
+            "{p}: belongs to user id {}, not to the user assent runs as ({me}) or root; it decides which audit key may serve the database, so another user's is not read: `chown {me} {p}`, or remove it",
+            m.uid()
+        )));
+    }
+    let sticky = dir && mode & 0o1000 != 0;
+    if m.file_type().is_symlink() || mode & 0o022 == 0 || sticky {
+        return Ok(());
+    }
+    Err(StoreError::Invalid(format!(
+        "{p}: mode {mode:04o} lets users other than its owner {} it, and it decides which audit key may serve the database; `chmod go-w {p}`",
+        if dir { "put files in" } else { "change" }
+    )))
+}

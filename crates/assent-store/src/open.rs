@@ -154,90 +154,107 @@ fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<
     )))
 }
 
-/// Refuses a database whose stored checkpoints were signed by another audit key than the one
-/// in `keys_dir` (`key`), and by none with it: it was served with another key set. Found by
-/// review: a new PostgreSQL replica given a key set of its own (`assent keys init` run on its
-/// host, as the missing-keys message said) started, and its checkpoints, tokens and seals were
-/// ones the other replicas ignore or take for damage; an `audit.key` made anew after the old
-/// one was lost was served the same way. Only a checkpoint that verifies under the key it
-/// names counts (of the newest [`FOREIGN_LOOKED_AT`]): a row naming some key is no key set.
-/// A key made knowingly for a database whose key is lost is accepted when
+/// Refuses a database on which another audit key than the one in `keys_dir` (`key`) signed
+/// the newest checkpoint: a checkpoint that verifies under another key and lies past (higher
+/// `seq`) the newest one this key signed — or any, when this key signed none. The database
+/// is then served with another key set, whose tokens and seals this gateway would refuse or
+/// take for damage, and whose checkpoints it would ignore. Found by review: a new PostgreSQL
+/// replica given a key set of its own (`assent keys init` run on its host, as the
+/// missing-keys message said) started, as did an `audit.key` made anew after the old one was
+/// lost; and (later review) once a key had signed one checkpoint it was served whatever
+/// another key signed after it, so two replicas with their own key sets over a fresh database
+/// (no checkpoint yet to refuse) both kept starting, each with a warning. Now the restart of
+/// the replica whose newest checkpoint is older is refused. Only a checkpoint that verifies
+/// under the key it names counts (of the newest [`LOOKED_AT`] rows naming a key): a row
+/// naming some key is no key set, and junk rows are passed over (`assent audit verify`
+/// reports them).
+///
+/// A key made knowingly for a database whose key is lost for good is accepted when
 /// `<keys_dir>/audit-key-replaces` ([`keys::AUDIT_KEY_REPLACES_FILE`]) holds the public key
-/// the refusal names.
-/// When some checkpoint is this key's but the newest is another's, it is served with a
-/// warning (a foreign row, as a `restore --force` brings, is passed over when signing:
-/// [`crate::checkpoint`]). Errors: `Invalid` naming both public keys and what to do; the
-/// database's; `Io` reading the acceptance file.
+/// the refusal names (that of the newest foreign signer); the file is read under the owner
+/// rules of the key files ([`keys::read_replaced_key`]: ours or root's, writable by no one
+/// else, in a directory only its owner may write unless sticky), so another local user
+/// cannot plant it to silence the refusal. Once the new key has signed past the lost one's
+/// checkpoints the file is no longer needed; the old key's checkpoints lie behind and are
+/// passed over, and a replica still serving under the old key is refused at its next start.
+/// A copy of another gateway's database brought in by `restore --force` is likewise refused
+/// (not served with a warning) until the keys backed up with it are put back, or the file
+/// names its key. Errors: `Invalid` naming both public keys and what to do, or the
+/// acceptance file and what is wrong with it; the database's; `Io`.
 fn refuse_another_audit_key(
     conn: crate::db::Conn<'_>,
     key: &ed25519_dalek::VerifyingKey,
     keys_dir: &Path,
 ) -> Result<(), StoreError> {
-    use crate::db::OptionalExtension;
     let ours = crate::checkpoint::public_key_hex(key);
-    let newest: Option<String> = conn
-        .prepare_cached("SELECT public_key FROM audit_checkpoints ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
-    if newest.is_none_or(|n| n == ours) {
-        return Ok(());
-    }
-    let signed: Option<i64> = conn
-        .prepare_cached("SELECT seq FROM audit_checkpoints WHERE public_key = ?1 LIMIT 1")?
-        .query_row([ours.as_str()], |r| r.get(0))
-        .optional()?;
-    if signed.is_some() {
-        tracing::warn!(audit_key = %ours, "the newest stored checkpoint names another audit key than this gateway's; it is passed over (run `assent audit verify`)");
-        return Ok(());
-    }
-    let Some(theirs) = foreign_signer(conn, &ours)? else {
+    let mine = newest_verifying(conn, &ours, true, i64::MIN)?.map(|(seq, _)| seq);
+    let Some((seq, theirs)) = newest_verifying(conn, &ours, false, mine.unwrap_or(i64::MIN))?
+    else {
         return Ok(());
     };
     let accept = keys_dir.join(keys::AUDIT_KEY_REPLACES_FILE);
-    match std::fs::read_to_string(&accept) {
-        Ok(t) if t.trim() == theirs => {
-            tracing::warn!(audit_key = %ours, replaces = %theirs, "a new audit key accepted over the checkpoints of a lost one (audit-key-replaces): they no longer verify under the gateway's key");
-            return Ok(());
-        }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&accept)(e)),
-        _ => {}
+    let named = keys::read_replaced_key(keys_dir)?;
+    if named.as_deref() == Some(theirs.as_str()) {
+        tracing::warn!(audit_key = %ours, replaces = %theirs, newer_at = seq, "a new audit key accepted over the checkpoints of a lost one (audit-key-replaces): they no longer verify under the gateway's key");
+        return Ok(());
     }
+    let file = keys_dir.join(crate::checkpoint::KEY_FILE);
+    let what = match mine {
+        None => format!(
+            "this audit key (public key {ours}) signed none of the database's checkpoints; they were signed by audit key {theirs}: the database was served with another key set"
+        ),
+        Some(m) => format!(
+            "audit key {theirs} signed a checkpoint at record {seq}, after the newest this audit key (public key {ours}) signed, at record {m}: another key set serves the database now (a replica given keys of its own, or this key replaced)"
+        ),
+    };
+    let stale = match named {
+        Some(n) => format!(" ({} names {n}, not that key)", accept.display()),
+        None => String::new(),
+    };
     Err(StoreError::Invalid(format!(
-        "{}: this audit key (public key {ours}) signed none of the database's checkpoints; they were signed by audit key {theirs}: the database was served with another key set: copy keys_dir (token.key and audit.key) from an existing replica, or put back the keys kept with this database; a replica serving it under other keys would sign checkpoints, tokens and seals the others ignore or take for damage. Only if that key is lost for good, accept this one knowingly: write {theirs} into {}",
-        keys_dir.join(crate::checkpoint::KEY_FILE).display(),
+        "{}: {what}: copy keys_dir (token.key and audit.key) from an existing replica, or put back the keys kept with this database; a replica serving it under other keys would sign checkpoints, tokens and seals the others ignore or take for damage. Only if that key is lost for good, accept this one knowingly: write {theirs} into {} (owned by the user assent runs as, writable by no one else){stale}",
+        file.display(),
         accept.display()
     )))
 }
 
-/// How many of the newest checkpoints naming another key [`foreign_signer`] looks at.
-const FOREIGN_LOOKED_AT: i64 = 1000;
+/// How many of the newest checkpoints [`newest_verifying`] looks at.
+const LOOKED_AT: i64 = 1000;
 
-/// The public key (64 hex) of the newest stored checkpoint that names another key than
-/// `ours` and verifies under the key it names, among the newest [`FOREIGN_LOOKED_AT`].
-fn foreign_signer(conn: crate::db::Conn<'_>, ours: &str) -> Result<Option<String>, StoreError> {
+/// The `(seq, public key)` of the newest stored checkpoint past `after` (its `seq`) that
+/// names `ours` (`own`) or another key (`!own`) and verifies under the key it names, among
+/// the newest [`LOOKED_AT`] such rows.
+fn newest_verifying(
+    conn: crate::db::Conn<'_>,
+    ours: &str,
+    own: bool,
+    after: i64,
+) -> Result<Option<(i64, String)>, StoreError> {
     use std::ops::ControlFlow;
+    let sql = format!(
+        "SELECT seq, head_hash, record_count, time, public_key, signature FROM audit_checkpoints WHERE public_key {} ?1 AND seq > ?2 ORDER BY seq DESC LIMIT ?3",
+        if own { "=" } else { "<>" }
+    );
     let mut found = None;
-    conn.prepare_cached(
-        "SELECT seq, head_hash, record_count, time, public_key, signature FROM audit_checkpoints WHERE public_key <> ?1 ORDER BY seq DESC LIMIT ?2",
-    )?
-    .for_each(crate::params![ours, FOREIGN_LOOKED_AT], |r| {
-        let cp = crate::checkpoint::Checkpoint {
-            seq: r.get(0)?,
-            head_hash: r.get(1)?,
-            record_count: r.get(2)?,
-            time: r.get(3)?,
-            public_key: r.get(4)?,
-            signature: r.get(5)?,
-        };
-        let verifies = crate::checkpoint::parse_public_key(&cp.public_key)
-            .is_ok_and(|k| cp.verifies(&k));
-        Ok(if verifies {
-            found = Some(cp.public_key);
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
-    })?;
+    conn.prepare_cached(&sql)?
+        .for_each(crate::params![ours, after, LOOKED_AT], |r| {
+            let cp = crate::checkpoint::Checkpoint {
+                seq: r.get(0)?,
+                head_hash: r.get(1)?,
+                record_count: r.get(2)?,
+                time: r.get(3)?,
+                public_key: r.get(4)?,
+                signature: r.get(5)?,
+            };
+            let verifies =
+                crate::checkpoint::parse_public_key(&cp.public_key).is_ok_and(|k| cp.verifies(&k));
+            Ok(if verifies {
+                found = Some((cp.seq, cp.public_key));
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })?;
     Ok(found)
 }
 

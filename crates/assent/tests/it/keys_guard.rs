@@ -26,7 +26,7 @@ fn keys_init(dir: &Path) -> Value {
 /// `cmd` (an `assent serve`) run with `env`, which must stop by itself within 60 s with a
 /// failure status: its stderr. A gateway that serves instead fails the test.
 #[track_caller]
-fn start_refused(mut cmd: Command, env: &[(&str, &str)]) -> String {
+pub(crate) fn start_refused(mut cmd: Command, env: &[(&str, &str)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -59,18 +59,28 @@ fn config(dir: &Path, port: u16, keys: &str, extra: &str) -> std::path::PathBuf 
     write_config(dir, port, &format!("keys_dir: {keys}\n{extra}"))
 }
 
-/// A gateway serving `dir`'s config with keys `keys/a`, an approval proposed through it, then
-/// stopped (its shutdown checkpoint signs the chain under key A); `env` for every command.
-fn served_once_under_a(dir: &Path, extra: &str, env: &[(&str, &str)]) {
+/// A gateway serving `dir`'s config with keys `keys` (`keys/a`: key set A), an approval
+/// proposed through it, then stopped (its shutdown checkpoint signs the chain under that key
+/// set's audit key); `env` for every command.
+fn served_once(dir: &Path, keys: &str, extra: &str, env: &[(&str, &str)]) {
     let port = free_port();
-    let cfg = config(dir, port, "keys/a", extra);
+    let cfg = config(dir, port, keys, extra);
     let mut cmd = serve_cmd(&cfg);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    cmd.envs(env.iter().copied());
     let s = serve_with(cmd, port);
     assert_eq!(propose(&s.url, 5000)["decision"], "pending");
     stop(s);
+}
+
+/// [`served_once`] under key set A.
+fn served_once_under_a(dir: &Path, extra: &str, env: &[(&str, &str)]) {
+    served_once(dir, "keys/a", extra, env);
+}
+
+/// Sets `path`'s mode (Unix).
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// The attack on `extra` (a database line, or none for SQLite) with `env`: keys A serve the
@@ -118,12 +128,75 @@ fn another_key_set_is_refused(extra: &str, env: &[(&str, &str)]) {
     // The keys the database was served with still serve it.
     served_once_under_a(dir.path(), extra, env);
     // Key A lost for good: B is accepted knowingly, A's public key written where the refusal
-    // said.
-    std::fs::write(keys.join("b").join("audit-key-replaces"), format!("{a}\n")).unwrap();
-    let port = free_port();
-    let mut cmd = serve_cmd(&config(dir.path(), port, "keys/b", extra));
-    cmd.envs(env.iter().copied());
-    stop(serve_with(cmd, port));
+    // said — but not from a file another user may have planted (found by review: it was read
+    // whatever its owner and mode, so in a shared sticky directory anyone could silence the
+    // refusal): read as the keys are.
+    let replaces = keys.join("b").join("audit-key-replaces");
+    std::fs::write(&replaces, format!("{a}\n")).unwrap();
+    chmod(&replaces, 0o666);
+    let cfg = config(dir.path(), free_port(), "keys/b", extra);
+    let err = start_refused(serve_cmd(&cfg), env);
+    assert!(
+        err.contains(replaces.to_str().unwrap()) && err.contains("0666"),
+        "{err}"
+    );
+    chmod(&replaces, 0o600);
+    // B serves and signs past A's checkpoints.
+    served_once(dir.path(), "keys/b", extra, env);
+    // A replica still given key set A is now refused (found by review: having signed once,
+    // A was served with a warning whatever signed after it): B's checkpoint is newer.
+    let cfg = config(dir.path(), free_port(), "keys/a", extra);
+    let err = start_refused(serve_cmd(&cfg), env);
+    assert!(
+        err.contains(a) && err.contains(b) && err.contains("after the newest"),
+        "{err}"
+    );
+    // B's own checkpoint is the newest: the acceptance is no longer needed.
+    std::fs::remove_file(&replaces).unwrap();
+    served_once(dir.path(), "keys/b", extra, env);
+}
+
+/// Attack (found by review): two replicas given key sets of their own over a fresh database
+/// (no checkpoint yet, so neither start was refused) both serve and sign; from then on every
+/// restart of either was served with a warning, each refusing the other's tokens and taking
+/// its seals for damage. The replica whose newest checkpoint the other signed past is refused
+/// at its restart, the error naming both public keys; the other keeps serving.
+fn two_key_sets_over_a_fresh_database(extra: &str, env: &[(&str, &str)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
+    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
+    let start = |keys: &str| {
+        let port = free_port();
+        let mut cmd = serve_cmd(&config(dir.path(), port, keys, extra));
+        cmd.envs(env.iter().copied());
+        serve_with(cmd, port)
+    };
+    let (sa, sb) = (start("keys/a"), start("keys/b"));
+    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
+    stop(sa);
+    assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
+    stop(sb);
+    let cfg = config(dir.path(), free_port(), "keys/a", extra);
+    let err = start_refused(serve_cmd(&cfg), env);
+    assert!(
+        err.contains(a) && err.contains(b) && err.contains("after the newest"),
+        "{err}"
+    );
+    served_once(dir.path(), "keys/b", extra, env);
+}
+
+#[test]
+fn two_replicas_with_their_own_key_sets_over_a_fresh_database_the_one_signed_past_is_refused() {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    two_key_sets_over_a_fresh_database(
+        "database: {url_env: ASSENT_DATABASE_URL}\n",
+        &[("ASSENT_DATABASE_URL", &url)],
+    );
 }
 
 #[test]
@@ -258,4 +331,36 @@ fn keys_init_leaves_an_existing_directorys_mode_alone() {
     let n = dir.path().join("n").join("keys");
     keys_init(&n);
     assert_eq!(mode(&n), 0o700);
+}
+
+/// For `restore --force` of another gateway's backup (`backup.rs`): gateway B (data directory
+/// `data_b`, config `extra`) now holding a copy of A's database (data directory `data_a`) is
+/// not served under B's keys — refused, naming both audit public keys (a foreign copy forced
+/// in is not served with a warning) — and is once A's `audit.key` and `token.key` are put
+/// back (copied into `data_b`).
+pub(crate) fn refused_until_its_keys_are_put_back(data_b: &Path, data_a: &Path, extra: &str) {
+    let key_of = |data: &Path| {
+        ok(&run(&[
+            "audit",
+            "key",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ]))
+    };
+    let (a, b) = (key_of(data_a), key_of(data_b));
+    let (a, b) = (a.trim(), b.trim());
+    let b_dir = data_b.parent().unwrap();
+    let err = start_refused(serve_cmd(&write_config(b_dir, free_port(), extra)), &[]);
+    assert!(
+        err.contains(a) && err.contains(b) && err.contains("signed none"),
+        "{err}"
+    );
+    for k in ["audit.key", "token.key"] {
+        std::fs::copy(data_a.join(k), data_b.join(k)).unwrap();
+    }
+    let port = free_port();
+    stop(serve_with(
+        serve_cmd(&write_config(b_dir, port, extra)),
+        port,
+    ));
 }
