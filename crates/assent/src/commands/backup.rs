@@ -120,7 +120,7 @@ fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> 
     }
     if done.other_audit_key {
         eprintln!(
-            "assent: warning: the backup's checkpoints were signed by another audit key than {}'s: `assent audit verify` fails until the audit.key backed up with it is put back, and tokens minted under another token.key are refused",
+            "assent: warning: the backup's checkpoints were signed by another audit key than {}'s: the gateway refuses to start and `assent audit verify` fails until the audit.key and token.key backed up with it are put back (or audit-key-replaces names its audit key)",
             keys.display()
         );
     }
