@@ -246,20 +246,10 @@ impl Store {
 mod tests {
     use crate::store::Store;
     use assent_core::approval::{DefaultDecision, Event};
-    use assent_core::policy::Registry;
     use assent_core::{ApprovalStatus, CanonicalCall, ToolCall};
-    use serde_json::{Value, json};
+    use serde_json::json;
 
-    /// Renders a bare envelope: an id and a type (the events' shapes are not under test).
-    struct Bare;
-    impl crate::events::Envelopes for Bare {
-        fn aaep(&self, _: &crate::events::AaepEvent<'_>) -> Value {
-            json!({"event_id": uuid::Uuid::new_v4().to_string(), "type": "test"})
-        }
-        fn mplp(&self, _: &crate::events::MplpEvent<'_>) -> Value {
-            json!({"event_id": uuid::Uuid::new_v4().to_string(), "event_type": "test"})
-        }
-    }
+    use crate::test_kit::Bare;
 
     /// Review finding: `admit` took `Expire(Approve)` whatever the stored terms; only the
     /// sweep applied `default_at_timeout`. An approving timeout on an irreversible call, or one
@@ -269,8 +259,7 @@ mod tests {
     fn the_settlement_refuses_a_timeout_approving_a_call_that_needs_a_person() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path(), 60_000, std::sync::Arc::new(Bare)).unwrap();
-        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
-        let reg = Registry::load(&[("a".into(), agent.into())], &[]).unwrap();
+        let reg = crate::test_kit::bot_pays();
         let quorum = assent_core::quorum::parse_approvers(&json!({"count": 2}))
             .unwrap()
             .quorum;

@@ -109,6 +109,8 @@ mod sql;
 mod store;
 pub mod stored;
 mod subscriptions;
+#[cfg(test)]
+mod test_kit;
 mod token_keys;
 mod tokens;
 pub mod tool_schemas;

@@ -303,26 +303,15 @@ mod tests {
     use crate::tokens::cover::GrantSeal;
     use crate::{DecisionInput, Proposal, Proposed};
     use assent_core::approval::GrantScope;
-    use assent_core::policy::Registry;
     use assent_core::{CanonicalCall, ToolCall};
-    use serde_json::{Value, json};
+    use serde_json::json;
 
-    /// Renders a bare envelope: an id and a type (the events' shapes are not under test).
-    struct Bare;
-    impl crate::events::Envelopes for Bare {
-        fn aaep(&self, _: &crate::events::AaepEvent<'_>) -> Value {
-            json!({"event_id": uuid::Uuid::new_v4().to_string(), "type": "test"})
-        }
-        fn mplp(&self, _: &crate::events::MplpEvent<'_>) -> Value {
-            json!({"event_id": uuid::Uuid::new_v4().to_string(), "event_type": "test"})
-        }
-    }
+    use crate::test_kit::Bare;
 
     /// Agent `bot`'s `pay` call in session `s1` at `now`: whether a grant covers it (`None`)
     /// or the id of the approval it is held for.
     fn pay(s: &Store, now: i64) -> Option<String> {
-        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
-        let reg = Registry::load(&[("a".into(), agent.into())], &[]).unwrap();
+        let reg = crate::test_kit::bot_pays();
         let call = ToolCall::new("pay", None, json!({"amount": 5})).unwrap();
         let v = assent_core::evaluate(&reg, "bot", &call);
         let call = CanonicalCall::new(call).unwrap();
