@@ -98,15 +98,20 @@ pub struct RawResponse {
 /// loopback, so `http://127.0.0.1` — allowed in plain http because no packet leaves the
 /// machine — carried the key in clear text to a corporate proxy.
 fn direct_to_loopback(b: reqwest::ClientBuilder, base_url: &str) -> reqwest::ClientBuilder {
-    let loopback = Url::parse(base_url.trim()).is_ok_and(|u| {
-        let host = u.host_str().unwrap_or_default();
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        host.eq_ignore_ascii_case("localhost")
-            || bare
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|a| a.is_loopback())
-    });
+    let loopback = Url::parse(base_url.trim()).is_ok_and(|u| loopback_host(&u));
     if loopback { b.no_proxy() } else { b }
+}
+
+/// Whether URL `u` names a host of this machine: `localhost` (any case) or a loopback
+/// address (`127.0.0.0/8`, `::1`), to which no packet leaves the machine. The one rule for
+/// plain http allowed (the gateway's `config::urls`) and proxies skipped (this client).
+pub fn loopback_host(u: &Url) -> bool {
+    let host = u.host_str().unwrap_or_default();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback())
 }
 
 #[derive(Debug, Clone)]

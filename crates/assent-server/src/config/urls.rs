@@ -12,14 +12,9 @@ pub fn private_transport(u: &str) -> bool {
         .is_ok_and(|x| x.scheme() == "https" || (x.scheme() == "http" && loopback(&x)))
 }
 
-/// Whether `url`'s host is a loopback name or address (plain `http` is allowed there only).
+/// Whether `url`'s host is this machine ([`assent_api::loopback_host`]).
 fn loopback(url: &url::Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
-        None => false,
-    }
+    assent_api::loopback_host(url)
 }
 
 /// `s` parsed when it is an https URL ([`private_transport`]: http on loopback) without
