@@ -92,13 +92,15 @@ pub struct RawResponse {
 
 /// A client of one gateway with one bearer key. Cheap to clone (the connection pool is
 /// shared). Every method sends `Authorization: Bearer KEY`.
-/// `b` without the environment's proxies (`HTTP_PROXY`, `ALL_PROXY`…) when `base_url` is a
-/// loopback host (`127.0.0.0/8`, `::1`, `localhost`): a gateway on this machine is reached
-/// directly. Found by review: reqwest sends through the environment's proxy even to
+/// `b` without the environment's proxies (`HTTP_PROXY`, `ALL_PROXY`…) when `url` is on a
+/// loopback host ([`loopback_host`]): a service on this machine is reached directly; other
+/// hosts keep the environment's proxies. The one rule for every client assent builds to a
+/// URL it was configured with (this API client, the gateway's webhooks, Slack's Web API and
+/// the SSO provider). Found by review: reqwest sends through the environment's proxy even to
 /// loopback, so `http://127.0.0.1` — allowed in plain http because no packet leaves the
-/// machine — carried the key in clear text to a corporate proxy.
-fn direct_to_loopback(b: reqwest::ClientBuilder, base_url: &str) -> reqwest::ClientBuilder {
-    let loopback = Url::parse(base_url.trim()).is_ok_and(|u| loopback_host(&u));
+/// machine — carried keys, signatures and bodies in clear text to a corporate proxy.
+pub fn direct_to_loopback(b: reqwest::ClientBuilder, url: &str) -> reqwest::ClientBuilder {
+    let loopback = Url::parse(url.trim()).is_ok_and(|u| loopback_host(&u));
     if loopback { b.no_proxy() } else { b }
 }
 

@@ -40,7 +40,7 @@ pub mod trace;
 pub mod kit;
 pub mod schema;
 
-pub use client::{Client, ClientError, RawResponse, loopback_host};
+pub use client::{Client, ClientError, RawResponse, direct_to_loopback, loopback_host};
 pub use error::ApiErrorBody;
 pub use kit::{
     ApprovalStatus, ApprovalTerms, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier,

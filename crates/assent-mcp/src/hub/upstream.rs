@@ -102,7 +102,10 @@ impl Upstream {
                 if let Some(t) = &spec.bearer_token {
                     config = config.auth_header(t.clone());
                 }
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                    http_client(url)?,
+                    config,
+                );
                 return anyhow::Ok(Watch::default().serve(transport).await?);
             }
             let (prog, args) = spec
@@ -226,6 +229,50 @@ impl Upstream {
         let cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
         cache.as_ref().filter(|r| ok(r)).map(|r| r.list.clone())
     }
+}
+
+/// The HTTP client of the streamable HTTP upstream at `url`: rmcp's default client (no idle
+/// connections kept; same-origin 307 and 308 redirects followed, at most 10), sending straight
+/// to `url` when its host is this machine ([`assent_api::loopback_host`]), without the
+/// environment's `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`. Found by review: rmcp's default
+/// client sent a plain-http upstream on loopback (allowed because no packet leaves the
+/// machine) through an env proxy, with its bearer token and every call's arguments and
+/// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
+/// Errors: the client cannot be built (its TLS backend fails to load).
+fn http_client(url: &str) -> anyhow::Result<reqwest13::Client> {
+    let b = reqwest13::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(same_origin_redirects());
+    let loopback = reqwest13::Url::parse(url).is_ok_and(|u| assent_api::loopback_host(&u));
+    let b = if loopback { b.no_proxy() } else { b };
+    Ok(b.build()?)
+}
+
+/// Most redirects [`same_origin_redirects`] follows for one request (rmcp's default).
+const MAX_REDIRECTS: usize = 10;
+
+/// rmcp's redirect policy for its default client (private there, so restated): only a 307 or
+/// 308 (which keep the method and body) to the same origin is followed, at most
+/// [`MAX_REDIRECTS`] times; any other redirect is returned as the answer (a cross-origin one
+/// would replay the session id and bearer token to another host).
+fn same_origin_redirects() -> reqwest13::redirect::Policy {
+    reqwest13::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest13::StatusCode::TEMPORARY_REDIRECT | reqwest13::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// A tool's definition as JSON (for the pin check).

@@ -11,19 +11,23 @@ use serde_json::Value;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The one HTTP client for Slack (no redirects; 5 s to connect, 15 s per request).
-fn http() -> Option<&'static reqwest::Client> {
-    static CLIENT: OnceLock<Option<reqwest::Client>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(5))
-                .timeout(Duration::from_secs(15))
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .ok()
-        })
-        .as_ref()
+/// The HTTP clients for Slack (no redirects; 5 s to connect, 15 s per request): the first
+/// through the environment's proxies, the second straight (for a loopback `api_url`, whose
+/// bot token and messages would otherwise cross the network in clear text to the proxy; the
+/// rule of `assent_api::direct_to_loopback`, chosen per URL).
+fn http(url: &str) -> Option<&'static reqwest::Client> {
+    static CLIENTS: OnceLock<[Option<reqwest::Client>; 2]> = OnceLock::new();
+    let build = |direct: bool| {
+        let b = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(15))
+            .redirect(reqwest::redirect::Policy::none());
+        let b = if direct { b.no_proxy() } else { b };
+        b.build().ok()
+    };
+    let clients = CLIENTS.get_or_init(|| [build(false), build(true)]);
+    let direct = url::Url::parse(url).is_ok_and(|u| assent_api::loopback_host(&u));
+    clients[usize::from(direct)].as_ref()
 }
 
 /// Why a Web API call failed (network error, HTTP status, or Slack's `error`), and the wait
@@ -62,8 +66,8 @@ impl std::fmt::Display for Failed {
 /// `ok: true`; else why not ([`Failed`]). Needs the bot token.
 pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, Failed> {
     let token = slack.bot_token.as_deref().ok_or("no bot token")?;
-    let http = http().ok_or("no HTTP client")?;
     let url = format!("{}/{method}", slack.config.api_url);
+    let http = http(&url).ok_or("no HTTP client")?;
     let r = http
         .post(&url)
         .bearer_auth(token)
@@ -147,7 +151,9 @@ pub async fn respond(slack: &Slack, response_url: &str, body: &Value) {
         tracing::warn!("slack: response_url is not on Slack's host; no reply sent");
         return;
     }
-    let Some(http) = http() else { return };
+    let Some(http) = http(response_url) else {
+        return;
+    };
     let sent = http
         .post(response_url)
         .header("content-type", "application/json")

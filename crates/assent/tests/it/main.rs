@@ -37,6 +37,7 @@ mod mcp_upstream_attacks;
 mod migrate;
 mod operator;
 mod outbound_cleartext;
+mod outbound_proxy;
 mod paged_lists;
 mod receipt;
 mod reload;

@@ -52,9 +52,11 @@ pub struct ProviderHttp {
 
 impl ProviderHttp {
     /// A client following no redirect, reading at most [`MAX_ANSWER`] bytes of an answer,
-    /// within [`FETCH_TIMEOUT`] in all.
-    pub fn new() -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
+    /// within [`FETCH_TIMEOUT`] in all; for a provider whose `issuer` is on this machine, not
+    /// through the environment's proxies (`assent_api::direct_to_loopback`: its client secret,
+    /// codes and tokens would cross the network in clear text to the proxy).
+    pub fn new(issuer: &str) -> Result<Self, reqwest::Error> {
+        let client = assent_api::direct_to_loopback(reqwest::Client::builder(), issuer)
             .redirect(reqwest::redirect::Policy::none())
             .timeout(FETCH_TIMEOUT)
             .build()?;

@@ -1,0 +1,398 @@
+//! Outbound HTTP to this machine never goes through a proxy from the environment. Plain http is
+//! allowed only to loopback (a webhook `url`, an MCP upstream `url`) because no packet leaves
+//! the machine; a `HTTP_PROXY`/`ALL_PROXY` in `assent serve`'s environment must not send that
+//! traffic — a webhook's body and HMAC signature, an upstream's bearer token, a call's
+//! arguments and result — in cleartext to wherever the proxy is. Other hosts still go through
+//! the environment's proxies (a corporate proxy for https is legitimate). Each gateway here is
+//! its own `assent serve` process with the proxy variables set for it alone.
+
+use crate::hub_kit::{hub_client, within};
+use crate::{free_port, held, hex_sha256, serve_cmd, serve_with, write_config};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A webhook secret long enough for start-up.
+const HOOK_SECRET: &str = "proxy-test-hook-secret-0123456789abcdef";
+/// The hub upstream's bearer token.
+const UPSTREAM_TOKEN: &str = "proxy-test-upstream-token-0123456789";
+/// Agent `helper`'s key.
+const KEY: &str = "proxy-test-agent-key";
+
+/// A TCP listener on loopback that records every HTTP request head and body it is sent (one
+/// request a connection) and answers each with `status` (e.g. `502 Bad Gateway`): the
+/// "proxy" of these tests, or a webhook receiver.
+struct Recorder {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    fn start(status: &'static str) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let record = record.clone();
+                std::thread::spawn(move || {
+                    let text = read_request(&mut conn);
+                    record.lock().unwrap().push(text);
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    );
+                    let _ = conn.write_all(answer.as_bytes());
+                });
+            }
+        });
+        Recorder { port, seen }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The requests recorded so far.
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// One HTTP request read from `conn` (its head, then `content-length` bytes of body, within
+/// 5 s), as text.
+fn read_request(conn: &mut std::net::TcpStream) -> String {
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let body_at = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&buf).into_owned(),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..body_at]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < body_at + length {
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Sets every proxy variable reqwest reads to `proxy` in `cmd`'s environment (and no
+/// `NO_PROXY` exemption).
+fn through_proxy(cmd: &mut Command, proxy: &str) {
+    for var in [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        cmd.env(var, proxy);
+    }
+    cmd.env_remove("NO_PROXY").env_remove("no_proxy");
+}
+
+/// Asserts that everything `proxy` was sent is a `CONNECT` to `remote` (the https host that
+/// is not this machine, which must still go through the proxy — at least once), and none of
+/// it names loopback or carries `secret`.
+#[track_caller]
+fn only_the_remote_host_went_through(proxy: &Recorder, remote: &str, secret: &str) {
+    let seen = proxy.seen();
+    assert!(
+        seen.iter()
+            .all(|r| r.starts_with(&format!("CONNECT {remote}:443 "))
+                && !r.contains("127.0.0.1")
+                && !r.contains(secret)),
+        "loopback traffic went through the environment's proxy: {seen:#?}"
+    );
+    assert!(!seen.is_empty(), "the https host skipped the proxy");
+}
+
+/// Found by review: the webhook client honoured the environment's proxies for a plain-http
+/// receiver on loopback too, so the body and its HMAC signature crossed the network in
+/// cleartext to the proxy (which answered in the receiver's place). An https webhook
+/// elsewhere still goes through the proxy.
+#[test]
+fn a_loopback_webhook_and_its_signature_never_go_through_an_environment_proxy() {
+    let proxy = Recorder::start("502 Bad Gateway");
+    let receiver = Recorder::start("200 OK");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let remote = "hooks.example.invalid";
+    let hooks = format!(
+        "webhooks:\n  - {{name: ops, url: \"http://127.0.0.1:{}/hook\", secret_env: TEST_HOOK_SECRET, events: [approval.requested]}}\n  - {{name: far, url: \"https://{remote}/hook\", secret_env: TEST_HOOK_SECRET, events: [approval.requested]}}\n",
+        receiver.port
+    );
+    let cfg = write_config(dir.path(), port, &hooks);
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env("TEST_HOOK_SECRET", HOOK_SECRET);
+    through_proxy(&mut cmd, &proxy.url());
+    let server = serve_with(cmd, port);
+    held(&server.url, 5000);
+    // Both webhooks tried: the https one through the proxy, the loopback one either way.
+    within(30, "the webhooks were not both tried", || {
+        let via_proxy = proxy.seen();
+        let remote_tried = via_proxy.iter().any(|r| r.starts_with("CONNECT "));
+        let astray = via_proxy.iter().any(|r| !r.starts_with("CONNECT "));
+        (remote_tried && (astray || !receiver.seen().is_empty())).then_some(())
+    });
+    only_the_remote_host_went_through(&proxy, remote, "x-assent-signature");
+    let got = receiver.seen();
+    assert!(
+        got.iter().any(|r| {
+            let r = r.to_ascii_lowercase();
+            r.starts_with("post /hook ")
+                && r.contains("x-assent-event: approval.requested")
+                && r.contains("x-assent-signature: sha256=")
+        }),
+        "the loopback receiver got no signed delivery: {got:#?}"
+    );
+}
+
+/// Found by review (after the webhooks'): Slack's Web API client honoured the environment's
+/// proxies for a plain-http `slack.api_url` on loopback too, so the bot token and each card
+/// went in cleartext to the proxy. The card of a held call is posted to the loopback API
+/// directly, with its token; nothing reaches the proxy.
+#[test]
+fn a_loopback_slack_api_and_its_bot_token_never_go_through_an_environment_proxy() {
+    let proxy = Recorder::start("502 Bad Gateway");
+    let api = Recorder::start("200 OK");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let slack = format!(
+        "slack:\n  signing_secret_env: TEST_SLACK_SECRET\n  bot_token_env: TEST_SLACK_TOKEN\n  channel: C0APPROVE\n  api_url: {}/api\n",
+        api.url()
+    );
+    let cfg = write_config(dir.path(), port, &slack);
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env("TEST_SLACK_SECRET", HOOK_SECRET)
+        .env("TEST_SLACK_TOKEN", UPSTREAM_TOKEN);
+    through_proxy(&mut cmd, &proxy.url());
+    let server = serve_with(cmd, port);
+    held(&server.url, 5000);
+    within(30, "the held call's card was not posted", || {
+        (!api.seen().is_empty() || !proxy.seen().is_empty()).then_some(())
+    });
+    let astray = proxy.seen();
+    assert!(
+        astray.is_empty(),
+        "Slack traffic to loopback went through the environment's proxy: {astray:#?}"
+    );
+    let got = api.seen();
+    assert!(
+        got.iter().any(|r| {
+            let l = r.to_ascii_lowercase();
+            l.starts_with("post /api/chat.postmessage ")
+                && l.contains(&format!(
+                    "authorization: bearer {}",
+                    UPSTREAM_TOKEN.to_ascii_lowercase()
+                ))
+        }),
+        "the loopback Web API got no card with the bot token: {got:#?}"
+    );
+}
+
+/// Found by review (after the webhooks'): the single sign-on provider's client honoured the
+/// environment's proxies for a plain-http `oidc.issuer` on loopback too, so discovery (and,
+/// after it, the client secret with each code exchange) went in cleartext to the proxy. A
+/// sign-in's discovery request reaches the loopback issuer directly; nothing reaches the proxy.
+#[test]
+fn a_loopback_sign_in_provider_is_never_reached_through_an_environment_proxy() {
+    let proxy = Recorder::start("502 Bad Gateway");
+    let issuer = Recorder::start("404 Not Found");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let oidc = format!(
+        "oidc:\n  issuer: {}\n  client_id: assent\n  client_secret_env: TEST_OIDC_SECRET\n  roles_claim: groups\n  redirect_url: http://127.0.0.1:{port}/ui/oidc/callback\n",
+        issuer.url()
+    );
+    let cfg = write_config(dir.path(), port, &oidc);
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env("TEST_OIDC_SECRET", HOOK_SECRET);
+    through_proxy(&mut cmd, &proxy.url());
+    let server = serve_with(cmd, port);
+    // The sign-in starts with discovery (the provider answers 404: no sign-in follows).
+    let _ = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/ui/oidc/start", server.url))
+        .send()
+        .unwrap();
+    within(30, "the provider's discovery was not fetched", || {
+        (!issuer.seen().is_empty() || !proxy.seen().is_empty()).then_some(())
+    });
+    let astray = proxy.seen();
+    assert!(
+        astray.is_empty(),
+        "traffic to the loopback provider went through the environment's proxy: {astray:#?}"
+    );
+    let got = issuer.seen();
+    assert!(
+        got.iter()
+            .any(|r| r.starts_with("GET /.well-known/openid-configuration ")),
+        "the loopback provider got no discovery request: {got:#?}"
+    );
+}
+
+/// A streamable HTTP MCP upstream with one tool `read` that answers `read TEXT: done` and
+/// records each call's `text`.
+#[derive(Clone, Default)]
+struct Notes {
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerHandler for Notes {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let schema: serde_json::Map<String, Value> = serde_json::from_value(
+            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        )
+        .unwrap();
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            "read",
+            "Read a note.",
+            schema,
+        )]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let text = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        self.calls.lock().unwrap().push(text.clone());
+        let answer = format!("read {text}: done");
+        Ok(CallToolResult::success(vec![ContentBlock::text(answer)]).into())
+    }
+}
+
+/// Serves [`Notes`] at `http://127.0.0.1:PORT/mcp` on `rt`, recording the `Authorization`
+/// header of every request; the port and the headers seen.
+fn notes_upstream(rt: &tokio::runtime::Runtime, notes: Notes) -> (u16, Arc<Mutex<Vec<String>>>) {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let auth = Arc::new(Mutex::new(Vec::new()));
+    let record = auth.clone();
+    rt.spawn(async move {
+        let svc = StreamableHttpService::new(
+            move || Ok(notes.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router =
+            axum::Router::new()
+                .nest_service("/mcp", svc)
+                .layer(axum::middleware::from_fn(
+                    move |req: axum::extract::Request, next: axum::middleware::Next| {
+                        let header = req.headers().get("authorization");
+                        let header = header.and_then(|v| v.to_str().ok()).unwrap_or("");
+                        record.lock().unwrap().push(header.to_string());
+                        next.run(req)
+                    },
+                ));
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        axum::serve(listener, router).await.unwrap();
+    });
+    (port, auth)
+}
+
+/// Found by review: the hub's streamable HTTP client (rmcp's default reqwest client) honoured
+/// the environment's proxies for a plain-http upstream on loopback too, so its bearer token
+/// and every call's arguments and result crossed the network in cleartext to the proxy. An
+/// https upstream elsewhere still goes through the proxy.
+#[test]
+fn a_loopback_mcp_upstreams_token_and_calls_never_go_through_an_environment_proxy() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let notes = Notes::default();
+    let (up_port, auth) = notes_upstream(&rt, notes.clone());
+    let proxy = Recorder::start("502 Bad Gateway");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let remote = "mcp.example.invalid";
+    std::fs::write(
+        dir.path().join("helper.agf.yaml"),
+        "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: notes\n      allowed_tools: [read]\n",
+    )
+    .unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n  notes: {{url: \"http://127.0.0.1:{up_port}/mcp\", bearer_token_env: TEST_UPSTREAM_TOKEN}}\n  far: {{url: \"https://{remote}/mcp\"}}\n",
+            hex_sha256(KEY)
+        ),
+    )
+    .unwrap();
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env("TEST_UPSTREAM_TOKEN", UPSTREAM_TOKEN);
+    through_proxy(&mut cmd, &proxy.url());
+    let server = serve_with(cmd, port);
+    let said = rt.block_on(async {
+        let client = hub_client(&server.url, KEY).await;
+        let call = CallToolRequestParams::new("notes__read")
+            .with_arguments(json!({"text": "payroll"}).as_object().unwrap().clone());
+        let r = tokio::time::timeout(Duration::from_secs(60), client.peer().call_tool(call))
+            .await
+            .expect("the hub answers")
+            .expect("tools/call succeeds");
+        client.cancel().await.unwrap();
+        serde_json::to_value(r).unwrap()
+    });
+    within(30, "the https upstream skipped the proxy", || {
+        (!proxy.seen().is_empty()).then_some(())
+    });
+    only_the_remote_host_went_through(&proxy, remote, UPSTREAM_TOKEN);
+    assert_eq!(said["content"][0]["text"], "read payroll: done", "{said}");
+    assert_eq!(*notes.calls.lock().unwrap(), vec!["payroll".to_string()]);
+    let auth = auth.lock().unwrap().clone();
+    assert!(
+        !auth.is_empty()
+            && auth
+                .iter()
+                .all(|a| *a == format!("Bearer {UPSTREAM_TOKEN}")),
+        "the upstream was not sent its token directly: {auth:?}"
+    );
+}
