@@ -166,14 +166,14 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The directory a path's file is in (`.` for a bare file name).
 /// Refuses to write `out` where it would land on the gateway's own state: inside one of
 /// `dirs` (its data directory: the database, its write-ahead log, `token.key`, `audit.key`;
-/// its keys directory) or on `checkpoint_file` (the audit checkpoint file). Every writer here
-/// places `out` by renaming or linking a finished file onto its name, which replaces a
-/// symbolic link at `out` rather than following it, so the place compared is `out`'s
-/// directory as the file system resolves it (symbolic links and `..` followed) joined with
-/// its name. A directory or file that does not exist is skipped: nothing is there to harm.
+/// its keys directory) or on `checkpoint_file` (the audit checkpoint file, or a symbolic link
+/// on the way to it: [`places_of`]). Every writer here places `out` by renaming or linking a
+/// finished file onto its name, which replaces a symbolic link at `out` rather than following
+/// it, so the place compared is `out`'s directory as the file system resolves it (symbolic
+/// links and `..` followed) joined with its name. A directory or file that does not exist is
+/// skipped: nothing is there to harm.
 ///
 /// Found by review: `assent backup --force DATA/assent.db` renamed a copy over the live
 /// database under a running gateway, and `--out DATA/token.key` replaced the token key.
@@ -194,10 +194,6 @@ pub fn clear_of_state(
         return Ok(());
     };
     let place = parent.join(name);
-    let resolved = |p: &Path| -> Option<PathBuf> {
-        let whole = p.canonicalize().ok();
-        whole.or_else(|| Some(parent_of(p).canonicalize().ok()?.join(p.file_name()?)))
-    };
     for d in dirs {
         if let Some(d) = d.canonicalize().ok().filter(|d| place.starts_with(d)) {
             return Err(refuse(format!(
@@ -207,18 +203,38 @@ pub fn clear_of_state(
             )));
         }
     }
-    if checkpoint_file
-        .and_then(resolved)
-        .is_some_and(|f| f == place)
-    {
+    if let Some(f) = checkpoint_file.filter(|f| places_of(f).contains(&place)) {
         return Err(refuse(format!(
-            "{} is the audit checkpoint file; write it elsewhere",
-            out.display()
+            "{} is the audit checkpoint file {} (or a link on its way to it); write it elsewhere",
+            out.display(),
+            f.display()
         )));
     }
     Ok(())
 }
 
+/// Every place where writing a file would replace the checkpoint file `file` or cut the way
+/// to it: the file fully resolved, and for it and each symbolic link it leads through (at
+/// most 40), the place of it and of each directory above it as [`clear_of_state`] computes
+/// `out`'s (the directory resolved, the name not followed). Found by review: only the fully
+/// resolved file was compared, so with `audit_checkpoints.file` a link, `assent backup
+/// --force LINK` renamed a database copy over the configured link.
+fn places_of(file: &Path) -> Vec<PathBuf> {
+    let place = |p: &Path| Some(parent_of(p).canonicalize().ok()?.join(p.file_name()?));
+    let mut places: Vec<PathBuf> = file.canonicalize().into_iter().collect();
+    let mut hop = file.to_path_buf();
+    for _ in 0..40 {
+        places.extend(hop.ancestors().filter_map(place));
+        match std::fs::read_link(&hop) {
+            // A relative target is relative to the link's directory; an absolute one replaces it.
+            Ok(target) => hop = parent_of(&hop).join(target),
+            Err(_) => break,
+        }
+    }
+    places
+}
+
+/// The directory a path's file is in (`.` for a bare file name).
 fn parent_of(p: &Path) -> PathBuf {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),

@@ -14,6 +14,7 @@ mod aaep_restart;
 mod audit;
 mod backup;
 mod config;
+mod data_file_modes;
 mod https;
 mod hub_kit;
 mod in_client;

@@ -1,0 +1,179 @@
+//! The data directory's database files as a user finds them: `assent.db` and the `-wal` and
+//! `-shm` files SQLite gives its mode are private (0600) whatever the umask and the
+//! directory's mode, and root's administration commands leave them to the directory's owner;
+//! and `assent backup --force` never replaces the audit checkpoint file's symbolic link.
+
+use super::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+/// A file's permission bits.
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// `assent ARGS…` run under umask 022 (the usual one, which leaves a file SQLite creates
+/// 0644), whatever the test runner's umask is.
+fn umask_022(args: &[&str]) -> Command {
+    let mut c = Command::new("sh");
+    c.args(["-c", "umask 022 && exec \"$0\" \"$@\"", BIN])
+        .args(args);
+    c
+}
+
+/// Asserts that the database files of `data` (those that exist, `assent.db` at least) are
+/// 0600.
+#[track_caller]
+fn private(data: &Path, files: &[&str]) {
+    for f in files {
+        let p = data.join(f);
+        assert_eq!(mode(&p), 0o600, "{} is readable by others", p.display());
+    }
+}
+
+/// Found by review: SQLite created `assent.db` 0644 under umask 022 (and its `-wal` and
+/// `-shm` files with the same mode), so in an existing data directory others may enter (kept
+/// with a warning) every local user could read every held call's arguments, the tokens'
+/// hashes and the sessions. A gateway serving a fresh 0755 data directory now makes all
+/// three 0600; the directory keeps its mode; a backup and the database a restore puts in
+/// place are 0600 too.
+#[test]
+fn local_users_cannot_read_the_database_of_a_data_directory_they_may_enter() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "");
+    let c = cfg.to_str().unwrap();
+    let s = serve_with(umask_022(&["serve", "--config", c]), port);
+    approved(&s.url, 5000);
+    // While it serves, the write-ahead log and its index exist beside the database.
+    private(&data, &["assent.db", "assent.db-wal", "assent.db-shm"]);
+    assert_eq!(mode(&data), 0o755, "an existing directory keeps its mode");
+    stop(s);
+    // `assent migrate` on a fresh directory of its own: the same.
+    let fresh = dir.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    ok(
+        &umask_022(&["migrate", "--data-dir", fresh.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    private(&fresh, &["assent.db"]);
+    // A backup, and the database a restore puts in place (and the one it sets aside).
+    let copy = dir.path().join("copy.db");
+    ok(
+        &umask_022(&["backup", "--config", c, copy.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(mode(&copy), 0o600);
+    let restore = [
+        "restore",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-outstanding-tokens",
+        copy.to_str().unwrap(),
+    ];
+    ok(&umask_022(&restore).output().unwrap());
+    private(&data, &["assent.db"]);
+    for e in std::fs::read_dir(&data).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().contains("before-restore") {
+            assert_eq!(mode(&p), 0o600, "{}", p.display());
+        }
+    }
+    // The restored database served again: its new write-ahead log is private as well.
+    let s = serve_with(umask_022(&["serve", "--config", c]), port);
+    approved(&s.url, 5000);
+    private(&data, &["assent.db", "assent.db-wal", "assent.db-shm"]);
+    stop(s);
+}
+
+/// The same fix run by root (`sudo assent migrate` on a service user's fresh data directory):
+/// the 0600 database root creates is given to the directory's owner, else the service could
+/// not open it. Only as root: nobody else may give a file away.
+#[test]
+fn root_migrating_a_service_users_data_directory_leaves_the_database_to_that_user() {
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let data = dir.path().join("svc");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&data, Some(4243), Some(4243)).unwrap();
+    ok(
+        &umask_022(&["migrate", "--data-dir", data.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    let db = std::fs::metadata(data.join("assent.db")).unwrap();
+    assert_eq!(
+        (db.uid(), db.gid(), db.mode() & 0o7777),
+        (4243, 4243, 0o600)
+    );
+}
+
+/// Found by review: the `--out` guard compared the output's place with the checkpoint file
+/// resolved through its links, so with `audit_checkpoints.file` a symbolic link (or a link
+/// to a link), `assent backup --force LINK` renamed a database copy over the configured link.
+/// Refused now, naming the checkpoint file, for the link and each link on its way (and the
+/// resolved file), by `backup` and `export learning-samples` alike; the links are unchanged.
+#[test]
+fn a_forced_backup_never_replaces_the_checkpoint_files_symbolic_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    std::fs::create_dir(&ck).unwrap();
+    let real = ck.join("checkpoints.jsonl");
+    std::fs::write(&real, "").unwrap();
+    // configured → hop (relative) → checkpoints.jsonl
+    let hop = ck.join("hop.jsonl");
+    std::os::unix::fs::symlink("checkpoints.jsonl", &hop).unwrap();
+    let configured = dir.path().join("audit-checkpoints.jsonl");
+    std::os::unix::fs::symlink(&hop, &configured).unwrap();
+    let port = free_port();
+    let cfg = write_config(
+        dir.path(),
+        port,
+        &format!(
+            "audit_checkpoints: {{every_records: 1, every_seconds: 1, file: {}}}\n",
+            configured.display()
+        ),
+    );
+    let s = serve(&cfg, port);
+    approved(&s.url, 5000);
+    let c = cfg.to_str().unwrap();
+    let via_dots = ck.join("..").join("audit-checkpoints.jsonl");
+    for out in [&configured, &hop, &real, &via_dots] {
+        let o = out.to_str().unwrap();
+        let tries = [
+            run(&["backup", "--config", c, "--force", o]),
+            run(&["export", "learning-samples", "--config", c, "--out", o]),
+        ];
+        for t in tries {
+            let err = String::from_utf8_lossy(&t.stderr);
+            assert_eq!(t.status.code(), Some(1), "{o}: {err}");
+            assert!(
+                err.contains("is the audit checkpoint file")
+                    && err.contains(configured.to_str().unwrap()),
+                "{o}: {err}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_link(&configured).unwrap(), hop);
+    assert_eq!(
+        std::fs::read_link(&hop).unwrap(),
+        Path::new("checkpoints.jsonl")
+    );
+    assert!(std::fs::symlink_metadata(&real).unwrap().is_file());
+    // A file beside them is written as asked.
+    let beside = ck.join("copy.db");
+    ok(&run(&["backup", "--config", c, beside.to_str().unwrap()]));
+    stop(s);
+}
