@@ -80,7 +80,8 @@ struct Staging {
 }
 
 impl Staging {
-    /// Creates `<parent>/.assent-<what>-<random>` and an empty 0600 `assent.db` in it.
+    /// Creates `<parent>/.assent-<what>-<random>` and an empty 0600 `assent.db` in it (owned
+    /// by `parent`'s owner when root makes it).
     fn new(parent: &Path, what: &str) -> Result<Staging, StoreError> {
         let dir = parent.join(format!(".assent-{what}-{}", random_id("")));
         // Created here with mode 0700 from the start, failing if the name exists (never
@@ -91,12 +92,21 @@ impl Staging {
             .create(&dir)
             .map_err(io(&dir))?;
         let s = Staging { dir };
-        std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(s.db())
             .map_err(io(&s.db()))?;
+        // Made by root, the copy is given to `parent`'s owner by its handle: a restore by root
+        // renames it into a service user's data directory, which could not open a root-owned
+        // 0600 database (found by review).
+        if rustix::process::geteuid().is_root() {
+            use std::os::unix::fs::MetadataExt;
+            let owner = std::fs::metadata(parent).map_err(io(parent))?;
+            std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()))
+                .map_err(io(&s.db()))?;
+        }
         Ok(s)
     }
     fn db(&self) -> PathBuf {

@@ -120,6 +120,35 @@ fn root_migrating_a_service_users_data_directory_leaves_the_database_to_that_use
     );
 }
 
+/// Found by review: root restoring a backup into a service user's data directory renamed its
+/// own 0600 copy into place, owned by root, so the service could not open its database. The
+/// restored file is the directory owner's, 0600. Only as root.
+#[test]
+fn root_restoring_into_a_service_users_data_directory_leaves_the_database_to_that_user() {
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let data = dir.path().join("svc");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&data, Some(4243), Some(4243)).unwrap();
+    let d = data.to_str().unwrap();
+    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
+    let copy = dir.path().join("copy.db");
+    let c = copy.to_str().unwrap();
+    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
+    ok(&umask_022(&["restore", "--data-dir", d, "--force", c])
+        .output()
+        .unwrap());
+    let db = std::fs::metadata(data.join("assent.db")).unwrap();
+    assert_eq!(
+        (db.uid(), db.gid(), db.mode() & 0o7777),
+        (4243, 4243, 0o600),
+        "the restored database is not the service user's"
+    );
+}
+
 /// Found by review: the `--out` guard compared the output's place with the checkpoint file
 /// resolved through its links, so with `audit_checkpoints.file` a symbolic link (or a link
 /// to a link), `assent backup --force LINK` renamed a database copy over the configured link.
