@@ -8,7 +8,7 @@
 use crate::backend::sqlite_only;
 use crate::kit::{BOT, Gw, OLGA, OP, csrf_of, serve, start_tuned, start_with_olga};
 use crate::sign_in::browser;
-use assent_server::throttle::{FAILURE_BURST, RateLimits, Throttle};
+use assent_server::throttle::{FAILURE_BURST, FAILURES_PER_SECOND, RateLimits, Throttle};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -72,17 +72,31 @@ async fn ui(gw: &Gw, from: &str, cookie: &str) -> StatusCode {
     get_from(gw, from, "/ui", cookie).await.0
 }
 
-/// Floods made-up session cookies at `/ui` from `host` until the address is throttled (it
-/// must be, within its failure burst and ten more).
+/// How many failed authentications an address's allowance can have taken `elapsed` after its
+/// first: its burst, what refilled meanwhile ([`FAILURES_PER_SECOND`]), and one in flight. A
+/// flood must be throttled by then; a fixed count would not hold on a slow machine (found as a
+/// flaky CI run on PostgreSQL: 30 made-up cookies at over 66 ms each refilled faster than they
+/// used the burst up).
+pub(crate) fn allowance(elapsed: std::time::Duration) -> usize {
+    let refilled = (elapsed.as_millis() * u128::from(FAILURES_PER_SECOND)).div_ceil(1000);
+    FAILURE_BURST as usize + refilled as usize + 1
+}
+
+/// Floods made-up session cookies at `/ui` from `host` until the address is throttled, which
+/// must happen within its [`allowance`].
 async fn flood_until_locked(gw: &Gw, host: &str) {
-    let mut locked = false;
-    for i in 0..(FAILURE_BURST as usize + 10) {
+    let start = std::time::Instant::now();
+    for i in 0.. {
         if ui(gw, host, &made_up(i)).await == StatusCode::TOO_MANY_REQUESTS {
-            locked = true;
-            break;
+            return;
         }
+        assert!(
+            i < allowance(start.elapsed()),
+            "the flood was never throttled: {} made-up cookies in {:?}",
+            i + 1,
+            start.elapsed()
+        );
     }
-    assert!(locked, "the flood was never throttled");
 }
 
 /// Attack: made-up session cookies were looked up in the store (as a write of the one store
@@ -94,8 +108,14 @@ async fn flood_until_locked(gw: &Gw, host: &str) {
 async fn made_up_session_cookies_are_throttled_per_address() {
     let gw = serve().await;
     let mut codes = Vec::new();
-    for i in 0..(FAILURE_BURST as usize + 10) {
-        codes.push(get_from(&gw, "127.0.0.2", "/ui", &made_up(i)).await);
+    let start = std::time::Instant::now();
+    while codes.len() <= allowance(start.elapsed()) {
+        let code = get_from(&gw, "127.0.0.2", "/ui", &made_up(codes.len())).await;
+        let throttled = code.0 == StatusCode::TOO_MANY_REQUESTS;
+        codes.push(code);
+        if throttled {
+            break;
+        }
     }
     let burst = FAILURE_BURST as usize - 1;
     assert!(
