@@ -242,36 +242,55 @@ pub async fn forwarded_from_proxies(
 /// AUTH_THROTTLED` (from a locked-out address only a long key that authenticated from there
 /// before passes: [`crate::throttle::Throttle::passes_lockout`]); a wrong key is counted; a principal over its
 /// rate gets `429 RATE_LIMITED`. A dashboard session cookie on a `/ui` path is checked
-/// likewise ([`dashboard_session`]). Requests without either pass (handlers answer `401`).
+/// likewise ([`dashboard_session`]), whether or not a bearer key came with it. Requests
+/// without either pass (handlers answer `401`).
+///
+/// Attack (found by review): a request with any `Authorization: Bearer` header took the
+/// bearer key's branch alone, so its session cookie was never throttled here, and the
+/// dashboard's handlers then looked it up in the store themselves: an agent's own key (never
+/// counted as a failure) let made-up cookies on `GET /ui` be looked up as fast as it liked.
+/// The cookie now gets the same treatment with a bearer key as without (not refused as a
+/// mix: a proxy in front of the dashboard may add an `Authorization` header of its own), and
+/// the handlers look nothing up (`dashboard::session::SignedIn`).
 pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    if let Err(r) = bearer_throttle(&st, &mut req).await {
+        return r;
+    }
+    if let Err(r) = dashboard_session(&st, &mut req).await {
+        return r;
+    }
+    next.run(req).await
+}
+
+/// [`throttle`] of a request's bearer key, if it sent one: `Err` is the answer to send (a
+/// lock-out, a rate limit, a wrong key with a body); a known key marks the request
+/// [`KnownKey`].
+async fn bearer_throttle(st: &AppState, req: &mut Request) -> Result<(), Response> {
     let Some(key) = bearer_key(req.headers()) else {
-        if let Err(r) = dashboard_session(&st, &mut req).await {
-            return r;
-        }
-        return next.run(req).await;
+        return Ok(());
     };
     // The scrape key is known, but only for what it may read: elsewhere it is a wrong key. It
     // has a rate of its own (found by review: it skipped every rate, so whoever read it from a
     // monitoring config could put a store call beside every agent's, as fast as they liked).
-    if req.uri().path() == "/metrics" && crate::scrape::is_scrape_key(&st, key) {
+    if req.uri().path() == "/metrics" && crate::scrape::is_scrape_key(st, key) {
         if let Some(wait) = st.throttle.over_scrape_rate() {
-            return too_many(
+            return Err(too_many(
                 "RATE_LIMITED",
                 "the scrape key is over its request rate (rate_limits); scrape less often",
                 wait,
-            );
+            ));
         }
-        return next.run(req).await;
+        return Ok(());
     }
-    let addr = st.throttle.client_addr(&req);
+    let addr = st.throttle.client_addr(req);
     if let Some(wait) = st.throttle.locked_out(addr, key, false)
         && !st.throttle.passes_lockout(addr, key)
     {
-        return too_many(
+        return Err(too_many(
             "AUTH_THROTTLED",
             "too many failed authentications from this address; wait and retry",
             wait,
-        );
+        ));
     }
     match principal_for_key(&st.principals(), key) {
         None => {
@@ -282,11 +301,11 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
             };
             if let Some(wait) = wait {
                 tracing::warn!(addr = ?addr, "authentication failures throttled");
-                return too_many(
+                return Err(too_many(
                     "AUTH_THROTTLED",
                     "too many failed authentications from this address or for this key; wait and retry",
                     wait,
-                );
+                ));
             }
             // A wrong key is refused before its body is read ([`buffer_body`]), as every route
             // that takes a body and a key would: `401`, or for an AAEP reply `204` with no
@@ -295,24 +314,24 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
             let mcp = req.uri().path() == "/mcp" || req.uri().path().starts_with("/mcp/");
             if !mcp && !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
                 if req.uri().path() == crate::aaep::REPLIES_PATH {
-                    return StatusCode::NO_CONTENT.into_response();
+                    return Err(StatusCode::NO_CONTENT.into_response());
                 }
-                return ApiError::unauthenticated().into_response();
+                return Err(ApiError::unauthenticated().into_response());
             }
         }
         Some(p) => {
             if let Some(wait) = st.throttle.over_rate(&p.name) {
-                return too_many(
+                return Err(too_many(
                     "RATE_LIMITED",
                     "this principal is over its request rate (rate_limits); slow down",
                     wait,
-                );
+                ));
             }
             st.throttle.authenticated(addr, key, &p.key_sha256);
             req.extensions_mut().insert(KnownKey);
         }
     }
-    next.run(req).await
+    Ok(())
 }
 
 /// Whether `path` is the dashboard's (`/ui`, `/ui/…`) and may need its session: not its
@@ -328,8 +347,17 @@ fn dashboard_path(path: &str) -> bool {
 /// session signed someone in from there before
 /// ([`crate::throttle::Throttle::passes_session_lockout`]); a cookie that signs no one in is
 /// counted as a failed authentication of the address (its allowance spent: `429
-/// AUTH_THROTTLED`; a store that did not answer counts nothing); a live session's operator
-/// over its rate gets `429 RATE_LIMITED`, else the request is marked [`KnownKey`].
+/// AUTH_THROTTLED`; a store that did not answer counts nothing and is `503
+/// STORE_UNAVAILABLE`); a live session's operator over its rate gets `429 RATE_LIMITED`, else
+/// the request is marked [`KnownKey`] and carries its operator
+/// ([`crate::dashboard::session::SignedIn`]), which the handlers read instead of asking the
+/// store again. A request not so marked is signed in nowhere.
+///
+/// Found by review: a store that did not answer left the request unmarked, so a large edit
+/// form met the body limit of a sender that shows no session (`413`, misreported), and the
+/// handlers then looked the session up again on a guess. On the sign-in pages, which need no
+/// session, the cookie is dropped instead, as one not looked up
+/// ([`crate::dashboard::session::DroppedSession`]: the sign-in ends it if it was live).
 ///
 /// Attack (found by review): a made-up cookie on any path was looked up in the store, as a
 /// job of the one store executor marked as a write, never throttled nor counted, so a flood
@@ -365,11 +393,8 @@ async fn dashboard_session(st: &AppState, req: &mut Request) -> Result<(), Respo
         && !st.throttle.passes_session_lockout(addr, id)
     {
         if signing_in {
-            // Not looked up here (the address is locked out), so perhaps live: the sign-in
-            // ends it as the session it replaces.
-            let dropped = session::DroppedSession(id.to_string());
-            session::drop_session_cookie(st, req.headers_mut());
-            req.extensions_mut().insert(dropped);
+            // Not looked up here (the address is locked out), so perhaps live.
+            drop_unchecked(st, req, id.to_string());
             return Ok(());
         }
         return Err(throttled(wait));
@@ -388,7 +413,11 @@ async fn dashboard_session(st: &AppState, req: &mut Request) -> Result<(), Respo
             }
             return Ok(());
         }
-        Err(()) => return Ok(()),
+        Err(()) if signing_in => {
+            drop_unchecked(st, req, id.to_string());
+            return Ok(());
+        }
+        Err(()) => return Err(session_unavailable()),
     };
     if let Some(wait) = st.throttle.over_rate(&op.principal.name) {
         return Err(crate::dashboard::page::secured(too_many(
@@ -399,5 +428,32 @@ async fn dashboard_session(st: &AppState, req: &mut Request) -> Result<(), Respo
     }
     st.throttle.session_authenticated(addr, id);
     req.extensions_mut().insert(KnownKey);
+    req.extensions_mut()
+        .insert(session::SignedIn(Some(std::sync::Arc::new(op))));
     Ok(())
+}
+
+/// Takes session cookie `id`, not looked up (perhaps live), off a sign-in page's request: the
+/// request reads as one from a browser signed in nowhere, and the sign-in ends `id` as the
+/// session it replaces ([`crate::dashboard::session::DroppedSession`]).
+fn drop_unchecked(st: &AppState, req: &mut Request, id: String) {
+    crate::dashboard::session::drop_session_cookie(st, req.headers_mut());
+    req.extensions_mut()
+        .insert(crate::dashboard::session::DroppedSession(id));
+}
+
+/// `503 STORE_UNAVAILABLE` (the dashboard's headers, a JSON body) for a dashboard request
+/// whose session the store did not look up: nothing was done, and no handler ran on a guess.
+fn session_unavailable() -> Response {
+    let mut r = crate::dashboard::page::secured(
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "STORE_UNAVAILABLE",
+            "the gateway could not check this dashboard session right now; nothing was done, try again",
+        )
+        .into_response(),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }

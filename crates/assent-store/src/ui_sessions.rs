@@ -65,7 +65,7 @@ pub struct UiSession {
 /// role in the gateway's `oidc.roles` map (a restart with the new map) kept acting
 /// with it until the session ended, up to its whole lifetime. The server now maps `groups`
 /// again with the map in force and keeps only roles both mappings give
-/// (`dashboard::session::signed_in`).
+/// (`dashboard::session::signed_in_as`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SsoGrant {
@@ -202,10 +202,7 @@ impl Store {
     /// the row's own ([`crate::seal`]); a row whose seal is not is treated as absent
     /// (fail closed).
     fn sealed_row(&self, id_sha256: &str, now: i64) -> Result<Option<Row>, StoreError> {
-        // A read in one snapshot (`Store::read`): on PostgreSQL on a read session beside the
-        // writer, so looking up a cookie does not wait on the writer's group commits; on
-        // SQLite on the writer connection between them.
-        let row = self.read(|c| {
+        let read = |c: crate::db::Conn<'_>| {
             c.query_row(
                 "SELECT operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
                 params![id_sha256, now],
@@ -220,7 +217,18 @@ impl Store {
                 },
             )
             .optional()
-        })?;
+        };
+        // A read in one snapshot on a read session beside the writer, on SQLite too
+        // (`readers.rs`): the dashboard looks a session up on each of its requests (and a
+        // flood of made-up cookies until the throttle stops it), and on SQLite `Store::read`
+        // takes the writer's connection, waiting out each open group commit and holding up the
+        // next (found by review). A one-row lookup by key loses little to a cold page cache.
+        // Inside a batch (none calls this today) on the writer, as `Store::read` does.
+        let row = if crate::db::HOLDS_BATCH.with(|h| h.get()) {
+            self.read(read)?
+        } else {
+            self.readers.read(&self.database, read)?
+        };
         let key = self.seal_key(Sealed::UiSession);
         Ok(row
             .filter(|(row, seal)| key.holds(&Self::sealed_columns(id_sha256, row), seal))

@@ -9,11 +9,11 @@ use assent_api::DecisionKind;
 use assent_api::approvals::DecisionRequest;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::page::{Message, page_with, secured};
-use super::session::{Operator, message, operator_form, signed_in};
+use super::session::{Operator, SignedIn, message, operator_form};
 use super::views::{Loaded, card, load, not_found};
 use assent_store::ApprovalRecord;
 use serde_json::Value;
@@ -133,10 +133,7 @@ pub(crate) async fn answer_form(
     State(st): State<AppState>,
     form: PostedForm,
 ) -> Result<Response, Response> {
-    let (op, f) = form
-        .check(&st, "Nothing was answered.")
-        .await
-        .map_err(|r| *r)?;
+    let (op, f) = form.check("Nothing was answered.").map_err(|r| *r)?;
     let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let text = field("response");
     let response = match field("kind").as_str() {
@@ -169,7 +166,7 @@ pub(crate) async fn answer_form(
 /// still takes an operator); any other is `410` with a page that says so.
 pub(crate) async fn open_link(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    signed: SignedIn,
     Path(token): Path<String>,
 ) -> Response {
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
@@ -181,7 +178,7 @@ pub(crate) async fn open_link(
         Err(e) => return secured(e.into_response()),
     };
     let Some(id) = found else {
-        let who = signed_in(&st, &headers).await;
+        let who = signed.operator();
         return page_with(
             StatusCode::GONE,
             &Message {
@@ -193,7 +190,7 @@ pub(crate) async fn open_link(
         );
     };
     let card = format!("/ui/approvals/{id}");
-    if signed_in(&st, &headers).await.is_some() {
+    if signed.is_some() {
         secured(Redirect::to(&card).into_response())
     } else {
         secured(Redirect::to(&format!("/ui/login?next={card}")).into_response())
@@ -201,12 +198,13 @@ pub(crate) async fn open_link(
 }
 
 /// A form posted to `/ui/{approvals|clarifications}/{id}/ACTION`, as an extractor: the `{id}`
-/// of its path, its headers and its body, checked when the handler says what a refusal did not
-/// do. Rejected (before any check) as the `Path` and `Bytes` extractors reject.
+/// of its path, the session the edge found ([`SignedIn`]) and its body, checked when the
+/// handler says what a refusal did not do. Rejected (before any check) as the `Path` and
+/// `Bytes` extractors reject.
 pub(crate) struct PostedForm {
     /// The `{id}` of the path (an approval's or a clarification's).
     pub(crate) id: String,
-    headers: HeaderMap,
+    signed: SignedIn,
     body: Bytes,
 }
 
@@ -217,23 +215,22 @@ impl FromRequest<AppState> for PostedForm {
         let Path(id) = Path::<String>::from_request_parts(&mut parts, st)
             .await
             .map_err(IntoResponse::into_response)?;
-        let headers = parts.headers.clone();
+        let Ok(signed) = SignedIn::from_request_parts(&mut parts, st).await;
         let body = Bytes::from_request(Request::from_parts(parts, body), st)
             .await
             .map_err(IntoResponse::into_response)?;
-        Ok(PostedForm { id, headers, body })
+        Ok(PostedForm { id, signed, body })
     }
 }
 
 impl PostedForm {
     /// The operator and the fields, once the session and the CSRF token were checked
     /// ([`operator_form`]); else the page to send, which says that `nothing` happened.
-    pub(crate) async fn check(
+    pub(crate) fn check(
         &self,
-        st: &AppState,
         nothing: &str,
     ) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
-        operator_form(st, &self.headers, &self.body, nothing).await
+        operator_form(&self.signed, &self.body, nothing)
     }
 
     /// [`PostedForm::check`], then the approval `{id}` the card form is about; else the page to
@@ -243,7 +240,7 @@ impl PostedForm {
         st: &AppState,
         nothing: &str,
     ) -> Result<(Operator, HashMap<String, String>, Loaded), Response> {
-        let (op, f) = self.check(st, nothing).await.map_err(|r| *r)?;
+        let (op, f) = self.check(nothing).map_err(|r| *r)?;
         match load(st, &self.id).await {
             Ok(Some(loaded)) => Ok((op, f, loaded)),
             Ok(None) => Err(not_found(&op, "No such approval.")),

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::page::{Message, page, page_with, secured};
-use super::session::{Operator, operator_form};
+use super::session::{Operator, SignedIn, operator_form};
 
 /// `GET /ui/passkeys`.
 #[derive(Template)]
@@ -58,27 +58,14 @@ fn json<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
     })
 }
 
-/// The signed-in operator and fields of a CSRF-checked form ([`operator_form`]), or the page
-/// that says `nothing` happened.
-async fn checked(
-    st: &AppState,
-    headers: &HeaderMap,
-    body: &Bytes,
-    nothing: &str,
-) -> Result<(Operator, std::collections::HashMap<String, String>), Response> {
-    operator_form(st, headers, body, nothing)
-        .await
-        .map_err(|r| *r)
-}
-
 /// `POST /ui/passkeys/register/start` (`csrf`, `code`: the one-time enrolment code): the
 /// options for `navigator.credentials.create()` and the ceremony id, as JSON.
 pub(crate) async fn register_start(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    signed: SignedIn,
     body: Bytes,
 ) -> Result<Response, Response> {
-    let (op, f) = checked(&st, &headers, &body, "No passkey was registered.").await?;
+    let (op, f) = operator_form(&signed, &body, "No passkey was registered.").map_err(|r| *r)?;
     let code = f.get("code").map(String::as_str).unwrap_or("");
     Ok(json(
         crate::passkeys::start_registration(&st, &op.principal.name, code).await,
@@ -89,10 +76,10 @@ pub(crate) async fn register_start(
 /// `PublicKeyCredential` as JSON, `label`): stores the passkey; `{"credential_id"}`.
 pub(crate) async fn register_finish(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    signed: SignedIn,
     body: Bytes,
 ) -> Result<Response, Response> {
-    let (op, f) = checked(&st, &headers, &body, "No passkey was registered.").await?;
+    let (op, f) = operator_form(&signed, &body, "No passkey was registered.").map_err(|r| *r)?;
     let field = |k: &str| f.get(k).cloned().unwrap_or_default();
     let r = async {
         let credential = assent_core::json::parse_value(field("credential").as_bytes())
@@ -123,10 +110,11 @@ pub(crate) async fn register_finish(
 /// `super::oidc`) passes.
 pub(crate) async fn remove(
     State(st): State<AppState>,
+    signed: SignedIn,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Response> {
-    let (op, f) = checked(&st, &headers, &body, "No passkey was removed.").await?;
+    let (op, f) = operator_form(&signed, &body, "No passkey was removed.").map_err(|r| *r)?;
     let fresh = match super::session::session_cookie(&st, &headers) {
         Some(id) => super::sessions::recently_authenticated(&st, id).await,
         None => false,
@@ -165,10 +153,10 @@ pub(crate) async fn remove(
 pub(crate) async fn vote_start(
     State(st): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    signed: SignedIn,
     body: Bytes,
 ) -> Result<Response, Response> {
-    let (op, _) = checked(&st, &headers, &body, "Nothing was decided.").await?;
+    let (op, _) = operator_form(&signed, &body, "Nothing was decided.").map_err(|r| *r)?;
     let roles = op.principal.roles().unwrap_or_default();
     Ok(json(
         crate::passkeys::start_vote(&st, &op.principal.name, roles, &id).await,

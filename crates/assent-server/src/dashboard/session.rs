@@ -138,6 +138,7 @@ pub(crate) fn drop_session_cookie(st: &AppState, headers: &mut HeaderMap) {
 
 /// The signed-in operator: the session and the principal it belongs to (a principal removed
 /// from the config since is signed out).
+#[derive(Clone)]
 pub(crate) struct Operator {
     pub(crate) session: Session,
     pub(crate) principal: Principal,
@@ -158,7 +159,60 @@ impl Operator {
     }
 }
 
-/// The signed-in operator of a request: its session cookie ([`session_cookie`]) names a live session
+/// What the edge found of a dashboard request's session (`edge::dashboard_session`, the one
+/// store lookup of it per request): the live session's operator, or `None`. The handlers read
+/// it (as an extractor, or through [`Operator`]'s) and never look the cookie up again; a
+/// request the edge did not mark (not a dashboard path, no cookie, a cookie not of the form
+/// the gateway issues, one that signs no one in) has no `SignedIn` and reads as signed in
+/// nowhere (fail closed).
+///
+/// Found by review: the edge looked the session up to throttle it, then every handler looked
+/// it up again — two store reads per dashboard request, the second one never throttled (a
+/// request with a bearer header skipped the edge's).
+#[derive(Clone, Default)]
+pub(crate) struct SignedIn(pub(crate) Option<std::sync::Arc<Operator>>);
+
+impl SignedIn {
+    /// The operator, if the edge found one.
+    pub(crate) fn operator(&self) -> Option<Operator> {
+        self.0.as_deref().cloned()
+    }
+
+    /// Whether the edge found a live session.
+    pub(crate) fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// What the edge put into the request with `parts`; missing is signed in nowhere.
+    fn of(parts: &Parts) -> SignedIn {
+        parts
+            .extensions
+            .get::<SignedIn>()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// A dashboard request's [`SignedIn`], as an extractor (never rejects).
+impl FromRequestParts<AppState> for SignedIn {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Self::Rejection> {
+        Ok(SignedIn::of(parts))
+    }
+}
+
+/// The operator the session cookie of a request with `headers` signs in now, looked up in the
+/// store again ([`signed_in_as`]; `None` also when the store did not answer): only for what
+/// outlives its request's edge check (the dashboard's event stream, which ends once its session
+/// no longer signs anyone in); a request's handlers read [`SignedIn`].
+pub(crate) async fn still_signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
+    signed_in_as(st, session_cookie(st, headers)?)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The signed-in operator of session cookie value `id`: it names a live session
 /// of a principal that is (still) an operator — for a key's session, with the key it signed in
 /// with ([`sessions::key_binding`], migration 0036): a key changed since signs no one in.
 ///
@@ -169,16 +223,10 @@ impl Operator {
 /// someone else), and acts only with the roles its groups still map to under the
 /// `oidc.roles` map in force (a role taken from a group is gone at the next request; none
 /// left signs it out).
-pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
-    signed_in_as(st, session_cookie(st, headers)?)
-        .await
-        .ok()
-        .flatten()
-}
-
-/// [`signed_in`] for session cookie value `id`: `Ok(None)` when it signs no one in (not of the
-/// form the gateway issues: the store is not asked), `Err(())` when the store did not answer.
-/// `edge.rs`' throttle counts the first as a failed authentication, not the second.
+///
+/// `Ok(None)` when it signs no one in (not of the form the gateway issues: the store is not
+/// asked), `Err(())` when the store did not answer. `edge.rs`' throttle counts the first as a
+/// failed authentication, and answers the second `503`.
 pub(crate) async fn signed_in_as(st: &AppState, id: &str) -> Result<Option<Operator>, ()> {
     let Some((session, how)) = sessions::lookup(st, id).await? else {
         return Ok(None);
@@ -186,7 +234,7 @@ pub(crate) async fn signed_in_as(st: &AppState, id: &str) -> Result<Option<Opera
     Ok(operator_of(st, session, how))
 }
 
-/// The operator session `session`, signed in `how`, is now (see [`signed_in`]), if any.
+/// The operator session `session`, signed in `how`, is now (see [`signed_in_as`]), if any.
 fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Operator> {
     let principals = st.principals();
     let by_sso = matches!(how, SignedInWith::Sso(_));
@@ -274,12 +322,12 @@ fn sso_principal(
     })
 }
 
-/// A dashboard page's operator, as an extractor: [`signed_in`], else the page redirects to
-/// the sign-in form ([`to_login`]).
+/// A dashboard page's operator, as an extractor: the one the edge found ([`SignedIn`]), else
+/// the page redirects to the sign-in form ([`to_login`]).
 impl FromRequestParts<AppState> for Operator {
     type Rejection = Response;
-    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
-        signed_in(st, &parts.headers).await.ok_or_else(to_login)
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Response> {
+        SignedIn::of(parts).operator().ok_or_else(to_login)
     }
 }
 
@@ -313,17 +361,16 @@ fn form(body: &Bytes) -> Result<HashMap<String, String>, String> {
     Ok(out)
 }
 
-/// A state-changing form from a signed-in operator: its fields, once the session and the CSRF
-/// token were checked. Otherwise the page to send (`403`; `400` for a body that is not a form),
-/// which says that `nothing` happened
+/// A state-changing form `body` from the operator the edge found signed in (`signed`): its
+/// fields, once the session and the CSRF token were checked. Otherwise the page to send
+/// (`403`; `400` for a body that is not a form), which says that `nothing` happened
 /// (e.g. "Nothing was decided.").
-pub(crate) async fn operator_form(
-    st: &AppState,
-    headers: &HeaderMap,
+pub(crate) fn operator_form(
+    signed: &SignedIn,
     body: &Bytes,
     nothing: &str,
 ) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
-    let Some(op) = signed_in(st, headers).await else {
+    let Some(op) = signed.operator() else {
         return Err(Box::new(forbidden(
             "Sign in first: this form needs an operator's dashboard session.",
         )));
@@ -381,11 +428,12 @@ pub(crate) fn next_path(next: Option<&String>) -> String {
 /// `GET /ui/login[?next=PATH]`: the sign-in form (a signed-in operator goes to `next`).
 pub(crate) async fn login_page(
     State(st): State<AppState>,
+    signed: SignedIn,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let next = next_path(q.get("next"));
-    if signed_in(&st, &headers).await.is_some() {
+    if signed.is_some() {
         return secured(Redirect::to(&next).into_response());
     }
     login_form(&st, &headers, StatusCode::OK, "", &next)
@@ -559,13 +607,14 @@ pub(crate) fn set_session_cookie(r: &mut Response, id: &str, jar: Jar) {
 /// rest of its 12 hours).
 pub(crate) async fn logout(
     State(st): State<AppState>,
+    signed: SignedIn,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if signed_in(&st, &headers).await.is_none() {
+    if !signed.is_some() {
         return to_login();
     }
-    let op = match operator_form(&st, &headers, &body, "You are still signed in.").await {
+    let op = match operator_form(&signed, &body, "You are still signed in.") {
         Ok((op, _)) => op,
         Err(r) => return *r,
     };

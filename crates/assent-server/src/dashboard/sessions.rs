@@ -33,7 +33,7 @@ pub(crate) fn digest(s: &str) -> String {
 
 /// The binding of a session to the key operator `p` signs in with (64 hex): SHA-256 over a
 /// tag of its own and the key's digest. A session keeps the binding of its sign-in, and
-/// [`super::session::signed_in`] compares it with the principal's current key's, so a key
+/// [`super::session::signed_in_as`] compares it with the principal's current key's, so a key
 /// rotated by a restart, or a name removed and added again with another key, ends it.
 pub(crate) fn key_binding(p: &Principal) -> String {
     use sha2::Digest;

@@ -16,7 +16,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
 use super::page::{Message, page, page_with, secured};
-use super::session::{Operator, signed_in};
+use super::session::{Operator, SignedIn, still_signed_in};
 use serde::Deserialize;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -205,8 +205,8 @@ pub(crate) async fn queue_page(State(st): State<AppState>, op: Operator) -> Resp
 }
 
 /// The queue's contents alone, for the live refresh.
-pub(crate) async fn queue_fragment(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(op) = signed_in(&st, &headers).await else {
+pub(crate) async fn queue_fragment(State(st): State<AppState>, signed: SignedIn) -> Response {
+    let Some(op) = signed.operator() else {
         return secured(ApiError::unauthenticated().into_response());
     };
     match pending(&st).await {
@@ -233,8 +233,12 @@ const SESSION_CHECK_EVERY: Duration = Duration::from_secs(10);
 /// 15 s to keep proxies from closing it). The stream ends once its session no longer signs
 /// anyone in (signed out, removed, re-keyed, expired), checked before each event and every
 /// [`SESSION_CHECK_EVERY`] while nothing changes.
-pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    if signed_in(&st, &headers).await.is_none() {
+pub(crate) async fn events(
+    State(st): State<AppState>,
+    signed: SignedIn,
+    headers: HeaderMap,
+) -> Response {
+    if !signed.is_some() {
         return secured(ApiError::unauthenticated().into_response());
     }
     let rx = st.changes.subscribe();
@@ -247,11 +251,11 @@ pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Re
             tokio::select! {
                 r = rx.changed() => { r.ok()?; break; }
                 () = tokio::time::sleep(SESSION_CHECK_EVERY) => {
-                    signed_in(&st, &headers).await?;
+                    still_signed_in(&st, &headers).await?;
                 }
             }
         }
-        signed_in(&st, &headers).await?;
+        still_signed_in(&st, &headers).await?;
         let n = *rx.borrow_and_update();
         Some((
             Ok::<_, std::convert::Infallible>(

@@ -14,6 +14,7 @@ mod access;
 mod agent_thresholds;
 mod checkpoints;
 mod config_attacks;
+mod dashboard_edge;
 mod dashboard_sessions;
 mod decide_guards;
 mod decide_holes;

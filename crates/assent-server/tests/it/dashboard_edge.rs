@@ -1,0 +1,190 @@
+//! A dashboard request's session is looked up once, at the edge (found by review): a bearer
+//! header beside a session cookie no longer skips the cookie's throttle; a store that does not
+//! answer the lookup is `503`, not a misreported `413` on a large edit nor a handler running on
+//! a guess; and on SQLite the lookup does not queue behind a stalled write on the writer's
+//! connection.
+
+use crate::backend::sqlite_only;
+use crate::dashboard_sessions::allowance;
+use crate::kit::{BOT, Gw, OP, cookie_of, csrf_of, serve};
+use crate::sign_in::browser;
+use reqwest::StatusCode;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// A made-up session cookie: 64 lowercase hex digits, the form the gateway issues.
+fn made_up(i: usize) -> String {
+    format!("assent_ui={:064x}", 0xfeed_f00d_u64 as usize + i)
+}
+
+/// The sign-in form's cookie and CSRF token, as a browser at `from` gets them.
+async fn login_form(gw: &Gw, from: &str) -> (String, String) {
+    let r = browser(from)
+        .get(format!("{}/ui/login", gw.url))
+        .send()
+        .await
+        .unwrap();
+    let cookie = cookie_of(&r);
+    (cookie, csrf_of(&r.text().await.unwrap()))
+}
+
+/// Signs operator `key` in from `from`: the session cookie (`name=value`).
+async fn signed_in(gw: &Gw, from: &str, key: &str) -> String {
+    let (login_cookie, csrf) = login_form(gw, from).await;
+    let r = browser(from)
+        .post(format!("{}/ui/login", gw.url))
+        .header("cookie", login_cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&key={key}&next=/ui"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "the sign-in failed");
+    cookie_of(&r)
+}
+
+/// `GET path` from `from` with `cookie` and, when given, `Authorization: Bearer {bearer}`:
+/// the status and the answer's `code`.
+async fn get(
+    gw: &Gw,
+    from: &str,
+    path: &str,
+    cookie: &str,
+    bearer: Option<&str>,
+) -> (StatusCode, Option<String>) {
+    let mut r = browser(from)
+        .get(format!("{}{path}", gw.url))
+        .header("cookie", cookie);
+    if let Some(b) = bearer {
+        r = r.bearer_auth(b);
+    }
+    let r = r.send().await.unwrap();
+    let s = r.status();
+    let code = r
+        .json::<Value>()
+        .await
+        .ok()
+        .and_then(|b| b["code"].as_str().map(str::to_string));
+    (s, code)
+}
+
+/// Attack: a request with an `Authorization: Bearer` header took the bearer key's branch of
+/// the edge alone, so its session cookie was never throttled there, and the dashboard's
+/// handlers then looked it up in the store themselves. With an agent's own key (a right key,
+/// never counted as a failure), made-up cookies on `GET /ui` were looked up as fast as the
+/// agent liked, each answered with a redirect. They now use up the address's failed-
+/// authentication allowance as without the header; a live session with the header still
+/// opens the dashboard.
+#[tokio::test]
+async fn made_up_session_cookies_sent_beside_an_agents_bearer_key_are_throttled() {
+    let gw = serve().await;
+    let from = "127.0.0.21";
+    let mut codes = Vec::new();
+    let start = Instant::now();
+    while codes.len() <= allowance(start.elapsed()) {
+        let code = get(&gw, from, "/ui", &made_up(codes.len()), Some(BOT)).await;
+        let throttled = code.0 == StatusCode::TOO_MANY_REQUESTS;
+        codes.push(code);
+        if throttled {
+            break;
+        }
+    }
+    assert!(
+        codes.contains(&(StatusCode::TOO_MANY_REQUESTS, Some("AUTH_THROTTLED".into()))),
+        "made-up cookies beside a bearer key were never throttled: {codes:?}"
+    );
+    // An operator elsewhere, whose proxy adds a bearer header of its own, still gets in.
+    let cookie = signed_in(&gw, "127.0.0.22", OP).await;
+    for bearer in [Some(BOT), Some("not-a-key"), None] {
+        let (s, _) = get(&gw, "127.0.0.22", "/ui", &cookie, bearer).await;
+        assert_eq!(s, StatusCode::OK, "bearer {bearer:?}");
+    }
+    gw.stop().await;
+}
+
+/// Attack (a hiccup misreported): when the store did not answer the edge's session lookup,
+/// the request was not marked as one showing a session, so a large edit form met the 16 KiB
+/// body limit of an unknown sender and got `413`, and a page's handler looked the session up
+/// again on a guess (a redirect to the sign-in form). Now the edge answers `503
+/// STORE_UNAVAILABLE` and no handler runs; the sign-in form still opens (the cookie is
+/// dropped there, as one not looked up); once the store answers, the session works again.
+#[tokio::test]
+async fn a_session_lookup_the_store_did_not_answer_is_503_not_413_on_a_large_edit() {
+    let gw = serve().await;
+    let from = "127.0.0.23";
+    let cookie = signed_in(&gw, from, OP).await;
+    assert_eq!(get(&gw, from, "/ui", &cookie, None).await.0, StatusCode::OK);
+    gw.sql()
+        .exec("ALTER TABLE ui_sessions RENAME TO ui_sessions_away", &[]);
+    let big = format!(
+        "csrf=x&decision=approve&scope=once&arguments={}",
+        "a".repeat(40 * 1024)
+    );
+    let r = browser(from)
+        .post(format!("{}/ui/approvals/some-id/decide", gw.url))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "STORE_UNAVAILABLE", "{b}");
+    assert_eq!(
+        get(&gw, from, "/ui", &cookie, None).await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("STORE_UNAVAILABLE".into())
+        )
+    );
+    let (s, _) = get(&gw, from, "/ui/login", &cookie, None).await;
+    assert_eq!(s, StatusCode::OK, "the sign-in form does not open");
+    gw.sql()
+        .exec("ALTER TABLE ui_sessions_away RENAME TO ui_sessions", &[]);
+    assert_eq!(get(&gw, from, "/ui", &cookie, None).await.0, StatusCode::OK);
+    gw.stop().await;
+}
+
+/// Attack: on SQLite a session lookup ran on the store's one writer connection, so every
+/// dashboard request (and every made-up cookie until the throttle stopped it) queued behind
+/// an open or stalled write, and held up the next. A write now stalled on the database's
+/// lock (another process holds it) does not hold up the lookup: a live session's sign-in page
+/// still redirects at once.
+#[tokio::test]
+async fn a_dashboard_session_lookup_does_not_wait_behind_a_stalled_write() {
+    if sqlite_only("it stalls a write with another SQLite connection's lock") {
+        return;
+    }
+    let gw = serve().await;
+    let from = "127.0.0.24";
+    let cookie = signed_in(&gw, from, OP).await;
+    let (login_cookie, csrf) = login_form(&gw, from).await;
+    let other = rusqlite::Connection::open(gw.data_dir.join("assent.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // A sign-in's write now waits for the lock (busy_timeout, 10 s) on the writer connection.
+    let url = format!("{}/ui/login", gw.url);
+    let stalled = tokio::spawn(async move {
+        browser("127.0.0.25")
+            .post(url)
+            .header("cookie", login_cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}&key={OP}&next=/ui"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t = Instant::now();
+    let (s, _) = get(&gw, from, "/ui/login", &cookie, None).await;
+    let took = t.elapsed();
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(s, StatusCode::SEE_OTHER, "the live session was not found");
+    assert!(
+        took < Duration::from_secs(3),
+        "the lookup waited {took:?} behind the stalled write"
+    );
+    assert_eq!(stalled.await.unwrap(), StatusCode::SEE_OTHER);
+    gw.stop().await;
+}
