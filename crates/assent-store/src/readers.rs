@@ -2,8 +2,9 @@
 //! (an agent's long-poll finding its approval decided) does not queue behind the group
 //! commits that hold the one writer session. Postgres lets a reader see the last committed
 //! state while a write is open; a write's answer is sent only after its commit, so whatever
-//! that answer led to reads it back. Used on Postgres only (`Store::read` in `reads.rs`
-//! says why SQLite reads stay on the writer connection), though it works over either.
+//! that answer led to reads it back. Used on Postgres for every `Store::read` (`reads.rs`
+//! says why SQLite's stay on the writer connection), and on both backends for dashboard
+//! session lookups (`ui_sessions.rs`), which must not wait behind a group commit.
 //!
 //! Each read runs in one snapshot ([`crate::db::Conn::snapshot`]: SQLite `BEGIN`, Postgres
 //! `REPEATABLE READ, READ ONLY`), so a record read in several statements is one state. A
