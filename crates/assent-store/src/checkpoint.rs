@@ -16,6 +16,9 @@
 //!   records after the previous checkpoint are checked to link to it. (The first checkpoint of
 //!   a database, e.g. one older than checkpoints, signs the head as it is, without walking the
 //!   chain under the store's lock; `assent audit verify` checks it.)
+//! - The row at record 0 is no checkpoint of a record but the database's claim for one audit
+//!   key (`store_claim`, stored at the first open under that key: `open.rs`), signed as a
+//!   checkpoint of the empty chain; it is not listed, verified or extended.
 
 use crate::archive;
 use crate::audit;
@@ -146,25 +149,26 @@ fn row(r: &db::Row<'_>) -> db::Result<Checkpoint> {
 
 const COLUMNS: &str = "seq, head_hash, record_count, time, public_key, signature";
 
-/// Every stored checkpoint, oldest first. A database without the table (schema before v8)
-/// has none.
+/// Every stored checkpoint, oldest first (the claim at record 0, `store_claim`, is not
+/// one). A database without the table (schema before v8) has none.
 pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Checkpoint>> {
     if !conn.has_table("audit_checkpoints")? {
         return Ok(Vec::new());
     }
-    let sql = format!("SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq");
+    let sql = format!("SELECT {COLUMNS} FROM audit_checkpoints WHERE seq > 0 ORDER BY seq");
     sql::rows(conn, &sql, [], row)
 }
 
-/// The newest stored checkpoint signed with `key`: rows naming another public key (those of
-/// a foreign backup restored with `--force`) are passed over. Errors: `Invalid` when that row
-/// does not verify under `key` — found by review: the signer trusted the newest row as it was,
-/// so a row planted far ahead of the chain stopped every later checkpoint unseen, and one
-/// planted over a rewritten record had the rewrite signed.
+/// The newest stored checkpoint signed with `key` (the claim at record 0 is none): rows
+/// naming another public key (those of a foreign backup restored with `--force`) are passed
+/// over. Errors: `Invalid` when that row does not verify under `key` — found by review: the
+/// signer trusted the newest row as it was, so a row planted far ahead of the chain stopped
+/// every later checkpoint unseen, and one planted over a rewritten record had the rewrite
+/// signed.
 fn latest(conn: Conn<'_>, key: &VerifyingKey) -> Result<Option<Checkpoint>, StoreError> {
     let cp = conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM audit_checkpoints WHERE public_key = ?1 ORDER BY seq DESC LIMIT 1"
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE public_key = ?1 AND seq > 0 ORDER BY seq DESC LIMIT 1"
         ))?
         .query_row([public_key_hex(key)], row)
         .optional()?;
@@ -317,14 +321,14 @@ impl Store {
     }
 
     /// Stored checkpoints newest first: at most `limit`, only those with `seq < before_seq`
-    /// when given (paging).
+    /// when given (paging); the claim at record 0 (`store_claim`) is not listed.
     pub fn recent_checkpoints(
         &self,
         before_seq: Option<i64>,
         limit: i64,
     ) -> Result<Vec<Checkpoint>, StoreError> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_checkpoints WHERE CAST(?1 AS BIGINT) IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE seq > 0 AND (CAST(?1 AS BIGINT) IS NULL OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
         );
         Ok(sql::rows(
             self.lock().conn(),
@@ -339,6 +343,32 @@ impl Store {
     pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
         latest(self.lock().conn(), &self.audit_key.verifying_key())
     }
+}
+
+/// Stores the claim of the database for the audit `key`, in the write transaction `conn`:
+/// a checkpoint of the empty chain (record 0, the genesis hash, 0 records) signed at `now`
+/// (Unix ms) with `key`, at the row of record 0, which no checkpoint of a record takes (they
+/// cover records from 1). It is what a second key set opening the database finds to be
+/// refused by (`open.rs`) before any checkpoint of a record was signed; it is not listed,
+/// checked by `assent audit verify` or extended by the signer ([`stored`], [`latest`]),
+/// though it verifies as a checkpoint of the empty chain. Nothing is stored when the row is
+/// taken (by another key's claim, say): returns whether it was stored. Errors: the database's.
+pub(crate) fn store_claim(conn: Conn<'_>, key: &SigningKey, now: i64) -> db::Result<bool> {
+    let cp = sign(key, 0, audit::GENESIS, 0, now);
+    let n = conn.execute(
+        &format!(
+            "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT (seq) DO NOTHING"
+        ),
+        params![
+            cp.seq,
+            cp.head_hash,
+            cp.record_count,
+            cp.time,
+            cp.public_key,
+            cp.signature
+        ],
+    )?;
+    Ok(n == 1)
 }
 
 /// Appends `cp` as one JSON line to `path`, opened with `O_APPEND` (created 0600 when

@@ -240,23 +240,45 @@ pub struct Rotated {
 }
 
 /// `assent keys rotate-token-key`: copies `<dir>/token.key` to `token-retired-<now ms>.key`
-/// and writes a new random `token.key` (both 0600, through a temporary file and a rename, in
-/// that order, so a store reading the directory meanwhile always finds the old key). Errors:
-/// `Invalid` when there is no token key (run `assent keys init`) or it is damaged; `Io`.
+/// and writes a new random `token.key` (both 0600, in that order, so a store reading the
+/// directory meanwhile always finds the old key). The retired copy is placed without
+/// replacing anything (`kit::place_private`); when the name is taken, the next
+/// millisecond's is tried. Rotations of one directory run one at a time (an exclusive
+/// `flock` of the directory, `rotation_lock`), so that each retires the key the one
+/// before it made. Found by review: the name was checked for, then renamed over, so two
+/// rotations at once (or a file made between the check and the rename) could replace a
+/// retired key, and both read the same current key, so the key the first made was replaced
+/// without being retired: every token it had signed became invalid. Errors: `Invalid` when
+/// there is no token key (run `assent keys init`) or it is damaged; `Io`.
 pub fn rotate_token_key(dir: &Path) -> Result<Rotated, StoreError> {
-    let old = read_token_key(dir)?.ok_or_else(|| {
+    let missing = || {
         StoreError::Invalid(format!(
             "keys_dir {}: no {TOKEN_KEY_FILE} to rotate; run `assent keys init --keys-dir {}` first",
             dir.display(),
             dir.display()
         ))
-    })?;
-    let mut at = now_ms();
-    while dir.join(retired_name(at)).exists() {
-        at += 1;
+    };
+    // Before the lock, which needs the directory: one without a key is told to make it.
+    read_token_key(dir)?.ok_or_else(missing)?;
+    let _one_at_a_time = rotation_lock(dir)?;
+    let old = read_token_key(dir)?.ok_or_else(missing)?;
+    let start = now_ms();
+    let mut retired_file = None;
+    for at in start..start.saturating_add(RETIRED_NAME_TRIES) {
+        let name = retired_name(at);
+        let path = dir.join(&name);
+        if crate::kit::place_private(dir, &name, &old).map_err(io(&path))? {
+            retired_file = Some(name);
+            break;
+        }
     }
-    let retired_file = retired_name(at);
-    write_seed(dir, &retired_file, &old)?;
+    let retired_file = retired_file.ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "keys_dir {}: {RETIRED_NAME_TRIES} retired-key names from {} on are all taken; nothing rotated",
+            dir.display(),
+            retired_name(start)
+        ))
+    })?;
     let new = random_seed()?;
     write_seed(dir, TOKEN_KEY_FILE, &new)?;
     Ok(Rotated {
@@ -264,6 +286,24 @@ pub fn rotate_token_key(dir: &Path) -> Result<Rotated, StoreError> {
         retired_kid: TokenSigner::from_seed(&old).kid().to_string(),
         retired_file,
     })
+}
+
+/// How many retired-key names (one a millisecond) [`rotate_token_key`] tries.
+const RETIRED_NAME_TRIES: i64 = 1000;
+
+/// The exclusive `flock` of the directory `dir` that [`rotate_token_key`] holds, waiting for
+/// another rotation's. On a filesystem that has no such lock the rotation goes on without
+/// it, with a warning: retired keys are still never replaced. Errors: `Io`.
+fn rotation_lock(dir: &Path) -> Result<Option<std::fs::File>, StoreError> {
+    let f = std::fs::File::open(dir).map_err(io(dir))?;
+    match f.lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            tracing::warn!(dir = %dir.display(), error = %e, "the keys directory cannot be locked: token key rotations run at once are not kept apart");
+            Ok(None)
+        }
+        Err(e) => Err(io(dir)(e)),
+    }
 }
 
 fn retired_name(at_ms: i64) -> String {

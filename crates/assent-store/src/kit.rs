@@ -225,25 +225,92 @@ fn check_existing_dir(dir: &Path, m: &std::fs::Metadata) -> std::io::Result<()> 
 /// Places `bytes` at `<dir>/<name>` (mode 0600) only when nothing is there yet: written and
 /// synced to a temporary file of a random name, hard-linked to `name` (which fails when the
 /// name exists: nothing is replaced, a link planted there is not followed), the temporary
-/// name removed and the directory synced. Returns whether it was placed now (`false`:
-/// something was there — another process placed it first; the caller reads what is there).
-/// Found by review: keys were checked for, then written to a fixed temporary name and
-/// renamed over the name, so two `assent keys init` at once (init containers on a shared
-/// volume) each printed, and signed with, a key the other had replaced. Errors: I/O.
+/// name removed and the directory synced. On a filesystem without hard links (the link fails
+/// with `EPERM`, `EOPNOTSUPP`, `EXDEV`, `ENOSYS` or `EMLINK`: some network, FUSE and
+/// container volumes) the file is created at `name` exclusively instead
+/// ([`create_private_new`]), which replaces nothing either. Returns whether it was placed
+/// now (`false`: something was there — another process placed it first; the caller reads
+/// what is there). Found by review: keys were checked for, then written to a fixed
+/// temporary name and renamed over the name, so two `assent keys init` at once (init
+/// containers on a shared volume) each printed, and signed with, a key the other had
+/// replaced; and (later review) `assent keys init` failed outright where hard links are not
+/// made. Errors: I/O.
 pub(crate) fn place_private(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> {
+    place_with(dir, name, bytes, |from, to| std::fs::hard_link(from, to))
+}
+
+/// [`place_private`] with `link` making the hard link (a test forces its failure).
+fn place_with(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    link: impl FnOnce(&Path, &Path) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
     let tmp = dir.join(random_id(&format!(".{name}.tmp-")));
     write_private(&tmp, bytes)?;
-    let linked = std::fs::hard_link(&tmp, dir.join(name));
+    let linked = link(&tmp, &dir.join(name));
     let removed = std::fs::remove_file(&tmp);
     let placed = match linked {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) if no_hard_links(&e) => {
+            removed?;
+            return create_private_new(dir, name, bytes);
+        }
         Err(e) => return Err(e),
     };
     removed?;
     #[cfg(unix)]
     std::fs::File::open(dir)?.sync_all()?;
     Ok(placed)
+}
+
+/// Whether `link()` failed with `e` because the filesystem makes no hard link there.
+fn no_hard_links(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        use rustix::io::Errno;
+        let no = [
+            Errno::PERM,
+            Errno::OPNOTSUPP,
+            Errno::NOTSUP,
+            Errno::XDEV,
+            Errno::NOSYS,
+            Errno::MLINK,
+        ];
+        Errno::from_io_error(e).is_some_and(|x| no.contains(&x))
+    }
+    #[cfg(not(unix))]
+    {
+        e.kind() == std::io::ErrorKind::Unsupported
+    }
+}
+
+/// Creates `<dir>/<name>` exclusively (`O_CREAT|O_EXCL`, mode 0600: neither an existing file
+/// nor a link planted there is written through), writes `bytes`, syncs it and the directory.
+/// `Ok(false)` when the name exists. A file left short by a failed write is removed. The
+/// content is written after the name appears, so a concurrent reader may find it empty for a
+/// moment (a key file reader then refuses it as damaged: nothing short is ever signed with).
+/// Errors: I/O.
+fn create_private_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> {
+    use std::io::Write;
+    let path = dir.join(name);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = match opts.open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if let Err(e) = f.write_all(bytes).and_then(|()| f.sync_all()) {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(true)
 }
 
 /// JSON text of a serialisable value, for JSON columns (every value the store writes
@@ -254,7 +321,41 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(x: &T) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::ordered_id;
+    use super::{ordered_id, place_with};
+
+    /// `assent keys init` on a filesystem without hard links (found by review: it failed
+    /// there): the key is created in place, private, and still never replaces anything.
+    #[cfg(unix)]
+    #[test]
+    fn a_key_is_placed_without_hard_links_and_still_replaces_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let no_links = |_: &std::path::Path, _: &std::path::Path| {
+            Err(std::io::Error::from_raw_os_error(1)) // EPERM
+        };
+        assert!(place_with(d, "k.key", b"first", no_links).unwrap());
+        assert!(!place_with(d, "k.key", b"second", no_links).unwrap());
+        let path = d.join("k.key");
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let names: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["k.key"], "no temporary file left");
+        // A link planted at the name is not written through.
+        std::os::unix::fs::symlink(d.join("target"), d.join("l.key")).unwrap();
+        assert!(!place_with(d, "l.key", b"x", no_links).unwrap());
+        assert!(!d.join("target").exists());
+        // Any other link failure is an error, nothing placed.
+        let denied = |_: &std::path::Path, _: &std::path::Path| {
+            Err(std::io::Error::from_raw_os_error(13)) // EACCES
+        };
+        assert!(place_with(d, "m.key", b"x", denied).is_err());
+        assert!(!d.join("m.key").exists());
+    }
 
     #[test]
     fn ordered_ids_sort_by_time_and_differ_within_a_millisecond() {

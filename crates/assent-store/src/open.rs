@@ -103,7 +103,7 @@ impl Store {
         if keys.created_audit {
             refuse_a_new_audit_key(conn.conn(), keys_dir)?;
         }
-        refuse_another_audit_key(conn.conn(), &keys.audit.verifying_key(), keys_dir)?;
+        let mine = refuse_another_audit_key(conn.conn(), &keys.audit.verifying_key(), keys_dir)?;
         let checkpointer = match database {
             Database::Sqlite { path } => {
                 conn.conn().batch(crate::wal::WRITER_PRAGMAS)?;
@@ -125,6 +125,13 @@ impl Store {
         };
         if let Database::Sqlite { .. } = database {
             store.void_restored_tokens(data_dir, crate::kit::now_ms())?;
+        }
+        // Last: nothing after it fails, so a start that does not serve leaves no claim (an
+        // `audit.key` made for it is removed, and its claim would refuse the next one). Only
+        // while no row verifies under this key: once claimed, opening writes nothing (a
+        // reader opened during a held write transaction does not wait for it).
+        if mine.is_none() {
+            store.write_unannounced(|tx| claim(**tx, &store.audit_key, keys_dir))?;
         }
         Ok(store)
     }
@@ -154,49 +161,81 @@ fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<
     )))
 }
 
+/// Claims the database for the audit key `key` in the write transaction `conn` (the writes
+/// of every process are serialised: SQLite's `BEGIN IMMEDIATE`, PostgreSQL's schema-wide
+/// advisory write lock): [`refuse_another_audit_key`] again, inside it, then, when no
+/// stored row verifies under `key` yet, the claim ([`crate::checkpoint::store_claim`]: a
+/// signed checkpoint of the empty chain at record 0). Attack (found by review): two replicas
+/// given key sets of their own over a fresh database found no checkpoint to refuse, so both
+/// served, each signing checkpoints the other ignored and tokens and seals it refused, until
+/// one restarted. Of two such starts, the one serialised second now finds the first's claim
+/// and is refused. Errors: those of [`refuse_another_audit_key`]; the database's.
+fn claim(
+    conn: crate::db::Conn<'_>,
+    key: &ed25519_dalek::SigningKey,
+    keys_dir: &Path,
+) -> Result<(), StoreError> {
+    if refuse_another_audit_key(conn, &key.verifying_key(), keys_dir)?.is_none() {
+        crate::checkpoint::store_claim(conn, key, crate::kit::now_ms())?;
+    }
+    Ok(())
+}
+
 /// Refuses a database on which another audit key than the one in `keys_dir` (`key`) signed
 /// the newest checkpoint: a checkpoint that verifies under another key and lies past (higher
-/// `seq`) the newest one this key signed — or any, when this key signed none. The database
-/// is then served with another key set, whose tokens and seals this gateway would refuse or
-/// take for damage, and whose checkpoints it would ignore. Found by review: a new PostgreSQL
-/// replica given a key set of its own (`assent keys init` run on its host, as the
-/// missing-keys message said) started, as did an `audit.key` made anew after the old one was
-/// lost; and (later review) once a key had signed one checkpoint it was served whatever
-/// another key signed after it, so two replicas with their own key sets over a fresh database
-/// (no checkpoint yet to refuse) both kept starting, each with a warning. Now the restart of
-/// the replica whose newest checkpoint is older is refused. Only a checkpoint that verifies
-/// under the key it names counts (of the newest [`LOOKED_AT`] rows naming a key): a row
-/// naming some key is no key set, and junk rows are passed over (`assent audit verify`
-/// reports them).
+/// `seq`) the newest one this key signed — or any, when this key signed none. The claim of a
+/// database at record 0 ([`claim`]) counts as a checkpoint here. The database is then served
+/// with another key set, whose tokens and seals this gateway would refuse or take for
+/// damage, and whose checkpoints it would ignore. Found by review: a new PostgreSQL replica
+/// given a key set of its own (`assent keys init` run on its host, as the missing-keys
+/// message said) started, as did an `audit.key` made anew after the old one was lost; and
+/// (later review) once a key had signed one checkpoint it was served whatever another key
+/// signed after it. Only a checkpoint that verifies under the key it names counts (of the
+/// newest [`LOOKED_AT`] rows naming a key): a row naming some key is no key set, and junk
+/// rows are passed over (`assent audit verify` reports them). Returns the `seq` of the
+/// newest row verifying under `key`, if any.
 ///
 /// A key made knowingly for a database whose key is lost for good is accepted when
 /// `<keys_dir>/audit-key-replaces` ([`keys::AUDIT_KEY_REPLACES_FILE`]) holds the public key
-/// the refusal names (that of the newest foreign signer); the file is read under the owner
-/// rules of the key files ([`keys::read_replaced_key`]: ours or root's, writable by no one
-/// else, in a directory only its owner may write unless sticky), so another local user
-/// cannot plant it to silence the refusal. Once the new key has signed past the lost one's
-/// checkpoints the file is no longer needed; the old key's checkpoints lie behind and are
-/// passed over, and a replica still serving under the old key is refused at its next start.
-/// A copy of another gateway's database brought in by `restore --force` is likewise refused
-/// (not served with a warning) until the keys backed up with it are put back, or the file
-/// names its key. Errors: `Invalid` naming both public keys and what to do, or the
-/// acceptance file and what is wrong with it; the database's; `Io`.
+/// the refusal names (that of the newest foreign signer) and this key has not yet signed
+/// past any checkpoint of that key: the file accepts taking over, never going back. Found by
+/// review: left in place, it accepted the old key again once a replica still serving under
+/// it signed after the new one. The file is read under the owner rules of the key files
+/// ([`keys::read_replaced_key`]: ours or root's, writable by no one else, in a directory
+/// only its owner may write unless sticky), so another local user cannot plant it to silence
+/// the refusal. Once the new key has signed past the lost one's checkpoints the file is no
+/// longer needed; the old key's checkpoints lie behind and are passed over, and a replica
+/// still serving under the old key is refused at its next start. A copy of another
+/// gateway's database brought in by `restore --force` is likewise refused (not served with
+/// a warning) until the keys backed up with it are put back, or the file names its key.
+/// Errors: `Invalid` naming both public keys and what to do, or the acceptance file and
+/// what is wrong with it; the database's; `Io`.
 fn refuse_another_audit_key(
     conn: crate::db::Conn<'_>,
     key: &ed25519_dalek::VerifyingKey,
     keys_dir: &Path,
-) -> Result<(), StoreError> {
+) -> Result<Option<i64>, StoreError> {
     let ours = crate::checkpoint::public_key_hex(key);
-    let mine = newest_verifying(conn, &ours, true, i64::MIN)?.map(|(seq, _)| seq);
-    let Some((seq, theirs)) = newest_verifying(conn, &ours, false, mine.unwrap_or(i64::MIN))?
-    else {
-        return Ok(());
+    let mine = newest_verifying(conn, Signer::Is(&ours), i64::MIN, i64::MAX)?.map(|(s, _)| s);
+    let after = mine.unwrap_or(i64::MIN);
+    let Some((seq, theirs)) = newest_verifying(conn, Signer::Not(&ours), after, i64::MAX)? else {
+        return Ok(mine);
     };
     let accept = keys_dir.join(keys::AUDIT_KEY_REPLACES_FILE);
     let named = keys::read_replaced_key(keys_dir)?;
     if named.as_deref() == Some(theirs.as_str()) {
-        tracing::warn!(audit_key = %ours, replaces = %theirs, newer_at = seq, "a new audit key accepted over the checkpoints of a lost one (audit-key-replaces): they no longer verify under the gateway's key");
-        return Ok(());
+        // Taking over only: a checkpoint of theirs before our newest is one we signed past.
+        let Some(m) = mine else {
+            return accepted(&ours, &theirs, seq, mine);
+        };
+        let Some((passed, _)) = newest_verifying(conn, Signer::Is(&theirs), i64::MIN, m)? else {
+            return accepted(&ours, &theirs, seq, mine);
+        };
+        return Err(StoreError::Invalid(format!(
+            "{}: it names audit key {theirs}, which signed a checkpoint at record {seq}, after the newest this audit key (public key {ours}) signed, at record {m}; but this key had already taken the database over from it (it signed past that key's checkpoint at record {passed}), and the file accepts taking over from a lost key, never going back to it: a replica still serves the database under the old key set, so that key is not lost. Stop that replica, or serve every replica with its keys_dir; delete {} (it is no longer needed once this key signed past the old one's checkpoints)",
+            accept.display(),
+            accept.display()
+        )));
     }
     let file = keys_dir.join(crate::checkpoint::KEY_FILE);
     let what = match mine {
@@ -218,26 +257,50 @@ fn refuse_another_audit_key(
     )))
 }
 
+/// The acceptance of [`refuse_another_audit_key`] through `audit-key-replaces`: logged
+/// (`ours` over `theirs`, whose checkpoint at `seq` is newer); returns `mine`.
+fn accepted(
+    ours: &str,
+    theirs: &str,
+    seq: i64,
+    mine: Option<i64>,
+) -> Result<Option<i64>, StoreError> {
+    tracing::warn!(audit_key = %ours, replaces = %theirs, newer_at = seq, "a new audit key accepted over the checkpoints of a lost one (audit-key-replaces): they no longer verify under the gateway's key");
+    Ok(mine)
+}
+
 /// How many of the newest checkpoints [`newest_verifying`] looks at.
 const LOOKED_AT: i64 = 1000;
 
-/// The `(seq, public key)` of the newest stored checkpoint past `after` (its `seq`) that
-/// names `ours` (`own`) or another key (`!own`) and verifies under the key it names, among
-/// the newest [`LOOKED_AT`] such rows.
+/// Whose checkpoints [`newest_verifying`] looks for, by public key (64 hex).
+#[derive(Clone, Copy)]
+enum Signer<'a> {
+    /// Those naming this key.
+    Is(&'a str),
+    /// Those naming any other key.
+    Not(&'a str),
+}
+
+/// The `(seq, public key)` of the newest stored checkpoint (the claim at record 0 included)
+/// at a record strictly between `after` and `before` that names the key `who` says and
+/// verifies under the key it names, among the newest [`LOOKED_AT`] such rows.
 fn newest_verifying(
     conn: crate::db::Conn<'_>,
-    ours: &str,
-    own: bool,
+    who: Signer<'_>,
     after: i64,
+    before: i64,
 ) -> Result<Option<(i64, String)>, StoreError> {
     use std::ops::ControlFlow;
+    let (op, key) = match who {
+        Signer::Is(k) => ("=", k),
+        Signer::Not(k) => ("<>", k),
+    };
     let sql = format!(
-        "SELECT seq, head_hash, record_count, time, public_key, signature FROM audit_checkpoints WHERE public_key {} ?1 AND seq > ?2 ORDER BY seq DESC LIMIT ?3",
-        if own { "=" } else { "<>" }
+        "SELECT seq, head_hash, record_count, time, public_key, signature FROM audit_checkpoints WHERE public_key {op} ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4"
     );
     let mut found = None;
     conn.prepare_cached(&sql)?
-        .for_each(crate::params![ours, after, LOOKED_AT], |r| {
+        .for_each(crate::params![key, after, before, LOOKED_AT], |r| {
             let cp = crate::checkpoint::Checkpoint {
                 seq: r.get(0)?,
                 head_hash: r.get(1)?,

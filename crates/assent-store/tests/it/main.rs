@@ -20,6 +20,7 @@ mod group;
 mod heavy_reads;
 mod history;
 mod insights;
+mod key_claims;
 mod learning;
 mod migrations;
 mod oidc_logins;

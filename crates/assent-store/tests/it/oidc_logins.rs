@@ -42,6 +42,13 @@ fn a_sealed_sign_in_opens_on_any_replica_only_whole_and_unexpired() {
         assert_eq!(a.open_sign_in(&sealed[..sealed.len() - 1], 0), None);
         assert_eq!(a.open_sign_in(&[], 0), None);
         let elsewhere = tempfile::tempdir().unwrap();
+        // Another key set over the database is refused at open (its claim is a's), unless
+        // accepted knowingly over a's key.
+        let theirs = assent_store::checkpoint::public_key_hex(&a.audit_public_key());
+        let replaces = elsewhere
+            .path()
+            .join(assent_store::keys::AUDIT_KEY_REPLACES_FILE);
+        std::fs::write(replaces, theirs).unwrap();
         let other = crate::open(elsewhere.path(), db);
         assert_eq!(other.open_sign_in(&sealed, 0), None, "other keys");
         // A `next` of at most 512 bytes: four cookies a page makes a browser hold stay small.

@@ -157,11 +157,131 @@ fn another_key_set_is_refused(extra: &str, env: &[(&str, &str)]) {
 }
 
 /// Attack (found by review): two replicas given key sets of their own over a fresh database
-/// (no checkpoint yet, so neither start was refused) both serve and sign; from then on every
-/// restart of either was served with a warning, each refusing the other's tokens and taking
-/// its seals for damage. The replica whose newest checkpoint the other signed past is refused
-/// at its restart, the error naming both public keys; the other keeps serving.
+/// (no checkpoint yet, so neither start was refused) both served and signed, each refusing
+/// the other's tokens and taking its seals for damage, until one restarted. The first start
+/// claims the database for its key set: the second is refused at once, while the first
+/// serves, naming both public keys; the first keeps serving and restarting.
 fn two_key_sets_over_a_fresh_database(extra: &str, env: &[(&str, &str)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
+    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
+    let port = free_port();
+    let mut cmd = serve_cmd(&config(dir.path(), port, "keys/a", extra));
+    cmd.envs(env.iter().copied());
+    let sa = serve_with(cmd, port);
+    let refused = || {
+        let cfg = config(dir.path(), free_port(), "keys/b", extra);
+        let err = start_refused(serve_cmd(&cfg), env);
+        assert!(
+            err.contains(a) && err.contains(b) && err.contains("signed none"),
+            "{err}"
+        );
+    };
+    refused();
+    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
+    stop(sa);
+    served_once_under_a(dir.path(), extra, env);
+    refused();
+}
+
+#[test]
+fn a_second_replica_with_its_own_key_set_over_a_fresh_database_is_refused_at_start_postgres() {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    two_key_sets_over_a_fresh_database(
+        "database: {url_env: ASSENT_DATABASE_URL}\n",
+        &[("ASSENT_DATABASE_URL", &url)],
+    );
+}
+
+#[test]
+fn a_second_gateway_with_its_own_key_set_over_a_fresh_database_is_refused_at_start_sqlite() {
+    two_key_sets_over_a_fresh_database("", &[]);
+}
+
+/// The race of [`two_key_sets_over_a_fresh_database`]: two replicas with key sets of their
+/// own started at the same moment over a fresh PostgreSQL database. The claims are serialised
+/// (the schema's write lock): exactly one serves, the other is refused naming both keys.
+#[test]
+fn two_replicas_with_their_own_key_sets_starting_at_once_over_a_fresh_database_one_serves() {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    let extra = "database: {url_env: ASSENT_DATABASE_URL}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut starts = Vec::new();
+    for name in ["a", "b"] {
+        let keys = dir.path().join("keys").join(name);
+        let public = keys_init(&keys)["audit_public_key"].clone();
+        let home = dir.path().join(name);
+        std::fs::create_dir(&home).unwrap();
+        let port = free_port();
+        let cfg = config(&home, port, keys.to_str().unwrap(), extra);
+        starts.push((cfg, port, public.as_str().unwrap().to_string()));
+    }
+    let mut kids: Vec<std::process::Child> = starts
+        .iter()
+        .map(|(cfg, _, _)| {
+            serve_cmd(cfg)
+                .env("ASSENT_DATABASE_URL", &url)
+                .env("TEST_ALICE_KEY", OP_KEY)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(60);
+    let out = loop {
+        if let Some(i) = (0..2).find(|&i| kids[i].try_wait().unwrap().is_some()) {
+            break i;
+        }
+        if Instant::now() > until {
+            for k in &mut kids {
+                let _ = k.kill();
+                let _ = k.wait();
+            }
+            panic!("both replicas serve the database, each with its own key set");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let kept = 1 - out;
+    let mut loser = kids.remove(out);
+    let winner = kids.remove(0);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut loser.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!loser.wait().unwrap().success(), "{err}");
+    assert!(
+        err.contains(&starts[0].2) && err.contains(&starts[1].2) && err.contains("signed none"),
+        "{err}"
+    );
+    let served = crate::Server {
+        child: winner,
+        url: format!("http://127.0.0.1:{}", starts[kept].1),
+    };
+    crate::wait_healthy(
+        &served.url,
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+    );
+    assert_eq!(propose(&served.url, 5000)["decision"], "pending");
+    stop(served);
+}
+
+/// Attack (found by review): `audit-key-replaces` left in place after key set B took over
+/// from A accepted A again. A replica still serving under A signed after B; at B's next
+/// start the file named the newest foreign key, and B was served silently beside it. The
+/// file accepts taking over, never going back: B's restart is refused, naming the file and
+/// saying to delete it; deleted, B is still refused (A signed last), and A serves.
+fn a_stale_replaces_file_takes_no_old_key_back(extra: &str, env: &[(&str, &str)]) {
+    let extra =
+        format!("{extra}audit_checkpoints: {{every_records: 1000000, every_seconds: 86400}}\n");
+    let extra = extra.as_str();
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
     let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
@@ -173,27 +293,57 @@ fn two_key_sets_over_a_fresh_database(extra: &str, env: &[(&str, &str)]) {
         cmd.envs(env.iter().copied());
         serve_with(cmd, port)
     };
-    let (sa, sb) = (start("keys/a"), start("keys/b"));
+    let newest_signer = |url: &str| {
+        let v = crate::get_op(url, "/v1/audit/checkpoints");
+        v["checkpoints"][0]["public_key"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let sa = start("keys/a");
     assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
-    stop(sa);
+    let until = Instant::now() + Duration::from_secs(20);
+    while newest_signer(&sa.url).as_deref() != Some(a) {
+        assert!(Instant::now() < until, "A signed no checkpoint");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A's key taken for lost: B accepted over it knowingly, and B signs past A.
+    let replaces = keys.join("b").join("audit-key-replaces");
+    std::fs::write(&replaces, format!("{a}\n")).unwrap();
+    chmod(&replaces, 0o600);
+    let sb = start("keys/b");
     assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
     stop(sb);
-    let cfg = config(dir.path(), free_port(), "keys/a", extra);
+    assert_eq!(newest_signer(&sa.url).as_deref(), Some(b));
+    // The replica under A was never stopped: it signs after B.
+    assert_eq!(propose(&sa.url, 7000)["decision"], "pending");
+    stop(sa);
+    let cfg = config(dir.path(), free_port(), "keys/b", extra);
     let err = start_refused(serve_cmd(&cfg), env);
     assert!(
-        err.contains(a) && err.contains(b) && err.contains("after the newest"),
+        err.contains(replaces.to_str().unwrap())
+            && err.contains("never going back")
+            && err.contains(a)
+            && err.contains(b),
         "{err}"
     );
-    served_once(dir.path(), "keys/b", extra, env);
+    std::fs::remove_file(&replaces).unwrap();
+    let err = start_refused(serve_cmd(&cfg), env);
+    assert!(err.contains(a) && err.contains("after the newest"), "{err}");
+    served_once_under_a(dir.path(), extra, env);
 }
 
 #[test]
-fn two_replicas_with_their_own_key_sets_over_a_fresh_database_the_one_signed_past_is_refused() {
+fn a_stale_audit_key_replaces_file_takes_no_old_key_back_sqlite() {
+    a_stale_replaces_file_takes_no_old_key_back("", &[]);
+}
+
+#[test]
+fn a_stale_audit_key_replaces_file_takes_no_old_key_back_postgres() {
     let Some(schema) = assent_testkit::pg::schema() else {
         return;
     };
     let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
-    two_key_sets_over_a_fresh_database(
+    a_stale_replaces_file_takes_no_old_key_back(
         "database: {url_env: ASSENT_DATABASE_URL}\n",
         &[("ASSENT_DATABASE_URL", &url)],
     );

@@ -1,0 +1,153 @@
+//! One key set per database from the first start, and token keys no rotation loses (found by
+//! review). Stores given key sets of their own over a fresh database — no checkpoint yet to
+//! refuse — all opened and served, each signing checkpoints the others ignored. Opening
+//! claims the database for its audit key in the serialised write transaction, so of several
+//! at once exactly one opens; on both backends. `Store::open_database` with a keys directory
+//! per store stands for a replica. Token key rotations run at once keep every key.
+
+use crate::pgkit::both;
+use assent_store::Store;
+use assent_store::db::Database;
+use std::sync::{Arc, Barrier};
+
+/// Opens `db` with a key set of its own in `keys` (made now), after `start` lets every opener go.
+fn open_own(db: &Database, keys: &std::path::Path, start: &Barrier) -> Result<Store, String> {
+    assent_store::keys::init(keys).unwrap();
+    start.wait();
+    Store::open_database(keys, keys, db, 60_000, crate::wire()).map_err(|e| e.to_string())
+}
+
+#[test]
+fn stores_with_their_own_key_sets_opening_a_fresh_database_at_once_only_one_serves_it() {
+    both(|db| {
+        const N: usize = 4;
+        let dirs: Vec<_> = (0..N).map(|_| tempfile::tempdir().unwrap()).collect();
+        let start = Arc::new(Barrier::new(N));
+        let opened: Vec<Result<Store, String>> = std::thread::scope(|s| {
+            let runs: Vec<_> = dirs
+                .iter()
+                .map(|d| {
+                    let start = start.clone();
+                    s.spawn(move || open_own(db, d.path(), &start))
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let served: Vec<usize> = (0..N).filter(|&i| opened[i].is_ok()).collect();
+        assert_eq!(
+            served.len(),
+            1,
+            "{db:?}: {:?}",
+            opened.iter().map(|o| o.as_ref().err()).collect::<Vec<_>>()
+        );
+        let winner = served[0];
+        let key = |i: usize| {
+            let k = assent_store::checkpoint::read_key(dirs[i].path()).unwrap();
+            assent_store::checkpoint::public_key_hex(&k.unwrap().verifying_key())
+        };
+        for (i, o) in opened.iter().enumerate().filter(|(i, _)| *i != winner) {
+            let e = o.as_ref().err().unwrap();
+            assert!(
+                e.contains("signed none") && e.contains(&key(winner)) && e.contains(&key(i)),
+                "{e}"
+            );
+        }
+        // The claim is no checkpoint of a record: none listed, and the winner reopens.
+        let s = opened.into_iter().nth(winner).unwrap().unwrap();
+        assert!(s.checkpoints().unwrap().is_empty());
+        assert_eq!(s.latest_checkpoint().unwrap(), None);
+        drop(s);
+        let again = Store::open_database(
+            dirs[winner].path(),
+            dirs[winner].path(),
+            db,
+            60_000,
+            crate::wire(),
+        );
+        assert!(again.is_ok(), "{:?}", again.err());
+        // A loser is still refused on its own, later.
+        let loser = (winner + 1) % N;
+        let e = Store::open_database(
+            dirs[loser].path(),
+            dirs[loser].path(),
+            db,
+            60_000,
+            crate::wire(),
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("signed none"), "{e}");
+    });
+}
+
+/// The claim keeps `assent audit verify` passing: over the empty chain, and once records and
+/// checkpoints follow (SQLite, verified offline).
+#[test]
+fn a_claimed_database_still_verifies() {
+    use assent_store::checkpoint::Due;
+    use assent_store::integrity::{VerifyOptions, verify_offline};
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000, crate::wire()).unwrap();
+    let opts = VerifyOptions {
+        public_key: None,
+        checkpoint_file: None,
+        archive_dirs: &[],
+    };
+    let rep = verify_offline(dir.path(), &opts).unwrap();
+    assert_eq!(rep.problem, None);
+    assert_eq!(rep.checkpoints, 0);
+    crate::pending(&s, 5, 1_000, 10_000, false);
+    let cp = s.checkpoint_if_due(Due::NOW, 2_000).unwrap().unwrap();
+    assert!(cp.seq > 0);
+    let rep = verify_offline(dir.path(), &opts).unwrap();
+    assert_eq!(rep.problem, None);
+    assert_eq!((rep.checkpoints, rep.unsigned_records), (1, 0));
+}
+
+/// Attack (found by review): `assent keys rotate-token-key` checked for a free
+/// `token-retired-<ms>.key` name, then renamed over it, and read the current key without
+/// keeping other rotations out. Rotations at once (eight, a few rounds, started together)
+/// replaced retired keys, and retired one current key twice while the key another had made
+/// was replaced unretired (its tokens then failed everywhere). Now every key that was current
+/// is kept: the one in `token.key`, or a retired file of its own holding it.
+#[test]
+fn token_key_rotations_run_at_once_lose_no_key() {
+    use assent_core::token::TokenSigner;
+    const N: usize = 8;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assent_store::keys::init(dir).unwrap();
+    let kid_of = |p: &std::path::Path| {
+        let seed: [u8; 32] = std::fs::read(p).unwrap().try_into().unwrap();
+        TokenSigner::from_seed(&seed).kid().to_string()
+    };
+    let mut current = vec![kid_of(&dir.join("token.key"))];
+    for _ in 0..4 {
+        let start = Arc::new(Barrier::new(N));
+        let done: Vec<_> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..N)
+                .map(|_| {
+                    let start = start.clone();
+                    s.spawn(move || {
+                        start.wait();
+                        assent_store::keys::rotate_token_key(dir).unwrap()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        current.extend(done.iter().map(|d| d.kid.clone()));
+        for d in &done {
+            assert_eq!(kid_of(&dir.join(&d.retired_file)), d.retired_kid);
+        }
+    }
+    let mut kept: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "key") && !p.ends_with("audit.key"))
+        .map(|p| kid_of(&p))
+        .collect();
+    kept.sort();
+    current.sort();
+    assert_eq!(kept, current, "every key that was current is kept, once");
+}
