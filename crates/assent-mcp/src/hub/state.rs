@@ -74,6 +74,9 @@ pub(super) fn shutting_down_error() -> rmcp::ErrorData {
 /// session's id: those are never empty and never start with a NUL).
 pub(super) const PROCESS_TASKS: &str = "\u{0}tasks";
 
+/// How many withdrawals [`Hub::client_gone`] has in flight at once (each a gateway request).
+const MAX_WITHDRAWING: usize = 16;
+
 /// A call under way in a client session, as [`Hub::client_gone`] stops it.
 struct SessionCall {
     id: u64,
@@ -216,10 +219,24 @@ impl Hub {
                 "an MCP client is gone: its calls under way are stopped"
             );
         }
-        for c in calls {
-            let why = "the MCP client disconnected";
-            super::stop::stop_unless_forwarded(&c.job, &c.held, &c.gw, why).await;
+        // Every call is marked stopped first (none is forwarded from now on), then their
+        // approvals are withdrawn, [`MAX_WITHDRAWING`] at a time. Found by review: withdrawn
+        // one after the other, each a gateway request (up to its busy timeout), a client gone
+        // with many held calls left the last ones open to an operator's approval for N round
+        // trips.
+        let why = "the MCP client disconnected";
+        let held: Vec<_> = calls
+            .into_iter()
+            .filter_map(|c| Some((super::stop::halt(&c.job, &c.held, why)?, c)))
+            .collect();
+        let mut withdrawing = tokio::task::JoinSet::new();
+        for (approval, c) in held {
+            while withdrawing.len() >= MAX_WITHDRAWING {
+                withdrawing.join_next().await;
+            }
+            withdrawing.spawn(super::stop::withdraw(&c.job, &c.gw, &approval, why));
         }
+        while withdrawing.join_next().await.is_some() {}
     }
 
     /// Waits, up to `bound`, for the proposals of every call still on its way to be answered

@@ -40,16 +40,41 @@ pub(super) fn stop_now(
     gw: &Gateway,
     why: &'static str,
 ) -> Option<impl Future<Output = ()> + Send + use<>> {
+    let approval = halt(job, held, why)?;
+    Some(withdraw(job, gw, &approval, why))
+}
+
+/// The first half of [`stop_now`], which makes no gateway call: the call is marked stopped
+/// ([`crate::kit::Hold::Cancelled`] (`why`), never forwarded from now on) unless it is being
+/// forwarded; one not held for an approval is aborted. `Some(approval)`: the approval it holds,
+/// still to be withdrawn ([`withdraw`]).
+pub(super) fn halt(
+    job: &tokio::task::AbortHandle,
+    held: &HoldState,
+    why: &'static str,
+) -> Option<String> {
     let was = crate::kit::cancel_unless_forwarded(held, why)?;
-    let Some(a) = was.approval() else {
+    let approval = was.approval();
+    if approval.is_none() {
         job.abort();
-        return None;
-    };
-    let withdrawn = gw.cancel(&a, why);
+    }
+    approval
+}
+
+/// The second half of [`stop_now`]: withdraws `approval` (on the gateway client's tracker,
+/// at once; the returned future ends with it), and aborts `job` if its wait has not ended
+/// [`SETTLE_AFTER_STOP`] later.
+pub(super) fn withdraw(
+    job: &tokio::task::AbortHandle,
+    gw: &Gateway,
+    approval: &str,
+    why: &'static str,
+) -> impl Future<Output = ()> + Send + use<> {
+    let withdrawn = gw.cancel(approval, why);
     let job = job.clone();
     tokio::spawn(async move {
         tokio::time::sleep(SETTLE_AFTER_STOP).await;
         job.abort();
     });
-    Some(withdrawn)
+    withdrawn
 }

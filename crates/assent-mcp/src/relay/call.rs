@@ -193,6 +193,41 @@ impl Relay {
     }
 }
 
+/// A cleared call (`cleared`, a [`Outcome::Forward`] with the arguments it would run with)
+/// whose arguments would take the bytes held for calls in flight past their bound (`why`,
+/// [`super::held::HeldGuard::resize`]): reported to the gateway as not run, then its client
+/// (or its task) answered with a JSON-RPC error ([`super::client::BUSY`]) saying why.
+async fn not_run_past_bound(
+    relay: &Relay,
+    id: &Value,
+    tool: &str,
+    cleared: Outcome,
+    task: Option<TaskDone>,
+    why: &str,
+) {
+    tracing::warn!(tool, reason = %why, "a cleared call was not run");
+    if let Outcome::Forward {
+        edited: Some(args),
+        approval_id,
+        ..
+    } = &cleared
+    {
+        let gw = &relay.state.gw;
+        gw.report_no_result(tool, args, approval_id.as_deref(), NOT_RUN)
+            .await;
+    }
+    match task {
+        Some(done) => {
+            let _ = done.send(Ok(denied_value(why)));
+        }
+        None => {
+            let code = rmcp::model::ErrorCode(super::client::BUSY);
+            let busy = rmcp::ErrorData::new(code, why.to_string(), None);
+            let _ = relay.to_client.send(reply(id, Err(busy)));
+        }
+    }
+}
+
 /// Removes the `waiting` entry of the call whose hold is `approval` under id `key`, and only
 /// its own (found by review): a client that cancelled a call may already have reused its id
 /// for a new one, whose entry must stay (its cancellation and the id check read it).
@@ -268,7 +303,7 @@ impl CallJob {
                 let (relay, key) = (self.relay.clone(), self.key.clone());
                 let approval = self.approval.clone();
                 drop(decide);
-                self.forward(edited, approval_id, task);
+                self.forward(edited, approval_id, task).await;
                 leave_waiting(&relay.state, &key, &approval);
             }
             Some(Outcome::AskClient {
@@ -439,7 +474,7 @@ impl CallJob {
     /// with the operator's `edited` arguments when there are any, and registers it for its
     /// result. A call that became a task is sent under an
     /// id of the proxy's own (`assent-task-ID`): the client was answered with the task.
-    fn forward(
+    async fn forward(
         self,
         edited: Option<Value>,
         approval_id: Option<String>,
@@ -472,6 +507,22 @@ impl CallJob {
             }
             None => (None, key),
         };
+        // What is kept of the call until its result comes is the text of the arguments it ran
+        // with, and that is what it counts from now on (the line to the upstream is its
+        // queue's to count).
+        // Found by review: an operator's edit could make that more than the call counted, and
+        // pushed the total past the bound; an edit that would is not run, and said so.
+        let arguments = run_with.to_string();
+        if let Err(why) = held.resize(arguments.len().saturating_add(tool.len())) {
+            drop((arguments, held, msg));
+            let cleared = Outcome::Forward {
+                edited: Some(run_with),
+                output_limit: None,
+                approval_id,
+            };
+            return not_run_past_bound(&relay, &id, &tool, cleared, task, &why).await;
+        }
+        drop(run_with);
         // Never in place of another call's entry (its answer would be recorded and held as
         // this one's): the id checks keep an id in flight from being reused, and this one
         // fails closed should they ever miss one.
@@ -490,12 +541,6 @@ impl CallJob {
             }
             return;
         }
-        // What is kept of the call until its result comes is the text of the arguments it ran
-        // with, and that is what it counts from now on (the line to the upstream is its
-        // queue's to count).
-        let arguments = run_with.to_string();
-        drop(run_with);
-        held.resize(arguments.len().saturating_add(tool.len()));
         forwarded.insert(
             key,
             Forwarded {

@@ -31,6 +31,11 @@ impl Relay {
         if line.trim().is_empty() {
             return;
         }
+        // Weighed before it is parsed (`super::weigh`): one too heavy is never built whole.
+        let weight = super::weigh::raw_weight(line.as_bytes());
+        if weight > super::weigh::MAX_LINE_WEIGHT {
+            return self.refuse_heavy(&line, weight);
+        }
         // Fail closed: a line we cannot parse is never forwarded, since a more lenient
         // upstream parser might read a tools/call in it that was never gated; nor is one
         // that two parsers could read differently (a duplicate key, a number a double
@@ -98,6 +103,41 @@ impl Relay {
             json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": why}})
                 .to_string(),
         );
+    }
+
+    /// A client line of `weight` past [`super::weigh::MAX_LINE_WEIGHT`], never parsed whole
+    /// (only its id and method are read, [`super::weigh::envelope`]) and never forwarded or
+    /// gated: a request is answered `-32600` naming the bound (under `null` when its id cannot
+    /// be read), an answer to a request of the upstream's or the proxy's own is passed on as
+    /// an error under its id (so that nothing waits for it), and a notification is dropped
+    /// with a warning.
+    fn refuse_heavy(&self, line: &str, weight: usize) {
+        use super::weigh::{Envelope, Id};
+        let why = super::weigh::too_heavy(weight);
+        tracing::warn!(weight, "refused a client line too heavy to parse");
+        let error = |id: &Value| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}});
+        match super::weigh::envelope(line.as_bytes()) {
+            Some(Envelope {
+                id: Id::Absent,
+                method: true,
+            }) => tracing::warn!("dropped a client notification too heavy to parse"),
+            Some(Envelope {
+                id: Id::Is(id),
+                method: false,
+            }) => self.on_client_answer(error(&id)),
+            Some(Envelope { method: false, .. }) => {
+                tracing::warn!("dropped a client answer too heavy to parse");
+            }
+            Some(Envelope {
+                id: Id::Is(id),
+                method: true,
+            }) => {
+                let _ = self.to_client.send(error(&id).to_string());
+            }
+            Some(Envelope { id: Id::Odd, .. }) | None => {
+                let _ = self.to_client.send(error(&Value::Null).to_string());
+            }
+        }
     }
 
     /// The client's answer `msg` (no method) to a request: to one of the proxy's own

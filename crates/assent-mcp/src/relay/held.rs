@@ -9,7 +9,10 @@
 //! a call that would take the total past [`MAX_HELD_BYTES`] is answered at once with a
 //! JSON-RPC error saying so ([`super::client::BUSY`]), never gated. A call alone is always
 //! taken (nothing else held), so that no call is refused for its size alone: the line bound
-//! (16 MiB) bounds it. Found by review: a call held for a
+//! (16 MiB) bounds it, and a line weighing more than the bound is refused before it is
+//! parsed (`super::weigh`). A call forwarded with an operator's edit counts the edited
+//! arguments it keeps, and one that would take the total past the bound beside other calls
+//! is not run ([`HeldGuard::resize`]). Found by review: a call held for a
 //! human keeps its request (arguments and all, up to the 16 MiB line bound) in memory, and
 //! only the number of calls in flight was bounded (256), so a client sending 256 calls of
 //! 16 MiB pinned 4 GiB — the gateway refuses arguments over `max_arguments_bytes` only once
@@ -82,18 +85,31 @@ impl HeldBytes {
 
 impl HeldGuard {
     /// Counts `len` bytes for this call from now on, in place of what it counted (what the
-    /// relay keeps of a forwarded call is less than the call it read). Never refused: a call
-    /// forwarded with an operator's edit may count more than it did (its arguments bounded by
-    /// the gateway's `max_arguments_bytes`), and later calls wait for it to be answered.
-    pub(super) fn resize(&mut self, len: usize) {
-        let (was, now) = (self.len, len);
-        let _ = self
-            .of
+    /// relay keeps of a forwarded call: the text of the arguments it runs with). Less is always
+    /// taken; more is refused (`Err(why)`, nothing changed) when it would take the total past
+    /// the bound and other calls hold bytes too, as [`HeldBytes::take`] refuses a new call.
+    /// Found by review: a call forwarded with an operator's edit kept the edited arguments
+    /// (up to the gateway's `max_arguments_bytes`, 64 MiB at most, each) and counted them
+    /// whatever the total, so edits could push it past the bound.
+    pub(super) fn resize(&mut self, len: usize) -> Result<(), String> {
+        let was = self.len;
+        let max = self.of.max;
+        self.of
             .used
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
-                Some(u.saturating_sub(was).saturating_add(now))
-            });
+                let others = u.saturating_sub(was);
+                let after = others.saturating_add(len);
+                (len <= was || after <= max || others == 0).then_some(after)
+            })
+            .map_err(|u| {
+                format!(
+                    "assent: the calls in flight hold {} bytes of the {} MiB bound on the bytes held for calls in flight, and this call as approved ({len} bytes) would exceed it; it was not run: send it again once some are answered",
+                    u.saturating_sub(was),
+                    max >> 20
+                )
+            })?;
         self.len = len;
+        Ok(())
     }
 }
 
@@ -153,10 +169,31 @@ mod tests {
         let held = HeldBytes::new(100);
         let mut a = held.take(90).unwrap();
         assert!(held.take(20).is_err());
-        a.resize(30);
+        a.resize(30).unwrap();
         assert_eq!(held.used(), 30);
         let b = held.take(70).unwrap();
         drop((a, b));
+        assert_eq!(held.used(), 0);
+    }
+
+    /// Attack (memory): an operator's edit makes a held call larger as it is forwarded. It
+    /// grows within the bound, or past it when it is alone; past it beside other calls it is
+    /// refused with why, and nothing changes.
+    #[test]
+    fn a_guard_grows_past_the_bound_only_alone() {
+        let held = HeldBytes::new(100);
+        let mut a = held.take(10).unwrap();
+        a.resize(60).unwrap();
+        let mut b = held.take(30).unwrap();
+        let why = b.resize(50).expect_err("past the bound beside another");
+        assert!(why.contains("hold 60 bytes"), "{why}");
+        assert!(why.contains("as approved (50 bytes)"), "{why}");
+        assert_eq!(held.used(), 90, "a refused growth changes nothing");
+        b.resize(40).unwrap();
+        drop(a);
+        b.resize(500).unwrap();
+        assert_eq!(held.used(), 500);
+        drop(b);
         assert_eq!(held.used(), 0);
     }
 }

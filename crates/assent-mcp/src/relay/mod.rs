@@ -19,6 +19,7 @@ mod pins;
 mod state;
 mod tasks;
 mod upstream;
+mod weigh;
 mod words;
 
 use crate::kit::ProxyConfig;

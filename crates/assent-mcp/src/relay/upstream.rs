@@ -170,6 +170,11 @@ impl UpstreamSide {
         if line.trim().is_empty() {
             return None;
         }
+        // Weighed before it is parsed (`super::weigh`): one too heavy is never built whole.
+        let weight = super::weigh::raw_weight(line.as_bytes());
+        if weight > super::weigh::MAX_LINE_WEIGHT {
+            return self.refuse_heavy(line, weight);
+        }
         let why = match assent_core::json::parse_value(line.as_bytes()) {
             Ok(v) if v.is_object() => return Some(v),
             Ok(_) => "not one JSON-RPC message (a batch?)".to_string(),
@@ -180,6 +185,35 @@ impl UpstreamSide {
         let id = lenient
             .get("id")
             .filter(|_| lenient.get("method").is_none())?;
+        Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+            "message": format!("assent: the upstream's answer was refused: {why}")}}))
+    }
+
+    /// An upstream line of `weight` past [`super::weigh::MAX_LINE_WEIGHT`], never parsed
+    /// whole (only its id and method are read, [`super::weigh::envelope`]) and never relayed:
+    /// an answer becomes a JSON-RPC error under its id naming the bound (so whoever waits for
+    /// it learns why, and a forwarded call has it reported as its result); a request of the
+    /// upstream's is answered with that error, when its queue has room; anything else is
+    /// dropped with a warning.
+    fn refuse_heavy(&self, line: &str, weight: usize) -> Option<Value> {
+        use super::weigh::{Envelope, Id};
+        let why = super::weigh::too_heavy(weight);
+        tracing::warn!(weight, "refused an upstream line too heavy to parse");
+        let (id, method) = match super::weigh::envelope(line.as_bytes()) {
+            Some(Envelope {
+                id: Id::Is(id),
+                method,
+            }) => (id, method),
+            _ => return None,
+        };
+        if method {
+            let error =
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}});
+            if let Some(up) = self.to_upstream.upgrade().filter(|u| !u.full()) {
+                let _ = up.send(error.to_string());
+            }
+            return None;
+        }
         Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
             "message": format!("assent: the upstream's answer was refused: {why}")}}))
     }

@@ -32,6 +32,7 @@ mod mcp_methods;
 mod mcp_not_run;
 mod mcp_relay_bounds;
 mod mcp_relay_cancel;
+mod mcp_relay_parse;
 mod mcp_relay_results;
 mod mcp_server_words;
 mod mcp_upstream_attacks;

@@ -113,7 +113,7 @@ fn held_calls_of_zeros_are_weighed_parsed_and_the_proxy_memory_stays_bounded() {
         "max_arguments_bytes: 4194304\n",
     );
     let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
-    let zeros = format!("[{}0]", "0,".repeat(1 << 20));
+    let zeros = format!("[{}0]", "0,".repeat(900_000));
     for i in 0..6 {
         let call = format!(
             r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"echo","arguments":{{"n":{i},"z":{zeros}}}}}}}"#

@@ -1,0 +1,239 @@
+//! A line weighed before it is parsed ([`raw_weight`]), and what is read of one too heavy to
+//! parse ([`envelope`]). Found by review: both readers parsed each line (up to the 16 MiB line
+//! bound) into a `serde_json::Value` before any bound was checked, and `[0,0,…]` parsed holds
+//! some 33 times its text: one line of 16 MiB, from the client or the upstream, made the proxy
+//! build half a gigabyte. Now a line whose weight passes [`MAX_LINE_WEIGHT`] (what the relay
+//! may hold for calls in flight, `super::held::MAX_HELD_BYTES`) is never parsed whole: only its
+//! `id` and whether it has a `method` are read (the rest skipped with serde's `IgnoredAny`,
+//! which builds nothing), so that a request is answered with an error naming the bound, an
+//! answer refused under its id, and anything else dropped with a warning; it is never
+//! forwarded or gated.
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// The most a line may weigh ([`raw_weight`]) to be parsed: 64 MiB, the bound on the bytes
+/// held for a client's calls in flight (`super::held::MAX_HELD_BYTES`), so that no line makes
+/// the relay build more than it may hold.
+pub(super) const MAX_LINE_WEIGHT: usize = super::held::MAX_HELD_BYTES;
+
+/// About what `crate::kit::json_weight` gives for the value `text` parses to, computed from
+/// the text in one pass without parsing it: the text's bytes outside whitespace, plus 32 for
+/// each piece serde_json would write for the value (a bracket, a comma or a colon, a scalar, a
+/// string's two quotes and its content, an escape). Not exact (an escape written shorter, a
+/// number written longer), but within a few bytes a piece, and never fooled by a text that
+/// is not JSON: such a text weighs what its bytes and pieces do, and is refused all the same.
+pub(super) fn raw_weight(text: &[u8]) -> usize {
+    const PIECE: usize = 32;
+    let (mut bytes, mut pieces) = (0usize, 0usize);
+    let (mut in_str, mut escaped, mut in_scalar) = (false, false, false);
+    for &b in text {
+        if in_str {
+            bytes += 1;
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                // The escape, and the run of text after it.
+                escaped = true;
+                pieces += 2;
+            } else if b == b'"' {
+                in_str = false;
+                pieces += 1;
+            }
+            continue;
+        }
+        match b {
+            b' ' | b'\t' | b'\n' | b'\r' => in_scalar = false,
+            b'"' => {
+                // The opening quote and the string's text.
+                (in_str, in_scalar) = (true, false);
+                bytes += 1;
+                pieces += 2;
+            }
+            b'[' | b']' | b'{' | b'}' | b',' | b':' => {
+                in_scalar = false;
+                bytes += 1;
+                pieces += 1;
+            }
+            _ => {
+                bytes += 1;
+                if !in_scalar {
+                    in_scalar = true;
+                    pieces += 1;
+                }
+            }
+        }
+    }
+    bytes.saturating_add(pieces.saturating_mul(PIECE))
+}
+
+/// Why a line of `weight` was refused unparsed (the words of the error that answers it).
+pub(super) fn too_heavy(weight: usize) -> String {
+    format!(
+        "assent: a line weighing {weight} bytes parsed (its text plus 32 bytes a value) was refused unread: past the {} MiB bound on what the proxy holds for calls in flight",
+        MAX_LINE_WEIGHT >> 20
+    )
+}
+
+/// What is read of a line too heavy to parse: its `id` and whether it has a `method`.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Envelope {
+    /// The line's `id`.
+    pub(super) id: Id,
+    /// Whether it has a `method` (not `null`): a request or a notification.
+    pub(super) method: bool,
+}
+
+/// A line's `id`, as [`envelope`] reads it.
+#[derive(Debug, Default, PartialEq)]
+pub(super) enum Id {
+    /// No `id`: a notification (or an answer under none).
+    #[default]
+    Absent,
+    /// A string, a number or `null`: what an answer is sent under.
+    Is(Value),
+    /// Another value (an array, an object, a boolean): no id to answer under.
+    Odd,
+}
+
+/// Reads `id` and `method` of the JSON object `text`, skipping every other value unbuilt
+/// (serde's `IgnoredAny`); `None` when `text` is no JSON object, or names a key twice.
+pub(super) fn envelope(text: &[u8]) -> Option<Envelope> {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let env = de.deserialize_map(EnvelopeVisitor).ok()?;
+    de.end().ok()?;
+    Some(env)
+}
+
+struct EnvelopeVisitor;
+
+impl<'de> Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+        let mut env = Envelope::default();
+        let (mut seen_id, mut seen_method) = (false, false);
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let seen = match key.as_ref() {
+                "id" => {
+                    env.id = map.next_value_seed(IdSeed)?;
+                    &mut seen_id
+                }
+                "method" => {
+                    env.method = map.next_value::<Option<IgnoredAny>>()?.is_some();
+                    &mut seen_method
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if std::mem::replace(seen, true) {
+                return Err(serde::de::Error::custom("a key named twice"));
+            }
+        }
+        Ok(env)
+    }
+}
+
+/// Reads an `id` value: a string, a number or `null` kept, anything else skipped unbuilt.
+struct IdSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for IdSeed {
+    type Value = Id;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Id, D::Error> {
+        d.deserialize_any(IdVisitor)
+    }
+}
+
+struct IdVisitor;
+
+impl<'de> Visitor<'de> for IdVisitor {
+    type Value = Id;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an id")
+    }
+    fn visit_unit<E>(self) -> Result<Id, E> {
+        Ok(Id::Is(Value::Null))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Id, E> {
+        Ok(Id::Odd)
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Id, E> {
+        Ok(Id::Is(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Id, E> {
+        Ok(Id::Is(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Id, E> {
+        Ok(Id::Is(v.into()))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Id, E> {
+        Ok(Id::Is(v.into()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Id, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Id::Odd)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Id, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Id::Odd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The raw weight follows `json_weight` of what the text parses to, within a few bytes a
+    /// value, for the shapes a line takes: zeros, strings with escapes, nested objects,
+    /// literals, and whitespace (not counted).
+    #[test]
+    fn a_lines_raw_weight_is_about_its_parsed_weight() {
+        let zeros = format!("[{}0]", "0,".repeat(10_000));
+        let texts = [
+            zeros.as_str(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":[0,1,2],"s":"a\nb\"c","t":true,"n":null,"f":-1.5}}}"#,
+            "{ \"a\" : [ 1 , 2 ] ,\n \"b\" : { } , \"c\" : [ ] , \"d\" : \"\" }",
+        ];
+        for text in texts {
+            let v: Value = serde_json::from_str(text).unwrap();
+            let (raw, parsed) = (raw_weight(text.as_bytes()), crate::kit::json_weight(&v));
+            assert!(
+                raw >= parsed && raw <= parsed + parsed / 8,
+                "{raw} for {parsed}: {text:.80}"
+            );
+        }
+        assert!(raw_weight(zeros.as_bytes()) > 30 * zeros.len());
+    }
+
+    /// Attack (memory): a line too heavy to parse is read for its id and method only; every
+    /// shape of id is read or skipped, and a text that is no object, or names `id` twice,
+    /// gives nothing.
+    #[test]
+    fn the_envelope_reads_id_and_method_only() {
+        let zeros = format!("[{}0]", "0,".repeat(1000));
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{{"arguments":{{"z":{zeros}}}}}}}"#
+        );
+        let env = envelope(call.as_bytes()).unwrap();
+        assert_eq!((env.id, env.method), (Id::Is(json!("big")), true));
+        let answer = format!(r#"{{"result":{zeros},"id":7,"jsonrpc":"2.0"}}"#);
+        let env = envelope(answer.as_bytes()).unwrap();
+        assert_eq!((env.id, env.method), (Id::Is(json!(7)), false));
+        let note = format!(r#"{{"method":"n","params":{zeros}}}"#);
+        assert_eq!(envelope(note.as_bytes()).unwrap().id, Id::Absent);
+        let odd = format!(r#"{{"id":{zeros},"method":"m"}}"#);
+        assert_eq!(envelope(odd.as_bytes()).unwrap().id, Id::Odd);
+        for bad in [zeros.as_str(), r#"{"id":1,"id":2}"#, r#"{"id":1"#, "{} {}"] {
+            assert_eq!(envelope(bad.as_bytes()), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! What the MCP front ends build before a bound is checked, and how long they take to let go:
+//! a line too heavy to parse (from the client or the upstream) is refused unread, an
+//! operator's edit cannot push the stdio proxy's held bytes past their bound, and the stdio
+//! hub withdraws a vanished client's held calls side by side, not one after the other.
+
+use crate::hub_kit::{hub_command, hub_gateway, hub_gateway_with, py_text, py_upstream, within};
+use crate::mcp_held_settle::{KEY, answer, stdio_proxy};
+use crate::spawn_piped;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// The peak resident memory of process `pid` (`VmHWM`, from `/proc`), in bytes.
+fn peak_rss(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// What the proxy's peak memory may reach in these tests: 200 MiB (a line of 16 MiB of zeros
+/// parsed took some 0.5 GiB).
+const PEAK: usize = 200 << 20;
+
+/// A `tools/list` line for [`py_upstream`]: `names`, any object as input.
+fn py_list(names: &[&str]) -> String {
+    let tools: Vec<_> = names
+        .iter()
+        .map(|n| json!({"name": n, "description": format!("{n}."), "inputSchema": {"type": "object"}}))
+        .collect();
+    format!("        r={}", json!({"tools": tools}))
+}
+
+/// Attack (memory, found by review): a client sends one line of nearly 16 MiB (within the line
+/// bound) whose arguments are `[0,0,…]`, which the proxy parsed whole before weighing it: some
+/// 0.5 GiB. Weighed first, it is refused unread under its own id (`-32600`, naming the bound)
+/// and the proxy's peak memory stays under 200 MiB; a legitimate call of 10 MiB (a string: its
+/// weight within the bound) still runs.
+#[test]
+fn a_client_line_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays_small() {
+    let source = py_upstream(&py_list(&["read"]), &py_text("done"));
+    let (_gw, server) = hub_gateway_with(
+        KEY,
+        &[("up", Some("[read]"), &source)],
+        "max_arguments_bytes: 16777216\n",
+    );
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let zeros = format!("[{}0]", "0,".repeat((8 << 20) - 1000));
+    let heavy = format!(
+        r#"{{"jsonrpc":"2.0","id":"heavy","method":"tools/call","params":{{"name":"read","arguments":{{"a":{zeros}}}}}}}"#
+    );
+    assert!(heavy.len() < 16 << 20, "{}", heavy.len());
+    writeln!(stdin, "{heavy}").unwrap();
+    drop((heavy, zeros));
+    let r = answer(&lines, &json!("heavy"));
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let why = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("refused unread"), "{r}");
+    let peak = peak_rss(proxy.id());
+    assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
+    let big = json!({"jsonrpc": "2.0", "id": "big", "method": "tools/call",
+                     "params": {"name": "read", "arguments": {"s": "x".repeat(10 << 20)}}});
+    writeln!(stdin, "{big}").unwrap();
+    let r = answer(&lines, &json!("big"));
+    assert!(r.to_string().contains("done"), "{r:.300}");
+    drop(stdin);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
+/// Attack (memory, found by review): an upstream answers a forwarded call with one line of
+/// nearly 16 MiB of `[0,0,…]`, which the proxy parsed whole (some 0.5 GiB) before anything
+/// bounded it. Weighed first, it is refused unread: the client gets a JSON-RPC error under its
+/// call's id naming the bound, and the proxy's peak memory stays under 200 MiB.
+#[test]
+fn an_upstream_result_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays_small() {
+    let call = r#"        print(json.dumps({"jsonrpc":"2.0","id":i,"result":{"content":[],"z":[0]*((8<<20)-1000)}},separators=(",",":")),flush=True); continue"#;
+    let source = py_upstream(&py_list(&["zeros"]), call);
+    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[zeros]"), &source)]);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let call = json!({"jsonrpc": "2.0", "id": "z", "method": "tools/call",
+                      "params": {"name": "zeros", "arguments": {}}});
+    writeln!(stdin, "{call}").unwrap();
+    let r = answer(&lines, &json!("z"));
+    assert_eq!(r["error"]["code"], -32603, "{r:.300}");
+    let why = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("refused unread"), "{r:.300}");
+    let peak = peak_rss(proxy.id());
+    assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
+    drop(stdin);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
+/// Attack (memory, found by review): an operator's edit grew a held call as it was forwarded,
+/// and the proxy counted the edited arguments whatever the total, so edits pushed the bytes
+/// held for calls in flight past their 64 MiB bound. A call holding some 57 MiB (zeros) and a
+/// small one are held; the small one approved with 8 MiB of edited arguments would pass the
+/// bound beside the first: it is not run, its client told why (`-32000`), and it is recorded
+/// as not run.
+#[test]
+fn an_operators_edit_past_the_held_bytes_bound_is_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("ran");
+    let call = format!(
+        "        open({mark:?},'a').write('x\\n')\n{}",
+        py_text("done")
+    );
+    let source = py_upstream(&py_list(&["echo"]), &call);
+    let (_gw, server) = hub_gateway_with(
+        KEY,
+        &[("up", Some("[{name: echo, approval: true}]"), &source)],
+        "max_arguments_bytes: 16777216\n",
+    );
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let zeros = format!("[{}0]", "0,".repeat(900_000));
+    let first = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"z":{zeros}}}}}}}"#
+    );
+    writeln!(stdin, "{first}").unwrap();
+    // Held one after the other, so that the small one is the newest (listed first).
+    let pending = || {
+        let list = crate::get_op(&server.url, "/v1/approvals?status=pending&limit=1");
+        list["approvals"][0]["id"].as_str().map(str::to_string)
+    };
+    let zeros_held = within(120, "the call of zeros was never held", pending);
+    let small = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "echo", "arguments": {"n": 2}}});
+    writeln!(stdin, "{small}").unwrap();
+    let id = within(60, "the small call was never held", || {
+        pending().filter(|id| *id != zeros_held)
+    });
+    let edit = json!({"decision": "approve", "arguments": {"s": "x".repeat(8 << 20)}});
+    let decided = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/approvals/{id}/decision", server.url))
+        .bearer_auth(crate::OP_KEY)
+        .json(&edit)
+        .send()
+        .unwrap();
+    assert!(decided.status().is_success(), "{:?}", decided.text());
+    let r = answer(&lines, &json!(2));
+    assert_eq!(r["error"]["code"], -32000, "{r:.300}");
+    let why = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("as approved") && why.contains("not run"),
+        "{r:.300}"
+    );
+    assert!(!mark.exists(), "the upstream ran the edited call");
+    drop(stdin);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
+/// A child process killed (and reaped) when dropped, a test's panic included.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An HTTP proxy (Python) in front of the gateway at `url` that holds every withdrawal
+/// (`POST …/cancel`) 2 s before passing it on: a slow gateway. Its process and URL.
+fn slow_withdrawals(url: &str) -> (KillOnDrop, String) {
+    let source = r#"import sys,time,urllib.request,urllib.error
+from http.server import ThreadingHTTPServer,BaseHTTPRequestHandler
+up=sys.argv[1]
+class H(BaseHTTPRequestHandler):
+    def log_message(self,*a): pass
+    def go(self):
+        n=int(self.headers.get("content-length") or 0)
+        body=self.rfile.read(n) if n else None
+        if self.path.split("?")[0].endswith("/cancel"): time.sleep(2)
+        req=urllib.request.Request(up+self.path,data=body,method=self.command)
+        for k in ("authorization","content-type","accept"):
+            if self.headers.get(k): req.add_header(k,self.headers[k])
+        try: r=urllib.request.urlopen(req,timeout=120); code=r.status
+        except urllib.error.HTTPError as e: r=e; code=e.code
+        data=r.read()
+        self.send_response(code)
+        self.send_header("content-type",r.headers.get("content-type","application/json"))
+        self.send_header("content-length",str(len(data)))
+        self.end_headers(); self.wfile.write(data)
+    do_GET=go; do_POST=go; do_PUT=go; do_DELETE=go
+s=ThreadingHTTPServer(("127.0.0.1",0),H)
+print(s.server_address[1],flush=True)
+s.serve_forever()
+"#;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", source, url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}", port.trim());
+    (KillOnDrop(child), url)
+}
+
+/// Attack (on availability, found by review): the stdio hub withdrew a vanished client's held
+/// calls one after the other, each a gateway request, so with many held calls (and a slow
+/// gateway: 2 s a withdrawal here) the last stayed open to an operator's approval for N round
+/// trips — 16 s for 8 calls. They are withdrawn side by side: all 8 within 9 s.
+#[test]
+fn a_stdio_hub_client_gone_with_many_held_calls_has_them_withdrawn_side_by_side() {
+    let list = r#"        r={"tools":[{"name":"pay","description":"pay.","inputSchema":{"type":"object"}}]}"#;
+    let source = py_upstream(list, &py_text("paid"));
+    let (dir, server) = hub_gateway(
+        KEY,
+        &[("bank", Some("[{name: pay, approval: true}]"), &source)],
+    );
+    let (slow, slow_url) = slow_withdrawals(&server.url);
+    let mut cmd = hub_command(&server.url, KEY, dir.path());
+    cmd.env("ASSENT_URL", &slow_url);
+    let (mut hub, mut stdin, out) = spawn_piped(&mut cmd);
+    let lines = crate::hub_kit::lines_of(out);
+    crate::mcp_held_settle::handshake(&mut stdin, &lines);
+    let n = 8;
+    for i in 0..n {
+        let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                          "params": {"name": "bank__pay", "arguments": {"n": i}}});
+        writeln!(stdin, "{call}").unwrap();
+    }
+    let pending = |status: &str| -> Vec<Value> {
+        let list = crate::get_op(&server.url, &format!("/v1/approvals?status={status}"));
+        list["approvals"].as_array().cloned().unwrap_or_default()
+    };
+    within(60, "the calls were never all held", || {
+        (pending("pending").len() == n).then_some(())
+    });
+    let gone = Instant::now();
+    drop(stdin);
+    within(
+        9,
+        "the held calls were not all withdrawn within 9 s",
+        || (pending("cancelled").len() == n).then_some(()),
+    );
+    let took = gone.elapsed();
+    assert!(took < Duration::from_secs(9), "{took:?}");
+    within(60, "the hub never ended", || hub.try_wait().unwrap());
+    drop(slow);
+    drop(server);
+}
