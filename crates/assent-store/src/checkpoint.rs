@@ -355,20 +355,23 @@ impl Store {
 /// taken (by another key's claim, say): returns whether it was stored. Errors: the database's.
 pub(crate) fn store_claim(conn: Conn<'_>, key: &SigningKey, now: i64) -> db::Result<bool> {
     let cp = sign(key, 0, audit::GENESIS, 0, now);
-    let n = conn.execute(
-        &format!(
-            "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT (seq) DO NOTHING"
-        ),
-        params![
-            cp.seq,
-            cp.head_hash,
-            cp.record_count,
-            cp.time,
-            cp.public_key,
-            cp.signature
-        ],
-    )?;
-    Ok(n == 1)
+    Ok(insert(conn, &cp, "ON CONFLICT (seq) DO NOTHING")? == 1)
+}
+
+/// Inserts checkpoint `cp` into `audit_checkpoints`, `then` appended to the statement (a
+/// conflict clause, or nothing): the rows inserted. Errors: the database's.
+fn insert(conn: Conn<'_>, cp: &Checkpoint, then: &str) -> db::Result<usize> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6) {then}"
+    ))?
+    .execute(params![
+        cp.seq,
+        cp.head_hash,
+        cp.record_count,
+        cp.time,
+        cp.public_key,
+        cp.signature
+    ])
 }
 
 /// Appends `cp` as one JSON line to `path`, opened with `O_APPEND` (created 0600 when
@@ -484,17 +487,7 @@ fn sign_due(
     let count: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get::<i64>(0))?
         + audit::anchor(conn)?.0;
     let cp = sign(key, seq, &hash, count, now);
-    conn.prepare_cached(&format!(
-        "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6)"
-    ))?
-    .execute(params![
-        cp.seq,
-        cp.head_hash,
-        cp.record_count,
-        cp.time,
-        cp.public_key,
-        cp.signature
-    ])?;
+    insert(conn, &cp, "")?;
     Ok(Some(cp))
 }
 
