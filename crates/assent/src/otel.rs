@@ -6,10 +6,18 @@
 //! compression) from `OTEL_EXPORTER_OTLP_*`, the batch processor from `OTEL_BSP_*`, the
 //! resource from `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` (service name `assent` when
 //! unset). W3C Trace Context is then the propagator (`traceparent`, `tracestate`).
+//!
+//! The exporter's HTTP client is built here ([`exporter_client`]): it follows no redirect,
+//! and reaches a collector on this machine without the environment's proxies. Found by
+//! review: the exporter's own client honoured `HTTP_PROXY`/`ALL_PROXY` for a collector at
+//! `http://localhost:4318` too, so every span and `OTEL_EXPORTER_OTLP_HEADERS` (often the
+//! collector's API key) went in clear text to the proxy; and it followed redirects, taking
+//! those headers wherever a collector's answer pointed.
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::sync::OnceLock;
+use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -28,8 +36,10 @@ fn wanted() -> bool {
 
 /// The OTLP/HTTP tracer provider the variables describe; `Err` says why it cannot be built.
 fn provider() -> Result<SdkTracerProvider, String> {
+    use opentelemetry_otlp::WithHttpConfig as _;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
+        .with_http_client(exporter_client()?)
         .build()
         .map_err(|e| e.to_string())?;
     let mut resource = opentelemetry_sdk::Resource::builder();
@@ -40,6 +50,52 @@ fn provider() -> Result<SdkTracerProvider, String> {
         .with_batch_exporter(exporter)
         .with_resource(resource.build())
         .build())
+}
+
+/// The endpoint the exporter sends spans to, as opentelemetry-otlp 0.33 resolves it:
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`, else
+/// `http://localhost:4318` (an empty variable counts as unset).
+fn traces_endpoint() -> String {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ]
+    .iter()
+    .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    .unwrap_or_else(|| "http://localhost:4318".into())
+}
+
+/// The exporter's timeout per request, as opentelemetry-otlp 0.33 resolves it (its own
+/// client is not built when one is given): `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else
+/// `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else 10 s.
+fn traces_timeout() -> Duration {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()))
+    .map_or(Duration::from_secs(10), Duration::from_millis)
+}
+
+/// The exporter's blocking HTTP client: no redirects, [`traces_timeout`], and without the
+/// environment's proxies when [`traces_endpoint`] is on this machine
+/// (`assent_api::loopback_host`; other hosts keep them). Built on a thread of its own, as the
+/// exporter builds its default one (a blocking client must not be built or dropped inside
+/// an async runtime); `Err` says why it could not be built.
+fn exporter_client() -> Result<reqwest13::blocking::Client, String> {
+    let loopback = reqwest13::Url::parse(traces_endpoint().trim())
+        .is_ok_and(|u| assent_api::loopback_host(&u));
+    let timeout = traces_timeout();
+    std::thread::spawn(move || {
+        let b = reqwest13::blocking::Client::builder()
+            .redirect(reqwest13::redirect::Policy::none())
+            .timeout(timeout);
+        if loopback { b.no_proxy() } else { b }.build()
+    })
+    .join()
+    .map_err(|_| "building the OTLP HTTP client panicked".to_string())?
+    .map_err(|e| format!("the OTLP HTTP client: {e}"))
 }
 
 /// Logs to stderr at `default` level unless `ASSENT_LOG` gives a filter (colour only on a

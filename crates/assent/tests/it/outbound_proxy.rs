@@ -37,19 +37,28 @@ struct Recorder {
 
 impl Recorder {
     fn start(status: &'static str) -> Self {
+        Self::answering(status, |_| String::new())
+    }
+
+    /// [`Recorder::start`], answering every request with the JSON `body` gives for its own
+    /// URL (`http://127.0.0.1:PORT`).
+    fn answering(status: &'static str, body: impl FnOnce(&str) -> String) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
+        let body = body(&format!("http://127.0.0.1:{port}"));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = seen.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
                 let record = record.clone();
+                let body = body.clone();
                 std::thread::spawn(move || {
                     let text = read_request(&mut conn);
                     record.lock().unwrap().push(text);
                     let answer = format!(
-                        "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
                     );
                     let _ = conn.write_all(answer.as_bytes());
                 });
@@ -394,5 +403,109 @@ fn a_loopback_mcp_upstreams_token_and_calls_never_go_through_an_environment_prox
                 .iter()
                 .all(|a| *a == format!("Bearer {UPSTREAM_TOKEN}")),
         "the upstream was not sent its token directly: {auth:?}"
+    );
+}
+
+/// Found by review (R18): the single sign-on client chose direct-or-proxied once, from the
+/// issuer, though discovery names the other URLs (`jwks_uri`, the token endpoint): a loopback
+/// issuer naming a remote endpoint had the gateway reach it directly, skipping the proxy that
+/// may be the only way out (and, the other way round, a remote issuer naming
+/// `http://127.0.0.1/token` sent the client secret in clear text to the proxy — the unit test
+/// in `dashboard::oidc::fetch`). Each request now picks by its own URL: discovery reaches the
+/// loopback issuer directly, the remote `jwks_uri` goes through the proxy.
+#[test]
+fn a_remote_endpoint_named_by_a_loopback_sign_in_provider_still_goes_through_the_proxy() {
+    let proxy = Recorder::start("502 Bad Gateway");
+    let remote = "keys.example.invalid";
+    let issuer = Recorder::answering("200 OK", |url| {
+        json!({
+            "issuer": url,
+            "authorization_endpoint": format!("{url}/authorize"),
+            "token_endpoint": format!("https://{remote}/token"),
+            "jwks_uri": format!("https://{remote}/jwks"),
+            "response_types_supported": ["code"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+        })
+        .to_string()
+    });
+    let issuer_url = issuer.url();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let oidc = format!(
+        "oidc:\n  issuer: {issuer_url}\n  client_id: assent\n  client_secret_env: TEST_OIDC_SECRET\n  roles_claim: groups\n  redirect_url: http://127.0.0.1:{port}/ui/oidc/callback\n"
+    );
+    let cfg = write_config(dir.path(), port, &oidc);
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env("TEST_OIDC_SECRET", HOOK_SECRET);
+    through_proxy(&mut cmd, &proxy.url());
+    let server = serve_with(cmd, port);
+    // Discovery fetches the document, then the keys at `jwks_uri` (the proxy answers 502).
+    let _ = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/ui/oidc/start", server.url))
+        .send()
+        .unwrap();
+    let got = issuer.seen();
+    assert!(
+        got.iter()
+            .any(|r| r.starts_with("GET /.well-known/openid-configuration ")),
+        "the loopback provider got no discovery request: {got:#?}"
+    );
+    within(30, "the remote jwks_uri skipped the proxy", || {
+        (!proxy.seen().is_empty()).then_some(())
+    });
+    only_the_remote_host_went_through(&proxy, remote, HOOK_SECRET);
+}
+
+/// Found by review (R18): the OTLP trace exporter's own HTTP client honoured the
+/// environment's proxies for a collector on loopback too, so every span and the
+/// `OTEL_EXPORTER_OTLP_HEADERS` (often the collector's API key) went in clear text to the
+/// proxy. Spans now reach a loopback collector directly; nothing reaches the proxy.
+#[test]
+fn spans_and_the_collector_key_never_go_to_a_loopback_collector_through_an_environment_proxy() {
+    let proxy = Recorder::start("502 Bad Gateway");
+    let collector = Recorder::start("200 OK");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "");
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("http://localhost:{}", collector.port),
+    )
+    .env(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        format!("x-collector-key={UPSTREAM_TOKEN}"),
+    )
+    .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+    .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    .env_remove("OTEL_SDK_DISABLED")
+    .env_remove("OTEL_TRACES_EXPORTER");
+    through_proxy(&mut cmd, &proxy.url());
+    let server = serve_with(cmd, port);
+    held(&server.url, 5000);
+    within(30, "no span was exported", || {
+        (!collector.seen().is_empty() || !proxy.seen().is_empty()).then_some(())
+    });
+    let astray = proxy.seen();
+    assert!(
+        astray.is_empty(),
+        "spans to the loopback collector went through the environment's proxy: {astray:#?}"
+    );
+    let got = collector.seen();
+    assert!(
+        got.iter().any(|r| {
+            let l = r.to_ascii_lowercase();
+            l.starts_with("post /v1/traces ")
+                && l.contains(&format!(
+                    "x-collector-key: {}",
+                    UPSTREAM_TOKEN.to_ascii_lowercase()
+                ))
+        }),
+        "the loopback collector got no spans with its key: {got:#?}"
     );
 }

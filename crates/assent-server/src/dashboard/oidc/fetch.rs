@@ -42,29 +42,57 @@ pub enum FetchError {
     Answer(#[from] http::Error),
 }
 
-/// The client the provider is reached with: no redirects, answers bounded in size and time.
+/// The client the provider is reached with: no redirects, answers bounded in size and time,
+/// and — per request — direct to a loopback URL, through the environment's proxies to any
+/// other.
 #[derive(Debug, Clone)]
 pub struct ProviderHttp {
-    client: reqwest::Client,
+    /// For URLs not on this machine: the environment's proxies (`HTTP_PROXY`, `ALL_PROXY`…).
+    proxied: reqwest::Client,
+    /// For URLs on this machine (`assent_api::loopback_host`): no proxy.
+    direct: reqwest::Client,
     max: usize,
     timeout: Duration,
 }
 
 impl ProviderHttp {
     /// A client following no redirect, reading at most [`MAX_ANSWER`] bytes of an answer,
-    /// within [`FETCH_TIMEOUT`] in all; for a provider whose `issuer` is on this machine, not
-    /// through the environment's proxies (`assent_api::direct_to_loopback`: its client secret,
-    /// codes and tokens would cross the network in clear text to the proxy).
-    pub fn new(issuer: &str) -> Result<Self, reqwest::Error> {
-        let client = assent_api::direct_to_loopback(reqwest::Client::builder(), issuer)
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(FETCH_TIMEOUT)
-            .build()?;
+    /// within [`FETCH_TIMEOUT`] in all. Whether a request goes through the environment's
+    /// proxies is decided per request from its own URL (`assent_api::loopback_host`), not
+    /// once from the issuer: discovery names the token endpoint and `jwks_uri`, which may be
+    /// on other hosts than the issuer.
+    ///
+    /// Found by review: the choice was made once from the issuer, so a loopback issuer naming
+    /// a remote token endpoint sent the client secret directly (skipping a proxy that may be
+    /// the only way out), and a remote issuer naming `http://127.0.0.1/token` sent the secret
+    /// in clear text to the proxy.
+    pub fn new() -> Result<Self, reqwest::Error> {
+        Self::with_proxied(reqwest::Client::builder())
+    }
+
+    /// [`ProviderHttp::new`] whose requests to hosts not on this machine go as `proxied`
+    /// (before the bounds are added) sends them.
+    fn with_proxied(proxied: reqwest::ClientBuilder) -> Result<Self, reqwest::Error> {
+        let bounded = |b: reqwest::ClientBuilder| {
+            b.redirect(reqwest::redirect::Policy::none())
+                .timeout(FETCH_TIMEOUT)
+                .build()
+        };
         Ok(Self {
-            client,
+            proxied: bounded(proxied)?,
+            direct: bounded(reqwest::Client::builder().no_proxy())?,
             max: MAX_ANSWER,
             timeout: FETCH_TIMEOUT,
         })
+    }
+
+    /// The client for `request`: the one without proxies when its URL is on this machine.
+    fn client_for(&self, request: &reqwest::Request) -> &reqwest::Client {
+        if assent_api::loopback_host(request.url()) {
+            &self.direct
+        } else {
+            &self.proxied
+        }
     }
 
     /// Sends `request` and reads its answer, bounded ([`MAX_ANSWER`], [`FETCH_TIMEOUT`]).
@@ -80,7 +108,8 @@ impl ProviderHttp {
         &self,
         request: HttpRequest,
     ) -> Result<HttpResponse, FetchError> {
-        let mut answer = self.client.execute(request.try_into()?).await?;
+        let request: reqwest::Request = request.try_into()?;
+        let mut answer = self.client_for(&request).execute(request).await?;
         if answer.content_length().is_some_and(|n| n > self.max as u64) {
             return Err(FetchError::TooLarge(self.max));
         }
@@ -107,5 +136,73 @@ impl<'c> AsyncHttpClient<'c> for ProviderHttp {
 
     fn call(&'c self, request: HttpRequest) -> Self::Future {
         Box::pin(self.send(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+
+    /// A loopback listener recording the head of every request it is sent and answering
+    /// `200 OK` with an empty body; its `http://127.0.0.1:PORT` and what it saw.
+    fn recorder() -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut buf = [0u8; 4096];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                record.lock().unwrap().push(head);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+            }
+        });
+        (url, seen)
+    }
+
+    fn post(url: &str) -> HttpRequest {
+        http::Request::post(url)
+            .header("authorization", "Basic c2VjcmV0")
+            .body(b"grant_type=authorization_code".to_vec())
+            .unwrap()
+    }
+
+    /// Found by review: the choice of proxy was made once from the issuer, so a remote
+    /// issuer whose discovery named a token endpoint on `http://127.0.0.1` had the client
+    /// secret sent in clear text to the proxy. Each request now picks by its own URL: the
+    /// loopback endpoint is reached directly, a remote one still through the proxy.
+    #[tokio::test]
+    async fn a_loopback_token_endpoint_named_by_discovery_is_never_sent_the_secret_through_a_proxy()
+    {
+        let (proxy_url, via_proxy) = recorder();
+        let (endpoint, direct) = recorder();
+        let proxied = reqwest::Client::builder().proxy(reqwest::Proxy::all(&proxy_url).unwrap());
+        let http = ProviderHttp::with_proxied(proxied).unwrap();
+        let answer = http.send(post(&format!("{endpoint}/token"))).await.unwrap();
+        assert_eq!(answer.status(), 200);
+        assert!(
+            via_proxy.lock().unwrap().is_empty(),
+            "the loopback token endpoint was reached through the proxy: {:?}",
+            via_proxy.lock().unwrap()
+        );
+        let got = direct.lock().unwrap().clone();
+        assert!(got.iter().any(|r| r.starts_with("POST /token ")), "{got:?}");
+        // A remote endpoint still goes through the proxy.
+        http.send(post("http://idp.example.invalid/token"))
+            .await
+            .unwrap();
+        let seen = via_proxy.lock().unwrap().clone();
+        assert!(
+            seen.iter()
+                .any(|r| r.starts_with("POST http://idp.example.invalid/token ")),
+            "{seen:?}"
+        );
     }
 }
