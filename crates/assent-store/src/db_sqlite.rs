@@ -11,10 +11,16 @@ pub(crate) const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// Opens (creating) the database at `path`: `busy_timeout` 10 s, WAL, `synchronous=FULL`,
 /// foreign keys on, and a statement cache of 256 (a held approval's cycle uses about 24
 /// statements, more than rusqlite's default of 16). A missing file is first created private
-/// ([`create_private_file`]).
+/// ([`create_private_file`]); an existing one must be a regular file, not a symbolic link
+/// ([`create_private_file`], and SQLite's `SQLITE_OPEN_NOFOLLOW` on the path with its
+/// directory resolved: [`no_follow`]).
 pub(crate) fn open(path: &Path) -> Result<rusqlite::Connection, DbError> {
-    create_private_file(path)?;
-    let conn = rusqlite::Connection::open(path)?;
+    let conn = if sqlite_special(path) {
+        rusqlite::Connection::open(path)?
+    } else {
+        create_private_file(path)?;
+        no_follow(path)?
+    };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     wal(&conn)?;
     conn.pragma_update(None, "synchronous", "FULL")?;
@@ -23,23 +29,66 @@ pub(crate) fn open(path: &Path) -> Result<rusqlite::Connection, DbError> {
     Ok(conn)
 }
 
+/// Names SQLite does not take as a file: `:memory:`, the empty name of a temporary database,
+/// a `file:` URI. They are left to SQLite as they are.
+fn sqlite_special(path: &Path) -> bool {
+    let name = path.as_os_str();
+    name.is_empty() || name == ":memory:" || path.to_string_lossy().starts_with("file:")
+}
+
+/// Opens the database file `path` (which [`create_private_file`] made or checked) with
+/// `SQLITE_OPEN_NOFOLLOW`, its directory resolved first (so a data directory reached through
+/// a symbolic link still opens): SQLite resolves every link on the path it is given, and with
+/// that flag refuses one instead. That closes the window after [`create_private_file`]'s
+/// check: a regular file swapped for a link before SQLite resolves the path is refused
+/// there, and one swapped after it is not followed (SQLite opens the main file, its `-wal`
+/// and its `-shm` with `O_NOFOLLOW`). Errors: `Unusable` naming the link; SQLite's.
+fn no_follow(path: &Path) -> Result<rusqlite::Connection, DbError> {
+    let resolved = match (dir_of(path).canonicalize(), path.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => path.to_path_buf(),
+    };
+    let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    rusqlite::Connection::open_with_flags(&resolved, flags).map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CANTOPEN_SYMLINK =>
+        {
+            not_regular(path, "is a symbolic link")
+        }
+        e => e.into(),
+    })
+}
+
+/// The refusal of a database path that is not a plain regular file.
+fn not_regular(path: &Path, what: &str) -> DbError {
+    DbError::Unusable(format!(
+        "{}: {what}; the database must be a regular file in the data directory — refusing to \
+         follow or use it",
+        path.display()
+    ))
+}
+
+/// The directory `path`'s file is in (`.` for a bare name).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// Creates the database file `path` empty with mode 0600 (Unix) when nothing is there, before
 /// SQLite opens it: SQLite creates a file with mode 0644 under the usual umask (022), and gives
 /// its `-wal` and `-shm` files the main file's mode, so in a data directory others may enter
 /// (an existing one keeps its mode, with a warning: `kit::create_private_dir`) every local
 /// user could read the held calls' arguments, the tokens' hashes and the sessions (found by
 /// review). Created exclusively (`O_EXCL`: a link planted under the name is not followed);
-/// an existing file is left as it is. When root creates it (`assent migrate`, `backup`,
+/// an existing file keeps its mode. When root creates it (`assent migrate`, `backup`,
 /// `passkeys enrol` on a service's fresh data directory), it is given to the directory's
 /// owner by its handle, as the lock file is (`kit::DataDirLock`), else the service could not
 /// open it (SQLite gives the `-wal` and `-shm` files it makes as root the main file's owner).
-/// Names SQLite does not take as a file (`:memory:`, the empty name of a temporary database,
-/// a `file:` URI) are left to SQLite. Errors: `Unusable` naming the path and the I/O error.
+/// An existing file is checked ([`existing`]), not followed. Errors: `Unusable` naming the
+/// path and the I/O error, or what the existing file is.
 fn create_private_file(path: &Path) -> Result<(), DbError> {
-    let name = path.as_os_str();
-    if name.is_empty() || name == ":memory:" || path.to_string_lossy().starts_with("file:") {
-        return Ok(());
-    }
     let mut create = std::fs::OpenOptions::new();
     create.write(true).create_new(true);
     #[cfg(unix)]
@@ -52,21 +101,54 @@ fn create_private_file(path: &Path) -> Result<(), DbError> {
     };
     let created = match create.open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return existing(path),
         Err(e) => return Err(unusable(e)),
     };
     #[cfg(unix)]
     if rustix::process::geteuid().is_root() {
         use std::os::unix::fs::MetadataExt;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let d = std::fs::metadata(dir).map_err(unusable)?;
+        let d = std::fs::metadata(dir_of(path)).map_err(unusable)?;
         std::os::unix::fs::fchown(&created, Some(d.uid()), Some(d.gid())).map_err(unusable)?;
     }
     #[cfg(not(unix))]
     drop(created);
+    Ok(())
+}
+
+/// Checks the database file found at `path`: its last component must be a regular file, not
+/// a symbolic link, FIFO, directory or device. Found by review: the service user owning the
+/// data directory ran `ln -s /etc/nologin DATA/assent.db`, and `assent migrate` (or `serve`,
+/// `passkeys enrol`) run by root had SQLite follow it, creating `/etc/nologin` (and `-wal`,
+/// `-shm` beside it) with the schema. Refused for everyone: nothing documented relies on the
+/// file being a link (a data directory reached through a link is fine). When root opens a
+/// service user's directory, a file with other hard links is refused too unless it is the
+/// directory owner's (a hard link to a root-owned file planted there, where the system lets
+/// users link files they do not own). Errors: `Unusable` naming the path and what it is.
+fn existing(path: &Path) -> Result<(), DbError> {
+    let m = std::fs::symlink_metadata(path).map_err(|e| {
+        DbError::Unusable(format!(
+            "{}: cannot inspect the database file: {e}",
+            path.display()
+        ))
+    })?;
+    let t = m.file_type();
+    if t.is_symlink() {
+        return Err(not_regular(path, "is a symbolic link"));
+    }
+    if !t.is_file() {
+        return Err(not_regular(path, "is not a regular file"));
+    }
+    #[cfg(unix)]
+    if rustix::process::geteuid().is_root() {
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::metadata(dir_of(path)).map(|d| d.uid()).ok();
+        if m.nlink() > 1 && owner.is_some_and(|o| o != 0 && o != m.uid()) {
+            return Err(not_regular(
+                path,
+                "has other hard links and is not the data directory owner's",
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -80,9 +80,14 @@ struct Staging {
 }
 
 impl Staging {
-    /// Creates `<parent>/.assent-<what>-<random>` and an empty 0600 `assent.db` in it (owned
-    /// by `parent`'s owner when root makes it).
-    fn new(parent: &Path, what: &str) -> Result<Staging, StoreError> {
+    /// Creates `<parent>/.assent-<what>-<random>` and an empty 0600 `assent.db` in it, given
+    /// to `owner` (`Some(dir)`: that directory's owner) when root makes it, else left as made.
+    /// `restore` passes the data directory: root renames the copy into a service user's data
+    /// directory, which could not open a root-owned 0600 database (found by review). `backup`
+    /// passes `None`: found by review, the copy was given to the `--out` directory's owner,
+    /// so `sudo assent backup --out /srv/backups/a.db` with that directory owned by a
+    /// low-privilege account handed it the whole database; root's backup stays root's, 0600.
+    fn new(parent: &Path, what: &str, owner: Option<&Path>) -> Result<Staging, StoreError> {
         let dir = parent.join(format!(".assent-{what}-{}", random_id("")));
         // Created here with mode 0700 from the start, failing if the name exists (never
         // adopting a directory someone else planted); the file too is new, 0600.
@@ -98,14 +103,10 @@ impl Staging {
             .mode(0o600)
             .open(s.db())
             .map_err(io(&s.db()))?;
-        // Made by root, the copy is given to `parent`'s owner by its handle: a restore by root
-        // renames it into a service user's data directory, which could not open a root-owned
-        // 0600 database (found by review).
-        if rustix::process::geteuid().is_root() {
+        if let Some(owner) = owner.filter(|_| rustix::process::geteuid().is_root()) {
             use std::os::unix::fs::MetadataExt;
-            let owner = std::fs::metadata(parent).map_err(io(parent))?;
-            std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()))
-                .map_err(io(&s.db()))?;
+            let o = std::fs::metadata(owner).map_err(io(owner))?;
+            std::os::unix::fs::fchown(&file, Some(o.uid()), Some(o.gid())).map_err(io(&s.db()))?;
         }
         Ok(s)
     }
@@ -338,7 +339,7 @@ pub fn backup_checked(
         )));
     }
     let src = crate::open::open_read_only(data_dir)?;
-    let staging = Staging::new(&parent_of(out), "backup")?;
+    let staging = Staging::new(&parent_of(out), "backup", None)?;
     let what = format!("the database in {}", data_dir.display());
     let version = copy_db(&src, &staging.db(), &what)?;
     drop(src);
@@ -601,7 +602,7 @@ pub fn restore(
     // starting waits for it).
     let _exclusive = crate::kit::DataDirLock::exclusive(data_dir)?;
     let what = input.display().to_string();
-    let staging = Staging::new(data_dir, "restore")?;
+    let staging = Staging::new(data_dir, "restore", Some(data_dir))?;
     let src = Connection::open_with_flags(input, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| not_a_db(e, &what))?;
     let version = copy_db(&src, &staging.db(), &what)?;

@@ -206,3 +206,123 @@ fn a_forced_backup_never_replaces_the_checkpoint_files_symbolic_link() {
     ok(&run(&["backup", "--config", c, beside.to_str().unwrap()]));
     stop(s);
 }
+
+/// A service data directory (uid 4243, 0700) for the root-only tests, under `dir`.
+fn service_dir(dir: &Path, uid: u32) -> PathBuf {
+    let data = dir.join("svc");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&data, Some(uid), Some(uid)).unwrap();
+    data
+}
+
+/// Asserts that `out` failed naming `db` and the refusal to follow it.
+#[track_caller]
+fn refused_link(out: &std::process::Output, db: &Path) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "followed the link: {err}");
+    assert!(
+        err.contains(db.to_str().unwrap()) && err.contains("refusing to follow"),
+        "{err}"
+    );
+}
+
+/// Found by review: the database's file was created exclusively but an existing name was
+/// opened by SQLite, which follows a symbolic link, so the service user owning a data
+/// directory could run `ln -s /etc/nologin DATA/assent.db`, and root's `assent migrate`
+/// (or `serve`, `passkeys enrol`) created `/etc/nologin` with the schema (or wrote it into
+/// an existing file). Refused now, naming the link: a dangling link's target is not
+/// created, an existing target is unchanged, and so for a link to a link and for a hard link
+/// to a root-owned file. Only as root (the attack is on root; the refusal is everyone's,
+/// checked first as root too).
+#[test]
+fn root_never_follows_a_database_link_planted_in_a_service_users_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let data = service_dir(dir.path(), 4243);
+    let d = data.to_str().unwrap();
+    let db = data.join("assent.db");
+    // Dangling: the target must not come into being.
+    let victim = dir.path().join("victim");
+    std::os::unix::fs::symlink(&victim, &db).unwrap();
+    refused_link(
+        &umask_022(&["migrate", "--data-dir", d]).output().unwrap(),
+        &db,
+    );
+    assert!(
+        std::fs::symlink_metadata(&victim).is_err(),
+        "target created"
+    );
+    for side in ["-wal", "-shm", "-journal"] {
+        let p = dir.path().join(format!("victim{side}"));
+        assert!(std::fs::symlink_metadata(&p).is_err(), "{}", p.display());
+    }
+    // An existing file, directly and through a second link: unchanged.
+    std::fs::write(&victim, "root's file\n").unwrap();
+    let hop = dir.path().join("hop");
+    std::os::unix::fs::symlink(&victim, &hop).unwrap();
+    for target in [&victim, &hop] {
+        std::fs::remove_file(&db).unwrap();
+        std::os::unix::fs::symlink(target, &db).unwrap();
+        refused_link(
+            &umask_022(&["migrate", "--data-dir", d]).output().unwrap(),
+            &db,
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file\n");
+    }
+    // A hard link to an empty root-owned file (where the system lets users make one).
+    std::fs::remove_file(&db).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    std::fs::hard_link(&empty, &db).unwrap();
+    let out = umask_022(&["migrate", "--data-dir", d]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("other hard links"));
+    assert_eq!(
+        std::fs::metadata(&empty).unwrap().len(),
+        0,
+        "written through"
+    );
+    // A data directory reached through a link still works, and a regular file opens.
+    std::fs::remove_file(&db).unwrap();
+    let via = dir.path().join("via");
+    std::os::unix::fs::symlink(&data, &via).unwrap();
+    ok(
+        &umask_022(&["migrate", "--data-dir", via.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    assert!(std::fs::symlink_metadata(&db).unwrap().is_file());
+    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
+}
+
+/// Found by review: root's backup copy was given to the owner of the directory it was
+/// written to (meant for restore, which gives the copy to the data directory's owner), so
+/// `sudo assent backup /srv/backups/a.db` with `/srv/backups` owned by a low-privilege
+/// account handed that account the whole database. Root's backup stays root's, 0600; a
+/// restore still leaves the database to the data directory's owner. Only as root.
+#[test]
+fn root_backup_into_another_users_directory_is_not_given_to_that_user() {
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let data = service_dir(dir.path(), 4243);
+    let d = data.to_str().unwrap();
+    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
+    let outdir = dir.path().join("backups");
+    std::fs::create_dir(&outdir).unwrap();
+    std::os::unix::fs::chown(&outdir, Some(4244), Some(4244)).unwrap();
+    let copy = outdir.join("b.db");
+    let c = copy.to_str().unwrap();
+    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
+    let m = std::fs::metadata(&copy).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 0, 0o600));
+    ok(&umask_022(&["restore", "--data-dir", d, "--force", c])
+        .output()
+        .unwrap());
+    let db = std::fs::metadata(data.join("assent.db")).unwrap();
+    assert_eq!((db.uid(), db.mode() & 0o7777), (4243, 0o600));
+}
