@@ -350,8 +350,9 @@ fn dashboard_path(path: &str) -> bool {
 /// AUTH_THROTTLED`; a store that did not answer counts nothing and is `503
 /// STORE_UNAVAILABLE`); a live session's operator over its rate gets `429 RATE_LIMITED`, else
 /// the request is marked [`KnownKey`] and carries its operator
-/// ([`crate::dashboard::session::SignedIn`]), which the handlers read instead of asking the
-/// store again. A request not so marked is signed in nowhere.
+/// ([`crate::dashboard::session::SignedIn`]), which page views read instead of asking the
+/// store again (a form that changes something asks once more after its body has arrived:
+/// `dashboard::session::Posted`). A request not so marked is signed in nowhere.
 ///
 /// Found by review: a store that did not answer left the request unmarked, so a large edit
 /// form met the body limit of a sender that shows no session (`413`, misreported), and the

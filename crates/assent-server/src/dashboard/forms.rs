@@ -7,13 +7,12 @@ use crate::decide::{Decider, decide_as};
 use crate::state::{AppState, now_ms};
 use assent_api::DecisionKind;
 use assent_api::approvals::DecisionRequest;
-use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::page::{Message, page_with, secured};
-use super::session::{Operator, SignedIn, message, operator_form};
+use super::session::{Operator, Posted, SignedIn, message, operator_form};
 use super::views::{Loaded, card, load, not_found};
 use assent_store::ApprovalRecord;
 use serde_json::Value;
@@ -198,14 +197,13 @@ pub(crate) async fn open_link(
 }
 
 /// A form posted to `/ui/{approvals|clarifications}/{id}/ACTION`, as an extractor: the `{id}`
-/// of its path, the session the edge found ([`SignedIn`]) and its body, checked when the
-/// handler says what a refusal did not do. Rejected (before any check) as the `Path` and
-/// `Bytes` extractors reject.
+/// of its path and the form ([`Posted`]: its body, and its session looked up again once the
+/// body was read), checked when the handler says what a refusal did not do. Rejected (before
+/// any check) as the `Path` and [`Posted`] extractors reject.
 pub(crate) struct PostedForm {
     /// The `{id}` of the path (an approval's or a clarification's).
     pub(crate) id: String,
-    signed: SignedIn,
-    body: Bytes,
+    posted: Posted,
 }
 
 impl FromRequest<AppState> for PostedForm {
@@ -215,11 +213,8 @@ impl FromRequest<AppState> for PostedForm {
         let Path(id) = Path::<String>::from_request_parts(&mut parts, st)
             .await
             .map_err(IntoResponse::into_response)?;
-        let Ok(signed) = SignedIn::from_request_parts(&mut parts, st).await;
-        let body = Bytes::from_request(Request::from_parts(parts, body), st)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        Ok(PostedForm { id, signed, body })
+        let posted = Posted::from_request(Request::from_parts(parts, body), st).await?;
+        Ok(PostedForm { id, posted })
     }
 }
 
@@ -230,7 +225,7 @@ impl PostedForm {
         &self,
         nothing: &str,
     ) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
-        operator_form(&self.signed, &self.body, nothing)
+        operator_form(&self.posted, nothing)
     }
 
     /// [`PostedForm::check`], then the approval `{id}` the card form is about; else the page to

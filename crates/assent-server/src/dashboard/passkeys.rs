@@ -4,7 +4,8 @@
 //! `sessions::STEP_UP` of the session's sign-in: a step-up), and starting the vote
 //! ceremony an approval that needs a passkey asks for (`/ui/approvals/{id}/passkey`, called
 //! around `navigator.credentials.get()`; the assertion goes back in the decide form's
-//! `passkey` field). Every post is CSRF-checked by `session::operator_form`; the ceremonies are
+//! `passkey` field). Every post's session is looked up again once its body was read
+//! (`session::Posted`) and CSRF-checked by `session::operator_form`; the ceremonies are
 //! `crate::passkeys`'.
 
 use crate::error::ApiError;
@@ -12,13 +13,12 @@ use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
 use askama::Template;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::page::{Message, page, page_with, secured};
-use super::session::{Operator, SignedIn, operator_form};
+use super::session::{Operator, Posted, operator_form};
 
 /// `GET /ui/passkeys`.
 #[derive(Template)]
@@ -62,10 +62,9 @@ fn json<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
 /// options for `navigator.credentials.create()` and the ceremony id, as JSON.
 pub(crate) async fn register_start(
     State(st): State<AppState>,
-    signed: SignedIn,
-    body: Bytes,
+    posted: Posted,
 ) -> Result<Response, Response> {
-    let (op, f) = operator_form(&signed, &body, "No passkey was registered.").map_err(|r| *r)?;
+    let (op, f) = operator_form(&posted, "No passkey was registered.").map_err(|r| *r)?;
     let code = f.get("code").map(String::as_str).unwrap_or("");
     Ok(json(
         crate::passkeys::start_registration(&st, &op.principal.name, code).await,
@@ -76,10 +75,9 @@ pub(crate) async fn register_start(
 /// `PublicKeyCredential` as JSON, `label`): stores the passkey; `{"credential_id"}`.
 pub(crate) async fn register_finish(
     State(st): State<AppState>,
-    signed: SignedIn,
-    body: Bytes,
+    posted: Posted,
 ) -> Result<Response, Response> {
-    let (op, f) = operator_form(&signed, &body, "No passkey was registered.").map_err(|r| *r)?;
+    let (op, f) = operator_form(&posted, "No passkey was registered.").map_err(|r| *r)?;
     let field = |k: &str| f.get(k).cloned().unwrap_or_default();
     let r = async {
         let credential = assent_core::json::parse_value(field("credential").as_bytes())
@@ -110,11 +108,10 @@ pub(crate) async fn register_finish(
 /// `super::oidc`) passes.
 pub(crate) async fn remove(
     State(st): State<AppState>,
-    signed: SignedIn,
     headers: HeaderMap,
-    body: Bytes,
+    posted: Posted,
 ) -> Result<Response, Response> {
-    let (op, f) = operator_form(&signed, &body, "No passkey was removed.").map_err(|r| *r)?;
+    let (op, f) = operator_form(&posted, "No passkey was removed.").map_err(|r| *r)?;
     let fresh = match super::session::session_cookie(&st, &headers) {
         Some(id) => super::sessions::recently_authenticated(&st, id).await,
         None => false,
@@ -153,10 +150,9 @@ pub(crate) async fn remove(
 pub(crate) async fn vote_start(
     State(st): State<AppState>,
     Path(id): Path<String>,
-    signed: SignedIn,
-    body: Bytes,
+    posted: Posted,
 ) -> Result<Response, Response> {
-    let (op, _) = operator_form(&signed, &body, "Nothing was decided.").map_err(|r| *r)?;
+    let (op, _) = operator_form(&posted, "Nothing was decided.").map_err(|r| *r)?;
     let roles = op.principal.roles().unwrap_or_default();
     Ok(json(
         crate::passkeys::start_vote(&st, &op.principal.name, roles, &id).await,

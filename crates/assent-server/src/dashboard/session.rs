@@ -14,11 +14,12 @@
 
 use crate::auth::principal_for_key;
 use crate::config::Principal;
+use crate::error::ApiError;
 use crate::state::AppState;
 use askama::Template;
 use assent_store::ui_sessions::SignedInWith;
 use axum::body::Bytes;
-use axum::extract::{FromRequestParts, Query, State};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -26,6 +27,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use super::page::{Message, forbidden, page_with, secured, to_login};
 use super::sessions::{self, SESSION_TTL, Session, random_hex};
 use std::collections::HashMap;
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name without the `__Host-` prefix, and its path over plain http.
@@ -161,10 +163,10 @@ impl Operator {
 
 /// What the edge found of a dashboard request's session (`edge::dashboard_session`, the one
 /// store lookup of it per request): the live session's operator, or `None`. The handlers read
-/// it (as an extractor, or through [`Operator`]'s) and never look the cookie up again; a
-/// request the edge did not mark (not a dashboard path, no cookie, a cookie not of the form
-/// the gateway issues, one that signs no one in) has no `SignedIn` and reads as signed in
-/// nowhere (fail closed).
+/// it (as an extractor, or through [`Operator`]'s); only a state-changing form looks the cookie
+/// up again, once its body was read ([`Posted`]). A request the edge did not mark (not a
+/// dashboard path, no cookie, a cookie not of the form the gateway issues, one that signs no
+/// one in) has no `SignedIn` and reads as signed in nowhere (fail closed).
 ///
 /// Found by review: the edge looked the session up to throttle it, then every handler looked
 /// it up again — two store reads per dashboard request, the second one never throttled (a
@@ -361,21 +363,68 @@ fn form(body: &Bytes) -> Result<HashMap<String, String>, String> {
     Ok(out)
 }
 
-/// A state-changing form `body` from the operator the edge found signed in (`signed`): its
+/// A state-changing dashboard form, as an extractor: its body, and the session it came with
+/// looked up in the store again once the body was read ([`signed_in_as`]: the operator with
+/// the roles in force now, and only while the session still signs in the operator the edge
+/// found). A request the edge found signed in nowhere is not looked up. Rejected as `Bytes`
+/// rejects, or `503 STORE_UNAVAILABLE` when the store did not answer (nothing was done).
+///
+/// Attack (found by review): the edge looks the session up when the request's headers arrive,
+/// and the body may take up to `body_read_timeout_seconds` to follow, so a stolen cookie's
+/// decision sent headers first was taken after its operator signed out (or a reload removed
+/// the operator) in between. GETs keep the edge's one lookup.
+pub(crate) struct Posted {
+    signed: SignedIn,
+    body: Bytes,
+}
+
+impl FromRequest<AppState> for Posted {
+    type Rejection = Response;
+    async fn from_request(req: Request, st: &AppState) -> Result<Self, Response> {
+        let (parts, body) = req.into_parts();
+        let (edge, id) = (SignedIn::of(&parts), session_cookie(st, &parts.headers));
+        let id = id.map(str::to_string);
+        let body = Bytes::from_request(Request::from_parts(parts, body), st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let mut signed = SignedIn(None);
+        if let (Some(was), Some(id)) = (edge.0, id) {
+            match signed_in_as(st, &id).await {
+                Ok(Some(now)) if now.principal.name == was.principal.name => {
+                    signed = SignedIn(Some(Arc::new(now)));
+                }
+                Ok(_) => {
+                    tracing::warn!(operator = %was.principal.name, "a form whose session ended while its body arrived refused")
+                }
+                Err(()) => {
+                    let why = "the gateway could not check this dashboard session right now; nothing was done, try again";
+                    let e =
+                        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "STORE_UNAVAILABLE", why);
+                    let mut r = secured(e.into_response());
+                    r.headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    return Err(r);
+                }
+            }
+        }
+        Ok(Posted { signed, body })
+    }
+}
+
+/// A state-changing form ([`Posted`], its session looked up again after its body): its
 /// fields, once the session and the CSRF token were checked. Otherwise the page to send
 /// (`403`; `400` for a body that is not a form), which says that `nothing` happened
 /// (e.g. "Nothing was decided.").
 pub(crate) fn operator_form(
-    signed: &SignedIn,
-    body: &Bytes,
+    posted: &Posted,
     nothing: &str,
 ) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
-    let Some(op) = signed.operator() else {
+    let Some(op) = posted.signed.operator() else {
         return Err(Box::new(forbidden(
             "Sign in first: this form needs an operator's dashboard session.",
         )));
     };
-    let f = form(body).map_err(|e| {
+    let f = form(&posted.body).map_err(|e| {
         Box::new(page_with(
             StatusCode::BAD_REQUEST,
             &Message {
@@ -607,14 +656,13 @@ pub(crate) fn set_session_cookie(r: &mut Response, id: &str, jar: Jar) {
 /// rest of its 12 hours).
 pub(crate) async fn logout(
     State(st): State<AppState>,
-    signed: SignedIn,
     headers: HeaderMap,
-    body: Bytes,
+    posted: Posted,
 ) -> Response {
-    if !signed.is_some() {
+    if !posted.signed.is_some() {
         return to_login();
     }
-    let op = match operator_form(&signed, &body, "You are still signed in.") {
+    let op = match operator_form(&posted, "You are still signed in.") {
         Ok((op, _)) => op,
         Err(r) => return *r,
     };

@@ -188,3 +188,121 @@ async fn a_dashboard_session_lookup_does_not_wait_behind_a_stalled_write() {
     assert_eq!(stalled.await.unwrap(), StatusCode::SEE_OTHER);
     gw.stop().await;
 }
+
+/// Sends the head of `POST path` (a form of `body.len()` bytes, with session `cookie`) to
+/// `gw` on a raw connection, waits `pause` with the body held back, runs `meanwhile`, then
+/// sends the body: the answer's status and text.
+async fn post_body_later(
+    gw: &Gw,
+    path: &str,
+    cookie: &str,
+    body: &str,
+    meanwhile: impl AsyncFnOnce(),
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = gw.url.trim_start_matches("http://");
+    let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    raw.write_all(head.as_bytes()).await.unwrap();
+    raw.flush().await.unwrap();
+    // The edge looks the session up as soon as the head is in.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    meanwhile().await;
+    raw.write_all(body.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    raw.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {answer}"));
+    (status, answer)
+}
+
+/// Attack (found by review): the edge looks a dashboard session up when the request's headers
+/// arrive, and the body may follow up to `body_read_timeout_seconds` later. With a stolen
+/// cookie and CSRF token, an attacker sent a decide form's headers alone, waited for the
+/// operator to sign out, then sent the body: the call was approved by a session that no longer
+/// existed. The form's session is now looked up again once its body is in: `403` "Sign in
+/// first", and the approval stays pending. A live session's form sent the same slow way still
+/// decides.
+#[tokio::test]
+async fn a_decide_form_whose_body_arrives_after_its_session_signed_out_is_refused() {
+    let gw = serve().await;
+    let id = gw
+        .pending("pay", serde_json::json!({"amount": 500, "to": "bob"}))
+        .await;
+    let cookie = gw.dashboard_session().await;
+    let card = format!("/ui/approvals/{id}");
+    let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
+    let body = format!("csrf={csrf}&decision=approve&scope=once&reason=stolen");
+    let sign_out = async || {
+        let r = browser("127.0.0.1")
+            .post(format!("{}/ui/logout", gw.url))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}"))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_redirection(),
+            "the sign-out failed: {}",
+            r.status()
+        );
+        let (s, _) = get(&gw, "127.0.0.1", "/ui", &cookie, None).await;
+        assert_eq!(s, StatusCode::SEE_OTHER, "the session still signs in");
+    };
+    let path = format!("{card}/decide");
+    let (status, answer) = post_body_later(&gw, &path, &cookie, &body, sign_out).await;
+    assert_eq!(status, 403, "the ended session's form was taken: {answer}");
+    assert!(answer.contains("Sign in first"), "{answer}");
+    assert_eq!(gw.approval(&id, OP).await.1["status"], "pending");
+
+    // The same slow form from a live session still decides.
+    let id = gw
+        .pending("pay", serde_json::json!({"amount": 501, "to": "bob"}))
+        .await;
+    let cookie = gw.dashboard_session().await;
+    let card = format!("/ui/approvals/{id}");
+    let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
+    let body = format!("csrf={csrf}&decision=deny&reason=slow+but+live");
+    let path = format!("{card}/decide");
+    let (status, answer) = post_body_later(&gw, &path, &cookie, &body, async || {}).await;
+    assert_eq!(status, 303, "{answer}");
+    assert_eq!(gw.approval(&id, OP).await.1["status"], "rejected");
+    gw.stop().await;
+}
+
+/// Attack (fail open on a hiccup): a decide form's session is looked up again once its body
+/// is in; when the store does not answer that lookup, the form is not taken on the edge's
+/// earlier word: `503 STORE_UNAVAILABLE`, nothing decided.
+#[tokio::test]
+async fn a_decide_form_whose_session_recheck_the_store_did_not_answer_is_503_and_decides_nothing() {
+    let gw = serve().await;
+    let id = gw
+        .pending("pay", serde_json::json!({"amount": 502, "to": "bob"}))
+        .await;
+    let cookie = gw.dashboard_session().await;
+    let card = format!("/ui/approvals/{id}");
+    let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
+    let body = format!("csrf={csrf}&decision=approve&scope=once");
+    let away = async || {
+        gw.sql()
+            .exec("ALTER TABLE ui_sessions RENAME TO ui_sessions_away", &[]);
+    };
+    let path = format!("{card}/decide");
+    let (status, answer) = post_body_later(&gw, &path, &cookie, &body, away).await;
+    gw.sql()
+        .exec("ALTER TABLE ui_sessions_away RENAME TO ui_sessions", &[]);
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.contains("STORE_UNAVAILABLE"), "{answer}");
+    assert_eq!(gw.approval(&id, OP).await.1["status"], "pending");
+    gw.stop().await;
+}
