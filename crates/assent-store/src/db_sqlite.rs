@@ -19,7 +19,7 @@ pub(crate) fn open(path: &Path) -> Result<rusqlite::Connection, DbError> {
         rusqlite::Connection::open(path)?
     } else {
         create_private_file(path)?;
-        no_follow(path)?
+        no_follow(path, rusqlite::OpenFlags::default())?
     };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     wal(&conn)?;
@@ -36,19 +36,34 @@ fn sqlite_special(path: &Path) -> bool {
     name.is_empty() || name == ":memory:" || path.to_string_lossy().starts_with("file:")
 }
 
+/// Opens the existing database file `path` with `flags` (say, read-only) under the rule of
+/// [`open`]: its last component must be a regular file ([`existing`]), and SQLite opens it
+/// with `SQLITE_OPEN_NOFOLLOW` ([`no_follow`]). For the offline readers
+/// (`open::open_read_only`: `assent audit verify`, `backup`'s source, exports). Found by
+/// review: they opened `DATA/assent.db` by a plain path, so a link planted there by the data
+/// directory's owner was followed by root. Errors: `Unusable` naming the path and what it is;
+/// SQLite's.
+pub(crate) fn open_existing(
+    path: &Path,
+    flags: rusqlite::OpenFlags,
+) -> Result<rusqlite::Connection, DbError> {
+    existing(path)?;
+    no_follow(path, flags)
+}
+
 /// Opens the database file `path` (which [`create_private_file`] made or checked) with
-/// `SQLITE_OPEN_NOFOLLOW`, its directory resolved first (so a data directory reached through
-/// a symbolic link still opens): SQLite resolves every link on the path it is given, and with
-/// that flag refuses one instead. That closes the window after [`create_private_file`]'s
-/// check: a regular file swapped for a link before SQLite resolves the path is refused
-/// there, and one swapped after it is not followed (SQLite opens the main file, its `-wal`
-/// and its `-shm` with `O_NOFOLLOW`). Errors: `Unusable` naming the link; SQLite's.
-fn no_follow(path: &Path) -> Result<rusqlite::Connection, DbError> {
+/// `flags` and `SQLITE_OPEN_NOFOLLOW`, its directory resolved first (so a data directory
+/// reached through a symbolic link still opens): SQLite resolves every link on the path it is
+/// given, and with that flag refuses one instead. That closes the window after
+/// [`create_private_file`]'s check: a regular file swapped for a link before SQLite resolves
+/// the path is refused there, and one swapped after it is not followed (SQLite opens the main
+/// file, its `-wal` and its `-shm` with `O_NOFOLLOW`). Errors: `Unusable` naming the link; SQLite's.
+fn no_follow(path: &Path, flags: rusqlite::OpenFlags) -> Result<rusqlite::Connection, DbError> {
     let resolved = match (dir_of(path).canonicalize(), path.file_name()) {
         (Ok(d), Some(name)) => d.join(name),
         _ => path.to_path_buf(),
     };
-    let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let flags = flags | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
     rusqlite::Connection::open_with_flags(&resolved, flags).map_err(|e| match e {
         rusqlite::Error::SqliteFailure(f, _)
             if f.extended_code == rusqlite::ffi::SQLITE_CANTOPEN_SYMLINK =>

@@ -361,17 +361,25 @@ pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError
 }
 
 /// Opens `<data_dir>/assent.db` read-only for the offline readers (audit verification,
-/// learning samples), waiting up to 10 s for a running gateway's writes. `Invalid` when
-/// there is no database there (opening would not create one).
+/// learning samples, `assent backup`'s source), waiting up to 10 s for a running gateway's
+/// writes. The file must be a regular file and is opened without following a link
+/// ([`crate::db_sqlite::open_existing`], the rule the gateway's own opening applies). Found
+/// by review: a symbolic link at `assent.db` planted by the data directory's owner was
+/// followed by root's `assent audit verify` or `backup`. Errors: `Invalid` when there is
+/// nothing at the name (opening would not create one); `Unusable` naming a link or other
+/// non-regular file; SQLite's.
 pub(crate) fn open_read_only(data_dir: &Path) -> Result<Connection, StoreError> {
-    let path = data_dir.join("assent.db");
-    if !path.exists() {
-        return Err(StoreError::Invalid(format!(
-            "{}: no assent database here",
-            path.display()
-        )));
+    let path = data_dir.join(crate::kit::DB_FILE);
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StoreError::Invalid(format!(
+                "{}: no assent database here",
+                path.display()
+            )));
+        }
+        _ => {}
     }
-    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let conn = crate::db_sqlite::open_existing(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     Ok(conn)
 }

@@ -20,6 +20,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod place;
 mod vouch;
 
 /// The schema version this build migrates a database to (`PRAGMA user_version` after
@@ -73,7 +74,8 @@ fn refuse(msg: impl Into<String>) -> StoreError {
     StoreError::Invalid(msg.into())
 }
 
-/// A private staging directory (mode 0700) beside its destination, removed with what is left
+/// A private staging directory (mode 0700) beside its destination (for a backup, in a place
+/// only this user or root may change: `place.rs`), removed with what is left
 /// in it when dropped (on success the copy was moved out of it first).
 struct Staging {
     dir: PathBuf,
@@ -300,7 +302,9 @@ pub fn backup(
 
 /// `assent backup`: an online copy of `<data_dir>/assent.db` written to `out`, safe while a
 /// gateway serves and writes. The copy is one snapshot (SQLite's backup API in one step),
-/// written privately (mode 0600) into a staging directory beside `out`, fsynced; a checkpoint
+/// written privately (mode 0600, this user's) into a staging directory only this user or root
+/// may change (beside `out` when its directory is one, else in `data_dir` or the temporary
+/// directory: `place.rs`, found by review), fsynced; a checkpoint
 /// at its exact head is signed with the audit key of `keys_dir` (the gateway's `keys_dir`, by
 /// default its data directory) and stored in it, as the gateway's signer does
 /// ([`checkpoint::sign_head_of_copy`]: the records since the newest checkpoint of the key, or
@@ -309,10 +313,13 @@ pub fn backup(
 /// Then checked (`PRAGMA integrity_check`, then the offline verification: the hash chain,
 /// every stored checkpoint under that key, the state tables against the chain) and only then
 /// moved to `out` — never over an existing file unless `force` (the placing is a hard link,
-/// which fails on an existing name, or with `force` a rename).
+/// which fails on an existing name, or with `force` a rename; staged elsewhere, the bytes are
+/// first written into a new file made through a handle on `out`'s directory,
+/// [`place::by_handle`]). A symbolic link at `out` is replaced with `force`, never followed.
 ///
 /// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory, or
-/// its directory does not exist, or it lies in `data_dir` or `keys_dir` ([`clear_of_state`]);
+/// its directory does not exist, or it lies in `data_dir` or `keys_dir` ([`clear_of_state`]),
+/// or no place to stage the copy is only this user's or root's;
 /// no database in `data_dir`; the chain does not extend its newest checkpoint (nothing
 /// signed); the copy does not verify; an unreadable checkpoint file; I/O and SQLite errors.
 pub fn backup_checked(
@@ -339,7 +346,7 @@ pub fn backup_checked(
         )));
     }
     let src = crate::open::open_read_only(data_dir)?;
-    let staging = Staging::new(&parent_of(out), "backup", None)?;
+    let (staging, beside) = place::staging_for(out, data_dir, &[data_dir, keys_dir])?;
     let what = format!("the database in {}", data_dir.display());
     let version = copy_db(&src, &staging.db(), &what)?;
     drop(src);
@@ -356,6 +363,20 @@ pub fn backup_checked(
     if let Some(e) = unverified("the copy", &rep) {
         return Err(e);
     }
+    let mut done = copied(staging.db(), version, &rep)?;
+    if let Some(resolved) = beside {
+        put_beside(&staging, &resolved, force)?;
+    } else {
+        place::by_handle(&staging.db(), out, force, &[data_dir, keys_dir])?;
+    }
+    done.path = out.to_path_buf();
+    Ok(done)
+}
+
+/// Puts the verified copy staged beside `out` (`out`'s directory resolved: one only this user
+/// or root may change, [`place::only_ours`]) at `out`: a hard link, which fails on an existing name, or
+/// with `force` a rename; then fsyncs the directory.
+fn put_beside(staging: &Staging, out: &Path, force: bool) -> Result<(), StoreError> {
     if force {
         std::fs::rename(staging.db(), out).map_err(io(out))?;
     } else {
@@ -370,8 +391,7 @@ pub fn backup_checked(
             }
         })?;
     }
-    sync_dir(&parent_of(out))?;
-    copied(out.to_path_buf(), version, &rep)
+    sync_dir(&parent_of(out))
 }
 
 /// Signs a checkpoint at the head of the staged copy `staged` with `key`

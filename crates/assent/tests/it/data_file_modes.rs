@@ -326,3 +326,130 @@ fn root_backup_into_another_users_directory_is_not_given_to_that_user() {
     let db = std::fs::metadata(data.join("assent.db")).unwrap();
     assert_eq!((db.uid(), db.mode() & 0o7777), (4243, 0o600));
 }
+
+/// The names made in the directory watched by `inotify` (created or moved in) since it was
+/// watched, each with whether it was a directory.
+fn made_in(inotify: &rustix::fd::OwnedFd) -> Vec<(String, bool)> {
+    use rustix::fs::inotify::{ReadFlags, Reader};
+    let mut buf = [std::mem::MaybeUninit::uninit(); 8192];
+    let mut r = Reader::new(inotify, &mut buf);
+    let mut made = Vec::new();
+    while let Ok(e) = r.next() {
+        if e.events()
+            .intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO)
+        {
+            let name = e.file_name().map(|n| n.to_string_lossy().into_owned());
+            made.push((
+                name.unwrap_or_default(),
+                e.events().contains(ReadFlags::ISDIR),
+            ));
+        }
+    }
+    made
+}
+
+/// Found by review: root's backup was staged in `OUTDIR/.assent-backup-<random>/assent.db`
+/// and worked on by path, so the owner of OUTDIR (a low-privilege account) could rename
+/// root's staging directory away and put one of theirs under its name holding an `assent.db`
+/// symbolic link (root then wrote the copy where it pointed, e.g. into `/etc/cron.d`) or a
+/// file they could read (root wrote the whole database into it). The swap's timing cannot be
+/// forced, so the test asserts the property that rules it out: into a directory another
+/// user owns, root makes no directory and nothing but one new temporary file (made through
+/// a handle) and the final name; the directory then holds only the copy, root's, 0600; and
+/// a symbolic link planted at the name is replaced with `--force`, its target unchanged.
+/// Only as root (Linux: the directory is watched with inotify).
+#[test]
+fn root_backup_into_a_directory_another_user_owns_stages_nothing_that_user_could_swap() {
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let data = service_dir(dir.path(), 4243);
+    let d = data.to_str().unwrap();
+    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
+    let outdir = dir.path().join("backups");
+    std::fs::create_dir(&outdir).unwrap();
+    std::fs::set_permissions(&outdir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&outdir, Some(4244), Some(4244)).unwrap();
+    let copy = outdir.join("x.db");
+    let c = copy.to_str().unwrap();
+    let watch = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, &outdir, WatchFlags::CREATE | WatchFlags::MOVED_TO).unwrap();
+    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
+    let made = made_in(&watch);
+    assert!(
+        made.iter().all(|(n, is_dir)| !is_dir
+            && (n == "x.db" || (n.starts_with(".assent-backup-") && n.ends_with(".tmp")))),
+        "root staged in a directory another user may change: {made:?}"
+    );
+    let names: Vec<_> = std::fs::read_dir(&outdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["x.db"]);
+    let m = std::fs::symlink_metadata(&copy).unwrap();
+    assert!(m.is_file());
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 0, 0o600));
+    // The copy is a whole database: `audit verify` on it passes.
+    let check = dir.path().join("check");
+    std::fs::create_dir(&check).unwrap();
+    std::fs::copy(&copy, check.join("assent.db")).unwrap();
+    ok(&run(&[
+        "audit",
+        "verify",
+        "--data-dir",
+        check.to_str().unwrap(),
+    ]));
+    // A link planted at the name: without --force refused, with it replaced, not followed.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "root's file\n").unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    std::os::unix::fs::symlink(&victim, &copy).unwrap();
+    let refused = umask_022(&["backup", "--data-dir", d, c]).output().unwrap();
+    assert!(!refused.status.success());
+    ok(&umask_022(&["backup", "--data-dir", d, "--force", c])
+        .output()
+        .unwrap());
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"root's file\n",
+        "the link was followed"
+    );
+    let m = std::fs::symlink_metadata(&copy).unwrap();
+    assert!(m.is_file(), "the link was kept");
+    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o600));
+    assert_eq!(made_in(&watch).iter().filter(|(_, d)| *d).count(), 0);
+}
+
+/// Found by review: the offline readers (`assent audit verify`, `backup`'s source side,
+/// exports) opened `DATA/assent.db` by a plain path, so a symbolic link the data directory's
+/// owner planted there was followed (by root, too): `audit verify` reported on, and
+/// `backup` copied, whatever database the link pointed to. Refused now, naming the link, the
+/// target untouched; a dangling link is refused the same way. Run by any user (the refusal
+/// is everyone's).
+#[test]
+fn audit_verify_and_backup_never_follow_a_database_link_in_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other");
+    ok(&run(&["migrate", "--data-dir", other.to_str().unwrap()]));
+    let target = other.join("assent.db");
+    let before = std::fs::read(&target).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let d = data.to_str().unwrap();
+    let db = data.join("assent.db");
+    std::os::unix::fs::symlink(&target, &db).unwrap();
+    let out = dir.path().join("copy.db");
+    for args in [
+        vec!["audit", "verify", "--data-dir", d],
+        vec!["backup", "--data-dir", d, out.to_str().unwrap()],
+    ] {
+        refused_link(&run(&args), &db);
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), before, "target changed");
+    assert!(std::fs::symlink_metadata(&out).is_err(), "copy written");
+    std::fs::remove_file(&db).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &db).unwrap();
+    refused_link(&run(&["audit", "verify", "--data-dir", d]), &db);
+}
