@@ -74,9 +74,9 @@ fn refuse(msg: impl Into<String>) -> StoreError {
     StoreError::Invalid(msg.into())
 }
 
-/// A private staging directory (mode 0700) beside its destination (for a backup, in a place
-/// only this user or root may change: `place.rs`), removed with what is left
-/// in it when dropped (on success the copy was moved out of it first).
+/// A private staging directory (mode 0700) in a place only this user or root may change
+/// (beside its destination when that is one, `place.rs`), removed with what is left in it
+/// when dropped (on success the copy was moved or copied out of it first).
 struct Staging {
     dir: PathBuf,
 }
@@ -423,9 +423,13 @@ fn sign_head(
 /// `assent audit verify` in progress) holds a shared lock on the file as long as it has it
 /// open, so this fails while one does — and while this connection lives, no gateway can open
 /// the database. The write-ahead log is folded into the file and removed (journal mode
-/// `DELETE`), so the file alone is the whole database.
+/// `DELETE`), so the file alone is the whole database. The file must be a regular one and is
+/// opened without following a link ([`crate::db_sqlite::open_existing`]; found by review: a
+/// link planted at `DATA/assent.db` by the data directory's owner was opened, and written,
+/// by root's restore). Errors: `Invalid` while in use; `Unusable` naming a link or other
+/// non-regular file; SQLite's.
 fn take_exclusively(db: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    let conn = crate::db_sqlite::open_existing(db, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
     conn.busy_timeout(Duration::ZERO)?;
     conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
     let busy = |e: &rusqlite::Error| {
@@ -557,11 +561,6 @@ fn restored_at(staged: &Path, now: i64) -> Result<i64, StoreError> {
     Ok(newest.map_or(now, |n| n.max(now)))
 }
 
-/// The name the replaced database is kept under: `assent.db.before-restore-<UTC time>`.
-fn aside_name(data_dir: &Path) -> PathBuf {
-    data_dir.join(format!("{DB_FILE}.before-restore-{}", utc_stamp()))
-}
-
 /// Now in UTC as `YYYYMMDDTHHMMSSZ` (the suffix of what a restore sets aside).
 pub fn utc_stamp() -> String {
     let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
@@ -570,22 +569,14 @@ pub fn utc_stamp() -> String {
         .unwrap_or_else(|_| "unknown-time".into())
 }
 
-/// Keeps the live database `live` (held by `lock`, already self-contained) under
-/// [`aside_name`] as a second name (a hard link: `live` never stops existing).
-fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
-    let mut aside = aside_name(data_dir);
-    if aside.exists() {
-        aside = PathBuf::from(format!("{}-{}", aside.display(), random_id("")));
-    }
-    std::fs::hard_link(live, &aside).map_err(io(&aside))?;
-    Ok(aside)
-}
-
 /// `assent restore`: replaces `<data_dir>/assent.db` with the database `input` (a file
 /// `assent backup` wrote), for a gateway that is stopped.
 ///
-/// In order: `input` is copied into a private staging directory in `data_dir` (SQLite's backup
-/// API: a file that is not an SQLite database is refused) and checked: SQLite's integrity
+/// In order: `input` is copied into a private staging directory (SQLite's backup API: a file
+/// that is not an SQLite database is refused) in `data_dir` when only this user or root may
+/// change it, else in the temporary directory, which must be such a place (`TMPDIR`;
+/// `place.rs`, found by review: root staging in a service user's data directory could be
+/// made to write the copy where a planted link pointed), and checked: SQLite's integrity
 /// check, assent's tables, a schema not newer than [`SCHEMA_VERSION`] (an older one is
 /// migrated when the gateway starts), and the offline verification (chain, checkpoints, state
 /// tables) with the audit key of `keys_dir`: checkpoints signed by another audit key are
@@ -600,10 +591,13 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// refused; later checkpoints are expected, the copy being older); what was checked is in
 /// [`Copied::checkpoint_file`] (not checked for a copy signed by another key). The copy's dashboard
 /// sessions and sign-ins in progress are ended (everyone signs in again). Then the live database is
-/// taken exclusively (refused while a gateway or another program has it open), its
-/// write-ahead log folded in, kept as `assent.db.before-restore-<time>`, and the copy renamed
-/// over `assent.db` (atomic: the name always holds a whole database). A `data_dir` without a
-/// database gets the copy.
+/// taken exclusively (refused while a gateway or another program has it open, and when it is
+/// a symbolic link or not a regular file), its write-ahead log folded in, kept as
+/// `assent.db.before-restore-<time>`, and the copy renamed over `assent.db` (atomic: the name
+/// always holds a whole database) — staged elsewhere, first written into `data_dir` as a new
+/// file and everything there done through a handle on it ([`place::swap_in`]); run by root,
+/// the restored file is the data directory owner's. A `data_dir` without a database gets the
+/// copy.
 ///
 /// Errors (nothing replaced): the refusals above, a stray `assent.db-wal` without its
 /// database, I/O and SQLite errors.
@@ -622,7 +616,7 @@ pub fn restore(
     // starting waits for it).
     let _exclusive = crate::kit::DataDirLock::exclusive(data_dir)?;
     let what = input.display().to_string();
-    let staging = Staging::new(data_dir, "restore", Some(data_dir))?;
+    let (staging, dir, beside) = place::restore_staging(data_dir)?;
     let src = Connection::open_with_flags(input, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| not_a_db(e, &what))?;
     let version = copy_db(&src, &staging.db(), &what)?;
@@ -651,38 +645,10 @@ pub fn restore(
     let defaults = pending_defaults(&staging.db())?;
     let at = restored_at(&staging.db(), crate::kit::now_ms())?;
     end_sign_ins(&staging.db())?;
-    let live = data_dir.join(DB_FILE);
-    let wal = data_dir.join(format!("{DB_FILE}-wal"));
-    let (lock, set_aside) = if live.exists() {
-        let lock = take_exclusively(&live)?;
-        (Some(lock), Some(keep_aside(data_dir, &live)?))
-    } else if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
-        return Err(refuse(format!(
-            "{} is a write-ahead log without its database; move it away first",
-            wal.display()
-        )));
-    } else {
-        (None, None)
-    };
-    // The old write-ahead log (folded into the file set aside) goes before the copy takes the
-    // name, while the lock is held: a gateway opening the restored file must not find it.
-    for stale in [wal, data_dir.join(format!("{DB_FILE}-shm"))] {
-        let _ = std::fs::remove_file(stale);
-    }
-    // Before the copy takes the name: whatever happens next, the next start voids them (and
-    // cancels what its default would approve, `crate::voided`).
-    if outstanding > 0 || defaults > 0 {
-        crate::voided::mark(data_dir, at)?;
-    }
-    if let Err(e) = std::fs::rename(staging.db(), &live) {
-        // Nothing was replaced: the live database's tokens are not to be voided.
-        let _ = std::fs::remove_file(data_dir.join(crate::voided::MARKER));
-        return Err(io(&live)(e));
-    }
-    sync_dir(data_dir)?;
-    drop(lock);
-    let mut out = copied(live, version, &rep)?;
-    out.set_aside = set_aside;
+    let mut out = copied(staging.db(), version, &rep)?;
+    let mark = (outstanding > 0 || defaults > 0).then_some(at);
+    out.set_aside = place::swap_in(&dir, &staging, beside, mark)?;
+    out.path = data_dir.join(DB_FILE);
     out.other_audit_key = other_key;
     out.head_signed = head_signed;
     out.checkpoint_file = file_check;

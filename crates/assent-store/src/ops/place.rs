@@ -1,4 +1,5 @@
-//! Where `assent backup` builds its copy and how it puts the verified copy at `--out`.
+//! Where `assent backup` and `assent restore` build their copy and how they put the verified
+//! copy in place (at `--out`; at `DATA/assent.db`).
 //!
 //! Attack (found by review): the copy was staged in `OUTDIR/.assent-backup-<random>/` and
 //! then worked on by path (SQLite's backup API, the integrity check, the rename into place).
@@ -12,12 +13,22 @@
 //! place (renamed or linked into place as before), else in the data directory or the
 //! temporary directory when one is, and then written into `OUTDIR` through this process's
 //! own handles ([`by_handle`]): nothing there is opened by a path someone else can redirect.
+//!
+//! The same attack on `sudo assent restore --data-dir DATA` with DATA a service user's (found
+//! by review): the copy was staged in `DATA/.assent-restore-<random>/` and worked on by path,
+//! and the live `DATA/assent.db` was opened and hard-linked by path, so a link planted there
+//! was followed. Now the copy is built and checked where only this user or root may change
+//! anything (DATA itself when it is such a place, else `TMPDIR`: [`restore_staging`]) and
+//! written into DATA through a handle on it, the live file taken without following a link
+//! and kept aside by `linkat` on the handle ([`swap_in`]).
 
-use super::{Staging, parent_of, refuse};
+use super::{DB_FILE, Staging, parent_of, refuse};
 use crate::error::StoreError;
 use crate::kit::{io, random_id};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 /// `dir` resolved (no symbolic link left on the way to it), when it and every directory
@@ -73,75 +84,177 @@ pub(super) fn staging_for(
     )))
 }
 
-/// Writes the verified copy `staged` to `out` through handles: `out`'s directory (resolved)
-/// is opened once (`O_DIRECTORY|O_NOFOLLOW`) and checked not to lie in any of `dirs` (the
-/// data and keys directories, by device and inode up to `/`: [`not_inside`], the guard of
+/// Writes the verified copy `staged` to `out` through handles: `out`'s directory is opened
+/// once ([`Dir::open`]) and checked not to lie in any of `dirs` (the data and keys
+/// directories, by device and inode up to `/`: [`not_inside`], the guard of
 /// [`super::clear_of_state`] on the directory actually written); a new file
-/// `.assent-backup-<random>.tmp` is created in it by that handle (`O_CREAT|O_EXCL|O_NOFOLLOW`,
-/// 0600, this user's), the bytes copied and fsynced through it, and it is renamed onto `out`'s
-/// name (`force`: a file or a symbolic link there is replaced, never followed) or linked to it
-/// (no `force`: an existing name is not replaced) by the same handle, which is fsynced. The
-/// name must then be the file written (someone changing the directory meanwhile is refused).
-/// Errors: `Invalid` for an existing `out` without `force`, a directory inside `dirs`, or a
-/// change meanwhile; `Io`.
+/// `.assent-backup-<random>.tmp` is made in it by that handle ([`Dir::new_file`]: 0600, this
+/// user's), and renamed onto `out`'s name (`force`: a file or a symbolic link there is
+/// replaced, never followed) or linked to it (no `force`: an existing name is not replaced)
+/// by the same handle, which is fsynced. The name must then be the file written (someone
+/// changing the directory meanwhile is refused). Errors: `Invalid` for an existing `out`
+/// without `force`, a directory inside `dirs`, or a change meanwhile; `Io`.
 pub(super) fn by_handle(
     staged: &Path,
     out: &Path,
     force: bool,
     dirs: &[&Path],
 ) -> Result<(), StoreError> {
-    let dir = parent_of(out).canonicalize().map_err(io(&parent_of(out)))?;
     let name = out
         .file_name()
         .ok_or_else(|| refuse(format!("{} names no file", out.display())))?;
-    let sys = |e: rustix::io::Errno| std::io::Error::from(e);
-    let dfd = rustix::fs::open(
-        &dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| io(&dir)(sys(e)))?;
-    not_inside(&dfd, dirs, out)?;
-    let tmp = format!(".assent-backup-{}.tmp", random_id(""));
-    let fd = rustix::fs::openat(
-        &dfd,
-        tmp.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )
-    .map_err(|e| io(&dir.join(&tmp))(sys(e)))?;
-    let mut file = std::fs::File::from(fd);
-    let placed: Result<(), StoreError> = (|| {
-        let mut src = std::fs::File::open(staged).map_err(io(staged))?;
-        std::io::copy(&mut src, &mut file).map_err(io(out))?;
-        file.sync_all().map_err(io(out))?;
-        if force {
-            rustix::fs::renameat(&dfd, tmp.as_str(), &dfd, name).map_err(|e| io(out)(sys(e)))?;
-        } else {
-            rustix::fs::linkat(&dfd, tmp.as_str(), &dfd, name, AtFlags::empty()).map_err(|e| {
-                if e == rustix::io::Errno::EXIST {
-                    refuse(format!(
-                        "{} appeared meanwhile; nothing written",
-                        out.display()
-                    ))
-                } else {
-                    io(out)(sys(e))
-                }
-            })?;
-        }
-        Ok(())
-    })();
+    let dir = Dir::open(&parent_of(out))?;
+    not_inside(&dir.fd, dirs, out)?;
+    let mut src = std::fs::File::open(staged).map_err(io(staged))?;
+    let mut tmp = dir.new_file("backup", &mut src, false)?;
+    if force {
+        tmp.rename_to(name).map_err(|e| io(out)(e.into()))?;
+    } else {
+        tmp.link_to(name).map_err(|e| {
+            if e == Errno::EXIST {
+                refuse(format!(
+                    "{} appeared meanwhile; nothing written",
+                    out.display()
+                ))
+            } else {
+                io(out)(e.into())
+            }
+        })?;
+    }
+    let id = tmp.id;
     // Left only when not renamed (by `force`): linked, or failed.
-    let _ = rustix::fs::unlinkat(&dfd, tmp.as_str(), AtFlags::empty());
-    placed?;
-    rustix::fs::fsync(&dfd).map_err(|e| io(&dir)(sys(e)))?;
-    let ours = rustix::fs::fstat(&file).map_err(|e| io(out)(sys(e)))?;
-    match rustix::fs::statat(&dfd, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) if (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino) => Ok(()),
-        _ => Err(refuse(format!(
-            "{}: the directory was changed while the copy was written there; check what the name holds",
-            out.display()
-        ))),
+    drop(tmp);
+    dir.sync()?;
+    dir.holds(name, id, out)
+}
+
+/// A directory held by a handle, and its path resolved (for messages and for SQLite, which
+/// opens by path). Everything [`by_handle`] and [`swap_in`] make, link, rename or remove in it
+/// goes through the handle, so a directory swapped under the path meanwhile is not written.
+pub(super) struct Dir {
+    fd: OwnedFd,
+    /// The directory's path, resolved when it was opened.
+    pub path: PathBuf,
+}
+
+impl Dir {
+    /// Opens `dir` resolved, one component at a time from `/`, each with
+    /// `O_DIRECTORY|O_NOFOLLOW` (so a component replaced by a symbolic link after resolving,
+    /// by someone who may change a directory above, is refused rather than followed). Errors:
+    /// `Io` naming `dir`.
+    pub(super) fn open(dir: &Path) -> Result<Dir, StoreError> {
+        let path = dir.canonicalize().map_err(io(dir))?;
+        let sys = |e: Errno| io(&path)(std::io::Error::from(e));
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let walk = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let walk = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut at = rustix::fs::open("/", walk, Mode::empty()).map_err(sys)?;
+        for c in path.components() {
+            if let std::path::Component::Normal(n) = c {
+                at = rustix::fs::openat(&at, n, walk, Mode::empty()).map_err(sys)?;
+            }
+        }
+        let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&at, ".", read, Mode::empty()).map_err(sys)?;
+        Ok(Dir { fd, path })
+    }
+
+    /// A new file `.assent-<what>-<random>.tmp` made in the directory by its handle
+    /// (`O_CREAT|O_EXCL|O_NOFOLLOW`, 0600), holding what `src` reads, fsynced; then, with
+    /// `give` and run as root, given to the directory's owner by its handle (the directory
+    /// as opened, not as a path names it now). Removed when the [`Temp`] is dropped unless
+    /// renamed. Errors: `Io` naming the file.
+    pub(super) fn new_file(
+        &self,
+        what: &str,
+        src: &mut dyn std::io::Read,
+        give: bool,
+    ) -> Result<Temp<'_>, StoreError> {
+        let name = format!(".assent-{what}-{}.tmp", random_id(""));
+        let path = self.path.join(&name);
+        let sys = |e: Errno| io(&path)(std::io::Error::from(e));
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, name.as_str(), flags, Mode::from_raw_mode(0o600))
+            .map_err(sys)?;
+        let st = rustix::fs::fstat(&fd).map_err(sys)?;
+        let mut t = Temp {
+            dir: self,
+            name,
+            file: std::fs::File::from(fd),
+            id: dev_ino(&st),
+            placed: false,
+        };
+        std::io::copy(src, &mut t.file).map_err(io(&path))?;
+        t.file.sync_all().map_err(io(&path))?;
+        if give && rustix::process::geteuid().is_root() {
+            let d = rustix::fs::fstat(&self.fd).map_err(sys)?;
+            let (uid, gid) = (
+                rustix::fs::Uid::from_raw(d.st_uid),
+                rustix::fs::Gid::from_raw(d.st_gid),
+            );
+            rustix::fs::fchown(&t.file, Some(uid), Some(gid)).map_err(sys)?;
+        }
+        Ok(t)
+    }
+
+    /// Fsyncs the directory, so that a rename or link in it survives a crash.
+    pub(super) fn sync(&self) -> Result<(), StoreError> {
+        rustix::fs::fsync(&self.fd).map_err(|e| io(&self.path)(e.into()))
+    }
+
+    /// Checks that `name` in the directory is the file `id` (device, inode) without following
+    /// a link. Errors: `Invalid` naming `shown`: someone changed the directory meanwhile.
+    fn holds(&self, name: &OsStr, id: (u64, u64), shown: &Path) -> Result<(), StoreError> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if dev_ino(&st) == id => Ok(()),
+            _ => Err(refuse(format!(
+                "{}: the directory was changed while the copy was written there; check what the name holds",
+                shown.display()
+            ))),
+        }
+    }
+}
+
+/// A file's device and inode (their types differ between systems).
+#[allow(clippy::unnecessary_cast)]
+fn dev_ino(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+/// A new file [`Dir::new_file`] made, removed when dropped unless renamed.
+pub(super) struct Temp<'a> {
+    dir: &'a Dir,
+    name: String,
+    file: std::fs::File,
+    /// Its device and inode.
+    id: (u64, u64),
+    placed: bool,
+}
+
+impl Temp<'_> {
+    /// Renames it onto `name` in its directory by the handle (`renameat`: whatever is at the
+    /// name, a symbolic link included, is replaced, never followed).
+    fn rename_to(&mut self, name: &OsStr) -> Result<(), Errno> {
+        let d = &self.dir.fd;
+        rustix::fs::renameat(d, self.name.as_str(), d, name)?;
+        self.placed = true;
+        Ok(())
+    }
+
+    /// Links it to `name` in its directory by the handle (`EEXIST` on an existing name).
+    fn link_to(&self, name: &OsStr) -> Result<(), Errno> {
+        let d = &self.dir.fd;
+        rustix::fs::linkat(d, self.name.as_str(), d, name, AtFlags::empty())
+    }
+}
+
+impl Drop for Temp<'_> {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = rustix::fs::unlinkat(&self.dir.fd, self.name.as_str(), AtFlags::empty());
+        }
     }
 }
 
@@ -176,5 +289,128 @@ fn not_inside(dfd: &OwnedFd, dirs: &[&Path], out: &Path) -> Result<(), StoreErro
             return Ok(());
         }
         at = up;
+    }
+}
+
+/// Where `assent restore` builds and checks the copy, with the data directory held by a
+/// handle ([`Dir::open`]) for [`swap_in`]; whether the staging directory is inside it. In
+/// `data_dir` when it is [`only_ours`] (a non-root user's own data directory, root's): as
+/// before, nobody else can change anything there. Else (root restoring a service user's data
+/// directory: found by review, that user could rename root's staging directory away and put
+/// one of their own under its name, with an `assent.db` link, and root wrote the backup's
+/// contents where it pointed) in the temporary directory, which must then be [`only_ours`];
+/// [`swap_in`] writes the verified copy into `data_dir` by the handle. Errors: `Invalid`
+/// naming `TMPDIR` when it is not such a place; `Io`.
+pub(super) fn restore_staging(data_dir: &Path) -> Result<(Staging, Dir, bool), StoreError> {
+    let dir = Dir::open(data_dir)?;
+    if only_ours(&dir.path).is_some() {
+        let staging = Staging::new(&dir.path, "restore", Some(&dir.path))?;
+        return Ok((staging, dir, true));
+    }
+    let tmp = std::env::temp_dir();
+    match only_ours(&tmp) {
+        Some(t) => Ok((Staging::new(&t, "restore", None)?, dir, false)),
+        None => Err(refuse(format!(
+            "{} may be changed by other users than this one and root, so the copy is built and checked in the temporary directory {} first, but that may be changed by others too; set TMPDIR to a directory only this user (or root) may change",
+            dir.path.display(),
+            tmp.display()
+        ))),
+    }
+}
+
+/// Puts the checked copy of `staging` at `assent.db` in `dir`, for [`super::restore`]: staged
+/// elsewhere, it is first written into a new file there by the handle ([`Dir::new_file`],
+/// given to the directory's owner when run as root). Then the live database, if anything is
+/// at the name, is taken exclusively ([`super::take_exclusively`]: a link or other
+/// non-regular file is refused, naming it) and kept aside ([`keep_aside`]); the old `-wal` and
+/// `-shm` are removed and, with `mark`, the restore's marker written (the next start voids
+/// the tokens issued before it, [`crate::voided`]) — all by the handle; then the copy is
+/// renamed onto `assent.db` (by the handle, or staged beside it by path) and the directory
+/// fsynced. Returns where the replaced database was kept. Errors (nothing replaced): the
+/// refusals named, a stray `-wal` without its database; `Io`, SQLite's.
+pub(super) fn swap_in(
+    dir: &Dir,
+    staging: &Staging,
+    beside: bool,
+    mark: Option<i64>,
+) -> Result<Option<PathBuf>, StoreError> {
+    let live = dir.path.join(DB_FILE);
+    let mut tmp = match beside {
+        true => None,
+        false => {
+            let mut src = std::fs::File::open(staging.db()).map_err(io(&staging.db()))?;
+            Some(dir.new_file("restore", &mut src, true)?)
+        }
+    };
+    let wal = format!("{DB_FILE}-wal");
+    let nofollow = AtFlags::SYMLINK_NOFOLLOW;
+    let (lock, set_aside) = match rustix::fs::statat(&dir.fd, DB_FILE, nofollow) {
+        Ok(_) => (
+            Some(super::take_exclusively(&live)?),
+            Some(keep_aside(dir)?),
+        ),
+        Err(Errno::NOENT) => match rustix::fs::statat(&dir.fd, wal.as_str(), nofollow) {
+            Ok(st) if st.st_size > 0 => {
+                return Err(refuse(format!(
+                    "{} is a write-ahead log without its database; move it away first",
+                    dir.path.join(&wal).display()
+                )));
+            }
+            _ => (None, None),
+        },
+        Err(e) => return Err(io(&live)(e.into())),
+    };
+    // The old write-ahead log (folded into the file set aside) goes before the copy takes the
+    // name, while the lock is held: a gateway opening the restored file must not find it.
+    for stale in [wal, format!("{DB_FILE}-shm")] {
+        let _ = rustix::fs::unlinkat(&dir.fd, stale.as_str(), AtFlags::empty());
+    }
+    // Before the copy takes the name: whatever happens next, the next start voids them.
+    // Beside, by path as ever (nobody else may change the directory); else by the handle,
+    // the directory owner's (found by review: root's 0600 marker kept a service user's
+    // gateway from reading it).
+    match mark {
+        Some(at) if beside => crate::voided::mark(&dir.path, at)?,
+        Some(at) => {
+            let mut m = dir.new_file("restore", &mut at.to_string().as_bytes(), true)?;
+            m.rename_to(OsStr::new(crate::voided::MARKER))
+                .map_err(|e| io(&dir.path.join(crate::voided::MARKER))(e.into()))?;
+        }
+        None => {}
+    }
+    let placed = match &mut tmp {
+        Some(t) => t.rename_to(OsStr::new(DB_FILE)).map_err(Into::into),
+        None => std::fs::rename(staging.db(), &live),
+    };
+    if let Err(e) = placed {
+        // Nothing was replaced: the live database's tokens are not to be voided.
+        let _ = rustix::fs::unlinkat(&dir.fd, crate::voided::MARKER, AtFlags::empty());
+        return Err(io(&live)(e));
+    }
+    dir.sync()?;
+    drop(lock);
+    if let Some(t) = &tmp {
+        dir.holds(OsStr::new(DB_FILE), t.id, &live)?;
+    }
+    Ok(set_aside)
+}
+
+/// Keeps the live database (held by [`super::take_exclusively`], already self-contained) as
+/// a second name in `dir`, `assent.db.before-restore-<UTC time>` (with a random suffix when
+/// that is taken): a hard link made by the handle, never following a link (`linkat` without
+/// `AT_SYMLINK_FOLLOW`), so `assent.db` never stops existing. Errors: `Io` naming it.
+fn keep_aside(dir: &Dir) -> Result<PathBuf, StoreError> {
+    let name = format!("{DB_FILE}.before-restore-{}", super::utc_stamp());
+    let link = |n: &str| rustix::fs::linkat(&dir.fd, DB_FILE, &dir.fd, n, AtFlags::empty());
+    let name = match link(&name) {
+        Err(Errno::EXIST) => {
+            let other = format!("{name}-{}", random_id(""));
+            link(&other).map(|()| other)
+        }
+        r => r.map(|()| name),
+    };
+    match name {
+        Ok(n) => Ok(dir.path.join(n)),
+        Err(e) => Err(io(&dir.path.join(DB_FILE))(e.into())),
     }
 }

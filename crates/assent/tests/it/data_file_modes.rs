@@ -453,3 +453,123 @@ fn audit_verify_and_backup_never_follow_a_database_link_in_the_data_directory() 
     std::os::unix::fs::symlink(dir.path().join("nowhere"), &db).unwrap();
     refused_link(&run(&["audit", "verify", "--data-dir", d]), &db);
 }
+
+/// Found by review: root's restore into a service user's data directory staged the copy in
+/// `DATA/.assent-restore-<random>/assent.db` and worked on it by path (SQLite's backup API,
+/// ending the sign-ins, the checks, the rename), so that user, owning DATA, could rename
+/// root's staging directory away and put one of theirs under its name with an `assent.db`
+/// link: root then wrote the backup's contents (text agents control) where it pointed, e.g.
+/// into `/etc/cron.d`. The swap's timing cannot be forced, so the test asserts the property
+/// that rules it out: root makes no directory in DATA, only a temporary file (made through a
+/// handle) and `assent.db` (and the replaced database kept aside, a hard link); the result is
+/// the service user's, 0600, and verifies. And the live `assent.db` was opened and
+/// hard-linked by path: a symbolic link there to a root file is now refused, naming it, the
+/// file unchanged. With TMPDIR another user may change, the restore is refused naming it.
+/// Only as root (Linux: DATA is watched with inotify).
+#[test]
+fn root_restore_into_a_service_users_data_directory_stages_nothing_that_user_could_swap() {
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let data = service_dir(dir.path(), 4243);
+    let d = data.to_str().unwrap();
+    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
+    let copy = dir.path().join("copy.db");
+    let c = copy.to_str().unwrap();
+    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
+    let watch = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, &data, WatchFlags::CREATE | WatchFlags::MOVED_TO).unwrap();
+    let restore = |extra: &[(&str, &Path)]| {
+        let mut cmd = umask_022(&["restore", "--data-dir", d, "--force", c]);
+        cmd.envs(extra.iter().copied());
+        cmd.output().unwrap()
+    };
+    ok(&restore(&[]));
+    // Besides: SQLite's rollback journal of the live database while it is taken and its log
+    // folded in (opened by SQLite with `O_NOFOLLOW`, as any command working on DATA does).
+    let made = made_in(&watch);
+    assert!(
+        made.iter().all(|(n, is_dir)| !is_dir
+            && (n == "assent.db"
+                || n == "assent.db-journal"
+                || n.starts_with("assent.db.before-restore-")
+                || (n.starts_with(".assent-restore-") && n.ends_with(".tmp")))),
+        "root staged in a directory another user may change: {made:?}"
+    );
+    assert!(made.iter().any(|(n, _)| n == "assent.db"), "{made:?}");
+    let left: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".assent-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let db = data.join("assent.db");
+    let m = std::fs::symlink_metadata(&db).unwrap();
+    assert!(m.is_file());
+    assert_eq!(
+        (m.uid(), m.gid(), m.mode() & 0o7777),
+        (4243, 4243, 0o600),
+        "the restored database is not the service user's"
+    );
+    ok(&run(&["audit", "verify", "--data-dir", d]));
+    // A link planted at the live database's name: refused, naming it, its target unchanged.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "root's file\n").unwrap();
+    std::fs::remove_file(&db).unwrap();
+    std::os::unix::fs::symlink(&victim, &db).unwrap();
+    refused_link(&restore(&[]), &db);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"root's file\n");
+    assert!(std::fs::symlink_metadata(&db).unwrap().is_symlink());
+    for side in ["-wal", "-shm", "-journal"] {
+        let p = dir.path().join(format!("victim{side}"));
+        assert!(std::fs::symlink_metadata(&p).is_err(), "{}", p.display());
+    }
+    // A temporary directory another user may change: refused, naming TMPDIR.
+    std::fs::remove_file(&db).unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::os::unix::fs::chown(&tmp, Some(4244), Some(4244)).unwrap();
+    let out = restore(&[("TMPDIR", &tmp)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("TMPDIR"), "{err}");
+    assert!(std::fs::symlink_metadata(&db).is_err(), "restored");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}
+
+/// Found by review: root restoring a backup with outstanding tokens into a service user's
+/// data directory wrote the restore's marker (the next start voids the tokens) 0600 and
+/// root's, so the service's gateway could not read it and did not start. It is the data
+/// directory owner's now, written through the handle. Only as root.
+#[test]
+fn root_restore_leaves_the_token_voiding_marker_to_the_service_user() {
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "");
+    let c = cfg.to_str().unwrap();
+    let s = serve_with(umask_022(&["serve", "--config", c]), port);
+    approved(&s.url, 5000);
+    let copy = dir.path().join("copy.db");
+    let b = copy.to_str().unwrap();
+    ok(&umask_022(&["backup", "--config", c, b]).output().unwrap());
+    stop(s);
+    let data = service_dir(dir.path(), 4243);
+    let d = data.to_str().unwrap();
+    ok(&umask_022(&[
+        "restore",
+        "--data-dir",
+        d,
+        "--force",
+        "--allow-outstanding-tokens",
+        b,
+    ])
+    .output()
+    .unwrap());
+    let m = std::fs::symlink_metadata(data.join(assent_store::voided::MARKER)).unwrap();
+    assert!(m.is_file());
+    assert_eq!((m.uid(), m.gid()), (4243, 4243), "the marker is root's");
+}
