@@ -73,6 +73,7 @@ mod ask;
 mod ends;
 pub mod era;
 mod gateway;
+mod held;
 pub mod hub;
 mod kit;
 mod relay;

@@ -47,6 +47,9 @@ pub(super) struct Call {
     /// For a client that keeps no MCP session: the call's mark in its agent's stateless
     /// session, held until the call ends ([`Hub::stateless_session`]).
     pub(super) _stateless: Option<super::state::InFlight>,
+    /// The weight of its arguments, counted for its agent and in all until the call ends
+    /// ([`super::held::HeldCalls`]).
+    pub(super) _weight: super::held::CallWeight,
 }
 
 impl Call {

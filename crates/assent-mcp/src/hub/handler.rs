@@ -121,6 +121,27 @@ impl HubHandler {
     }
 }
 
+impl HubHandler {
+    /// The call's arguments, taken from `request` (not cloned: kept once while it waits), and
+    /// their weight counted for `agent` and in all ([`super::held::HeldCalls`]); a JSON-RPC
+    /// error ([`super::held::BUSY`]) naming the bound when that would pass it.
+    fn weigh(
+        &self,
+        agent: &str,
+        request: &mut CallToolRequestParams,
+    ) -> Result<(Value, super::held::CallWeight), McpError> {
+        let args = Value::Object(request.arguments.take().unwrap_or_default());
+        match self.hub.held.take(agent, crate::kit::json_weight(&args)) {
+            Ok(w) => Ok((args, w)),
+            Err(why) => Err(McpError::new(
+                rmcp::model::ErrorCode(super::held::BUSY),
+                why,
+                None,
+            )),
+        }
+    }
+}
+
 /// A call answered `TOOL_DENIED: why`, never forwarded.
 fn denied(why: &str) -> CallToolResponse {
     denied_result(why).into()
@@ -277,7 +298,7 @@ impl ServerHandler for HubHandler {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         // Nothing is proposed once the gateway is shutting down: a call proposed then would be
@@ -291,7 +312,8 @@ impl ServerHandler for HubHandler {
             Ok(a) => a,
             Err(e) => return Ok(denied(&e)),
         };
-        let (alias, tool, up) = match self.named(&request.name) {
+        let name = request.name.clone();
+        let (alias, tool, up) = match self.named(&name) {
             Ok(named) => named,
             Err(why) => return Ok(denied(&why)),
         };
@@ -315,6 +337,7 @@ impl ServerHandler for HubHandler {
         if ctx.ct.is_cancelled() {
             return Err(McpError::invalid_request("cancelled by the client", None));
         }
+        let (args, weight) = self.weigh(&agent, &mut request)?;
         let (session, stateless) = self.session(&ctx, &agent);
         let call = Call {
             hub: self.hub.clone(),
@@ -323,10 +346,11 @@ impl ServerHandler for HubHandler {
             agent: agent.clone(),
             alias: alias.to_string(),
             tool: tool.to_string(),
-            args: Value::Object(request.arguments.clone().unwrap_or_default()),
+            args,
             held: Arc::new(watch::Sender::new(Hold::Nothing)),
             result_slot: None,
             _stateless: stateless,
+            _weight: weight,
         };
         let tasks = ctx
             .client_capabilities()

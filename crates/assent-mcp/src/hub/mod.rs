@@ -19,12 +19,14 @@
 //! at most [`MAX_TASKS_PER_AGENT`](owners::MAX_TASKS_PER_AGENT) an agent), `upstream` (one
 //! upstream's connection and tool list), `call` (one `tools/call` through pins, gateway,
 //! upstream and result report), `stop` (stopping a call its client cancelled or left), `tasks`
-//! (calls that became MCP tasks), `handler` (the MCP server side, [`HubHandler`]: it gives
+//! (calls that became MCP tasks), `held` (the bytes held for calls in flight, per agent and
+//! in all), `handler` (the MCP server side, [`HubHandler`]: it gives
 //! each declared upstream's instructions as pinned) and `transport` (stdio and streamable
 //! HTTP; a client gone without a word has its calls stopped).
 
 mod call;
 mod handler;
+mod held;
 mod owners;
 mod state;
 mod stop;

@@ -33,6 +33,8 @@ pub struct Hub {
     /// Calls that became MCP tasks (SEP-2663), and the agent each belongs to.
     pub(super) tasks: TaskManager,
     pub(super) task_owners: Mutex<super::owners::TaskOwners>,
+    /// The bytes held for calls in flight, each agent's and in all ([`super::held`]).
+    pub(super) held: super::held::HeldCalls,
     /// Each agent's current session for its calls from clients that keep none
     /// ([`Hub::stateless_session`]).
     stateless: Mutex<HashMap<String, Stateless>>,
@@ -160,6 +162,7 @@ impl Hub {
             declarations: Mutex::default(),
             tasks: TaskManager::new(),
             task_owners: Mutex::default(),
+            held: super::held::HeldCalls::default(),
             stateless: Mutex::default(),
             hub_token,
             calls: Mutex::default(),
