@@ -79,6 +79,7 @@ mod kit;
 mod relay;
 mod tasks;
 mod trace;
+mod weigh;
 
 pub use ask::{AskUser, Asker, UserAnswer, elicitation_schema, in_client_question, user_answer};
 pub use gateway::Gateway;

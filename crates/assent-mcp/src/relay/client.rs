@@ -32,8 +32,8 @@ impl Relay {
             return;
         }
         // Weighed before it is parsed (`super::weigh`): one too heavy is never built whole.
-        let weight = super::weigh::raw_weight(line.as_bytes());
-        if weight > super::weigh::MAX_LINE_WEIGHT {
+        let weight = crate::weigh::raw_weight(line.as_bytes());
+        if weight > crate::weigh::MAX_LINE_WEIGHT {
             return self.refuse_heavy(&line, weight);
         }
         // Fail closed: a line we cannot parse is never forwarded, since a more lenient
@@ -105,18 +105,18 @@ impl Relay {
         );
     }
 
-    /// A client line of `weight` past [`super::weigh::MAX_LINE_WEIGHT`], never parsed whole
-    /// (only its id and method are read, [`super::weigh::envelope`]) and never forwarded or
+    /// A client line of `weight` past [`crate::weigh::MAX_LINE_WEIGHT`], never parsed whole
+    /// (only its id and method are read, [`crate::weigh::envelope`]) and never forwarded or
     /// gated: a request is answered `-32600` naming the bound (under `null` when its id cannot
     /// be read), an answer to a request of the upstream's or the proxy's own is passed on as
     /// an error under its id (so that nothing waits for it), and a notification is dropped
     /// with a warning.
     fn refuse_heavy(&self, line: &str, weight: usize) {
-        use super::weigh::{Envelope, Id};
-        let why = super::weigh::too_heavy(weight);
+        use crate::weigh::{Envelope, Id};
+        let why = crate::weigh::too_heavy(weight);
         tracing::warn!(weight, "refused a client line too heavy to parse");
         let error = |id: &Value| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}});
-        match super::weigh::envelope(line.as_bytes()) {
+        match crate::weigh::envelope(line.as_bytes()) {
             Some(Envelope {
                 id: Id::Absent,
                 method: true,

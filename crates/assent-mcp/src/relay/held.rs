@@ -20,8 +20,8 @@
 //! byte bound (`super::lines`): counters that saturate, released by a guard when dropped.
 
 /// Bytes (by weight) the relay holds for one client's calls in flight: 64 MiB, as one queue's
-/// byte bound (`super::lines::MAX_QUEUED_BYTES`). A call alone is never refused
-/// ([`HeldBytes::take`]).
-pub(super) const MAX_HELD_BYTES: usize = 64 << 20;
+/// byte bound (`super::lines::MAX_QUEUED_BYTES`) and the heaviest line parsed
+/// (`crate::weigh::MAX_LINE_WEIGHT`). A call alone is never refused ([`HeldBytes::take`]).
+pub(super) const MAX_HELD_BYTES: usize = crate::weigh::MAX_LINE_WEIGHT;
 
 pub(super) use crate::held::{HeldBytes, HeldGuard};

@@ -19,7 +19,6 @@ mod pins;
 mod state;
 mod tasks;
 mod upstream;
-mod weigh;
 mod words;
 
 use crate::kit::ProxyConfig;

@@ -171,8 +171,8 @@ impl UpstreamSide {
             return None;
         }
         // Weighed before it is parsed (`super::weigh`): one too heavy is never built whole.
-        let weight = super::weigh::raw_weight(line.as_bytes());
-        if weight > super::weigh::MAX_LINE_WEIGHT {
+        let weight = crate::weigh::raw_weight(line.as_bytes());
+        if weight > crate::weigh::MAX_LINE_WEIGHT {
             return self.refuse_heavy(line, weight);
         }
         let why = match assent_core::json::parse_value(line.as_bytes()) {
@@ -189,17 +189,17 @@ impl UpstreamSide {
             "message": format!("assent: the upstream's answer was refused: {why}")}}))
     }
 
-    /// An upstream line of `weight` past [`super::weigh::MAX_LINE_WEIGHT`], never parsed
-    /// whole (only its id and method are read, [`super::weigh::envelope`]) and never relayed:
+    /// An upstream line of `weight` past [`crate::weigh::MAX_LINE_WEIGHT`], never parsed
+    /// whole (only its id and method are read, [`crate::weigh::envelope`]) and never relayed:
     /// an answer becomes a JSON-RPC error under its id naming the bound (so whoever waits for
     /// it learns why, and a forwarded call has it reported as its result); a request of the
     /// upstream's is answered with that error, when its queue has room; anything else is
     /// dropped with a warning.
     fn refuse_heavy(&self, line: &str, weight: usize) -> Option<Value> {
-        use super::weigh::{Envelope, Id};
-        let why = super::weigh::too_heavy(weight);
+        use crate::weigh::{Envelope, Id};
+        let why = crate::weigh::too_heavy(weight);
         tracing::warn!(weight, "refused an upstream line too heavy to parse");
-        let (id, method) = match super::weigh::envelope(line.as_bytes()) {
+        let (id, method) = match crate::weigh::envelope(line.as_bytes()) {
             Some(Envelope {
                 id: Id::Is(id),
                 method,

@@ -3,7 +3,7 @@
 //! bound) into a `serde_json::Value` before any bound was checked, and `[0,0,…]` parsed holds
 //! some 33 times its text: one line of 16 MiB, from the client or the upstream, made the proxy
 //! build half a gigabyte. Now a line whose weight passes [`MAX_LINE_WEIGHT`] (what the relay
-//! may hold for calls in flight, `super::held::MAX_HELD_BYTES`) is never parsed whole: only its
+//! may hold for one client's calls in flight) is never parsed whole: only its
 //! `id` and whether it has a `method` are read (the rest skipped with serde's `IgnoredAny`,
 //! which builds nothing), so that a request is answered with an error naming the bound, an
 //! answer refused under its id, and anything else dropped with a warning; it is never
@@ -13,9 +13,9 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// The most a line may weigh ([`raw_weight`]) to be parsed: 64 MiB, the bound on the bytes
-/// held for a client's calls in flight (`super::held::MAX_HELD_BYTES`), so that no line makes
-/// the relay build more than it may hold.
-pub(super) const MAX_LINE_WEIGHT: usize = super::held::MAX_HELD_BYTES;
+/// the stdio relay holds for a client's calls in flight (its `MAX_HELD_BYTES` is this), so
+/// that no line makes the relay build more than it may hold.
+pub(crate) const MAX_LINE_WEIGHT: usize = 64 << 20;
 
 /// About what `crate::kit::json_weight` gives for the value `text` parses to, computed from
 /// the text in one pass without parsing it: the text's bytes outside whitespace, plus 32 for
@@ -23,7 +23,7 @@ pub(super) const MAX_LINE_WEIGHT: usize = super::held::MAX_HELD_BYTES;
 /// string's two quotes and its content, an escape). Not exact (an escape written shorter, a
 /// number written longer), but within a few bytes a piece, and never fooled by a text that
 /// is not JSON: such a text weighs what its bytes and pieces do, and is refused all the same.
-pub(super) fn raw_weight(text: &[u8]) -> usize {
+pub(crate) fn raw_weight(text: &[u8]) -> usize {
     const PIECE: usize = 32;
     let (mut bytes, mut pieces) = (0usize, 0usize);
     let (mut in_str, mut escaped, mut in_scalar) = (false, false, false);
@@ -68,7 +68,7 @@ pub(super) fn raw_weight(text: &[u8]) -> usize {
 }
 
 /// Why a line of `weight` was refused unparsed (the words of the error that answers it).
-pub(super) fn too_heavy(weight: usize) -> String {
+pub(crate) fn too_heavy(weight: usize) -> String {
     format!(
         "assent: a line weighing {weight} bytes parsed (its text plus 32 bytes a value) was refused unread: past the {} MiB bound on what the proxy holds for calls in flight",
         MAX_LINE_WEIGHT >> 20
@@ -77,16 +77,16 @@ pub(super) fn too_heavy(weight: usize) -> String {
 
 /// What is read of a line too heavy to parse: its `id` and whether it has a `method`.
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct Envelope {
+pub(crate) struct Envelope {
     /// The line's `id`.
-    pub(super) id: Id,
+    pub(crate) id: Id,
     /// Whether it has a `method` (not `null`): a request or a notification.
-    pub(super) method: bool,
+    pub(crate) method: bool,
 }
 
 /// A line's `id`, as [`envelope`] reads it.
 #[derive(Debug, Default, PartialEq)]
-pub(super) enum Id {
+pub(crate) enum Id {
     /// No `id`: a notification (or an answer under none).
     #[default]
     Absent,
@@ -98,7 +98,7 @@ pub(super) enum Id {
 
 /// Reads `id` and `method` of the JSON object `text`, skipping every other value unbuilt
 /// (serde's `IgnoredAny`); `None` when `text` is no JSON object, or names a key twice.
-pub(super) fn envelope(text: &[u8]) -> Option<Envelope> {
+pub(crate) fn envelope(text: &[u8]) -> Option<Envelope> {
     let mut de = serde_json::Deserializer::from_slice(text);
     let env = de.deserialize_map(EnvelopeVisitor).ok()?;
     de.end().ok()?;
