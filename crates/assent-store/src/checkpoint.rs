@@ -18,7 +18,8 @@
 //!   chain under the store's lock; `assent audit verify` checks it.)
 //! - The row at record 0 is no checkpoint of a record but the database's claim for one audit
 //!   key (`store_claim`, stored at the first open under that key: `open.rs`), signed as a
-//!   checkpoint of the empty chain; it is not listed, verified or extended.
+//!   checkpoint of the empty chain; it is not listed or extended, and `assent audit verify`
+//!   checks only that it is such a claim, by any key ([`claim_problem`]).
 
 use crate::archive;
 use crate::audit;
@@ -349,13 +350,86 @@ impl Store {
 /// a checkpoint of the empty chain (record 0, the genesis hash, 0 records) signed at `now`
 /// (Unix ms) with `key`, at the row of record 0, which no checkpoint of a record takes (they
 /// cover records from 1). It is what a second key set opening the database finds to be
-/// refused by (`open.rs`) before any checkpoint of a record was signed; it is not listed,
-/// checked by `assent audit verify` or extended by the signer ([`stored`], [`latest`]),
-/// though it verifies as a checkpoint of the empty chain. Nothing is stored when the row is
-/// taken (by another key's claim, say): returns whether it was stored. Errors: the database's.
+/// refused by (`open.rs`) before any checkpoint of a record was signed; it is not listed
+/// or extended by the signer ([`stored`], [`latest`]), though it verifies as a checkpoint of
+/// the empty chain ([`not_a_claim`]). Nothing is stored when the row is taken (by another
+/// key's claim, or a junk row): returns whether it was stored, and the caller reads what is
+/// there ([`claim_row`]). Errors: the database's.
 pub(crate) fn store_claim(conn: Conn<'_>, key: &SigningKey, now: i64) -> db::Result<bool> {
     let cp = sign(key, 0, audit::GENESIS, 0, now);
     Ok(insert(conn, &cp, "ON CONFLICT (seq) DO NOTHING")? == 1)
+}
+
+/// The row at record 0 of `audit_checkpoints` as stored (the claim, [`store_claim`], or
+/// whatever else took its place), if any. A database without the table has none. Errors:
+/// the database's.
+pub(crate) fn claim_row(conn: Conn<'_>) -> db::Result<Option<Checkpoint>> {
+    if !conn.has_table("audit_checkpoints")? {
+        return Ok(None);
+    }
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM audit_checkpoints WHERE seq = 0"
+    ))?
+    .query_row([], row)
+    .optional()
+}
+
+/// Why the row `cp` at record 0 is no claim ([`store_claim`]); `None` when it is one: a
+/// checkpoint of the empty chain (record 0, the genesis hash, 0 records) whose signature
+/// verifies under the public key it names (any key: whose it is, is the caller's to judge).
+pub(crate) fn not_a_claim(cp: &Checkpoint) -> Option<String> {
+    let Ok(key) = parse_public_key(&cp.public_key) else {
+        return Some("it names no Ed25519 public key".to_string());
+    };
+    if cp.seq != 0 || cp.head_hash != audit::GENESIS || cp.record_count != 0 {
+        let hash = if cp.head_hash == audit::GENESIS {
+            ""
+        } else {
+            ", not at the genesis hash"
+        };
+        return Some(format!(
+            "it is no checkpoint of the empty chain (it covers {} records{hash})",
+            cp.record_count
+        ));
+    }
+    (!cp.verifies(&key)).then(|| "its signature does not verify under the key it names".into())
+}
+
+/// The key the row `cp` names, for a message: its 64 hex characters, re-encoded (nothing
+/// read from the database is echoed as it is), or that it names none.
+pub(crate) fn named_key(cp: &Checkpoint) -> String {
+    match parse_public_key(&cp.public_key) {
+        Ok(k) => format!("audit key {}", public_key_hex(&k)),
+        Err(_) => "no Ed25519 public key".to_string(),
+    }
+}
+
+/// For `assent audit verify` (`integrity.rs`): why the row at record 0 is no claim of the
+/// empty chain ([`not_a_claim`]), naming the key it names and whether that is `key`, the
+/// key the verification checks with (`--public-key`, else the keys directory's); `None`
+/// when there is no such row or it is a claim, by any key. Found by review: every reader
+/// skipped record 0, so a junk row planted there — which kept the first start from
+/// claiming the database, letting a second key set serve it too — went unreported.
+/// Errors: the database's.
+pub(crate) fn claim_problem(
+    conn: Conn<'_>,
+    key: Option<&VerifyingKey>,
+) -> db::Result<Option<String>> {
+    let Some(cp) = claim_row(conn)? else {
+        return Ok(None);
+    };
+    let Some(why) = not_a_claim(&cp) else {
+        return Ok(None);
+    };
+    let named = named_key(&cp);
+    let whose = match key.map(public_key_hex) {
+        Some(k) if named.ends_with(&k) => " (the key this verification checks with)".into(),
+        Some(k) => format!(" (not the key this verification checks with, {k})"),
+        None => String::new(),
+    };
+    Ok(Some(format!(
+        "the row at record 0 of audit_checkpoints, where the database's claim for its audit key is kept, is no claim: {why}; it names {named}{whose}. A gateway whose audit key signed nothing here yet refuses to start on it; if it is damage, delete it (DELETE FROM audit_checkpoints WHERE seq = 0) and the next start claims the database again"
+    )))
 }
 
 /// Inserts checkpoint `cp` into `audit_checkpoints`, `then` appended to the statement (a

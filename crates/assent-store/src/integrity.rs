@@ -120,8 +120,9 @@ pub fn verify_database(
 
 /// Verifies the store behind `conn` (either backend) in one read snapshot: the archive
 /// anchors ([`crate::archive`]: signed by the key, one chain from genesis), the hash chain from the
-/// newest anchor, every stored checkpoint, the checkpoint file of `opts`, and the state tables
-/// against the chain. `opts.public_key` is the trusted key; `no_key` starts the error when it
+/// newest anchor, every stored checkpoint, the row at record 0 (a claim of the empty chain by
+/// any key, [`checkpoint::claim_problem`]), the checkpoint file of `opts`, and the state
+/// tables against the chain. `opts.public_key` is the trusted key; `no_key` starts the error when it
 /// is needed and missing.
 ///
 /// Errors (usage or I/O, not findings): an unreadable checkpoint file, or checkpoints or
@@ -190,27 +191,17 @@ fn verify_snapshot(
     }
     let head_seq = rep.archived_records + rep.records;
     if let Some(key) = &key {
-        if !opts.archive_dirs.is_empty() && rep.problem.is_none() {
-            let (n, found) = archive::check_exports(&anchors, opts.archive_dirs, key)?;
-            rep.exports_verified = n;
-            rep.problem = found.map(|(seq, reason)| Problem {
-                check: "archive",
-                seq: Some(seq),
-                reason,
-            });
-        }
-        if rep.problem.is_none() {
-            rep.problem = check_stored(conn, &stored, &anchors, key, head_seq)?;
-        }
-        if let Some(file) = opts.checkpoint_file {
-            let (cps, skipped) = checkpoint::read_jsonl(file, key).map_err(io(file))?;
-            rep.file_lines_skipped = skipped;
-            let found = file_problem(conn, file, &cps, key, &anchors, head_seq)?;
-            rep.file_checkpoint = cps.into_iter().max_by_key(|c| c.seq);
-            if rep.problem.is_none() {
-                rep.problem = found;
-            }
-        }
+        check_signed(conn, &mut rep, key, opts, (&anchors, &stored), head_seq)?;
+    }
+    // The row at record 0 must be a claim of the empty chain (by any key), if there is one.
+    if rep.problem.is_none()
+        && let Some(reason) = checkpoint::claim_problem(conn, key.as_ref())?
+    {
+        rep.problem = Some(Problem {
+            check: "checkpoint",
+            seq: Some(0),
+            reason,
+        });
     }
     // A verified anchor signs the chain up to its last record, as a checkpoint does.
     let signed = [&rep.newest_checkpoint, &rep.file_checkpoint]
@@ -230,6 +221,42 @@ fn verify_snapshot(
         });
     }
     Ok(rep)
+}
+
+/// The checks of [`verify_snapshot`] that need the audit `key`, into `rep` (its first
+/// problem kept): the exports of the `anchors` (with `opts.archive_dirs`), the `stored`
+/// checkpoints, and the checkpoint file of `opts`, against the chain ending at `head_seq`.
+/// Errors: an unreadable checkpoint file or export directory; the database's.
+fn check_signed(
+    conn: Conn<'_>,
+    rep: &mut Report,
+    key: &VerifyingKey,
+    opts: &VerifyOptions<'_>,
+    (anchors, stored): (&[Manifest], &[Checkpoint]),
+    head_seq: i64,
+) -> Result<(), StoreError> {
+    if !opts.archive_dirs.is_empty() && rep.problem.is_none() {
+        let (n, found) = archive::check_exports(anchors, opts.archive_dirs, key)?;
+        rep.exports_verified = n;
+        rep.problem = found.map(|(seq, reason)| Problem {
+            check: "archive",
+            seq: Some(seq),
+            reason,
+        });
+    }
+    if rep.problem.is_none() {
+        rep.problem = check_stored(conn, stored, anchors, key, head_seq)?;
+    }
+    if let Some(file) = opts.checkpoint_file {
+        let (cps, skipped) = checkpoint::read_jsonl(file, key).map_err(io(file))?;
+        rep.file_lines_skipped = skipped;
+        let found = file_problem(conn, file, &cps, key, anchors, head_seq)?;
+        rep.file_checkpoint = cps.into_iter().max_by_key(|c| c.seq);
+        if rep.problem.is_none() {
+            rep.problem = found;
+        }
+    }
+    Ok(())
 }
 
 /// Why the chain (ending at record `head_seq`) does not reach every checkpoint `cps` read

@@ -169,16 +169,65 @@ fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<
 /// given key sets of their own over a fresh database found no checkpoint to refuse, so both
 /// served, each signing checkpoints the other ignored and tokens and seals it refused, until
 /// one restarted. Of two such starts, the one serialised second now finds the first's claim
-/// and is refused. Errors: those of [`refuse_another_audit_key`]; the database's.
+/// and is refused. When the row is taken, what is there must be a claim this key may serve
+/// under ([`claimed_before`]). Errors: those of [`refuse_another_audit_key`] and
+/// [`claimed_before`]; the database's.
 fn claim(
     conn: crate::db::Conn<'_>,
     key: &ed25519_dalek::SigningKey,
     keys_dir: &Path,
 ) -> Result<(), StoreError> {
-    if refuse_another_audit_key(conn, &key.verifying_key(), keys_dir)?.is_none() {
-        crate::checkpoint::store_claim(conn, key, crate::kit::now_ms())?;
+    if refuse_another_audit_key(conn, &key.verifying_key(), keys_dir)?.is_some()
+        || crate::checkpoint::store_claim(conn, key, crate::kit::now_ms())?
+    {
+        return Ok(());
     }
-    Ok(())
+    claimed_before(conn, &key.verifying_key(), keys_dir)
+}
+
+/// When [`claim`] found the row at record 0 taken: accepted only when it is a claim of the
+/// empty chain ([`crate::checkpoint::not_a_claim`]) by `key`, or by another key that
+/// `audit-key-replaces` names (a takeover accepted knowingly, as in
+/// [`refuse_another_audit_key`]). Attack (found by review): the claim's `false` was dropped,
+/// so a junk row planted at record 0 of a fresh database — passed over by
+/// [`refuse_another_audit_key`] as not verifying — left it claimed by no key set, and a
+/// second replica with keys of its own served it too; likewise another key's claim behind
+/// [`LOOKED_AT`] junk rows. Errors: `Invalid` naming the row and what to do (delete it if it
+/// is damage), or that of another key set's claim; the database's; `Io`.
+fn claimed_before(
+    conn: crate::db::Conn<'_>,
+    key: &ed25519_dalek::VerifyingKey,
+    keys_dir: &Path,
+) -> Result<(), StoreError> {
+    use crate::checkpoint::{named_key, not_a_claim, public_key_hex};
+    let ours = public_key_hex(key);
+    let Some(cp) = crate::checkpoint::claim_row(conn)? else {
+        return Err(no_claim(&ours, "it vanished as the claim was stored"));
+    };
+    if let Some(why) = not_a_claim(&cp) {
+        return Err(no_claim(
+            &ours,
+            &format!("{why}; it names {}", named_key(&cp)),
+        ));
+    }
+    // A claim: its key parses and verifies it; compared as this store writes keys.
+    let theirs = public_key_hex(&crate::checkpoint::parse_public_key(&cp.public_key)?);
+    if theirs == ours {
+        return Ok(());
+    }
+    let named = keys::read_replaced_key(keys_dir)?;
+    if named.as_deref() == Some(theirs.as_str()) {
+        return accepted(&ours, &theirs, 0, None).map(|_| ());
+    }
+    Err(another_key(keys_dir, (&ours, None), (&theirs, 0), named))
+}
+
+/// The refusal of [`claimed_before`] of a row at record 0 that is no claim (`why`), for a
+/// start under the audit key `ours` (64 hex).
+fn no_claim(ours: &str, why: &str) -> StoreError {
+    StoreError::Invalid(format!(
+        "audit_checkpoints: the row at record 0, where the database's claim for one audit key is kept, is no claim ({why}): this start, under audit key {ours}, cannot claim the database for its key set, and a database no key set claims would be served by another key set too, so it is not served. If the row is damage (no other key set serves the database), delete it — DELETE FROM audit_checkpoints WHERE seq = 0 — and start again (the start claims the database anew); run `assent audit verify` first. If another key set serves it, copy keys_dir (token.key and audit.key) from that replica instead"
+    ))
 }
 
 /// Refuses a database on which another audit key than the one in `keys_dir` (`key`) signed
@@ -237,6 +286,19 @@ fn refuse_another_audit_key(
             accept.display()
         )));
     }
+    Err(another_key(keys_dir, (&ours, mine), (&theirs, seq), named))
+}
+
+/// The refusal of [`refuse_another_audit_key`]: audit key `theirs` signed a checkpoint (or
+/// the claim, at record 0) at record `seq`, after the newest of `ours` (`mine`: at that
+/// record, or none); `named`, what `audit-key-replaces` names, if anything.
+fn another_key(
+    keys_dir: &Path,
+    (ours, mine): (&str, Option<i64>),
+    (theirs, seq): (&str, i64),
+    named: Option<String>,
+) -> StoreError {
+    let accept = keys_dir.join(keys::AUDIT_KEY_REPLACES_FILE);
     let file = keys_dir.join(crate::checkpoint::KEY_FILE);
     let what = match mine {
         None => format!(
@@ -250,11 +312,11 @@ fn refuse_another_audit_key(
         Some(n) => format!(" ({} names {n}, not that key)", accept.display()),
         None => String::new(),
     };
-    Err(StoreError::Invalid(format!(
+    StoreError::Invalid(format!(
         "{}: {what}: copy keys_dir (token.key and audit.key) from an existing replica, or put back the keys kept with this database; a replica serving it under other keys would sign checkpoints, tokens and seals the others ignore or take for damage. Only if that key is lost for good, accept this one knowingly: write {theirs} into {} (owned by the user assent runs as, writable by no one else){stale}",
         file.display(),
         accept.display()
-    )))
+    ))
 }
 
 /// The acceptance of [`refuse_another_audit_key`] through `audit-key-replaces`: logged

@@ -33,22 +33,39 @@ pub(super) struct Vouched {
     pub head_signed: bool,
 }
 
-/// The stored checkpoints of the staged copy and whether any names another public key than
-/// `key` (any at all when there is no `key` to check them with).
+/// The stored checkpoints of the staged copy and the first that names another public key
+/// than `key` (any at all when there is no `key` to check them with) — or, when none does,
+/// the copy's claim at record 0 ([`checkpoint::claim_row`], a claim of the empty chain by
+/// another key, or by any with no `key`) when no stored checkpoint names `key`: a claim
+/// lies behind every checkpoint, as at the gateway's start. Attack (found by review): a
+/// fresh database of another gateway (its claim alone, no record) was restored without
+/// `--force` — nothing "signed by another key", and no head to cover — and the next start
+/// refused it as another key set's: the operator's database had been replaced first.
 fn signed_by_other_key(
     staged: &Path,
     key: Option<&VerifyingKey>,
-) -> Result<(Vec<Checkpoint>, bool), StoreError> {
+) -> Result<(Vec<Checkpoint>, Option<Checkpoint>), StoreError> {
     let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let stored = checkpoint::stored(crate::sql::lite(&conn))?;
-    let other = match key {
-        None => !stored.is_empty(),
-        Some(k) => {
-            let hex = checkpoint::public_key_hex(k);
-            stored.iter().any(|c| c.public_key != hex)
+    let hex = key.map(checkpoint::public_key_hex);
+    let ours = |c: &Checkpoint| hex.as_deref() == Some(c.public_key.as_str());
+    if let Some(c) = stored.iter().find(|c| !ours(c)) {
+        let c = c.clone();
+        return Ok((stored, Some(c)));
+    }
+    let claim = match checkpoint::claim_row(crate::sql::lite(&conn))? {
+        Some(c) if stored.is_empty() && checkpoint::not_a_claim(&c).is_none() => {
+            // Compared as this store writes keys: a claim's key parses (it verifies).
+            let theirs = checkpoint::parse_public_key(&c.public_key)?;
+            let own = key.is_some_and(|k| *k == theirs);
+            (!own).then(|| Checkpoint {
+                public_key: checkpoint::public_key_hex(&theirs),
+                ..c
+            })
         }
+        _ => None,
     };
-    Ok((stored, other))
+    Ok((stored, claim))
 }
 
 /// For a copy with no checkpoint of this gateway's key, a hint only (never proof: one intact
@@ -120,19 +137,22 @@ fn unvouched(
     )))
 }
 
-/// The refusal of a copy (`what`) signed by another key than `key` (of `keys_dir`).
+/// The refusal of a copy (`what`) signed by another key than `key` (of `keys_dir`): `theirs`
+/// is the first checkpoint of that key, or its claim of the copy (record 0).
 fn other_key(
     what: &str,
-    stored: &[Checkpoint],
+    theirs: &Checkpoint,
     keys_dir: &Path,
     key: Option<&VerifyingKey>,
 ) -> StoreError {
-    let theirs = stored
-        .iter()
-        .find(|c| key.is_none_or(|k| c.public_key != checkpoint::public_key_hex(k)));
+    let signed = if theirs.seq == 0 {
+        "database was claimed (at its first start, with no audit record yet) by"
+    } else {
+        "audit checkpoints were signed by"
+    };
     refuse(format!(
-        "{what}'s audit checkpoints were signed by audit key {}, but {} {}: put back the audit.key and token.key that were backed up with this database, or --force (audit verify will then fail on its checkpoints, and every token minted before the backup is refused)",
-        theirs.map(|c| c.public_key.as_str()).unwrap_or("?"),
+        "{what}'s {signed} {}, but {} {}: put back the audit.key and token.key that were backed up with this database, or --force (a gateway then refuses to serve it until those keys are put back; audit verify fails on its checkpoints, and every token minted before the backup is refused)",
+        checkpoint::named_key(theirs),
         keys_dir.display(),
         match key {
             Some(k) => format!("holds audit key {}", checkpoint::public_key_hex(k)),
@@ -142,7 +162,8 @@ fn other_key(
 }
 
 /// Verifies the staged copy under the audit key `key` of `keys_dir` ([`Vouched`]). Refused
-/// unless `force`: checkpoints signed by another key (or any, with no key here); a chain with
+/// unless `force`: checkpoints signed by another key (or any, with no key here), or the
+/// claim of another key with none of `key` ([`signed_by_other_key`]); a chain with
 /// records past the newest checkpoint of `key` (an archive anchor, verified under `key`,
 /// covers the records it archived), or with records and no `key`. With `force` and another
 /// key, verified under the key its checkpoints name (the chain and state still checked).
@@ -154,11 +175,14 @@ pub(super) fn verify_staged(
     what: &str,
     force: bool,
 ) -> Result<Vouched, StoreError> {
-    let (stored, other) = signed_by_other_key(&staging.db(), key.as_ref())?;
-    if other && !force {
-        return Err(other_key(what, &stored, keys_dir, key.as_ref()));
+    let (stored, theirs) = signed_by_other_key(&staging.db(), key.as_ref())?;
+    let other = theirs.is_some();
+    if let Some(t) = &theirs
+        && !force
+    {
+        return Err(other_key(what, t, keys_dir, key.as_ref()));
     }
-    let checked_with = match stored.first() {
+    let checked_with = match stored.first().or(theirs.as_ref()) {
         Some(c) if other => Some(checkpoint::parse_public_key(&c.public_key)?),
         _ => key,
     };

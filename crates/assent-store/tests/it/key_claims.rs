@@ -151,3 +151,122 @@ fn token_key_rotations_run_at_once_lose_no_key() {
     current.sort();
     assert_eq!(kept, current, "every key that was current is kept, once");
 }
+
+/// The audit public key (64 hex) of the key set in `dir`.
+fn audit_hex(dir: &std::path::Path) -> String {
+    let k = assent_store::checkpoint::read_key(dir).unwrap().unwrap();
+    assent_store::checkpoint::public_key_hex(&k.verifying_key())
+}
+
+/// `assent audit verify` of `db` under the audit key of `keys`: the problem it finds.
+fn verify_problem(db: &Database, keys: &std::path::Path) -> Option<(Option<i64>, String)> {
+    use assent_store::integrity::{VerifyOptions, verify_database};
+    let opts = VerifyOptions {
+        public_key: None,
+        checkpoint_file: None,
+        archive_dirs: &[],
+    };
+    let rep = verify_database(db, keys, &opts).unwrap();
+    rep.problem.map(|p| (p.seq, p.reason))
+}
+
+/// Attack (found by review): whoever can write the database plants a junk row (one that does
+/// not verify) at record 0 of `audit_checkpoints` before the first start. The first start's
+/// claim found the row taken and dropped that; the junk was passed over as not verifying, so
+/// the database was served claimed by no key set, and a second replica with keys of its own
+/// served it too; `assent audit verify` read no row 0. Now every start is refused, naming the
+/// row and the way out, `audit verify` reports it (saying whether it names the key it
+/// checks with), and once the row is deleted the first start claims the database again.
+#[test]
+fn a_junk_row_planted_at_record_0_of_a_fresh_database_claims_it_for_no_key_set() {
+    both(|db| {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        assent_store::keys::init(a.path()).unwrap();
+        assent_store::keys::init(b.path()).unwrap();
+        let conn = db.connect().unwrap();
+        assent_store::migrate::migrate(conn.conn(), "test").unwrap();
+        // Junk naming A's key: its signature is no signature.
+        let junk = format!(
+            "INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) VALUES (0, '{}', 0, 1, '{}', '{}')",
+            assent_store::audit::GENESIS,
+            audit_hex(a.path()),
+            "00".repeat(64)
+        );
+        conn.conn().execute(&junk, []).unwrap();
+        for keys in [a.path(), b.path()] {
+            let e = Store::open_database(keys, keys, db, 60_000, crate::wire())
+                .err()
+                .expect("a start over the junk row")
+                .to_string();
+            assert!(
+                e.contains("row at record 0")
+                    && e.contains("DELETE FROM audit_checkpoints WHERE seq = 0")
+                    && e.contains("does not verify")
+                    && e.contains(&audit_hex(keys)),
+                "{db:?}: {e}"
+            );
+        }
+        let (seq, why) = verify_problem(db, a.path()).expect("row 0 reported");
+        assert_eq!(seq, Some(0), "{why}");
+        assert!(
+            why.contains(&audit_hex(a.path()))
+                && why.contains("(the key this verification checks with)"),
+            "{why}"
+        );
+        let (_, why) = verify_problem(db, b.path()).expect("row 0 reported");
+        assert!(
+            why.contains(&format!(
+                "not the key this verification checks with, {}",
+                audit_hex(b.path())
+            )),
+            "{why}"
+        );
+        // Damage deleted: A claims the database, and B is refused as another key set.
+        conn.conn()
+            .execute("DELETE FROM audit_checkpoints WHERE seq = 0", [])
+            .unwrap();
+        drop(Store::open_database(a.path(), a.path(), db, 60_000, crate::wire()).unwrap());
+        assert_eq!(verify_problem(db, a.path()), None);
+        let e = Store::open_database(b.path(), b.path(), db, 60_000, crate::wire())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("signed none") && e.contains(&audit_hex(a.path())),
+            "{e}"
+        );
+    });
+}
+
+/// Attack (found by review): the start-up check looks at the newest 1000 rows naming another
+/// key, passing over those that do not verify; with 1000 junk rows planted above another key
+/// set's claim, a second key set found nothing to refuse, its own claim found the row taken,
+/// and it served. The row at record 0 is read again when the claim stores nothing: another
+/// key's claim refuses the start, naming that key.
+#[test]
+fn another_key_sets_claim_behind_a_thousand_junk_rows_still_refuses_a_second_key_set() {
+    both(|db| {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        assent_store::keys::init(a.path()).unwrap();
+        assent_store::keys::init(b.path()).unwrap();
+        drop(Store::open_database(b.path(), b.path(), db, 60_000, crate::wire()).unwrap());
+        let conn = db.connect().unwrap();
+        let junk = format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) SELECT i, '{g}', i, 1, '{k}', '{s}' FROM n",
+            g = assent_store::audit::GENESIS,
+            k = "11".repeat(32),
+            s = "00".repeat(64)
+        );
+        conn.conn().execute(&junk, []).unwrap();
+        let e = Store::open_database(a.path(), a.path(), db, 60_000, crate::wire())
+            .err()
+            .expect("a second key set served the database")
+            .to_string();
+        assert!(
+            e.contains("signed none")
+                && e.contains(&audit_hex(a.path()))
+                && e.contains(&audit_hex(b.path())),
+            "{db:?}: {e}"
+        );
+    });
+}

@@ -514,3 +514,75 @@ pub(crate) fn refused_until_its_keys_are_put_back(data_b: &Path, data_a: &Path, 
         port,
     ));
 }
+
+/// `assent audit verify --data-dir DATA [EXTRA…]`.
+fn audit_verify(data: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// Attack (found by review): whoever can write the database plants a junk row (one that does
+/// not verify) at record 0 of `audit_checkpoints` of a fresh database, before the first start:
+/// the start's claim found the row taken and dropped that, the start-up check passed the junk
+/// over, so the database was served claimed by no key set (a second replica with keys of its
+/// own would serve it too), and `assent audit verify` never read record 0. Now the start is
+/// refused naming the row and how to delete it; `audit verify` reports it, saying whether the
+/// key it names is the one checked with (`--public-key`); once deleted, the start serves.
+#[test]
+fn a_junk_row_planted_at_record_0_before_the_first_start_is_refused_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let ours = keys_init(&data)["audit_public_key"].clone();
+    let ours = ours.as_str().unwrap();
+    let other = keys_init(&dir.path().join("other"))["audit_public_key"].clone();
+    let other = other.as_str().unwrap();
+    ok(&run(&["migrate", "--data-dir", data.to_str().unwrap()]));
+    let db = data.join("assent.db");
+    let sql = |q: &str| {
+        let out = Command::new("sqlite3").arg(&db).arg(q).output().unwrap();
+        ok(&out);
+    };
+    sql(&format!(
+        "INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) VALUES (0, '{}', 0, 1, '{ours}', '{}')",
+        "0".repeat(64),
+        "00".repeat(64)
+    ));
+    let cfg = write_config(dir.path(), free_port(), "");
+    let err = start_refused(serve_cmd(&cfg), &[]);
+    assert!(
+        err.contains("row at record 0")
+            && err.contains("DELETE FROM audit_checkpoints WHERE seq = 0")
+            && err.contains(ours),
+        "{err}"
+    );
+    let v = audit_verify(&data, &[]);
+    let verr = String::from_utf8_lossy(&v.stderr);
+    assert_eq!(v.status.code(), Some(1), "{verr}");
+    assert!(
+        verr.contains("row at record 0")
+            && verr.contains(ours)
+            && verr.contains("(the key this verification checks with)"),
+        "{verr}"
+    );
+    let v = audit_verify(&data, &["--public-key", other]);
+    let verr = String::from_utf8_lossy(&v.stderr);
+    assert_eq!(v.status.code(), Some(1), "{verr}");
+    assert!(
+        verr.contains(&format!(
+            "not the key this verification checks with, {other}"
+        )),
+        "{verr}"
+    );
+    // Deleted as the refusal says: the first start claims the database, and it verifies.
+    sql("DELETE FROM audit_checkpoints WHERE seq = 0");
+    let port = free_port();
+    stop(serve_with(
+        serve_cmd(&write_config(dir.path(), port, "")),
+        port,
+    ));
+    ok(&audit_verify(&data, &[]));
+}

@@ -359,3 +359,44 @@ fn a_backup_does_not_sign_a_chain_rewritten_under_the_checkpoint_file() {
     );
     assert!(!out_file.exists());
 }
+
+/// Attack (found by review): a fresh database of another gateway — its key set's claim at
+/// record 0, no audit record — was restored without `--force` (no checkpoint of a record to
+/// be "signed by another key", no head to cover), and the next start refused it as another
+/// key set's: the operator's database had been replaced first. The claim now counts as
+/// signed by another key: refused, naming both keys, nothing restored; `--force` restores
+/// it, and the gateway refuses it until the other gateway's keys are put back.
+#[test]
+fn another_gateways_fresh_database_is_not_restored_without_force() {
+    let b = served("");
+    stop(b.server);
+    let fresh = b.dir.path().join("fresh.db");
+    ok(&backup(&b.cfg, &fresh));
+    let records = sqlite(&fresh, &[], "SELECT count(*) FROM audit;");
+    let claims = sqlite(&fresh, &[], "SELECT count(*) FROM audit_checkpoints;");
+    assert_eq!((records.trim(), claims.trim()), ("0", "1"));
+    let key_of = |data: &Path| {
+        ok(&run(&[
+            "audit",
+            "key",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ]))
+        .trim()
+        .to_string()
+    };
+    let a = tempfile::tempdir().unwrap();
+    let data_a = a.path().join("data");
+    ok(&run(&[
+        "keys",
+        "init",
+        "--keys-dir",
+        data_a.to_str().unwrap(),
+    ]));
+    let out = restore(&data_a, &fresh, &[]);
+    refused(&out, &["claimed", &key_of(&b.data), &key_of(&data_a)]);
+    assert!(!data_a.join("assent.db").exists());
+    let out = restore(&data_a, &fresh, &["--force"]);
+    ok(&out);
+    crate::keys_guard::refused_until_its_keys_are_put_back(&data_a, &b.data, "");
+}
