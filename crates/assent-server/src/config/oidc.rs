@@ -311,8 +311,8 @@ impl Sso {
     /// environment).
     pub fn with_secret(c: &OidcConfig, secret: String) -> Result<Sso, ConfigError> {
         let secret = ClientSecret::new(secret);
-        let http = ProviderHttp::new()
-            .map_err(|e| ConfigError::new(format!("oidc: HTTP client: {e}")))?;
+        let http =
+            ProviderHttp::new().map_err(|e| ConfigError::new(format!("oidc: HTTP client: {e}")))?;
         let redirect = RedirectUrl::new(c.redirect_url.clone())
             .map_err(|e| ConfigError::new(format!("oidc: redirect_url: {e}")))?;
         Ok(Sso {
