@@ -18,59 +18,20 @@ use serde_json::Value;
 pub(crate) const MAX_LINE_WEIGHT: usize = 64 << 20;
 
 /// About what `crate::kit::json_weight` gives for the value `text` parses to, computed from
-/// the text in one pass without parsing it: the text's bytes outside whitespace, plus 32 for
-/// each piece serde_json would write for the value (a bracket, a comma or a colon, a scalar, a
-/// string's two quotes and its content, an escape). Not exact (an escape written shorter, a
-/// number written longer), but within a few bytes a piece, and never fooled by a text that
-/// is not JSON: such a text weighs what its bytes and pieces do, and is refused all the same.
+/// the text in one pass without parsing it, and never below it for a JSON text: its bytes
+/// outside whitespace, plus 32 for each piece (a string however many escapes it holds, a
+/// number, a bracket, a comma, a colon), plus a B-tree node for each non-empty object and 4
+/// value slots for each non-empty array (`assent_core::json::raw_weight`, beside the
+/// `json_weight` it must track). A text that is not JSON weighs what its bytes and pieces
+/// do, and is refused all the same.
 pub(crate) fn raw_weight(text: &[u8]) -> usize {
-    const PIECE: usize = 32;
-    let (mut bytes, mut pieces) = (0usize, 0usize);
-    let (mut in_str, mut escaped, mut in_scalar) = (false, false, false);
-    for &b in text {
-        if in_str {
-            bytes += 1;
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                // The escape, and the run of text after it.
-                escaped = true;
-                pieces += 2;
-            } else if b == b'"' {
-                in_str = false;
-                pieces += 1;
-            }
-            continue;
-        }
-        match b {
-            b' ' | b'\t' | b'\n' | b'\r' => in_scalar = false,
-            b'"' => {
-                // The opening quote and the string's text.
-                (in_str, in_scalar) = (true, false);
-                bytes += 1;
-                pieces += 2;
-            }
-            b'[' | b']' | b'{' | b'}' | b',' | b':' => {
-                in_scalar = false;
-                bytes += 1;
-                pieces += 1;
-            }
-            _ => {
-                bytes += 1;
-                if !in_scalar {
-                    in_scalar = true;
-                    pieces += 1;
-                }
-            }
-        }
-    }
-    bytes.saturating_add(pieces.saturating_mul(PIECE))
+    assent_core::json::raw_weight(text)
 }
 
 /// Why a line of `weight` was refused unparsed (the words of the error that answers it).
 pub(crate) fn too_heavy(weight: usize) -> String {
     format!(
-        "assent: a line weighing {weight} bytes parsed (its text plus 32 bytes a value) was refused unread: past the {} MiB bound on what the proxy holds for calls in flight",
+        "assent: a line weighing {weight} bytes parsed (its text, 32 bytes a value and a node an object or array) was refused unread: past the {} MiB bound on what the proxy holds for calls in flight",
         MAX_LINE_WEIGHT >> 20
     )
 }
@@ -192,26 +153,42 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The raw weight follows `json_weight` of what the text parses to, within a few bytes a
-    /// value, for the shapes a line takes: zeros, strings with escapes, nested objects,
-    /// literals, and whitespace (not counted).
+    /// The raw weight follows `json_weight` of what the text parses to, never below it and
+    /// within a few percent, for the shapes a line takes: zeros, strings with escapes,
+    /// pretty-printed JSON as text (all `\"` and `\n`), nested objects, numbers (`-0` and
+    /// `1e15` written longer), literals, and whitespace (not counted).
     #[test]
     fn a_lines_raw_weight_is_about_its_parsed_weight() {
         let zeros = format!("[{}0]", "0,".repeat(10_000));
+        let pretty = serde_json::to_string_pretty(&json!({"a": {"b": [1, "c\td"]}, "e": "f"}))
+            .unwrap()
+            .repeat(1000);
+        let text_of_json = json!({"content": [{"type": "text", "text": pretty}]}).to_string();
+        let chain = format!("[{}0{}]", r#"{"":"#.repeat(100), "}".repeat(100));
         let texts = [
             zeros.as_str(),
+            text_of_json.as_str(),
+            chain.as_str(),
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":[0,1,2],"s":"a\nb\"c","t":true,"n":null,"f":-1.5}}}"#,
             "{ \"a\" : [ 1 , 2 ] ,\n \"b\" : { } , \"c\" : [ ] , \"d\" : \"\" }",
+            "[-0, 1e15, 1E+2, 0.5, -12.25, 9007199254740992, 1e21, -1.5e-7, 18446744073709551616]",
         ];
         for text in texts {
             let v: Value = serde_json::from_str(text).unwrap();
             let (raw, parsed) = (raw_weight(text.as_bytes()), crate::kit::json_weight(&v));
             assert!(
-                raw >= parsed && raw <= parsed + parsed / 8,
+                raw >= parsed && raw <= parsed + parsed / 16 + 64,
                 "{raw} for {parsed}: {text:.80}"
             );
         }
         assert!(raw_weight(zeros.as_bytes()) > 30 * zeros.len());
+        // A text full of escapes weighs about its length, not 32 bytes an escape more.
+        let raw = raw_weight(text_of_json.as_bytes());
+        assert!(
+            raw < 2 * text_of_json.len(),
+            "{raw} for {}",
+            text_of_json.len()
+        );
     }
 
     /// Attack (memory): a line too heavy to parse is read for its id and method only; every

@@ -98,12 +98,12 @@ fn calls_held_past_64_mib_are_refused_until_the_held_ones_are_withdrawn() {
         &[("up", Some("[read, {name: echo, approval: true}]"), &source)],
     );
     let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
-    // Eight calls of 8 MiB less 4 KiB (each weighs a little more than its text: 32 bytes a
-    // piece of JSON; 64 MiB less some 20 KiB in all), then a ninth: written on a thread of its
-    // own (the proxy reads them as it goes).
+    // Eight calls of 8 MiB less 8 KiB (each weighs a little more than its text: 32 bytes a
+    // piece of JSON and a B-tree node an object; 64 MiB less some 32 KiB in all), then a
+    // ninth: written on a thread of its own (the proxy reads them as it goes).
     let writer = std::thread::spawn(move || {
         for i in 0..9 {
-            let line = padded_call(&json!(i), "echo", (8 << 20) - 4096);
+            let line = padded_call(&json!(i), "echo", (8 << 20) - 8192);
             writeln!(stdin, "{line}").unwrap();
         }
         stdin.flush().unwrap();

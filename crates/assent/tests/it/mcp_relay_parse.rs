@@ -251,3 +251,39 @@ fn a_stdio_hub_client_gone_with_many_held_calls_has_them_withdrawn_side_by_side(
     drop(slow);
     drop(server);
 }
+
+/// Found by review (availability, and a result lost after its tool ran): the line weight
+/// charged 64 bytes an escape, so a tool's text result of pretty-printed JSON (all `\"` and
+/// `\n`) of some 7 MiB weighed past the 64 MiB bound and the proxy answered `-32603` although
+/// the tool had run. A string weighs its bytes and one value: the client gets the whole
+/// result and the gateway records it.
+#[test]
+fn an_upstream_result_of_7_mib_of_json_as_text_is_relayed_not_refused() {
+    let call = r#"        big=json.dumps({"rows":[{"id":k,"name":"row %d"%k,"tags":["a","b"],"ok":True} for k in range(50000)]},indent=2)
+        r={"content":[{"type":"text","text":big}]}"#;
+    let source = py_upstream(&py_list(&["dump"]), call);
+    let (gw, server) = hub_gateway(KEY, &[("up", Some("[dump]"), &source)]);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let call = json!({"jsonrpc": "2.0", "id": "dump", "method": "tools/call",
+                      "params": {"name": "dump", "arguments": {}}});
+    writeln!(stdin, "{call}").unwrap();
+    let r = answer(&lines, &json!("dump"));
+    assert!(r.get("error").is_none(), "{r:.300}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let rows: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(rows["rows"][49999]["name"], "row 49999", "{r:.300}");
+    let line = r.to_string().len();
+    assert!(line > 7 << 20, "{line}");
+    let escapes = r.to_string().matches('\\').count();
+    assert!(escapes * 64 > 64 << 20, "{escapes} escapes");
+    let recorded = within(20, "the result was never recorded", || {
+        crate::hub_kit::call_results(gw.path()).pop()
+    });
+    let relayed = crate::hex_sha256(&r["result"].to_string());
+    assert_eq!(recorded["result_sha256"], relayed, "{recorded}");
+    drop(stdin);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
