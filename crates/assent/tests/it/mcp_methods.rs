@@ -182,11 +182,18 @@ fn an_upstream_saying_its_tools_changed_in_a_loop_gets_a_check_every_two_seconds
     rig.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                     "params": {"name": "read", "arguments": {}}}));
     rig.recv(|m| m["id"] == 1);
+    let storm = std::time::Instant::now();
     rig.send(json!({"jsonrpc": "2.0", "id": "storm", "method": "ping"}));
     rig.recv(|m| m["id"] == "storm");
     std::thread::sleep(std::time::Duration::from_secs(5));
     let log = rig.stop();
+    let stormed = storm.elapsed();
     let lists = log.matches("\"tools/list\"").count();
-    // The first check, then one every 2 s at most for 5 s (and one in flight).
-    assert!((2..=5).contains(&lists), "{lists} tools/list in 5 s: {log}");
+    // The first check, then one every 2 s at most while the storm lasted (at least the 5 s
+    // slept; longer on a loaded machine, found as a flaky CI run: 6 lists), and one in flight.
+    let most = 1 + stormed.as_secs().div_ceil(2) as usize + 1;
+    assert!(
+        (2..=most).contains(&lists),
+        "{lists} tools/list in {stormed:?} of storm (at most {most}): {log}"
+    );
 }
