@@ -14,15 +14,19 @@
 //!   `output_bytes`) as in the stdio proxy.
 //! - An upstream that fails to start, or dies, is reported (its tools are missing and its calls
 //!   answer an error naming it); the others keep working.
+//! - Nothing is parsed before it is weighed (`crate::weigh`): a client message (an `/mcp`
+//!   body, a stdio line of at most 16 MiB) or a stdio upstream's line that would parse past
+//!   64 MiB is never given to rmcp — a request is answered with a JSON-RPC error naming the
+//!   bound, an answer replaced by such an error under its id, a notification dropped.
 //!
-//! Layout: `state` (the [`Hub`]: upstreams, gateway client), `owners` (who owns each task,
-//! at most [`MAX_TASKS_PER_AGENT`](owners::MAX_TASKS_PER_AGENT) an agent), `upstream` (one
-//! upstream's connection and tool list), `call` (one `tools/call` through pins, gateway,
-//! upstream and result report), `stop` (stopping a call its client cancelled or left), `tasks`
-//! (calls that became MCP tasks), `held` (the bytes held for calls in flight, per agent and
-//! in all), `handler` (the MCP server side, [`HubHandler`]: it gives
-//! each declared upstream's instructions as pinned) and `transport` (stdio and streamable
-//! HTTP; a client gone without a word has its calls stopped).
+//! Layout: `state` (the [`Hub`]: upstreams, gateway client), `owners` (who owns each task, at most
+//! [`MAX_TASKS_PER_AGENT`](owners::MAX_TASKS_PER_AGENT) an agent), `upstream` (one upstream's
+//! connection, its stdout weighed line by line, and its tool list), `call` (one `tools/call`
+//! through pins, gateway, upstream and result report), `stop` (stopping a call its client cancelled
+//! or left), `tasks` (calls that became MCP tasks), `held` (the bytes held for calls in flight, per
+//! agent and in all), `handler` (the MCP server side, [`HubHandler`]: it gives each declared
+//! upstream's instructions as pinned) and `transport` (stdio and streamable HTTP, each client
+//! message weighed before rmcp parses it; a client gone without a word has its calls stopped).
 
 mod call;
 mod handler;

@@ -4,6 +4,7 @@
 
 use super::handler::HubHandler;
 use super::state::Hub;
+use crate::weigh::{Envelope, Id, MAX_LINE_WEIGHT, envelope, raw_weight, too_heavy};
 use rmcp::ServiceExt;
 use std::sync::Arc;
 
@@ -42,11 +43,18 @@ pub async fn serve_stdio(hub: Arc<Hub>, key: String, session: String) -> anyhow:
     Ok(())
 }
 
-/// Stdin and stdout for rmcp, with every client line read strictly first
-/// ([`assent_core::json::check`]): a line with a duplicate key or a number a double would
-/// change never reaches rmcp and is answered with a JSON-RPC error ([`crate::refusal`]).
-/// Lines go out whole, so an error never interleaves with rmcp's own messages. `closed` is
-/// told when stdin ends, before rmcp is.
+/// The longest client line the stdio hub reads (16 MiB, as the stdio proxy's); a longer one
+/// is skipped to its end, never held whole, and refused under no id.
+const MAX_CLIENT_LINE: usize = 16 << 20;
+
+/// Stdin and stdout for rmcp, with every client line read within [`MAX_CLIENT_LINE`],
+/// weighed ([`weigh_client`]) and read strictly ([`assent_core::json::check`]) first: a line
+/// over the bound, one too heavy to parse, or one with a duplicate key or a number a double
+/// would change never reaches rmcp and is answered with a JSON-RPC error
+/// ([`crate::refusal`]). Found by review: lines were read whole (one with no newline grew
+/// without bound) and rmcp parsed each, so one line of 16 MiB of `[0,0,…]` made the hub build
+/// half a gigabyte. Lines go out whole, so an error never interleaves with rmcp's own
+/// messages. `closed` is told when stdin ends (or a line is not UTF-8), before rmcp is.
 fn strict_stdio(
     closed: tokio::sync::oneshot::Sender<()>,
 ) -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
@@ -55,21 +63,43 @@ fn strict_stdio(
     let (rmcp_out, drain) = tokio::io::duplex(1 << 16);
     let (refused, mut refusals) = tokio::sync::mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.trim().is_empty() {
+        let mut stdin = BufReader::new(tokio::io::stdin());
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let read = crate::relay::upstream::bounded_line(&mut stdin, &mut buf, MAX_CLIENT_LINE);
+            let line = match read.await {
+                Ok(Some(true)) => buf.as_slice(),
+                Ok(Some(false)) => {
+                    let _ = refused.send(too_long(MAX_CLIENT_LINE));
+                    continue;
+                }
+                Ok(None) | Err(_) => break,
+            };
+            let Ok(text) = std::str::from_utf8(line) else {
+                break;
+            };
+            if text.trim().is_empty() {
                 continue;
             }
-            match assent_core::json::check(line.as_bytes()) {
-                Ok(()) => {
-                    let sent = feed.write_all(line.as_bytes()).await;
-                    if sent.is_err() || feed.write_all(b"\n").await.is_err() {
-                        break;
+            let pass = match weigh_client(line) {
+                Some(Heavy::Refuse(error, _)) => {
+                    let _ = refused.send(error);
+                    continue;
+                }
+                Some(Heavy::Instead(error)) => error.into_bytes(),
+                Some(Heavy::Drop(_)) => continue,
+                None => match assent_core::json::check(line) {
+                    Ok(()) => line.to_vec(),
+                    Err(e) => {
+                        let _ = refused.send(crate::kit::refusal(text, &e));
+                        continue;
                     }
-                }
-                Err(e) => {
-                    let _ = refused.send(crate::kit::refusal(&line, &e));
-                }
+                },
+            };
+            let sent = feed.write_all(&pass).await;
+            if sent.is_err() || feed.write_all(b"\n").await.is_err() {
+                break;
             }
         }
         let _ = closed.send(());
@@ -91,6 +121,67 @@ fn strict_stdio(
         }
     });
     (rmcp_in, rmcp_out)
+}
+
+/// The error that answers a client line over `max` bytes (skipped unread: no id to answer
+/// under), as the stdio proxy's.
+fn too_long(max: usize) -> String {
+    tracing::warn!(max, "refused a client line over the limit");
+    let why = format!("assent: a line over {} MiB was refused", max >> 20);
+    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": why}})
+        .to_string()
+}
+
+/// What becomes of a client message too heavy to parse ([`weigh_client`]), never given to
+/// rmcp as it is.
+#[derive(Debug, PartialEq)]
+enum Heavy {
+    /// A request (or a message whose id cannot be read): the JSON-RPC error line that answers
+    /// it, and whether it names the request's own id (not `null`).
+    Refuse(String, bool),
+    /// An answer to one of the hub's own requests: a JSON-RPC error under its id, given to
+    /// rmcp in its place (so that nothing waits for it).
+    Instead(String),
+    /// A notification, or an answer under an id that cannot be read: dropped (with the error
+    /// that says why, for a transport that must answer something).
+    Drop(String),
+}
+
+/// `None` when client message `text` weighs at most [`MAX_LINE_WEIGHT`] parsed
+/// ([`raw_weight`]); else what becomes of it, read for its `id` and `method` only
+/// ([`envelope`]), never parsed whole: a request is refused `-32600` naming the bound under
+/// its id (`null` when it cannot be read), an answer replaced by such an error under its id,
+/// a notification dropped. Found by review: rmcp parsed every client message first, and
+/// `[0,0,…]` parsed holds some 33 times its text.
+fn weigh_client(text: &[u8]) -> Option<Heavy> {
+    let weight = raw_weight(text);
+    if weight <= MAX_LINE_WEIGHT {
+        return None;
+    }
+    tracing::warn!(weight, "refused a client message too heavy to parse");
+    let why = too_heavy(weight);
+    let error = |id: &serde_json::Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}})
+            .to_string()
+    };
+    Some(match envelope(text) {
+        Some(Envelope {
+            id: Id::Is(id),
+            method: true,
+        }) => Heavy::Refuse(error(&id), true),
+        Some(Envelope {
+            id: Id::Is(id),
+            method: false,
+        }) => Heavy::Instead(error(&id)),
+        Some(Envelope {
+            id: Id::Absent,
+            method: true,
+        })
+        | Some(Envelope { method: false, .. }) => Heavy::Drop(error(&serde_json::Value::Null)),
+        Some(Envelope { id: Id::Odd, .. }) | None => {
+            Heavy::Refuse(error(&serde_json::Value::Null), false)
+        }
+    })
 }
 
 /// The sessions of the hub's streamable HTTP service ([`http_service`]), kept by rmcp's local
@@ -304,17 +395,88 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let asked = session_of(req.headers());
-        let answer = self.inner.call(req);
-        let streams = self.streams.clone();
+        let (mut inner, streams) = (self.inner.clone(), self.streams.clone());
         Box::pin(async move {
-            let resp = answer.await?;
+            let asked = session_of(req.headers());
+            let req = match weighed(req).await {
+                Ok(req) => req,
+                Err(refused) => return Ok(refused.map(|body| CountedBody { body, _open: None })),
+            };
+            let resp = tower::Service::call(&mut inner, req).await?;
             // An `initialize` names its new session in the answer.
             let session = asked.or_else(|| session_of(resp.headers()));
             let open = session.map(|s| streams.open(s));
             Ok(resp.map(|body| CountedBody { body, _open: open }))
         })
     }
+}
+
+/// A response body of the hub's own (not rmcp's).
+type Answer =
+    http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>>;
+
+/// `req` with its body read whole (the gateway's edge has read it already, within its bound
+/// of `max_arguments_bytes` and 64 KiB) and, for a `POST`, weighed before rmcp parses it
+/// ([`weigh_client`]): found by review, rmcp parsed every body first, and a body of
+/// `[0,0,…]` parsed holds some 33 times its text, in the gateway process that serves every
+/// agent. A request too heavy is answered at once, `200` with a JSON-RPC error under its id
+/// (`-32600`, naming the bound): the answer MCP clients take for that request's own (the
+/// streamable HTTP transport answers a request with a JSON-RPC response; a 4xx is a transport
+/// failure most clients report without the id it concerns). One whose id cannot be read, a
+/// notification or an answer under no readable id are answered `413` with a JSON-RPC error
+/// under `null` (a message the server does not accept is answered with an HTTP error, the
+/// transport says); an answer to the hub's own request goes to rmcp as a JSON-RPC error
+/// under its id in its place. `Err`: the answer, rmcp never called; a body that cannot be
+/// read is a `400` naming why.
+async fn weighed<B>(
+    req: http::Request<B>,
+) -> Result<http::Request<http_body_util::Full<bytes::Bytes>>, Answer>
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Display,
+{
+    use http_body_util::BodyExt;
+    let (mut parts, body) = req.into_parts();
+    let bytes = match body.collect().await {
+        Ok(all) => all.to_bytes(),
+        Err(e) => {
+            let why = serde_json::json!({"error": {"code": "BAD_REQUEST",
+                "message": format!("the request body could not be read: {e}")}});
+            return Err(json_answer(http::StatusCode::BAD_REQUEST, why.to_string()));
+        }
+    };
+    let bytes = match (parts.method == http::Method::POST)
+        .then(|| weigh_client(&bytes))
+        .flatten()
+    {
+        None => bytes,
+        Some(Heavy::Instead(error)) => {
+            parts
+                .headers
+                .insert(http::header::CONTENT_LENGTH, error.len().into());
+            bytes::Bytes::from(error)
+        }
+        Some(Heavy::Refuse(error, true)) => return Err(json_answer(http::StatusCode::OK, error)),
+        Some(Heavy::Refuse(error, false) | Heavy::Drop(error)) => {
+            return Err(json_answer(http::StatusCode::PAYLOAD_TOO_LARGE, error));
+        }
+    };
+    Ok(http::Request::from_parts(
+        parts,
+        http_body_util::Full::new(bytes),
+    ))
+}
+
+/// A response of `status` with JSON `body`.
+fn json_answer(status: http::StatusCode, body: String) -> Answer {
+    use http_body_util::BodyExt;
+    let mut resp = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)).boxed());
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 /// The `Mcp-Session-Id` of `headers`, if any.

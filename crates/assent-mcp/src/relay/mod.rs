@@ -18,7 +18,7 @@ mod lines;
 mod pins;
 mod state;
 mod tasks;
-mod upstream;
+pub(crate) mod upstream;
 mod words;
 
 use crate::kit::ProxyConfig;

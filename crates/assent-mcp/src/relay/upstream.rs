@@ -68,7 +68,7 @@ pub(super) fn whole_line(buf: &mut Vec<u8>, max: usize) -> Line {
 /// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 2`
 /// bytes of it: `Some(true)` a line, `Some(false)` a line over `max` (skipped to its end,
 /// `buf` emptied), `None` at the end of the stream.
-async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+pub(crate) async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
     max: usize,

@@ -28,6 +28,7 @@ mod mcp_hub_connections;
 mod mcp_hub_declared;
 mod mcp_hub_gone;
 mod mcp_hub_lists;
+mod mcp_hub_parse;
 mod mcp_hub_weight;
 mod mcp_methods;
 mod mcp_not_run;
