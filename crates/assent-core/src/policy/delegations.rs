@@ -4,7 +4,8 @@
 //! to). The relation comes from the operator's agent files only, never from a request, and is
 //! resolved once, when the registry loads: `source_type: file` (the default) names an agent
 //! file relative to the declaring agent's file, `registry` an agent's `metadata.id`; anything
-//! else, or a source naming no loaded agent, resolves to nothing (a load warning). Paths are
+//! else, a source naming no loaded agent, or one naming an agent of another
+//! `metadata.namespace` (another team's agent), resolves to nothing (a load warning). Paths are
 //! compared lexically normalised (`.` dropped, `..` folded; no filesystem access: this is
 //! the pure core).
 
@@ -38,8 +39,8 @@ impl Delegations {
     /// Resolves the `local_agents[]` of every agent in `agents` (by id) to loaded agents;
     /// returns the relation and a warning (`FILE:LINE: …`) for each local agent that resolves
     /// to none: an unknown `source_type`, a `file` source naming no loaded agent file, a
-    /// `registry` source naming no loaded agent id. Remote agents and an agent naming itself
-    /// add nothing.
+    /// `registry` source naming no loaded agent id, an agent of another `metadata.namespace`
+    /// than the declaring agent's. Remote agents and an agent naming itself add nothing.
     pub fn resolve(agents: &BTreeMap<String, Agent>) -> (Self, Vec<String>) {
         let by_file: BTreeMap<PathBuf, &str> = agents
             .values()
@@ -50,7 +51,8 @@ impl Delegations {
         for a in agents.values() {
             for d in &a.delegates {
                 let Some(src) = &d.source else { continue };
-                match resolve_one(a, src, agents, &by_file) {
+                match resolve_one(a, src, agents, &by_file).and_then(|id| same_team(a, id, agents))
+                {
                     Ok(id) if id != a.id => out.add(&a.id, id),
                     Ok(_) => {}
                     Err(why) => warnings.push(format!(
@@ -149,6 +151,30 @@ fn resolve_one<'a>(
             "source_type `{other}` is not resolved by assent (only `file` and `registry` are)"
         )),
     }
+}
+
+/// `id` when the agent it names is in `a`'s team — the same `metadata.namespace`, both absent
+/// counting as the same — or why not. A delegation lets the orchestrator's plans gate the
+/// delegate's calls and its plan's cancellation stop the delegate's held calls and tokens, so
+/// the file of one team's agent must not be able to reach another team's agent by naming it
+/// (agent files of different namespaces may have different owners).
+fn same_team<'a>(
+    a: &Agent,
+    id: &'a str,
+    agents: &BTreeMap<String, Agent>,
+) -> Result<&'a str, String> {
+    let theirs = agents.get(id).and_then(|d| d.namespace.as_deref());
+    if theirs == a.namespace.as_deref() {
+        return Ok(id);
+    }
+    let ns =
+        |n: Option<&str>| n.map_or_else(|| "no namespace".into(), |n| format!("namespace `{n}`"));
+    Err(format!(
+        "agent `{id}` is in {}, not {} like `{}` (a delegation never crosses namespaces)",
+        ns(theirs),
+        ns(a.namespace.as_deref()),
+        a.id
+    ))
 }
 
 /// `p` lexically normalised: `.` dropped, `name/..` folded, `..` above the root dropped, a
@@ -262,6 +288,45 @@ mod tests {
             w.iter()
                 .all(|w| w.ends_with("the plans of `orch` gate none of its calls"))
         );
+    }
+
+    /// The attack: the owner of one team's agent file names another team's agent its local
+    /// delegate, so its plans gate that agent's calls and cancelling one stops that agent's
+    /// held calls and tokens. A delegation resolves only inside one `metadata.namespace`.
+    #[test]
+    fn an_agent_file_cannot_declare_another_namespaces_agent_its_delegate() {
+        let ns = |id: &str, ns: &str, locals: &str| {
+            agent(id, locals).replacen("metadata: {", &format!("metadata: {{namespace: {ns}, "), 1)
+        };
+        let locals = "    - {alias: v, source: v.yaml}\n    - {alias: m, source: m.yaml}\n    - {alias: n, source: n.yaml}\n";
+        let reg = load(&[
+            ("o.yaml", ns("orch", "team-a", locals)),
+            ("v.yaml", ns("victim", "team-b", NONE)),
+            ("m.yaml", ns("mate", "team-a", NONE)),
+            ("n.yaml", agent("nobody", NONE)),
+        ]);
+        let d = reg.delegations();
+        assert_eq!(d.delegates_of("orch"), ["mate"]);
+        assert!(d.orchestrators_of("victim").is_empty());
+        assert!(d.orchestrators_of("nobody").is_empty());
+        let w = &reg.warnings;
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains(
+                "agent `victim` is in namespace `team-b`, not namespace `team-a` like `orch`"
+            ),
+            "{w:?}"
+        );
+        assert!(w[1].contains("agent `nobody` is in no namespace"), "{w:?}");
+        // Neither has a namespace: one team, as before.
+        let reg = load(&[
+            (
+                "o.yaml",
+                agent("orch", "    - {alias: h, source: h.yaml}\n"),
+            ),
+            ("h.yaml", agent("helper", NONE)),
+        ]);
+        assert_eq!(reg.delegations().delegates_of("orch"), ["helper"]);
     }
 
     #[test]

@@ -276,3 +276,44 @@ async fn a_reload_removing_a_delegation_after_the_plans_stop_does_not_revive_its
     assert_error(s, &e, StatusCode::CONFLICT, "PLAN_STOPPED");
     gw.stop().await;
 }
+
+/// The attack: the owner of one team's agent file (`bot`, namespace `team-a`) names another
+/// team's agent (`other`, no namespace) its local delegate, so that `bot`'s plans gate
+/// `other`'s calls and cancelling one stops `other`'s held calls and tokens. A delegation
+/// never crosses namespaces: the declaration resolves to nothing, with a load warning, and
+/// `other`'s calls naming `bot`'s plan are gated as if they named none.
+#[tokio::test]
+async fn an_agent_file_cannot_make_another_namespaces_agent_its_delegate() {
+    let (dir, gw) = reloadable(crate::kit::AGENTS).await;
+    let bot = orchestrating_bot().replacen("name: Bot}", "name: Bot, namespace: team-a}", 1);
+    assert_ne!(
+        bot,
+        orchestrating_bot(),
+        "the fixture's metadata line changed"
+    );
+    reload_bot(&gw, &dir, &bot).await;
+    let warnings = gw.state.registry().warnings.clone();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("agent `other` is in no namespace, not namespace `team-a`")),
+        "{warnings:?}"
+    );
+    let pid = approved_plan(&gw).await;
+    let pending = delegate_held(&gw, &pid, 801).await;
+    let approved = delegate_held(&gw, &pid, 802).await;
+    assert_eq!(gw.decide(&approved, OP, "approve").await.0, StatusCode::OK);
+    let token = a_token(&gw, &approved).await;
+    gw.cancel_plan(&pid, json!({"reason": "reach into team b"}))
+        .await;
+    let (s, a) = gw.approval(&pending, OP).await;
+    assert_eq!(
+        (s, a["status"].as_str()),
+        (StatusCode::OK, Some("pending")),
+        "{a}"
+    );
+    let args = json!({"amount": 802, "to": "bob"});
+    let (s, r) = gw.redeem_as("other-key", &token, "pay", args).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    gw.stop().await;
+}
