@@ -1,16 +1,8 @@
 //! Dashboard sign-in and sessions: operator keys start a session (a random 256-bit id in the
 //! session cookie, 12 hours, stored by its SHA-256: `sessions.rs`), the sign-in form's
 //! double-submit cookie, the signed-in `Operator` of a request, and the CSRF check of every
-//! state-changing form (`operator_form`). It renders no queue or card.
-//!
-//! **Cookie names** ([`Jar`]): over https the dashboard's cookies are `__Host-assent_ui` (the
-//! session), `__Host-assent_ui_login` (the sign-in form's) and `__Host-assent_oidc_<16 hex>`
-//! (a single sign-on in progress, one per sign-in: `super::oidc::cookie`), each `Secure`,
-//! `Path=/` and without `Domain`, so the browser takes them from this host only: a sibling
-//! subdomain cannot plant one (login CSRF into its own account, session fixation), and only
-//! the prefixed name is read. Over plain http (a loopback gateway) a browser refuses `__Host-`
-//! cookies, so they are `assent_ui` (`Path=/ui`), `assent_ui_login` (`Path=/ui/login`) and
-//! `assent_oidc_<16 hex>` (`Path=/ui/oidc`).
+//! state-changing form (`operator_form`). It renders no queue or card. The cookies themselves
+//! — their names over https and http, the [`Jar`] — are `session/cookies.rs`.
 
 use crate::auth::principal_for_key;
 use crate::config::Principal;
@@ -24,119 +16,21 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
+mod cookies;
+
+use self::cookies::{COOKIE, LOGIN_COOKIE};
+pub(crate) use self::cookies::{Jar, cookies, drop_session_cookie, session_cookie};
 use super::page::{Message, forbidden, page_with, secured, to_login};
 use super::sessions::{self, SESSION_TTL, Session, random_hex};
 use std::collections::HashMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
-/// The session cookie's name without the `__Host-` prefix, and its path over plain http.
-const COOKIE: (&str, &str) = ("assent_ui", "/ui");
-/// The sign-in form's double-submit cookie, likewise.
-const LOGIN_COOKIE: (&str, &str) = ("assent_ui_login", "/ui/login");
-
-/// The value of cookie `name` in the request's `Cookie` headers (the exact name: no other
-/// spelling or prefix is read).
-pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    cookies(headers).find(|(k, _)| *k == name).map(|(_, v)| v)
-}
-
-/// Every `(name, value)` in the request's `Cookie` headers, in the order sent (a browser sends
-/// the cookies of one path oldest first).
-pub(crate) fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-}
-
-/// How the dashboard's cookies are named, scoped and flagged for one request (see the module
-/// doc): `https` when the dashboard is reached over https ([`https`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Jar {
-    /// `__Host-` names, `Secure`, `Path=/`.
-    pub(crate) https: bool,
-}
-
-impl Jar {
-    /// The jar of a request with `headers` to gateway `st`.
-    pub(crate) fn of(st: &AppState, headers: &HeaderMap) -> Jar {
-        Jar {
-            https: https(st, headers),
-        }
-    }
-
-    /// The name cookie `base` (e.g. `assent_ui`) has in this jar.
-    pub(crate) fn name(self, base: &str) -> String {
-        match self.https {
-            true => format!("__Host-{base}"),
-            false => base.to_string(),
-        }
-    }
-
-    /// The value of cookie `base` under this jar's name only: over https an un-prefixed
-    /// cookie, which any sibling subdomain can set, is never read.
-    pub(crate) fn get<'a>(self, headers: &'a HeaderMap, base: &str) -> Option<&'a str> {
-        cookie(headers, &self.name(base))
-    }
-
-    /// Appends to `r` the `Set-Cookie` of cookie `(base, http_path)` with `value` and
-    /// `attrs` (e.g. `"HttpOnly; SameSite=Lax; Max-Age=600"`): over https `__Host-base`,
-    /// `Path=/` and `Secure`; over http `base` with `Path=http_path`. Never a `Domain`.
-    pub(crate) fn set(
-        self,
-        r: &mut Response,
-        (base, http_path): (&str, &str),
-        value: &str,
-        attrs: &str,
-    ) {
-        let (path, secure) = match self.https {
-            true => ("/", "; Secure"),
-            false => (http_path, ""),
-        };
-        let c = format!("{}={value}; Path={path}; {attrs}{secure}", self.name(base));
-        if let Ok(v) = HeaderValue::from_str(&c) {
-            r.headers_mut().append(header::SET_COOKIE, v);
-        }
-    }
-}
-
-/// The id of the request's dashboard session: its session cookie under the name in force
-/// ([`Jar`]), if it sent one.
-pub(crate) fn session_cookie<'a>(st: &AppState, headers: &'a HeaderMap) -> Option<&'a str> {
-    Jar::of(st, headers).get(headers, COOKIE.0)
-}
-
 /// A session cookie the edge took off a sign-in page's request without looking it up (its
 /// address was locked out: `edge::dashboard_session`): the sign-in still ends it if it is a
 /// live session, as it ends the one it replaces (found by review).
 #[derive(Debug, Clone)]
 pub(crate) struct DroppedSession(pub(crate) String);
-
-/// Removes the request's session cookie ([`session_cookie`]'s name in force) from its
-/// `Cookie` headers, keeping every other cookie (the sign-in form's own among them): the
-/// request then reads as one from a browser signed in nowhere. The edge does so on the sign-in
-/// pages for a cookie that signs no one in (`edge::dashboard_session`).
-pub(crate) fn drop_session_cookie(st: &AppState, headers: &mut HeaderMap) {
-    let name = Jar::of(st, headers).name(COOKIE.0);
-    let kept: Vec<String> = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && c.split('=').next() != Some(name.as_str()))
-        .map(str::to_string)
-        .collect();
-    headers.remove(header::COOKIE);
-    if let Ok(v) = HeaderValue::from_str(&kept.join("; "))
-        && !kept.is_empty()
-    {
-        headers.insert(header::COOKIE, v);
-    }
-}
 
 /// The signed-in operator: the session and the principal it belongs to (a principal removed
 /// from the config since is signed out).
@@ -509,25 +403,6 @@ fn login_form(
     let attrs = "HttpOnly; SameSite=Strict; Max-Age=600";
     Jar::of(st, headers).set(&mut r, LOGIN_COOKIE, &csrf, attrs);
     r
-}
-
-/// Whether the dashboard is reached over https: the configured `public_url` is an
-/// `https://` URL, or the single sign-on `redirect_url` is, or a trusted proxy's
-/// `X-Forwarded-Proto` (the only one left on a request, `edge.rs`) says `https`. Found by
-/// review: only the proxy's header earned `Secure`, so a gateway published over https behind a
-/// proxy missing from `trusted_proxies` let the browser send its session cookie over plain
-/// http too.
-pub(crate) fn https(st: &AppState, headers: &HeaderMap) -> bool {
-    let is_https = |u: &str| u.starts_with("https://");
-    st.public_url.as_deref().is_some_and(is_https)
-        || st
-            .oidc
-            .as_ref()
-            .is_some_and(|s| is_https(&s.config.redirect_url))
-        || headers
-            .get("x-forwarded-proto")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("https"))
 }
 
 /// `POST /ui/login` (`key`, `csrf`): an operator's key starts a session; an agent's key or an

@@ -153,14 +153,7 @@ async fn the_dashboards_event_stream_coalesces_changes_and_ends_at_sign_out() {
         .dashboard_page(&format!("/ui/approvals/{held}"), &cookie)
         .await;
     let csrf = crate::kit::csrf_of(&page);
-    gw.http
-        .post(format!("{}/ui/logout", gw.url))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}"))
-        .send()
-        .await
-        .unwrap();
+    crate::dashboard_kit::sign_out_with(&gw, &cookie, &csrf).await;
     let ended = tokio::time::timeout(Duration::from_secs(15), async {
         while let Ok(Some(_)) = events.chunk().await {}
     })

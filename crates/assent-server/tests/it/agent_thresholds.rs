@@ -5,18 +5,26 @@
 //! `cost.max_per_agent` (over `per_seconds`) count the agent's calls in all its sessions; the
 //! default `per: session` keeps its meaning.
 
-use crate::kit::{assert_answer, assert_error, one_tool_agent, policy, serve_policy};
+use crate::kit::{Gw, assert_answer, assert_error, one_tool_agent, policy, serve_policy};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// A gateway whose one agent `bot` may call `pay` under the rule `rule`.
-async fn gateway(rule: &str) -> crate::kit::Gw {
+async fn gateway(rule: &str) -> Gw {
     let agent = one_tool_agent("bot", "alias: pay");
     serve_policy(&agent, &policy("t.agent-wide-v1", rule)).await
 }
 
-/// Asserts a held answer (202) naming exactly `triggers`.
-fn assert_held(s: StatusCode, b: &serde_json::Value, triggers: serde_json::Value) {
+/// Proposes `pay(args)` as `bot` in session `session` and asserts that it is allowed.
+async fn allowed(gw: &Gw, session: &str, args: Value) {
+    let (s, b) = gw.propose_in(session, "pay", args).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+}
+
+/// Proposes `pay(args)` as `bot` in session `session` and asserts that it is held (202),
+/// naming exactly `triggers`.
+async fn held_for(gw: &Gw, session: &str, args: Value, triggers: Value) {
+    let (s, b) = gw.propose_in(session, "pay", args).await;
     assert_eq!(
         (s, b["triggers"].clone()),
         (StatusCode::ACCEPTED, triggers),
@@ -28,10 +36,8 @@ fn assert_held(s: StatusCode, b: &serde_json::Value, triggers: serde_json::Value
 async fn a_fresh_session_id_cannot_reset_a_per_agent_rate() {
     let gw =
         gateway("- tool: pay\n  thresholds: {rate: {max: 1, per_seconds: 60, per: agent}}\n").await;
-    let (s, b) = gw.propose_in("s-1", "pay", json!({"amount": 1})).await;
-    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
-    let (s, b) = gw.propose_in("s-2", "pay", json!({"amount": 1})).await;
-    assert_held(s, &b, json!(["rate"]));
+    allowed(&gw, "s-1", json!({"amount": 1})).await;
+    held_for(&gw, "s-2", json!({"amount": 1}), json!(["rate"])).await;
     gw.stop().await;
 }
 
@@ -40,11 +46,9 @@ async fn a_fresh_session_id_cannot_reset_a_per_agent_rate() {
 async fn a_per_session_rate_still_counts_each_session_alone() {
     let gw = gateway("- tool: pay\n  thresholds: {rate: {max: 1, per_seconds: 60}}\n").await;
     for session in ["s-1", "s-2"] {
-        let (s, b) = gw.propose_in(session, "pay", json!({"amount": 1})).await;
-        assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+        allowed(&gw, session, json!({"amount": 1})).await;
     }
-    let (s, b) = gw.propose_in("s-2", "pay", json!({"amount": 1})).await;
-    assert_held(s, &b, json!(["rate"]));
+    held_for(&gw, "s-2", json!({"amount": 1}), json!(["rate"])).await;
     gw.stop().await;
 }
 
@@ -54,13 +58,10 @@ async fn a_fresh_session_id_cannot_reset_a_per_agent_cost_total() {
         "- tool: pay\n  thresholds: {cost: {argument: amount, max_per_agent: 100, per_seconds: 3600}}\n",
     )
     .await;
-    let (s, b) = gw.propose_in("s-1", "pay", json!({"amount": 60})).await;
-    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
-    let (s, b) = gw.propose_in("s-2", "pay", json!({"amount": 60})).await;
-    assert_held(s, &b, json!(["cost"]));
+    allowed(&gw, "s-1", json!({"amount": 60})).await;
+    held_for(&gw, "s-2", json!({"amount": 60}), json!(["cost"])).await;
     // A missing amount cannot be counted: held, as under a session total.
-    let (s, b) = gw.propose_in("s-3", "pay", json!({})).await;
-    assert_held(s, &b, json!(["cost"]));
+    held_for(&gw, "s-3", json!({}), json!(["cost"])).await;
     gw.stop().await;
 }
 
@@ -71,11 +72,9 @@ async fn a_per_session_cost_total_still_counts_each_session_alone() {
         gateway("- tool: pay\n  thresholds: {cost: {argument: amount, max_per_session: 100}}\n")
             .await;
     for session in ["s-1", "s-2"] {
-        let (s, b) = gw.propose_in(session, "pay", json!({"amount": 60})).await;
-        assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+        allowed(&gw, session, json!({"amount": 60})).await;
     }
-    let (s, b) = gw.propose_in("s-2", "pay", json!({"amount": 60})).await;
-    assert_held(s, &b, json!(["cost"]));
+    held_for(&gw, "s-2", json!({"amount": 60}), json!(["cost"])).await;
     gw.stop().await;
 }
 

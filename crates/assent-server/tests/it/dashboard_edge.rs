@@ -5,68 +5,13 @@
 //! connection.
 
 use crate::backend::sqlite_only;
-use crate::dashboard_sessions::allowance;
-use crate::kit::{BOT, Gw, OP, cookie_of, csrf_of, serve};
-use crate::sign_in::browser;
+use crate::dashboard_kit::{
+    allowance, get_from, login_form, made_up, post_form, sign_out_with, signed_in,
+};
+use crate::kit::{BOT, Gw, OP, csrf_of, serve};
 use reqwest::StatusCode;
 use serde_json::Value;
 use std::time::{Duration, Instant};
-
-/// A made-up session cookie: 64 lowercase hex digits, the form the gateway issues.
-fn made_up(i: usize) -> String {
-    format!("assent_ui={:064x}", 0xfeed_f00d_u64 as usize + i)
-}
-
-/// The sign-in form's cookie and CSRF token, as a browser at `from` gets them.
-async fn login_form(gw: &Gw, from: &str) -> (String, String) {
-    let r = browser(from)
-        .get(format!("{}/ui/login", gw.url))
-        .send()
-        .await
-        .unwrap();
-    let cookie = cookie_of(&r);
-    (cookie, csrf_of(&r.text().await.unwrap()))
-}
-
-/// Signs operator `key` in from `from`: the session cookie (`name=value`).
-async fn signed_in(gw: &Gw, from: &str, key: &str) -> String {
-    let (login_cookie, csrf) = login_form(gw, from).await;
-    let r = browser(from)
-        .post(format!("{}/ui/login", gw.url))
-        .header("cookie", login_cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}&key={key}&next=/ui"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::SEE_OTHER, "the sign-in failed");
-    cookie_of(&r)
-}
-
-/// `GET path` from `from` with `cookie` and, when given, `Authorization: Bearer {bearer}`:
-/// the status and the answer's `code`.
-async fn get(
-    gw: &Gw,
-    from: &str,
-    path: &str,
-    cookie: &str,
-    bearer: Option<&str>,
-) -> (StatusCode, Option<String>) {
-    let mut r = browser(from)
-        .get(format!("{}{path}", gw.url))
-        .header("cookie", cookie);
-    if let Some(b) = bearer {
-        r = r.bearer_auth(b);
-    }
-    let r = r.send().await.unwrap();
-    let s = r.status();
-    let code = r
-        .json::<Value>()
-        .await
-        .ok()
-        .and_then(|b| b["code"].as_str().map(str::to_string));
-    (s, code)
-}
 
 /// Attack: a request with an `Authorization: Bearer` header took the bearer key's branch of
 /// the edge alone, so its session cookie was never throttled there, and the dashboard's
@@ -82,7 +27,7 @@ async fn made_up_session_cookies_sent_beside_an_agents_bearer_key_are_throttled(
     let mut codes = Vec::new();
     let start = Instant::now();
     while codes.len() <= allowance(start.elapsed()) {
-        let code = get(&gw, from, "/ui", &made_up(codes.len()), Some(BOT)).await;
+        let code = get_from(&gw, from, "/ui", &made_up(codes.len()), Some(BOT)).await;
         let throttled = code.0 == StatusCode::TOO_MANY_REQUESTS;
         codes.push(code);
         if throttled {
@@ -96,7 +41,7 @@ async fn made_up_session_cookies_sent_beside_an_agents_bearer_key_are_throttled(
     // An operator elsewhere, whose proxy adds a bearer header of its own, still gets in.
     let cookie = signed_in(&gw, "127.0.0.22", OP).await;
     for bearer in [Some(BOT), Some("not-a-key"), None] {
-        let (s, _) = get(&gw, "127.0.0.22", "/ui", &cookie, bearer).await;
+        let (s, _) = get_from(&gw, "127.0.0.22", "/ui", &cookie, bearer).await;
         assert_eq!(s, StatusCode::OK, "bearer {bearer:?}");
     }
     gw.stop().await;
@@ -113,36 +58,36 @@ async fn a_session_lookup_the_store_did_not_answer_is_503_not_413_on_a_large_edi
     let gw = serve().await;
     let from = "127.0.0.23";
     let cookie = signed_in(&gw, from, OP).await;
-    assert_eq!(get(&gw, from, "/ui", &cookie, None).await.0, StatusCode::OK);
+    assert_eq!(
+        get_from(&gw, from, "/ui", &cookie, None).await.0,
+        StatusCode::OK
+    );
     gw.sql()
         .exec("ALTER TABLE ui_sessions RENAME TO ui_sessions_away", &[]);
     let big = format!(
         "csrf=x&decision=approve&scope=once&arguments={}",
         "a".repeat(40 * 1024)
     );
-    let r = browser(from)
-        .post(format!("{}/ui/approvals/some-id/decide", gw.url))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(big)
-        .send()
-        .await
-        .unwrap();
+    let decide = format!("{}/ui/approvals/some-id/decide", gw.url);
+    let r = post_form(from, &decide, &cookie, big).await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     let b: Value = r.json().await.unwrap();
     assert_eq!(b["code"], "STORE_UNAVAILABLE", "{b}");
     assert_eq!(
-        get(&gw, from, "/ui", &cookie, None).await,
+        get_from(&gw, from, "/ui", &cookie, None).await,
         (
             StatusCode::SERVICE_UNAVAILABLE,
             Some("STORE_UNAVAILABLE".into())
         )
     );
-    let (s, _) = get(&gw, from, "/ui/login", &cookie, None).await;
+    let (s, _) = get_from(&gw, from, "/ui/login", &cookie, None).await;
     assert_eq!(s, StatusCode::OK, "the sign-in form does not open");
     gw.sql()
         .exec("ALTER TABLE ui_sessions_away RENAME TO ui_sessions", &[]);
-    assert_eq!(get(&gw, from, "/ui", &cookie, None).await.0, StatusCode::OK);
+    assert_eq!(
+        get_from(&gw, from, "/ui", &cookie, None).await.0,
+        StatusCode::OK
+    );
     gw.stop().await;
 }
 
@@ -165,19 +110,14 @@ async fn a_dashboard_session_lookup_does_not_wait_behind_a_stalled_write() {
     // A sign-in's write now waits for the lock (busy_timeout, 10 s) on the writer connection.
     let url = format!("{}/ui/login", gw.url);
     let stalled = tokio::spawn(async move {
-        browser("127.0.0.25")
-            .post(url)
-            .header("cookie", login_cookie)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("csrf={csrf}&key={OP}&next=/ui"))
-            .send()
+        let form = format!("csrf={csrf}&key={OP}&next=/ui");
+        post_form("127.0.0.25", &url, &login_cookie, form)
             .await
-            .unwrap()
             .status()
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let t = Instant::now();
-    let (s, _) = get(&gw, from, "/ui/login", &cookie, None).await;
+    let (s, _) = get_from(&gw, from, "/ui/login", &cookie, None).await;
     let took = t.elapsed();
     other.execute_batch("ROLLBACK").unwrap();
     assert_eq!(s, StatusCode::SEE_OTHER, "the live session was not found");
@@ -225,6 +165,19 @@ async fn post_body_later(
     (status, answer)
 }
 
+/// A `pay` of `amount` to bob held for a person, and a fresh dashboard session that opened
+/// its card: the approval id, the session cookie, the card's decide path and the session's
+/// CSRF token.
+async fn open_card(gw: &Gw, amount: u64) -> (String, String, String, String) {
+    let id = gw
+        .pending("pay", serde_json::json!({"amount": amount, "to": "bob"}))
+        .await;
+    let cookie = gw.dashboard_session().await;
+    let card = format!("/ui/approvals/{id}");
+    let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
+    (id, cookie, format!("{card}/decide"), csrf)
+}
+
 /// Attack (found by review): the edge looks a dashboard session up when the request's headers
 /// arrive, and the body may follow up to `body_read_timeout_seconds` later. With a stolen
 /// cookie and CSRF token, an attacker sent a decide form's headers alone, waited for the
@@ -235,45 +188,26 @@ async fn post_body_later(
 #[tokio::test]
 async fn a_decide_form_whose_body_arrives_after_its_session_signed_out_is_refused() {
     let gw = serve().await;
-    let id = gw
-        .pending("pay", serde_json::json!({"amount": 500, "to": "bob"}))
-        .await;
-    let cookie = gw.dashboard_session().await;
-    let card = format!("/ui/approvals/{id}");
-    let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
+    let (id, cookie, path, csrf) = open_card(&gw, 500).await;
     let body = format!("csrf={csrf}&decision=approve&scope=once&reason=stolen");
     let sign_out = async || {
-        let r = browser("127.0.0.1")
-            .post(format!("{}/ui/logout", gw.url))
-            .header("cookie", &cookie)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("csrf={csrf}"))
-            .send()
-            .await
-            .unwrap();
+        let r = sign_out_with(&gw, &cookie, &csrf).await;
         assert!(
             r.status().is_redirection(),
             "the sign-out failed: {}",
             r.status()
         );
-        let (s, _) = get(&gw, "127.0.0.1", "/ui", &cookie, None).await;
+        let (s, _) = get_from(&gw, "127.0.0.1", "/ui", &cookie, None).await;
         assert_eq!(s, StatusCode::SEE_OTHER, "the session still signs in");
     };
-    let path = format!("{card}/decide");
     let (status, answer) = post_body_later(&gw, &path, &cookie, &body, sign_out).await;
     assert_eq!(status, 403, "the ended session's form was taken: {answer}");
     assert!(answer.contains("Sign in first"), "{answer}");
     assert_eq!(gw.approval(&id, OP).await.1["status"], "pending");
 
     // The same slow form from a live session still decides.
-    let id = gw
-        .pending("pay", serde_json::json!({"amount": 501, "to": "bob"}))
-        .await;
-    let cookie = gw.dashboard_session().await;
-    let card = format!("/ui/approvals/{id}");
-    let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
+    let (id, cookie, path, csrf) = open_card(&gw, 501).await;
     let body = format!("csrf={csrf}&decision=deny&reason=slow+but+live");
-    let path = format!("{card}/decide");
     let (status, answer) = post_body_later(&gw, &path, &cookie, &body, async || {}).await;
     assert_eq!(status, 303, "{answer}");
     assert_eq!(gw.approval(&id, OP).await.1["status"], "rejected");
@@ -286,18 +220,12 @@ async fn a_decide_form_whose_body_arrives_after_its_session_signed_out_is_refuse
 #[tokio::test]
 async fn a_decide_form_whose_session_recheck_the_store_did_not_answer_is_503_and_decides_nothing() {
     let gw = serve().await;
-    let id = gw
-        .pending("pay", serde_json::json!({"amount": 502, "to": "bob"}))
-        .await;
-    let cookie = gw.dashboard_session().await;
-    let card = format!("/ui/approvals/{id}");
-    let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
+    let (id, cookie, path, csrf) = open_card(&gw, 502).await;
     let body = format!("csrf={csrf}&decision=approve&scope=once");
     let away = async || {
         gw.sql()
             .exec("ALTER TABLE ui_sessions RENAME TO ui_sessions_away", &[]);
     };
-    let path = format!("{card}/decide");
     let (status, answer) = post_body_later(&gw, &path, &cookie, &body, away).await;
     gw.sql()
         .exec("ALTER TABLE ui_sessions_away RENAME TO ui_sessions", &[]);

@@ -6,80 +6,19 @@
 //! agent's question is shown with its bidi and invisible characters made visible.
 
 use crate::backend::sqlite_only;
+use crate::dashboard_kit::{
+    allowance, get_from, made_up, session_of, sign_in_from, sign_out_with, signed_in,
+};
 use crate::kit::{BOT, Gw, OLGA, OP, csrf_of, serve, start_tuned, start_with_olga};
 use crate::sign_in::browser;
-use assent_server::throttle::{FAILURE_BURST, FAILURES_PER_SECOND, RateLimits, Throttle};
+use assent_server::throttle::{FAILURE_BURST, RateLimits, Throttle};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// A made-up session cookie: 64 lowercase hex digits, the form the gateway issues.
-fn made_up(i: usize) -> String {
-    format!("assent_ui={:064x}", 0xdead_beef_u64 as usize + i)
-}
-
-/// Signs in with `key` from local address `from` as a browser with `cookie` (its session
-/// cookie, or empty) does: the answer to the form's `POST`, redirects not followed.
-async fn sign_in_from(gw: &Gw, from: &str, key: &str, cookie: &str) -> reqwest::Response {
-    let b = browser(from);
-    let login = b.get(format!("{}/ui/login", gw.url)).send().await.unwrap();
-    let login_cookie = crate::kit::cookie_of(&login);
-    let csrf = csrf_of(&login.text().await.unwrap());
-    let mut jar = login_cookie;
-    if !cookie.is_empty() {
-        jar = format!("{jar}; {cookie}");
-    }
-    b.post(format!("{}/ui/login", gw.url))
-        .header("cookie", jar)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}&key={key}&next=/ui"))
-        .send()
-        .await
-        .unwrap()
-}
-
-/// `GET path` from local address `from` with `cookie`: the status and the answer's `code`.
-async fn get_from(gw: &Gw, from: &str, path: &str, cookie: &str) -> (StatusCode, Option<String>) {
-    let r = browser(from)
-        .get(format!("{}{path}", gw.url))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .unwrap();
-    let s = r.status();
-    let code = r
-        .json::<Value>()
-        .await
-        .ok()
-        .and_then(|b| b["code"].as_str().map(str::to_string));
-    (s, code)
-}
-
-/// The session cookie (`name=value`) a successful sign-in answer set.
-fn session_of(r: &reqwest::Response) -> String {
-    assert_eq!(r.status(), StatusCode::SEE_OTHER, "the sign-in failed");
-    crate::kit::cookie_of(r)
-}
-
-/// Signs in with `key` from local address `from`, as a browser with no session cookie: the
-/// session cookie the sign-in set.
-async fn signed_in(gw: &Gw, from: &str, key: &str) -> String {
-    session_of(&sign_in_from(gw, from, key, "").await)
-}
-
 /// The status of `GET /ui` from local address `from` with `cookie`.
 async fn ui(gw: &Gw, from: &str, cookie: &str) -> StatusCode {
-    get_from(gw, from, "/ui", cookie).await.0
-}
-
-/// How many failed authentications an address's allowance can have taken `elapsed` after its
-/// first: its burst, what refilled meanwhile ([`FAILURES_PER_SECOND`]), and one in flight. A
-/// flood must be throttled by then; a fixed count would not hold on a slow machine (found as a
-/// flaky CI run on PostgreSQL: 30 made-up cookies at over 66 ms each refilled faster than they
-/// used the burst up).
-pub(crate) fn allowance(elapsed: std::time::Duration) -> usize {
-    let refilled = (elapsed.as_millis() * u128::from(FAILURES_PER_SECOND)).div_ceil(1000);
-    FAILURE_BURST as usize + refilled as usize + 1
+    get_from(gw, from, "/ui", cookie, None).await.0
 }
 
 /// Floods made-up session cookies at `/ui` from `host` until the address is throttled, which
@@ -110,7 +49,7 @@ async fn made_up_session_cookies_are_throttled_per_address() {
     let mut codes = Vec::new();
     let start = std::time::Instant::now();
     while codes.len() <= allowance(start.elapsed()) {
-        let code = get_from(&gw, "127.0.0.2", "/ui", &made_up(codes.len())).await;
+        let code = get_from(&gw, "127.0.0.2", "/ui", &made_up(codes.len()), None).await;
         let throttled = code.0 == StatusCode::TOO_MANY_REQUESTS;
         codes.push(code);
         if throttled {
@@ -264,14 +203,7 @@ async fn sign_out(gw: &Gw, cookie: &str) -> reqwest::Response {
         .await
         .unwrap();
     let csrf = csrf_of(&page.text().await.unwrap());
-    browser("127.0.0.1")
-        .post(format!("{}/ui/logout", gw.url))
-        .header("cookie", cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}"))
-        .send()
-        .await
-        .unwrap()
+    sign_out_with(gw, cookie, &csrf).await
 }
 
 /// Attack: a sign-out the store did not record was answered as done (the cookie cleared, the

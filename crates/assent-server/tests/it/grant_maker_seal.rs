@@ -5,9 +5,9 @@
 //! grant covering nothing (and `audit verify` names it). A grant sealed over its maker cannot be
 //! passed off as one sealed the way grants were before (without the maker).
 
-use crate::kit::{AGENTS, BOT, Gw, OP, policy, start, start_reloading};
+use crate::grant_revocation::{reloading_gateway, write_config};
+use crate::kit::{BOT, Gw, OP, policy, start};
 use crate::reload::principals;
-use assent_server::config::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -125,25 +125,6 @@ fn quick_gov() -> String {
     )
 }
 
-/// A gateway whose principals come from `conf/assent.yaml` in `dir` (`list`), reloading it.
-async fn reloading(dir: &Path, list: &str) -> Gw {
-    let conf = dir.join("conf");
-    std::fs::create_dir_all(&conf).unwrap();
-    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
-    std::fs::write(conf.join("gov.yaml"), quick_gov()).unwrap();
-    configure(dir, list);
-    let cfg = Config::load(&conf.join("assent.yaml")).unwrap();
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    start_reloading(&data, &quick_gov(), &cfg).await
-}
-
-/// Writes `conf/assent.yaml` in `dir` with the principals `list`.
-fn configure(dir: &Path, list: &str) {
-    let text = format!("agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\n{list}");
-    std::fs::write(dir.join("conf/assent.yaml"), text).unwrap();
-}
-
 /// Attack (the brief's): mallory, about to be removed, approves `quick` for the whole
 /// workspace; the database writer renames the grant's maker to olaf, whom the reload keeps,
 /// so that the reload removing mallory does not revoke it. The renamed grant covers nothing,
@@ -169,7 +150,7 @@ async fn a_removed_operators_grant_renamed_to_another_maker_does_not_outlive_the
             .collect();
         principals(&list)
     };
-    let gw = reloading(dir.path(), &ops(&["olaf", "mallory"])).await;
+    let gw = reloading_gateway(dir.path(), &quick_gov(), &ops(&["olaf", "mallory"])).await;
     let id = gw.held("s1", "quick", json!({"n": 1})).await;
     let d = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
     let (s, b) = gw.decide_with(&id, "mallory-key", d).await;
@@ -179,7 +160,7 @@ async fn a_removed_operators_grant_renamed_to_another_maker_does_not_outlive_the
     assert_eq!(gw.sql().exec(rename, &[]), 1);
     let (s, b) = gw.propose("quick", json!({"n": 3})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "the renamed grant covered: {b}");
-    configure(dir.path(), &ops(&["olaf"]));
+    write_config(dir.path(), &ops(&["olaf"]));
     let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (s, b) = gw.propose("quick", json!({"n": 4})).await;

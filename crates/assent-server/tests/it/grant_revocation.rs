@@ -20,23 +20,28 @@ fn gov() -> String {
     )
 }
 
-/// A gateway whose principals come from `conf/assent.yaml` in `dir` (`list`, the kit's `bot`
-/// agent, [`gov`]) and that reloads that file; its store is the kit's in `dir/data`, so a
-/// second call over the same `dir` is a restart.
+/// [`reloading_gateway`] with governance [`gov`].
 async fn gateway(dir: &Path, list: &str) -> Gw {
+    reloading_gateway(dir, &gov(), list).await
+}
+
+/// A gateway whose principals come from `conf/assent.yaml` in `dir` (`list`, the kit's `bot`
+/// agent, governance `gov` in `conf/gov.yaml`) and that reloads that file; its store is the
+/// kit's in `dir/data`, so a second call over the same `dir` is a restart.
+pub(crate) async fn reloading_gateway(dir: &Path, gov: &str, list: &str) -> Gw {
     let conf = dir.join("conf");
     std::fs::create_dir_all(&conf).unwrap();
     std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
-    std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
+    std::fs::write(conf.join("gov.yaml"), gov).unwrap();
     write_config(dir, list);
     let cfg = Config::load(&conf.join("assent.yaml")).unwrap();
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    start_reloading(&data, &gov(), &cfg).await
+    start_reloading(&data, gov, &cfg).await
 }
 
 /// Rewrites `conf/assent.yaml` in `dir` with the principals `list` (not yet in force).
-fn write_config(dir: &Path, list: &str) {
+pub(crate) fn write_config(dir: &Path, list: &str) {
     let text = format!("agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\n{list}");
     std::fs::write(dir.join("conf/assent.yaml"), text).unwrap();
 }

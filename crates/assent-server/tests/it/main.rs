@@ -5,6 +5,7 @@
 //! file only mounts them.
 
 mod backend;
+mod dashboard_kit;
 mod kit;
 mod schemas;
 

@@ -14,6 +14,23 @@ fn column(gw: &Gw, col: &str, id: &str) -> String {
     gw.sql().text(&sql, &[Param::from(id)])
 }
 
+/// Rewrites approval `id`'s row behind the gateway's back (`UPDATE approvals SET {set}`),
+/// which must find the row.
+#[track_caller]
+fn tamper(gw: &Gw, id: &str, set: &str) {
+    let sql = format!("UPDATE approvals SET {set} WHERE id = '{id}'");
+    assert_eq!(gw.sql().exec(&sql, &[]), 1, "{sql}");
+}
+
+/// Asserts that `key` approving approval `id` is refused `409 APPROVAL_DAMAGED` (`what` names
+/// the case) and that the agent was minted no token.
+async fn approving_is_refused_as_damaged(gw: &Gw, id: &str, key: &str, what: &str) {
+    let (s, b) = gw.decide(id, key, "approve").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{what}: {b}");
+    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{what}: {b}");
+    assert!(gw.as_agent(id).await["token"].is_null(), "{what}");
+}
+
 /// A `pay` call held and approved by the operator; its approval id.
 async fn approved(gw: &Gw, to: &str) -> String {
     let id = gw.held("s1", "pay", json!({"amount": 500, "to": to})).await;
@@ -51,10 +68,11 @@ async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
         .held("s1", "pay", json!({"amount": 1_000_000, "to": "me"}))
         .await;
     plant_token(&gw, &real, &evil);
-    let approve = format!(
-        "UPDATE approvals SET status = 'approved', decided_at = requested_at + 1 WHERE id = '{evil}'"
+    tamper(
+        &gw,
+        &evil,
+        "status = 'approved', decided_at = requested_at + 1",
     );
-    gw.sql().exec(&approve, &[]);
     let seen = gw.as_agent(&evil).await;
     assert_eq!(seen["status"], "approved", "{seen}");
     assert!(
@@ -197,11 +215,12 @@ async fn an_approvals_default_edited_in_the_database_never_approves_it() {
     let gw = start(dir.path()).await;
     let args = json!({"amount": 1_000_000, "to": "me"});
     let evil = gw.held("s1", "pay", args.clone()).await;
-    let edit = format!(
-        "UPDATE approvals SET default_decision = 'approve', irreversible = (1 = 0),
-         require_passkey = (1 = 0), expires_at = requested_at + 1 WHERE id = '{evil}'"
+    tamper(
+        &gw,
+        &evil,
+        "default_decision = 'approve', irreversible = (1 = 0),
+         require_passkey = (1 = 0), expires_at = requested_at + 1",
     );
-    assert_eq!(gw.sql().exec(&edit, &[]), 1);
     let seen = gw.as_agent(&evil).await;
     assert_ne!(seen["status"], "approved", "{seen}");
     assert!(seen["token"].is_null(), "{seen}");
@@ -222,12 +241,8 @@ async fn an_approvals_device_binding_removed_in_the_database_is_refused_as_damag
         .await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     let id = b["approval_id"].as_str().unwrap().to_string();
-    let widen = format!("UPDATE approvals SET device_id = NULL WHERE id = '{id}'");
-    assert_eq!(gw.sql().exec(&widen, &[]), 1);
-    let (s, b) = gw.decide(&id, OP, "approve").await;
-    assert_eq!(s, StatusCode::CONFLICT, "{b}");
-    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
-    assert!(gw.as_agent(&id).await["token"].is_null());
+    tamper(&gw, &id, "device_id = NULL");
+    approving_is_refused_as_damaged(&gw, &id, OP, "device_id removed").await;
     // `audit verify` names the edit too (it compared no device before).
     let db = crate::backend::database(&gw.data_dir);
     let report = crate::backend::off_runtime(|| {
@@ -259,12 +274,8 @@ async fn what_an_approver_is_shown_edited_in_the_database_is_refused_as_damaged(
         let id = gw
             .held("s1", "pay", json!({"amount": 500, "to": "x"}))
             .await;
-        let sql = format!("UPDATE approvals SET {edit} WHERE id = '{id}'");
-        assert_eq!(gw.sql().exec(&sql, &[]), 1);
-        let (s, b) = gw.decide(&id, OP, "approve").await;
-        assert_eq!(s, StatusCode::CONFLICT, "{edit}: {b}");
-        assert_eq!(b["code"], "APPROVAL_DAMAGED", "{edit}: {b}");
-        assert!(gw.as_agent(&id).await["token"].is_null(), "{edit}");
+        tamper(&gw, &id, edit);
+        approving_is_refused_as_damaged(&gw, &id, OP, edit).await;
         if edit.starts_with("message") {
             let db = crate::backend::database(&gw.data_dir);
             let report = crate::backend::off_runtime(|| {
@@ -296,9 +307,7 @@ async fn a_denied_call_set_back_to_pending_is_not_approved_by_its_default() {
     let gw = start(dir.path()).await;
     let id = gw.pending("lenient", json!({"n": 1})).await;
     assert_eq!(gw.decide(&id, OP, "deny").await.0, StatusCode::OK);
-    let undo =
-        format!("UPDATE approvals SET status = 'pending', decided_at = NULL WHERE id = '{id}'");
-    assert_eq!(gw.sql().exec(&undo, &[]), 1);
+    tamper(&gw, &id, "status = 'pending', decided_at = NULL");
     let later = assent_server::state::now_ms() + 60_000;
     let expired = gw.with_store(|s| s.expire_due(later).unwrap());
     assert!(!expired.contains(&id), "the sweep settled it: {expired:?}");
@@ -342,26 +351,18 @@ async fn an_approver_role_added_in_the_database_lets_no_one_else_approve() {
     let id = gw
         .held("s1", "pay", json!({"amount": 900, "to": "me"}))
         .await;
-    let widen =
-        format!("UPDATE approvals SET approvers = '[\"finance\",\"ops\"]' WHERE id = '{id}'");
-    assert_eq!(gw.sql().exec(&widen, &[]), 1);
-    let (s, b) = gw.decide(&id, "olaf-key", "approve").await;
-    assert_eq!(s, StatusCode::CONFLICT, "{b}");
-    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
-    assert!(gw.as_agent(&id).await["token"].is_null());
+    tamper(&gw, &id, "approvers = '[\"finance\",\"ops\"]'");
+    approving_is_refused_as_damaged(&gw, &id, "olaf-key", "ops added to the approvers").await;
     // The call retried is held anew, not joined to an approval nobody may approve.
     let retried = gw
         .held("s1", "pay", json!({"amount": 900, "to": "me"}))
         .await;
     assert_ne!(retried, id);
-    let narrow = format!("UPDATE approvals SET approvers = '[\"finance\"]' WHERE id = '{id}'");
-    assert_eq!(gw.sql().exec(&narrow, &[]), 1);
-    let later = format!("UPDATE approvals SET expires_at = expires_at + 1 WHERE id = '{id}'");
-    assert_eq!(gw.sql().exec(&later, &[]), 1);
+    tamper(&gw, &id, "approvers = '[\"finance\"]'");
+    tamper(&gw, &id, "expires_at = expires_at + 1");
     let (s, b) = gw.decide(&id, OP, "approve").await;
     assert_eq!(s, StatusCode::CONFLICT, "a moved deadline: {b}");
-    let back = format!("UPDATE approvals SET expires_at = expires_at - 1 WHERE id = '{id}'");
-    assert_eq!(gw.sql().exec(&back, &[]), 1);
+    tamper(&gw, &id, "expires_at = expires_at - 1");
     let (s, b) = gw.decide(&id, OP, "approve").await;
     assert_eq!(s, StatusCode::OK, "put back as held, it is approved: {b}");
     gw.stop().await;
@@ -420,10 +421,8 @@ async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
             "{r}"
         );
     }
-    let edit = format!("UPDATE approvals SET risk_tier = 'R1' WHERE id = '{edited}'");
-    assert_eq!(gw.sql().exec(&edit, &[]), 1);
-    let strip = format!("UPDATE approvals SET seal = '' WHERE id = '{unsealed}'");
-    assert_eq!(gw.sql().exec(&strip, &[]), 1);
+    tamper(&gw, &edited, "risk_tier = 'R1'");
+    tamper(&gw, &unsealed, "seal = ''");
     for id in [&edited, &unsealed] {
         let (s, r) = gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await;
         assert_eq!(
@@ -511,10 +510,11 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
     let pending = gw
         .held("s1", "pay", json!({"amount": 700, "to": "carol"}))
         .await;
-    let plant = format!(
-        "UPDATE approvals SET edited_arguments = arguments, edited_canonical = canonical, edited_hash = call_hash WHERE id = '{pending}'"
+    tamper(
+        &gw,
+        &pending,
+        "edited_arguments = arguments, edited_canonical = canonical, edited_hash = call_hash",
     );
-    assert_eq!(gw.sql().exec(&plant, &[]), 1);
     let (s, r) = receipt(pending.clone()).await;
     assert_eq!(
         (s, &r["damaged"]),

@@ -24,6 +24,59 @@ fn umask_022(args: &[&str]) -> Command {
     c
 }
 
+/// [`umask_022`] run to its end; it must succeed.
+#[track_caller]
+fn umask_ok(args: &[&str]) {
+    ok(&umask_022(args).output().unwrap());
+}
+
+/// The service user of the root-only tests (its uid, and its gid too).
+const SERVICE_UID: u32 = 4243;
+
+/// For the root-only tests: a fresh directory and in it a service user's data directory
+/// (`svc`, 0700, owned by uid and gid [`SERVICE_UID`]); `None` when the tests do not run as
+/// root (nobody else may give a file away, so those tests pass without running).
+fn root_and_service_dir() -> Option<(tempfile::TempDir, PathBuf)> {
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return None;
+    }
+    let data = dir.path().join("svc");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&data, Some(SERVICE_UID), Some(SERVICE_UID)).unwrap();
+    Some((dir, data))
+}
+
+/// [`root_and_service_dir`] with the data directory's database made by root (`assent migrate`
+/// under umask 022).
+fn migrated_service_dir() -> Option<(tempfile::TempDir, PathBuf)> {
+    let (dir, data) = root_and_service_dir()?;
+    umask_ok(&["migrate", "--data-dir", data.to_str().unwrap()]);
+    Some((dir, data))
+}
+
+/// A new directory `name` in `dir` owned by another low-privilege user (uid and gid 4244).
+fn others_dir(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir(&p).unwrap();
+    std::os::unix::fs::chown(&p, Some(4244), Some(4244)).unwrap();
+    p
+}
+
+/// Asserts that `p` is a regular file of the service user (uid and gid [`SERVICE_UID`]),
+/// 0600; `what` says what failed.
+#[track_caller]
+fn services_private(p: &Path, what: &str) {
+    let m = std::fs::symlink_metadata(p).unwrap();
+    assert!(m.is_file(), "{what}: {} is no regular file", p.display());
+    assert_eq!(
+        (m.uid(), m.gid(), m.mode() & 0o7777),
+        (SERVICE_UID, SERVICE_UID, 0o600),
+        "{what}"
+    );
+}
+
 /// Asserts that the database files of `data` (those that exist, `assent.db` at least) are
 /// 0600.
 #[track_caller]
@@ -59,19 +112,11 @@ fn local_users_cannot_read_the_database_of_a_data_directory_they_may_enter() {
     let fresh = dir.path().join("fresh");
     std::fs::create_dir(&fresh).unwrap();
     std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o755)).unwrap();
-    ok(
-        &umask_022(&["migrate", "--data-dir", fresh.to_str().unwrap()])
-            .output()
-            .unwrap(),
-    );
+    umask_ok(&["migrate", "--data-dir", fresh.to_str().unwrap()]);
     private(&fresh, &["assent.db"]);
     // A backup, and the database a restore puts in place (and the one it sets aside).
     let copy = dir.path().join("copy.db");
-    ok(
-        &umask_022(&["backup", "--config", c, copy.to_str().unwrap()])
-            .output()
-            .unwrap(),
-    );
+    umask_ok(&["backup", "--config", c, copy.to_str().unwrap()]);
     assert_eq!(mode(&copy), 0o600);
     let restore = [
         "restore",
@@ -80,7 +125,7 @@ fn local_users_cannot_read_the_database_of_a_data_directory_they_may_enter() {
         "--allow-outstanding-tokens",
         copy.to_str().unwrap(),
     ];
-    ok(&umask_022(&restore).output().unwrap());
+    umask_ok(&restore);
     private(&data, &["assent.db"]);
     for e in std::fs::read_dir(&data).unwrap() {
         let p = e.unwrap().path();
@@ -100,23 +145,13 @@ fn local_users_cannot_read_the_database_of_a_data_directory_they_may_enter() {
 /// not open it. Only as root: nobody else may give a file away.
 #[test]
 fn root_migrating_a_service_users_data_directory_leaves_the_database_to_that_user() {
-    let dir = tempfile::tempdir().unwrap();
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+    let Some((_dir, data)) = root_and_service_dir() else {
         return;
-    }
-    let data = dir.path().join("svc");
-    std::fs::create_dir(&data).unwrap();
-    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::os::unix::fs::chown(&data, Some(4243), Some(4243)).unwrap();
-    ok(
-        &umask_022(&["migrate", "--data-dir", data.to_str().unwrap()])
-            .output()
-            .unwrap(),
-    );
-    let db = std::fs::metadata(data.join("assent.db")).unwrap();
-    assert_eq!(
-        (db.uid(), db.gid(), db.mode() & 0o7777),
-        (4243, 4243, 0o600)
+    };
+    umask_ok(&["migrate", "--data-dir", data.to_str().unwrap()]);
+    services_private(
+        &data.join("assent.db"),
+        "the database is not the service user's",
     );
 }
 
@@ -125,27 +160,17 @@ fn root_migrating_a_service_users_data_directory_leaves_the_database_to_that_use
 /// restored file is the directory owner's, 0600. Only as root.
 #[test]
 fn root_restoring_into_a_service_users_data_directory_leaves_the_database_to_that_user() {
-    let dir = tempfile::tempdir().unwrap();
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+    let Some((dir, data)) = migrated_service_dir() else {
         return;
-    }
-    let data = dir.path().join("svc");
-    std::fs::create_dir(&data).unwrap();
-    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::os::unix::fs::chown(&data, Some(4243), Some(4243)).unwrap();
+    };
     let d = data.to_str().unwrap();
-    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
     let copy = dir.path().join("copy.db");
     let c = copy.to_str().unwrap();
-    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
-    ok(&umask_022(&["restore", "--data-dir", d, "--force", c])
-        .output()
-        .unwrap());
-    let db = std::fs::metadata(data.join("assent.db")).unwrap();
-    assert_eq!(
-        (db.uid(), db.gid(), db.mode() & 0o7777),
-        (4243, 4243, 0o600),
-        "the restored database is not the service user's"
+    umask_ok(&["backup", "--data-dir", d, c]);
+    umask_ok(&["restore", "--data-dir", d, "--force", c]);
+    services_private(
+        &data.join("assent.db"),
+        "the restored database is not the service user's",
     );
 }
 
@@ -207,15 +232,6 @@ fn a_forced_backup_never_replaces_the_checkpoint_files_symbolic_link() {
     stop(s);
 }
 
-/// A service data directory (uid 4243, 0700) for the root-only tests, under `dir`.
-fn service_dir(dir: &Path, uid: u32) -> PathBuf {
-    let data = dir.join("svc");
-    std::fs::create_dir(&data).unwrap();
-    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::os::unix::fs::chown(&data, Some(uid), Some(uid)).unwrap();
-    data
-}
-
 /// Asserts that `out` failed naming `db` and the refusal to follow it.
 #[track_caller]
 fn refused_link(out: &std::process::Output, db: &Path) {
@@ -237,11 +253,9 @@ fn refused_link(out: &std::process::Output, db: &Path) {
 /// checked first as root too).
 #[test]
 fn root_never_follows_a_database_link_planted_in_a_service_users_data_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+    let Some((dir, data)) = root_and_service_dir() else {
         return;
-    }
-    let data = service_dir(dir.path(), 4243);
+    };
     let d = data.to_str().unwrap();
     let db = data.join("assent.db");
     // Dangling: the target must not come into being.
@@ -289,13 +303,9 @@ fn root_never_follows_a_database_link_planted_in_a_service_users_data_directory(
     std::fs::remove_file(&db).unwrap();
     let via = dir.path().join("via");
     std::os::unix::fs::symlink(&data, &via).unwrap();
-    ok(
-        &umask_022(&["migrate", "--data-dir", via.to_str().unwrap()])
-            .output()
-            .unwrap(),
-    );
+    umask_ok(&["migrate", "--data-dir", via.to_str().unwrap()]);
     assert!(std::fs::symlink_metadata(&db).unwrap().is_file());
-    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
+    umask_ok(&["migrate", "--data-dir", d]);
 }
 
 /// Found by review: root's backup copy was given to the owner of the directory it was
@@ -305,26 +315,26 @@ fn root_never_follows_a_database_link_planted_in_a_service_users_data_directory(
 /// restore still leaves the database to the data directory's owner. Only as root.
 #[test]
 fn root_backup_into_another_users_directory_is_not_given_to_that_user() {
-    let dir = tempfile::tempdir().unwrap();
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+    let Some((dir, data)) = migrated_service_dir() else {
         return;
-    }
-    let data = service_dir(dir.path(), 4243);
+    };
     let d = data.to_str().unwrap();
-    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
-    let outdir = dir.path().join("backups");
-    std::fs::create_dir(&outdir).unwrap();
-    std::os::unix::fs::chown(&outdir, Some(4244), Some(4244)).unwrap();
+    let outdir = others_dir(dir.path(), "backups");
     let copy = outdir.join("b.db");
     let c = copy.to_str().unwrap();
-    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
+    umask_ok(&["backup", "--data-dir", d, c]);
     let m = std::fs::metadata(&copy).unwrap();
     assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 0, 0o600));
-    ok(&umask_022(&["restore", "--data-dir", d, "--force", c])
-        .output()
-        .unwrap());
-    let db = std::fs::metadata(data.join("assent.db")).unwrap();
-    assert_eq!((db.uid(), db.mode() & 0o7777), (4243, 0o600));
+    umask_ok(&["restore", "--data-dir", d, "--force", c]);
+    services_private(&data.join("assent.db"), "the restored database");
+}
+
+/// An inotify watch of the names made (created or moved in) in `dir`, for [`made_in`].
+fn watch_made(dir: &Path) -> rustix::fd::OwnedFd {
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+    let watch = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, dir, WatchFlags::CREATE | WatchFlags::MOVED_TO).unwrap();
+    watch
 }
 
 /// The names made in the directory watched by `inotify` (created or moved in) since it was
@@ -360,23 +370,16 @@ fn made_in(inotify: &rustix::fd::OwnedFd) -> Vec<(String, bool)> {
 /// Only as root (Linux: the directory is watched with inotify).
 #[test]
 fn root_backup_into_a_directory_another_user_owns_stages_nothing_that_user_could_swap() {
-    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
-    let dir = tempfile::tempdir().unwrap();
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+    let Some((dir, data)) = migrated_service_dir() else {
         return;
-    }
-    let data = service_dir(dir.path(), 4243);
+    };
     let d = data.to_str().unwrap();
-    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
-    let outdir = dir.path().join("backups");
-    std::fs::create_dir(&outdir).unwrap();
+    let outdir = others_dir(dir.path(), "backups");
     std::fs::set_permissions(&outdir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::chown(&outdir, Some(4244), Some(4244)).unwrap();
     let copy = outdir.join("x.db");
     let c = copy.to_str().unwrap();
-    let watch = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
-    inotify::add_watch(&watch, &outdir, WatchFlags::CREATE | WatchFlags::MOVED_TO).unwrap();
-    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
+    let watch = watch_made(&outdir);
+    umask_ok(&["backup", "--data-dir", d, c]);
     let made = made_in(&watch);
     assert!(
         made.iter().all(|(n, is_dir)| !is_dir
@@ -408,9 +411,7 @@ fn root_backup_into_a_directory_another_user_owns_stages_nothing_that_user_could
     std::os::unix::fs::symlink(&victim, &copy).unwrap();
     let refused = umask_022(&["backup", "--data-dir", d, c]).output().unwrap();
     assert!(!refused.status.success());
-    ok(&umask_022(&["backup", "--data-dir", d, "--force", c])
-        .output()
-        .unwrap());
+    umask_ok(&["backup", "--data-dir", d, "--force", c]);
     assert_eq!(
         std::fs::read(&victim).unwrap(),
         b"root's file\n",
@@ -468,19 +469,14 @@ fn audit_verify_and_backup_never_follow_a_database_link_in_the_data_directory() 
 /// Only as root (Linux: DATA is watched with inotify).
 #[test]
 fn root_restore_into_a_service_users_data_directory_stages_nothing_that_user_could_swap() {
-    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
-    let dir = tempfile::tempdir().unwrap();
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+    let Some((dir, data)) = migrated_service_dir() else {
         return;
-    }
-    let data = service_dir(dir.path(), 4243);
+    };
     let d = data.to_str().unwrap();
-    ok(&umask_022(&["migrate", "--data-dir", d]).output().unwrap());
     let copy = dir.path().join("copy.db");
     let c = copy.to_str().unwrap();
-    ok(&umask_022(&["backup", "--data-dir", d, c]).output().unwrap());
-    let watch = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
-    inotify::add_watch(&watch, &data, WatchFlags::CREATE | WatchFlags::MOVED_TO).unwrap();
+    umask_ok(&["backup", "--data-dir", d, c]);
+    let watch = watch_made(&data);
     let restore = |extra: &[(&str, &Path)]| {
         let mut cmd = umask_022(&["restore", "--data-dir", d, "--force", c]);
         cmd.envs(extra.iter().copied());
@@ -506,13 +502,7 @@ fn root_restore_into_a_service_users_data_directory_stages_nothing_that_user_cou
         .collect();
     assert!(left.is_empty(), "{left:?}");
     let db = data.join("assent.db");
-    let m = std::fs::symlink_metadata(&db).unwrap();
-    assert!(m.is_file());
-    assert_eq!(
-        (m.uid(), m.gid(), m.mode() & 0o7777),
-        (4243, 4243, 0o600),
-        "the restored database is not the service user's"
-    );
+    services_private(&db, "the restored database is not the service user's");
     ok(&run(&["audit", "verify", "--data-dir", d]));
     // A link planted at the live database's name: refused, naming it, its target unchanged.
     let victim = dir.path().join("victim");
@@ -528,9 +518,7 @@ fn root_restore_into_a_service_users_data_directory_stages_nothing_that_user_cou
     }
     // A temporary directory another user may change: refused, naming TMPDIR.
     std::fs::remove_file(&db).unwrap();
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    std::os::unix::fs::chown(&tmp, Some(4244), Some(4244)).unwrap();
+    let tmp = others_dir(dir.path(), "tmp");
     let out = restore(&[("TMPDIR", &tmp)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("TMPDIR"), "{err}");
@@ -544,10 +532,9 @@ fn root_restore_into_a_service_users_data_directory_stages_nothing_that_user_cou
 /// directory owner's now, written through the handle. Only as root.
 #[test]
 fn root_restore_leaves_the_token_voiding_marker_to_the_service_user() {
-    let dir = tempfile::tempdir().unwrap();
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+    let Some((dir, data)) = root_and_service_dir() else {
         return;
-    }
+    };
     let port = free_port();
     let cfg = write_config(dir.path(), port, "");
     let c = cfg.to_str().unwrap();
@@ -555,21 +542,22 @@ fn root_restore_leaves_the_token_voiding_marker_to_the_service_user() {
     approved(&s.url, 5000);
     let copy = dir.path().join("copy.db");
     let b = copy.to_str().unwrap();
-    ok(&umask_022(&["backup", "--config", c, b]).output().unwrap());
+    umask_ok(&["backup", "--config", c, b]);
     stop(s);
-    let data = service_dir(dir.path(), 4243);
     let d = data.to_str().unwrap();
-    ok(&umask_022(&[
+    umask_ok(&[
         "restore",
         "--data-dir",
         d,
         "--force",
         "--allow-outstanding-tokens",
         b,
-    ])
-    .output()
-    .unwrap());
+    ]);
     let m = std::fs::symlink_metadata(data.join(assent_store::voided::MARKER)).unwrap();
     assert!(m.is_file());
-    assert_eq!((m.uid(), m.gid()), (4243, 4243), "the marker is root's");
+    assert_eq!(
+        (m.uid(), m.gid()),
+        (SERVICE_UID, SERVICE_UID),
+        "the marker is root's"
+    );
 }

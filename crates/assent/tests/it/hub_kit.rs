@@ -1,8 +1,15 @@
-//! A gateway with MCP hub upstreams and an rmcp client of its `/mcp`, for the hub's tests.
+//! A gateway with MCP hub upstreams and an rmcp client of its `/mcp`, for the hub's tests;
+//! [`Notes`], an rmcp upstream over streamable HTTP; [`memory`], a process's resident memory.
 
 use crate::{Server, free_port, hex_sha256, serve};
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService};
+use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::json;
+use std::sync::{Arc, Mutex};
 
 /// One hub upstream: its alias, the tools agent `helper` declares on it (a YAML flow list;
 /// `None`: the agent does not declare the server) and the upstream's Python source.
@@ -267,4 +274,103 @@ pub(crate) fn call_results(dir: &std::path::Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The resident memory of process `pid` now and at its peak (`VmRSS`, `VmHWM`, from
+/// `/proc/PID/status`), in bytes.
+pub(crate) fn memory(pid: u32) -> (usize, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+            .unwrap()
+            * 1024
+    };
+    (kib("VmRSS:"), kib("VmHWM:"))
+}
+
+/// A streamable HTTP MCP upstream with a `read` and a `write` tool (each taking `text`) that
+/// answers `NAME TEXT: done` and records each call as `NAME TEXT`; served by
+/// [`notes_upstream`].
+#[derive(Clone, Default)]
+pub(crate) struct Notes {
+    /// The calls received so far, `NAME TEXT` each.
+    pub(crate) calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerHandler for Notes {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let schema: serde_json::Map<String, serde_json::Value> = serde_json::from_value(
+            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        )
+        .unwrap();
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("read", "Read a note.", schema.clone()),
+            Tool::new("write", "Write a note.", schema),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let text = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("text"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let call = format!("{} {text}", request.name);
+        self.calls.lock().unwrap().push(call.clone());
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("{call}: done"))]).into())
+    }
+}
+
+/// Serves `notes` at `http://127.0.0.1:PORT/mcp` on `rt`, recording the `Authorization`
+/// header of every request (`""` when there is none); the port and the headers seen.
+pub(crate) fn notes_upstream(
+    rt: &tokio::runtime::Runtime,
+    notes: Notes,
+) -> (u16, Arc<Mutex<Vec<String>>>) {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let auth = Arc::new(Mutex::new(Vec::new()));
+    let record = auth.clone();
+    rt.spawn(async move {
+        let svc = StreamableHttpService::new(
+            move || Ok(notes.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router =
+            axum::Router::new()
+                .nest_service("/mcp", svc)
+                .layer(axum::middleware::from_fn(
+                    move |req: axum::extract::Request, next: axum::middleware::Next| {
+                        let header = req.headers().get("authorization");
+                        let header = header.and_then(|v| v.to_str().ok()).unwrap_or("");
+                        record.lock().unwrap().push(header.to_string());
+                        next.run(req)
+                    },
+                ));
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        axum::serve(listener, router).await.unwrap();
+    });
+    (port, auth)
 }

@@ -5,8 +5,8 @@
 //! with a hub call still running upstream.
 
 use crate::hub_kit::{
-    call_results, hub_gateway, hub_gateway_with, hub_post, hub_session, proxy_command, py_text,
-    py_upstream,
+    call_results, hub_gateway, hub_gateway_with, hub_post, hub_session, memory, proxy_command,
+    py_text, py_upstream,
 };
 use crate::mcp_held_settle::{KEY, answer, approvals, stdio_proxy};
 use crate::spawn_piped;
@@ -21,17 +21,6 @@ fn py_list(names: &[&str]) -> String {
         .map(|n| json!({"name": n, "description": format!("{n}."), "inputSchema": {"type": "object"}}))
         .collect();
     format!("        r={}", json!({"tools": tools}))
-}
-
-/// The resident memory of process `pid` (`VmRSS`, from `/proc`), in bytes.
-fn rss(pid: u32) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-        .unwrap();
-    kib * 1024
 }
 
 /// Attack (memory, found by review): the bytes of a forwarded call stayed counted against the
@@ -130,7 +119,7 @@ fn held_calls_of_zeros_are_weighed_parsed_and_the_proxy_memory_stays_bounded() {
     crate::hub_kit::within(60, "the first call was never held", || {
         (approvals(&server.url, "pending") == 1).then_some(())
     });
-    let used = rss(proxy.id());
+    let (used, _) = memory(proxy.id());
     assert!(
         used < 600 << 20,
         "the proxy holds {} MiB for one held call",

@@ -4,7 +4,8 @@
 //! upstream, so that neither the gateway nor the stdio hub builds it.
 
 use crate::hub_kit::{
-    hub_command, hub_gateway_with, hub_post, hub_session, lines_of, py_text, py_tools, py_upstream,
+    hub_command, hub_gateway_with, hub_post, hub_session, lines_of, memory, py_text, py_tools,
+    py_upstream,
 };
 use crate::mcp_held_settle::{answer, handshake};
 use crate::spawn_piped;
@@ -12,20 +13,6 @@ use serde_json::{Value, json};
 use std::io::Write;
 
 const KEY: &str = "hub-parse-agent-key-0123456789abcdef0";
-
-/// The resident memory of process `pid` now and at its peak (`VmRSS`, `VmHWM`), in bytes.
-fn memory(pid: u32) -> (usize, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-            .unwrap()
-            * 1024
-    };
-    (kib("VmRSS:"), kib("VmHWM:"))
-}
 
 /// What a process's peak memory may reach in these tests: 300 MiB (one message of 16 MiB of
 /// zeros parsed took some 0.5 GiB).

@@ -3,27 +3,13 @@
 //! `[0,0,…]` parsed takes some 33 times its text, so the hub bounds the bytes (by weight) its
 //! calls in flight hold, per agent and in all.
 
-use crate::hub_kit::{hub_gateway, hub_post, hub_session, py_text, py_upstream};
+use crate::hub_kit::{hub_gateway, hub_post, hub_session, memory, py_text, py_upstream};
 use crate::mcp_held_settle::approvals;
 use serde_json::Value;
 use std::sync::mpsc;
 use std::time::Duration;
 
 const KEY: &str = "hub-weight-agent-key-0123456789abcdef";
-
-/// The resident memory of process `pid` now and at its peak (`VmRSS`, `VmHWM`), in bytes.
-fn memory(pid: u32) -> (usize, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-            .unwrap()
-            * 1024
-    };
-    (kib("VmRSS:"), kib("VmHWM:"))
-}
 
 /// The JSON-RPC message of an `/mcp` answer (plain JSON, or the first `data:` event of a
 /// stream).

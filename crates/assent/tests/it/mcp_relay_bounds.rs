@@ -18,6 +18,42 @@ const SILENT: &str = "import sys\nfor line in sys.stdin: pass\n";
 /// The proxy's bound on a client's requests in flight (`relay::client::MAX_IN_FLIGHT`).
 const MAX_IN_FLIGHT: usize = 256;
 
+/// A gateway for [`AGENT`] (key [`KEY`]) whose policy lets `read` through at R1, serving
+/// from `dir` ([`crate::serve_helper`]).
+fn bounds_gateway(dir: &std::path::Path) -> crate::Server {
+    crate::serve_helper(
+        dir,
+        (AGENT, KEY),
+        ("acme.test.bounds-v1", "- tool: read\n  risk_tier: R1\n"),
+    )
+}
+
+/// Ends a proxy: closes its `stdin`, then kills `child` and waits for it.
+fn stop_proxy(mut child: std::process::Child, stdin: std::process::ChildStdin) {
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The next line of `lines` (within 30 s; `so_far` refusals came before it), which must be a
+/// JSON-RPC error `-32000` under a number id: that id and the error's message.
+#[track_caller]
+fn next_refusal(lines: &std::sync::mpsc::Receiver<String>, so_far: usize) -> (u64, String) {
+    let line = lines
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{so_far} requests refused, then none"));
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+    assert_eq!(v["error"]["code"], -32000, "{v}");
+    let id = v["id"].as_u64().unwrap_or_else(|| panic!("no id: {v}"));
+    (
+        id,
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
 /// Attack (memory): a client floods requests at an upstream that answers none. Each was
 /// queued for the upstream and noted as open, without bound, so the proxy's memory grew with
 /// the flood. Past the bound of requests in flight each is answered at once with a JSON-RPC
@@ -25,12 +61,8 @@ const MAX_IN_FLIGHT: usize = 256;
 #[test]
 fn a_client_flooding_requests_at_a_silent_upstream_is_answered_busy_past_the_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let server = crate::serve_helper(
-        dir.path(),
-        (AGENT, KEY),
-        ("acme.test.bounds-v1", "- tool: read\n  risk_tier: R1\n"),
-    );
-    let (mut child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], SILENT);
+    let server = bounds_gateway(dir.path());
+    let (child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], SILENT);
     let n = MAX_IN_FLIGHT + 500;
     let mut flood = String::new();
     for i in 0..n {
@@ -39,35 +71,17 @@ fn a_client_flooding_requests_at_a_silent_upstream_is_answered_busy_past_the_bou
     }
     stdin.write_all(flood.as_bytes()).unwrap();
     stdin.flush().unwrap();
-    // Read on a thread of its own, so that answers that never come fail the test at a
-    // deadline rather than hang it.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = out;
-        let mut line = String::new();
-        while out.read_line(&mut line).is_ok_and(|k| k > 0) {
-            if tx.send(std::mem::take(&mut line)).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = read_lines(out);
     let mut refused = Vec::new();
     for _ in 0..n - MAX_IN_FLIGHT {
-        let line = rx
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{} requests answered, then none", refused.len()));
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
-        assert_eq!(v["error"]["code"], -32000, "{v}");
-        refused.push(v["id"].as_u64().unwrap_or_else(|| panic!("no id: {v}")));
+        refused.push(next_refusal(&lines, refused.len()).0);
     }
     let want: Vec<u64> = (MAX_IN_FLIGHT as u64..n as u64).collect();
     assert_eq!(
         refused, want,
         "the requests past the bound, each under its id"
     );
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    stop_proxy(child, stdin);
     drop(server);
 }
 
@@ -77,12 +91,8 @@ fn a_client_flooding_requests_at_a_silent_upstream_is_answered_busy_past_the_bou
 #[test]
 fn a_request_of_16_mib_ending_in_crlf_is_read_and_answered_under_its_id() {
     let dir = tempfile::tempdir().unwrap();
-    let server = crate::serve_helper(
-        dir.path(),
-        (AGENT, KEY),
-        ("acme.test.bounds-v1", "- tool: read\n  risk_tier: R1\n"),
-    );
-    let (mut child, mut stdin, mut out) = helper_proxy((&server.url, KEY), &[], SILENT);
+    let server = bounds_gateway(dir.path());
+    let (child, mut stdin, mut out) = helper_proxy((&server.url, KEY), &[], SILENT);
     let bound = 16 * 1024 * 1024;
     let head = json!({"jsonrpc": "2.0", "id": "big", "method": "bogus/method",
                       "params": {"pad": ""}})
@@ -98,9 +108,7 @@ fn a_request_of_16_mib_ending_in_crlf_is_read_and_answered_under_its_id() {
     let v: Value = serde_json::from_str(&answer).unwrap();
     assert_eq!(v["id"], "big", "{v}");
     assert_eq!(v["error"]["code"], -32601, "{v}");
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    stop_proxy(child, stdin);
     drop(server);
 }
 
@@ -124,12 +132,8 @@ for line in sys.stdin:
 #[test]
 fn cancelled_requests_the_upstream_never_answers_do_not_use_up_the_places_in_flight() {
     let dir = tempfile::tempdir().unwrap();
-    let server = crate::serve_helper(
-        dir.path(),
-        (AGENT, KEY),
-        ("acme.test.bounds-v1", "- tool: read\n  risk_tier: R1\n"),
-    );
-    let (mut child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], ANSWERS_STRING_IDS);
+    let server = bounds_gateway(dir.path());
+    let (child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], ANSWERS_STRING_IDS);
     let lines = read_lines(out);
     let mut ask = |id: &str, before: &str| {
         let mut text = before.to_string();
@@ -159,9 +163,7 @@ fn cancelled_requests_the_upstream_never_answers_do_not_use_up_the_places_in_fli
     }
     let ping = ask("after", "");
     assert_eq!(ping["result"], json!({}), "{ping}");
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    stop_proxy(child, stdin);
     drop(server);
 }
 
@@ -319,12 +321,8 @@ const MAX_QUEUED_BYTES: usize = 64 << 20;
 #[test]
 fn a_client_writing_long_requests_at_an_upstream_that_reads_none_is_refused_past_64_mib() {
     let dir = tempfile::tempdir().unwrap();
-    let server = crate::serve_helper(
-        dir.path(),
-        (AGENT, KEY),
-        ("acme.test.bounds-v1", "- tool: read\n  risk_tier: R1\n"),
-    );
-    let (mut child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], READS_NOTHING);
+    let server = bounds_gateway(dir.path());
+    let (child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], READS_NOTHING);
     let lines = read_lines(out);
     let pad = "x".repeat(1 << 20);
     let n = 100;
@@ -342,14 +340,9 @@ fn a_client_writing_long_requests_at_an_upstream_that_reads_none_is_refused_past
     // One request is with the writer (its pipe full), about 64 wait in the queue, and the
     // rest are refused: at least 30 of the 100.
     while refused.len() < 30 {
-        let line = lines
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{} requests refused, then none", refused.len()));
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
-        assert_eq!(v["error"]["code"], -32000, "{v}");
-        let msg = v["error"]["message"].as_str().unwrap_or_default();
-        assert!(msg.contains("not reading"), "{v}");
-        refused.push(v["id"].as_u64().unwrap_or_else(|| panic!("no id: {v}")));
+        let (id, message) = next_refusal(&lines, refused.len());
+        assert!(message.contains("not reading"), "{message}");
+        refused.push(id);
     }
     let first = refused[0] as usize;
     assert!(
@@ -357,8 +350,6 @@ fn a_client_writing_long_requests_at_an_upstream_that_reads_none_is_refused_past
         "refused from request {first} on: before 64 MiB were queued"
     );
     let stdin = writer.join().unwrap();
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    stop_proxy(child, stdin);
     drop(server);
 }

@@ -3,23 +3,14 @@
 //! operator's edit cannot push the stdio proxy's held bytes past their bound, and the stdio
 //! hub withdraws a vanished client's held calls side by side, not one after the other.
 
-use crate::hub_kit::{hub_command, hub_gateway, hub_gateway_with, py_text, py_upstream, within};
+use crate::hub_kit::{
+    hub_command, hub_gateway, hub_gateway_with, memory, py_text, py_upstream, within,
+};
 use crate::mcp_held_settle::{KEY, answer, stdio_proxy};
 use crate::spawn_piped;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::time::{Duration, Instant};
-
-/// The peak resident memory of process `pid` (`VmHWM`, from `/proc`), in bytes.
-fn peak_rss(pid: u32) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-        .unwrap();
-    kib * 1024
-}
 
 /// What the proxy's peak memory may reach in these tests: 200 MiB (a line of 16 MiB of zeros
 /// parsed took some 0.5 GiB).
@@ -59,7 +50,7 @@ fn a_client_line_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays_smal
     assert_eq!(r["error"]["code"], -32600, "{r}");
     let why = r["error"]["message"].as_str().unwrap_or_default();
     assert!(why.contains("refused unread"), "{r}");
-    let peak = peak_rss(proxy.id());
+    let (_, peak) = memory(proxy.id());
     assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
     let big = json!({"jsonrpc": "2.0", "id": "big", "method": "tools/call",
                      "params": {"name": "read", "arguments": {"s": "x".repeat(10 << 20)}}});
@@ -88,7 +79,7 @@ fn an_upstream_result_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays
     assert_eq!(r["error"]["code"], -32603, "{r:.300}");
     let why = r["error"]["message"].as_str().unwrap_or_default();
     assert!(why.contains("refused unread"), "{r:.300}");
-    let peak = peak_rss(proxy.id());
+    let (_, peak) = memory(proxy.id());
     assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
     drop(stdin);
     let _ = proxy.kill();

@@ -3,70 +3,17 @@
 //! every call it receives.
 
 use super::{BIN, cli, free_port, hex_sha256, serve};
+use crate::hub_kit::{Notes, notes_upstream};
+use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
-    ClientConfig, ContentBlock, GetTaskParams, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, TaskPayload, TaskStatus, Tool,
+    ClientConfig, GetTaskParams, Implementation, TaskPayload, TaskStatus,
 };
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "tasks-bot-key";
 const OTHER_KEY: &str = "other-bot-key";
-
-/// An upstream with a `read` tool (allowed) and a `write` tool (held for approval), which
-/// records every call it is sent.
-#[derive(Clone, Default)]
-struct Upstream {
-    calls: Arc<Mutex<Vec<String>>>,
-}
-
-impl ServerHandler for Upstream {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let schema: serde_json::Map<String, Value> = serde_json::from_value(
-            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-        )
-        .unwrap();
-        Ok(ListToolsResult::with_all_items(vec![
-            Tool::new("read", "Read a note.", schema.clone()),
-            Tool::new("write", "Write a note.", schema),
-        ]))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let text = request
-            .arguments
-            .as_ref()
-            .and_then(|a| a.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("{} {text}", request.name));
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "{} {text}: done",
-            request.name
-        ))])
-        .into())
-    }
-}
 
 fn text_of(r: &CallToolResult) -> String {
     r.content
@@ -209,27 +156,8 @@ async fn scenario(
 #[test]
 fn the_hub_turns_a_held_call_into_a_task_the_client_polls_and_can_cancel() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let upstream = Upstream::default();
-    let up_port = free_port();
-    {
-        let upstream = upstream.clone();
-        let listener = std::net::TcpListener::bind(("127.0.0.1", up_port)).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        rt.spawn(async move {
-            use rmcp::transport::streamable_http_server::{
-                StreamableHttpServerConfig, StreamableHttpService,
-                session::local::LocalSessionManager,
-            };
-            let svc = StreamableHttpService::new(
-                move || Ok(upstream.clone()),
-                Arc::new(LocalSessionManager::default()),
-                StreamableHttpServerConfig::default(),
-            );
-            let router = axum::Router::new().nest_service("/mcp", svc);
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, router).await.unwrap();
-        });
-    }
+    let upstream = Notes::default();
+    let (up_port, _) = notes_upstream(&rt, upstream.clone());
     let dir = tempfile::tempdir().unwrap();
     let mut server = gateway(dir.path(), Some(&format!("http://127.0.0.1:{up_port}/mcp")));
     let url = server.url.clone();
