@@ -12,6 +12,7 @@ use crate::gateway::Gateway;
 use crate::kit::{Hold, HoldState, Outcome};
 use assent_api::gate::CallOutcome;
 use assent_api::tools::PinState;
+use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
@@ -49,7 +50,7 @@ pub(super) struct Call {
     pub(super) _stateless: Option<super::state::InFlight>,
     /// The weight of its arguments, counted for its agent and in all until the call ends
     /// ([`super::held::HeldCalls`]).
-    pub(super) _weight: super::held::CallWeight,
+    pub(super) weight: super::held::CallWeight,
 }
 
 impl Call {
@@ -59,19 +60,25 @@ impl Call {
     /// forwarded. A modern client that may approve in the client gets an `input_required`
     /// question instead ([`era::input_required`]); its retry comes back as `resume` (the
     /// approval it names and the user's answer) and goes through [`Gateway::resume`].
+    ///
+    /// `Err` (JSON-RPC `-32000`, naming the bound): the call as approved, with an operator's
+    /// edited arguments, would take its agent's held bytes or the hub's past their bound
+    /// beside other calls ([`super::held::CallWeight::resize`]); it is not run, and reported
+    /// as not run.
     pub(super) async fn run(
-        self,
+        mut self,
         ask: Asker,
         resume: Option<(String, Option<UserAnswer>)>,
-    ) -> CallToolResponse {
-        let Some(up) = self.hub.upstreams.get(&self.alias) else {
-            return failed(&format!("no MCP upstream `{}`", self.alias)).into();
+    ) -> Result<CallToolResponse, McpError> {
+        let hub = self.hub.clone();
+        let Some(up) = hub.upstreams.get(&self.alias) else {
+            return Ok(failed(&format!("no MCP upstream `{}`", self.alias)).into());
         };
         let Some(peer) = &up.peer else {
-            return failed(&format!("upstream `{}` is unavailable", self.alias)).into();
+            return Ok(failed(&format!("upstream `{}` is unavailable", self.alias)).into());
         };
         if let Err(denied) = self.pin_check(up).await {
-            return denied.into();
+            return Ok(denied.into());
         }
         let (gw, tool, args, held) = (&self.gw, &self.tool, &self.args, &self.held);
         let outcome = match resume {
@@ -83,15 +90,17 @@ impl Call {
             None => gw.gate_asking(tool, args, held, ask).await,
         };
         let (edited, approval_id) = match outcome {
-            Outcome::Denied(why) => return denied_result(&why).into(),
+            Outcome::Denied(why) => return Ok(denied_result(&why).into()),
             Outcome::AskClient {
                 approval_id,
                 question,
             } => {
-                return match serde_json::from_value(era::input_required(&question, &approval_id)) {
-                    Ok(ir) => CallToolResponse::InputRequired(ir),
-                    Err(e) => failed(&format!("the in-client question failed: {e}")).into(),
-                };
+                return Ok(
+                    match serde_json::from_value(era::input_required(&question, &approval_id)) {
+                        Ok(ir) => CallToolResponse::InputRequired(ir),
+                        Err(e) => failed(&format!("the in-client question failed: {e}")).into(),
+                    },
+                );
             }
             Outcome::Forward {
                 edited,
@@ -99,7 +108,18 @@ impl Call {
                 ..
             } => (edited, approval_id),
         };
-        let run_with = edited.unwrap_or_else(|| args.clone());
+        // What the call keeps from here is what it runs with: its own arguments, or the
+        // operator's edit in their place, weighed again (found by review: the edit was held
+        // uncounted beside the agent's arguments).
+        let run_with = match edited {
+            None => std::mem::take(&mut self.args),
+            Some(edit) => {
+                self.args = Value::Null;
+                self.reweigh_edit(&edit, approval_id.as_deref()).await?;
+                edit
+            }
+        };
+        let (gw, tool, held) = (&self.gw, &self.tool, &self.held);
         // A task's call sets aside room for its result first, and is not run when there is
         // none (found by review: it ran, and what it returned was dropped). Reported as not
         // run; the client may retry later.
@@ -107,7 +127,7 @@ impl Call {
             let id = approval_id.as_deref();
             gw.report_no_result(tool, &run_with, id, CallOutcome::NotRun)
                 .await;
-            return denied_result(&why).into();
+            return Ok(denied_result(&why).into());
         }
         // Not once its client cancelled it (found by review: the cancel read the hold, then
         // aborted, and the step to Forwarding could fall in between).
@@ -124,9 +144,33 @@ impl Call {
             let id = approval_id.as_deref();
             gw.report_no_result(tool, &run_with, id, CallOutcome::NotRun)
                 .await;
-            return failed("cancelled by the client").into();
+            return Ok(failed("cancelled by the client").into());
         }
-        self.forward(peer, run_with, approval_id).await
+        Ok(self.forward(peer, run_with, approval_id).await)
+    }
+
+    /// Counts the operator's `edit` in place of the call's own arguments
+    /// ([`super::held::CallWeight::resize`]); past its agent's bound or the hub's beside other
+    /// calls it is not run: reported as not run (`approval_id` its approval) and `Err` is the
+    /// `-32000` error naming the bound that answers it, as the stdio relay answers such an
+    /// edit.
+    async fn reweigh_edit(
+        &mut self,
+        edit: &Value,
+        approval_id: Option<&str>,
+    ) -> Result<(), McpError> {
+        let Err(why) = self.weight.resize(crate::kit::json_weight(edit)) else {
+            return Ok(());
+        };
+        tracing::warn!(tool = %self.tool, reason = %why, "a cleared call was not run");
+        self.gw
+            .report_no_result(&self.tool, edit, approval_id, CallOutcome::NotRun)
+            .await;
+        Err(McpError::new(
+            rmcp::model::ErrorCode(super::held::BUSY),
+            why,
+            None,
+        ))
     }
 
     /// The pin check: first the upstream's whole list, once (as `tools/list` does): a server

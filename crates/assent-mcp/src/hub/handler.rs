@@ -350,7 +350,7 @@ impl ServerHandler for HubHandler {
             held: Arc::new(watch::Sender::new(Hold::Nothing)),
             result_slot: None,
             _stateless: stateless,
-            _weight: weight,
+            weight,
         };
         let tasks = ctx
             .client_capabilities()
@@ -380,10 +380,10 @@ impl ServerHandler for HubHandler {
             .hub
             .under_way(&session, held.clone(), gw.clone(), job.abort_handle());
         tokio::select! {
-            r = &mut job => Ok(r.unwrap_or_else(|e| {
+            r = &mut job => r.unwrap_or_else(|e| {
                 tracing::error!(error = %e, "a hub call's task failed");
-                failed("the call failed (the gateway's log says why)").into()
-            })),
+                Ok(failed("the call failed (the gateway's log says why)").into())
+            }),
             _ = ticker => unreachable!("the ticker never ends"),
             _ = ctx.ct.cancelled() => {
                 let why = "the MCP client cancelled the request";

@@ -36,8 +36,10 @@ pub(super) struct HeldCalls {
 
 /// One call's weight, counted for its agent and in all until this is dropped.
 pub(super) struct CallWeight {
-    _agent: HeldGuard,
-    _total: HeldGuard,
+    agent: HeldGuard,
+    total: HeldGuard,
+    /// What it counts now.
+    weight: usize,
 }
 
 impl Default for HeldCalls {
@@ -70,9 +72,31 @@ impl HeldCalls {
         let a = of_agent.take(weight)?;
         let t = self.total.take(weight)?;
         Ok(CallWeight {
-            _agent: a,
-            _total: t,
+            agent: a,
+            total: t,
+            weight,
         })
+    }
+}
+
+impl CallWeight {
+    /// Counts `weight` bytes for this call from now on, for its agent and in all, in place of
+    /// what it counted (a call forwarded with an operator's edit keeps the edited arguments
+    /// instead of its own). Less is always taken; more is refused (`Err(why)`, naming the
+    /// bound; nothing changed) when it would take the agent's bytes, or the hub's, past its
+    /// bound beside other calls ([`crate::held::HeldGuard::resize`], as the stdio relay
+    /// refuses such an edit). Found by review: the hub counted a call by the arguments its
+    /// agent sent, and an operator's edit (up to `max_arguments_bytes`, 64 MiB at most) was
+    /// held uncounted, so edits could take the hub past both bounds.
+    pub(super) fn resize(&mut self, weight: usize) -> Result<(), String> {
+        self.agent.resize(weight)?;
+        if let Err(why) = self.total.resize(weight) {
+            // Back to what it counted: less is always taken.
+            let _ = self.agent.resize(self.weight);
+            return Err(why);
+        }
+        self.weight = weight;
+        Ok(())
     }
 }
 
@@ -92,6 +116,47 @@ mod tests {
         drop(a);
         let _a = held.take("a", 1).unwrap();
         drop(b);
+    }
+
+    /// Attack (memory): an operator's edit grows a held call past its agent's bound beside
+    /// the agent's other calls: refused, and nothing changes (the agent's other calls and
+    /// another agent's are still counted as they were); within the bound it is counted.
+    #[test]
+    fn an_edit_past_the_agents_bound_is_refused_and_changes_nothing() {
+        let held = HeldCalls::default();
+        let _big = held.take("a", MAX_HELD_BYTES_PER_AGENT - 10).unwrap();
+        let mut small = held.take("a", 5).unwrap();
+        let why = small.resize(20).expect_err("past the agent's bound");
+        assert!(why.contains("as approved (20 bytes)"), "{why}");
+        assert!(held.take("a", 5).is_ok(), "the refused edit counts nothing");
+        small.resize(10).unwrap();
+        assert!(
+            held.take("a", 1).is_err(),
+            "the edit within the bound counts"
+        );
+        small.resize(1).unwrap();
+        assert!(held.take("a", 9).is_ok(), "a smaller edit frees the rest");
+    }
+
+    /// Attack (memory): an edit past the hub's bound (its agent's within its own) is refused,
+    /// and its agent's count is put back as it was.
+    #[test]
+    fn an_edit_past_the_hub_bound_is_refused_and_its_agent_count_restored() {
+        let held = HeldCalls::default();
+        let per = MAX_HELD_BYTES_PER_AGENT;
+        let _kept: Vec<_> = (0..MAX_HELD_BYTES / per - 1)
+            .map(|i| held.take(&format!("agent-{i}"), per).unwrap())
+            .collect();
+        let _other = held.take("a", per - 100).unwrap();
+        let mut small = held.take("b", 1).unwrap();
+        let why = small.resize(200).expect_err("past the hub's bound");
+        assert!(why.contains("all agents' calls"), "{why}");
+        assert!(
+            held.take("b", per - 1).is_err(),
+            "past the hub's bound still"
+        );
+        drop(_other);
+        assert!(held.take("b", per - 1).is_ok(), "b still counts 1 byte");
     }
 
     /// Attack (memory): many agents together are bounded by the hub's bound.

@@ -17,11 +17,17 @@
 //! - Nothing is parsed before it is weighed (`crate::weigh`): a client message (an `/mcp`
 //!   body, a stdio line of at most 16 MiB) or a stdio upstream's line that would parse past
 //!   64 MiB is never given to rmcp — a request is answered with a JSON-RPC error naming the
-//!   bound, an answer replaced by such an error under its id, a notification dropped.
+//!   bound (a stdio upstream's on its stdin), an answer replaced by such an error under its
+//!   id, a notification dropped. An `/mcp` body is read within
+//!   [`MAX_BODY_BYTES`], rmcp's own body bound set to it.
+//! - At the gateway's stop (and the stdio hub's end) the upstreams are closed: a stdio one gets
+//!   EOF, then `SIGTERM`, then `SIGKILL`.
 //!
 //! Layout: `state` (the [`Hub`]: upstreams, gateway client), `owners` (who owns each task, at most
 //! [`MAX_TASKS_PER_AGENT`](owners::MAX_TASKS_PER_AGENT) an agent), `upstream` (one upstream's
-//! connection, its stdout weighed line by line, and its tool list), `call` (one `tools/call`
+//! connection and its tool list), `child` (a stdio upstream's transport: its stdout weighed
+//! line by line, its too-heavy requests answered on its stdin, its end stdin, `SIGTERM`,
+//! `SIGKILL`), `call` (one `tools/call`
 //! through pins, gateway, upstream and result report), `stop` (stopping a call its client cancelled
 //! or left), `tasks` (calls that became MCP tasks), `held` (the bytes held for calls in flight, per
 //! agent and in all), `handler` (the MCP server side, [`HubHandler`]: it gives each declared
@@ -29,6 +35,7 @@
 //! message weighed before rmcp parses it; a client gone without a word has its calls stopped).
 
 mod call;
+mod child;
 mod handler;
 mod held;
 mod owners;
@@ -41,7 +48,7 @@ mod upstream;
 pub use handler::HubHandler;
 pub use state::{GatewayAt, Hub, SHUTDOWN_SETTLE};
 pub use transport::{
-    CountedBody, GONE_AFTER, GONE_AFTER_BOUNDS, HttpSessions, HubHttpService, http_service,
-    serve_stdio,
+    CountedBody, GONE_AFTER, GONE_AFTER_BOUNDS, HttpSessions, HubHttpService, MAX_BODY_BYTES,
+    http_service, serve_stdio,
 };
 pub use upstream::UpstreamSpec;

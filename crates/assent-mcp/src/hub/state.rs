@@ -256,7 +256,9 @@ impl Hub {
     /// clients were gone ([`Hub::client_gone`]), their withdrawals all at once, and what is
     /// still on its way — proposals and the withdrawals they leave, forwarded calls and their
     /// result reports — is waited for ([`Hub::settle_proposals`]), all within `bound`
-    /// ([`SHUTDOWN_SETTLE`] in `assent serve`). To be awaited while the gateway still serves
+    /// ([`SHUTDOWN_SETTLE`] in `assent serve`); then, within what is left of `bound` (5 s at
+    /// most), the upstreams are closed ([`Hub::close_upstreams`]: a stdio upstream gets EOF,
+    /// then `SIGTERM`, then `SIGKILL`). To be awaited while the gateway still serves
     /// (the hub reaches it over HTTP). Found by review: on SIGTERM a proposal in flight landed
     /// after the hub was gone and stayed pending, open to an operator's approval for a client
     /// long gone; then, that a call arriving during the settling was proposed and left pending,
@@ -282,7 +284,30 @@ impl Hub {
             drop(super::stop::stop_now(&c.job, &c.held, &c.gw, why));
         }
         let left = until.saturating_duration_since(tokio::time::Instant::now());
-        self.settle_proposals(left).await
+        let settled = self.settle_proposals(left).await;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        self.close_upstreams(left.min(super::child::CLOSE_WITHIN))
+            .await;
+        settled
+    }
+
+    /// Closes every upstream connection side by side, within `within`: a stdio upstream is
+    /// ended gracefully — its stdin closed, then `SIGTERM`, then `SIGKILL`
+    /// (`super::child::ChildTransport`'s `close`). One not closed in time is left to the
+    /// process's end, which kills it. Found by review: the upstreams were always left to the
+    /// process's end, so an upstream that saves its state on `SIGTERM` lost it at every stop.
+    pub async fn close_upstreams(&self, within: Duration) {
+        let mut closing = tokio::task::JoinSet::new();
+        for up in self.upstreams.values() {
+            if let Some(mut service) = up.take_service().await {
+                closing.spawn(async move { service.close_with_timeout(within).await });
+            }
+        }
+        while let Some(closed) = closing.join_next().await {
+            if !matches!(closed, Ok(Ok(Some(_)))) {
+                tracing::warn!("an MCP upstream did not close in time");
+            }
+        }
     }
 
     /// Whether the process serving the hub is ending ([`Hub::shutting_down`]): a new session

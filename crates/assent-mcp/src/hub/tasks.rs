@@ -52,8 +52,10 @@ pub(super) async fn call_as_task(
     let mut job = tokio::spawn(tracing::Instrument::instrument(
         async move {
             match call.run(ask, None).await {
-                CallToolResponse::Complete(r) => r,
-                _ => failed("the call asked for input a task cannot give"),
+                Ok(CallToolResponse::Complete(r)) => r,
+                Ok(_) => failed("the call asked for input a task cannot give"),
+                // Not run (an edit past the held bytes bound): denied, as the relay's task is.
+                Err(e) => super::call::denied_result(&e.message),
             }
         },
         span,

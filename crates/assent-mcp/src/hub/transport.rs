@@ -39,6 +39,8 @@ pub async fn serve_stdio(hub: Arc<Hub>, key: String, session: String) -> anyhow:
     if !hub.settle_proposals(crate::kit::PROPOSALS_SETTLE).await {
         tracing::warn!("a proposal was still on its way when the hub ended");
     }
+    // Its upstreams ended gracefully (EOF, then SIGTERM, then SIGKILL), not by the process's end.
+    hub.close_upstreams(super::child::CLOSE_WITHIN).await;
     ended?;
     Ok(())
 }
@@ -246,7 +248,12 @@ fn rmcp_service(
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
     };
-    let mut config = StreamableHttpServerConfig::default();
+    // rmcp reads a body within its own bound (4 MiB by default), which refused calls a
+    // larger configured `max_arguments_bytes` lets through the edge (found by review). The
+    // body reaches rmcp read whole and weighed ([`weighed`]) within [`MAX_BODY_BYTES`], so
+    // rmcp's bound is that: never the smaller one.
+    let mut config =
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(MAX_BODY_BYTES);
     if !allowed_hosts.is_empty() {
         config = config.with_allowed_hosts(allowed_hosts);
     }
@@ -411,12 +418,21 @@ where
     }
 }
 
+/// The longest `/mcp` request body the hub reads: 64 MiB and 64 KiB, the most the gateway's
+/// edge ever lets through (its body bound is `max_arguments_bytes`, at most 64 MiB, plus 64 KiB
+/// for the rest of a request), so that the edge's bound, set from the configuration, is the
+/// one that counts; the hub's own holds where the service is mounted without the edge. A
+/// longer body is answered `413` with a JSON-RPC error naming this bound (its body reader), and
+/// rmcp, given only bodies within it, is told the same bound: its own
+/// default (4 MiB) refused calls a larger `max_arguments_bytes` allowed, with a bare `413`.
+pub const MAX_BODY_BYTES: usize = MAX_LINE_WEIGHT + (64 << 10);
+
 /// A response body of the hub's own (not rmcp's).
 type Answer =
     http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>>;
 
 /// `req` with its body read whole (the gateway's edge has read it already, within its bound
-/// of `max_arguments_bytes` and 64 KiB) and, for a `POST`, weighed before rmcp parses it
+/// of `max_arguments_bytes` and 64 KiB; here within [`MAX_BODY_BYTES`]) and, for a `POST`, weighed before rmcp parses it
 /// ([`weigh_client`]): found by review, rmcp parsed every body first, and a body of
 /// `[0,0,…]` parsed holds some 33 times its text, in the gateway process that serves every
 /// agent. A request too heavy is answered at once, `200` with a JSON-RPC error under its id
@@ -435,10 +451,19 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Display,
 {
-    use http_body_util::BodyExt;
     let (mut parts, body) = req.into_parts();
-    let bytes = match body.collect().await {
-        Ok(all) => all.to_bytes(),
+    let bytes = match read_within(body, MAX_BODY_BYTES).await {
+        Ok(Some(all)) => all,
+        Ok(None) => {
+            let why =
+                format!("assent: a request body over {MAX_BODY_BYTES} bytes was refused unread");
+            let error = serde_json::json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32600, "message": why}});
+            return Err(json_answer(
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                error.to_string(),
+            ));
+        }
         Err(e) => {
             let why = serde_json::json!({"error": {"code": "BAD_REQUEST",
                 "message": format!("the request body could not be read: {e}")}});
@@ -465,6 +490,35 @@ where
         parts,
         http_body_util::Full::new(bytes),
     ))
+}
+
+/// `body` read whole, frame by frame; `Ok(None)` once it passes `max` bytes (the rest
+/// unread). Errors: the body's own, as text.
+async fn read_within<B>(body: B, max: usize) -> Result<Option<bytes::Bytes>, String>
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Display,
+{
+    use bytes::Buf;
+    use http_body_util::BodyExt;
+    let mut body = std::pin::pin!(body);
+    let (mut parts, mut len) = (Vec::new(), 0usize);
+    while let Some(frame) = body.frame().await {
+        let Ok(mut data) = frame.map_err(|e| e.to_string())?.into_data() else {
+            continue;
+        };
+        let n = data.remaining();
+        if n > max.saturating_sub(len) {
+            return Ok(None);
+        }
+        len += n;
+        // No copy for the one frame of a buffered body (the edge's).
+        parts.push(data.copy_to_bytes(n));
+    }
+    Ok(Some(match parts.len() {
+        1 => parts.remove(0),
+        _ => parts.concat().into(),
+    }))
 }
 
 /// A response of `status` with JSON `body`.

@@ -5,11 +5,10 @@
 //! says its tools changed. An upstream that fails to start is kept with its
 //! error. Gating is not done here: the call is.
 
+use super::child::ChildTransport;
 use rmcp::ServiceExt;
 use rmcp::model::{PaginatedRequestParams, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService};
-use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +49,7 @@ const TOOLS_FRESH: Duration = Duration::from_secs(30);
 /// The hub's client side of one upstream: counts the upstream's announcements that its tools
 /// changed, so that a list read before the latest one is never taken for current.
 #[derive(Clone, Default)]
-struct Watch {
+pub(super) struct Watch {
     changes: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -90,7 +89,8 @@ pub(super) struct Upstream {
     /// Set once this hub has checked the upstream's whole tool list against the pins (so a
     /// server first seen through a call is pinned whole); later calls check just their tool.
     pub(super) whole_checked: tokio::sync::OnceCell<()>,
-    _service: Option<RunningService<RoleClient, Watch>>,
+    /// The running connection, taken out when it is closed ([`Upstream::take_service`]).
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, Watch>>>,
 }
 
 impl Upstream {
@@ -127,7 +127,7 @@ impl Upstream {
                     tools: std::sync::Mutex::new(None),
                     fetching: tokio::sync::Mutex::new(None),
                     whole_checked: tokio::sync::OnceCell::new(),
-                    _service: Some(service),
+                    service: tokio::sync::Mutex::new(Some(service)),
                 }
             }
             Ok(Err(e)) => {
@@ -150,7 +150,7 @@ impl Upstream {
             tools: std::sync::Mutex::new(None),
             fetching: tokio::sync::Mutex::new(None),
             whole_checked: tokio::sync::OnceCell::new(),
-            _service: None,
+            service: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -208,6 +208,12 @@ impl Upstream {
         Ok(list)
     }
 
+    /// The running connection, taken out to be closed ([`super::state::Hub::close_upstreams`]);
+    /// later requests fail as to a gone upstream. `None` when it never connected or was taken.
+    pub(super) async fn take_service(&self) -> Option<RunningService<RoleClient, Watch>> {
+        self.service.lock().await.take()
+    }
+
     /// The upstream's own words from its handshake — `{"instructions"?, "serverInfo"?}` as
     /// its `initialize` answer gave them (read once, when the hub connected) — for their pin
     /// check; `None` when it is not connected.
@@ -226,132 +232,6 @@ impl Upstream {
     fn cached(&self, ok: impl Fn(&Reading) -> bool) -> Option<Vec<Tool>> {
         let cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
         cache.as_ref().filter(|r| ok(r)).map(|r| r.list.clone())
-    }
-}
-
-/// The longest line read from a stdio upstream: one byte short of rmcp's own bound
-/// (`DEFAULT_MAX_LINE_LENGTH`, 16 MiB with its newline); a longer one is skipped to its end,
-/// never held whole, and dropped with a warning.
-const MAX_UPSTREAM_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH - 1;
-
-/// A stdio upstream's transport: its child process (killed when this is dropped), rmcp's line
-/// transport writing to the child's stdin and reading the child's stdout as
-/// [`weigh_upstream`] passes it on. Found by review: rmcp's `TokioChildProcess` parsed every
-/// line of up to 16 MiB, and `[0,0,…]` parsed holds some 33 times its text, so an upstream
-/// streaming such notifications drove the gateway (which serves every agent) out of memory.
-struct ChildTransport {
-    rw: AsyncRwTransport<RoleClient, tokio::io::DuplexStream, tokio::process::ChildStdin>,
-    child: tokio::process::Child,
-    /// The task copying the child's stdout to `rw`, line by line, weighed.
-    reader: tokio::task::JoinHandle<()>,
-}
-
-impl ChildTransport {
-    /// Starts `prog` with `args` and extra environment `env`, its stdin and stdout piped (its
-    /// stderr the gateway's). Errors: it cannot be started.
-    fn spawn(prog: &str, args: &[String], env: &BTreeMap<String, String>) -> std::io::Result<Self> {
-        use std::process::Stdio;
-        let mut child = tokio::process::Command::new(prog)
-            .args(args)
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(std::io::Error::other("the upstream's stdio was not piped"));
-        };
-        let (rmcp_end, feed) = tokio::io::duplex(1 << 16);
-        Ok(Self {
-            rw: AsyncRwTransport::new(rmcp_end, stdin),
-            child,
-            reader: tokio::spawn(weigh_upstream(stdout, feed)),
-        })
-    }
-}
-
-impl Drop for ChildTransport {
-    fn drop(&mut self) {
-        self.reader.abort();
-    }
-}
-
-impl Transport<RoleClient> for ChildTransport {
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.rw.send(item)
-    }
-
-    fn receive(
-        &mut self,
-    ) -> impl Future<Output = Option<rmcp::service::RxJsonRpcMessage<RoleClient>>> + Send {
-        self.rw.receive()
-    }
-
-    /// Closes the child's stdin and waits up to 3 s for it to end (as rmcp's child transport
-    /// does), then kills it.
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        let closed = self.rw.close().await;
-        if tokio::time::timeout(Duration::from_secs(3), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
-        }
-        closed
-    }
-}
-
-/// Copies a stdio upstream's lines from `out` to `feed` (rmcp's end) until either ends: each
-/// read within [`MAX_UPSTREAM_LINE`] (a longer one skipped unread and dropped) and weighed
-/// before rmcp parses it ([`crate::weigh::raw_weight`]). A line too heavy to parse (past
-/// [`crate::weigh::MAX_LINE_WEIGHT`]) is read for its id and method only
-/// ([`crate::weigh::envelope`]) and never passed on: an answer becomes a JSON-RPC error under
-/// its id naming the bound (so the call waiting for it learns why, as the stdio proxy does);
-/// a notification, a request of the upstream's (which the hub cannot answer from here: the
-/// upstream's stdin is rmcp's) or a line under no readable id is dropped with a warning.
-async fn weigh_upstream(out: tokio::process::ChildStdout, mut feed: tokio::io::DuplexStream) {
-    use crate::weigh::{Envelope, Id};
-    use tokio::io::AsyncWriteExt;
-    let mut reader = tokio::io::BufReader::new(out);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let read = crate::relay::upstream::bounded_line(&mut reader, &mut buf, MAX_UPSTREAM_LINE);
-        match read.await {
-            Ok(Some(true)) => {}
-            Ok(Some(false)) => {
-                tracing::warn!(
-                    max = MAX_UPSTREAM_LINE,
-                    "dropped an upstream line over the limit"
-                );
-                continue;
-            }
-            Ok(None) | Err(_) => break,
-        }
-        let weight = crate::weigh::raw_weight(&buf);
-        if weight > crate::weigh::MAX_LINE_WEIGHT {
-            tracing::warn!(weight, "refused an upstream line too heavy to parse");
-            let Some(Envelope {
-                id: Id::Is(id),
-                method: false,
-            }) = crate::weigh::envelope(&buf)
-            else {
-                continue;
-            };
-            let why = crate::weigh::too_heavy(weight);
-            let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
-                "message": format!("assent: the upstream's answer was refused: {why}")}});
-            buf = error.to_string().into_bytes();
-        }
-        if feed.write_all(&buf).await.is_err() || feed.write_all(b"\n").await.is_err() {
-            break;
-        }
     }
 }
 

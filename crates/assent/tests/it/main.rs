@@ -27,6 +27,7 @@ mod mcp_hub_cancel;
 mod mcp_hub_connections;
 mod mcp_hub_declared;
 mod mcp_hub_gone;
+mod mcp_hub_limits;
 mod mcp_hub_lists;
 mod mcp_hub_parse;
 mod mcp_hub_weight;

@@ -1,0 +1,232 @@
+//! The hub's limits where they meet rmcp's and an upstream's: a call rmcp's own body bound
+//! refused although the configuration allowed it, a stdio upstream's request too heavy to
+//! parse left unanswered, a stdio upstream killed without `SIGTERM` at the gateway's stop, and
+//! an operator's edit the hub held uncounted.
+
+use crate::hub_kit::{
+    hub_gateway_with, hub_post, hub_session, py_text, py_tools, py_upstream, sigterm, within,
+};
+use serde_json::json;
+use std::time::Duration;
+
+const KEY: &str = "hub-limits-agent-key-0123456789abcdef0";
+
+/// The tool's answer (its text) in an `/mcp` answer body, or the whole body.
+fn text_of(body: &str) -> String {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find_map(|d| serde_json::from_str::<serde_json::Value>(d.trim()).ok())
+        .map_or_else(|| body.to_string(), |m| m.to_string())
+}
+
+/// Found by review: rmcp reads an `/mcp` body within its own bound, 4 MiB by default, so with
+/// `max_arguments_bytes` raised to 6 MiB a call with 5 MiB of arguments passed the gateway's
+/// edge and was refused by rmcp with a bare `413` — the configuration did not work through the
+/// hub. Now the call reaches the upstream and its answer comes back; a body past the
+/// configured bound is still refused, `413` with a JSON body naming `max_arguments_bytes`
+/// (never rmcp's bare text); and the hub's own body bound is never below the edge's largest.
+#[test]
+fn a_call_over_rmcps_4_mib_body_bound_runs_when_max_arguments_bytes_allows_it() {
+    let edge_max = assent_server::config::limits::ARGUMENTS_BYTES_BOUNDS.1 as usize
+        + assent_server::edge::BODY_OVERHEAD_BYTES;
+    assert!(assent_mcp::hub::MAX_BODY_BYTES >= edge_max);
+    let call = r#"        r={"content":[{"type":"text","text":"got %d" % len(m["params"]["arguments"]["s"])}]}"#;
+    let source = py_upstream(&py_tools("read"), call);
+    let (_dir, server) = hub_gateway_with(
+        KEY,
+        &[("up", Some("[read]"), &source)],
+        "max_arguments_bytes: 6291456\n",
+    );
+    let session = hub_session(&server.url, KEY);
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "up__read", "arguments": {"s": "x".repeat(5 << 20)}}});
+    let r = hub_post(&server.url, KEY, Some(&session), big);
+    let status = r.status().as_u16();
+    let body = r.text().unwrap();
+    assert_eq!(status, 200, "{body:.300}");
+    assert!(
+        text_of(&body).contains(&format!("got {}", 5 << 20)),
+        "{body:.300}"
+    );
+    let over = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "up__read", "arguments": {"s": "x".repeat(7 << 20)}}});
+    let r = hub_post(&server.url, KEY, Some(&session), over);
+    let status = r.status().as_u16();
+    let body = r.text().unwrap();
+    assert_eq!(status, 413, "{body:.300}");
+    let why: serde_json::Value = serde_json::from_str(&body).expect("a JSON body");
+    assert!(
+        why.to_string().contains("max_arguments_bytes"),
+        "{body:.300}"
+    );
+}
+
+/// Attack (found by review): a stdio upstream sends the hub a request (here
+/// `sampling/createMessage`) too heavy to parse — some 6 MB of `[0,0,…]` — while a call
+/// waits for it. The hub dropped it unread, and the upstream waited for its answer for ever
+/// (the call with it). Now the hub answers it on the upstream's stdin, a JSON-RPC `-32600`
+/// error under its id naming the bound, and the call completes.
+#[test]
+fn an_upstreams_request_too_heavy_to_parse_is_answered_not_left_waiting() {
+    let source = r#"import json,sys,threading,queue
+q=queue.Queue()
+def read():
+    for line in sys.stdin: q.put(line)
+    q.put(None)
+threading.Thread(target=read,daemon=True).start()
+def out(v): print(json.dumps(v),flush=True)
+while True:
+    line=q.get()
+    if line is None: break
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
+    elif meth=="tools/list":
+        r={"tools":[{"name":"ask","inputSchema":{"type":"object"}}]}
+    elif meth=="tools/call":
+        print('{"jsonrpc":"2.0","id":"heavy","method":"sampling/createMessage","params":{"z":['+"0,"*(3<<20)+'0]}}',flush=True)
+        got="no answer"
+        try:
+            while True:
+                a=json.loads(q.get(timeout=20))
+                if a.get("id")=="heavy":
+                    got="code %s: %s" % (a["error"]["code"], a["error"]["message"][:400]) if "error" in a else "answered"
+                    break
+        except Exception: pass
+        r={"content":[{"type":"text","text":got}]}
+    else:
+        r={}
+    out({"jsonrpc":"2.0","id":i,"result":r})
+"#;
+    let (_dir, server) = hub_gateway_with(KEY, &[("up", Some("[ask]"), source)], "");
+    let session = hub_session(&server.url, KEY);
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "up__ask", "arguments": {}}});
+    let body = hub_post(&server.url, KEY, Some(&session), call)
+        .text()
+        .unwrap();
+    let text = text_of(&body);
+    assert!(text.contains("code -32600"), "{body:.400}");
+    assert!(text.contains("refused unread"), "{body:.400}");
+}
+
+/// Found by review: the hub's stdio upstreams were ended at the gateway's stop without a
+/// `SIGTERM` — killed outright — so an upstream that saves its state on `SIGTERM` lost it
+/// (rmcp's own child transport, which the hub's weighed one replaced, sent it). An upstream
+/// that ignores the end of its stdin but traps `SIGTERM` (writing a mark) gets it when
+/// `assent serve` is stopped with SIGTERM.
+#[test]
+fn a_stdio_upstream_gets_sigterm_when_the_gateway_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("terminated");
+    let source = format!(
+        r#"import json,sys,signal,time
+def term(*a):
+    open({mark:?},'w').write('TERM')
+    sys.exit(0)
+signal.signal(signal.SIGTERM,term)
+for line in sys.stdin:
+    m=json.loads(line)
+    if "id" not in m or "method" not in m: continue
+    if m["method"]=="initialize":
+        r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
+    elif m["method"]=="tools/list":
+        r={{"tools":[{{"name":"read","inputSchema":{{"type":"object"}}}}]}}
+    else:
+        r={{}}
+    print(json.dumps({{"jsonrpc":"2.0","id":m["id"],"result":r}}),flush=True)
+time.sleep(60)
+"#
+    );
+    let (_gw, mut server) = hub_gateway_with(KEY, &[("up", Some("[read]"), &source)], "");
+    let session = hub_session(&server.url, KEY);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let body = hub_post(&server.url, KEY, Some(&session), list)
+        .text()
+        .unwrap();
+    assert!(body.contains("up__read"), "{body:.300}");
+    sigterm(&server.child);
+    within(40, "the gateway never ended", || {
+        server.child.try_wait().unwrap()
+    });
+    let got = within(5, "the upstream never got SIGTERM", || {
+        std::fs::read_to_string(&mark).ok()
+    });
+    assert_eq!(got, "TERM");
+}
+
+/// Attack (memory, found by review): the hub counted a held call by the arguments its agent
+/// sent, and an operator's edit replaced them uncounted, so edits could take an agent's held
+/// bytes past the 64 MiB bound (and the hub's past 256 MiB). A call of 900,000 zeros (some
+/// 57 MiB parsed) and a small one are held; the small one approved with 10 MiB of edited
+/// arguments would pass the agent's bound beside the others: it is not run, its client told
+/// why (`-32000`, naming the bound), as the stdio proxy does with such an edit.
+#[test]
+fn an_operators_edit_past_the_hubs_held_bytes_bound_is_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("ran");
+    let call = format!(
+        "        open({mark:?},'a').write('x\\n')\n{}",
+        py_text("done")
+    );
+    let source = py_upstream(&py_tools("echo"), &call);
+    let (_gw, server) = hub_gateway_with(
+        KEY,
+        &[("up", Some("[{name: echo, approval: true}]"), &source)],
+        "max_arguments_bytes: 16777216\n",
+    );
+    let url = server.url.clone();
+    let session = hub_session(&url, KEY);
+    let pending = || {
+        let list = crate::get_op(&url, "/v1/approvals?status=pending&limit=1");
+        list["approvals"][0]["id"].as_str().map(str::to_string)
+    };
+    let zeros: serde_json::Value =
+        serde_json::from_str(&format!("[{}0]", "0,".repeat(899_999))).unwrap();
+    let mut held = Vec::new();
+    let mut seen = Vec::new();
+    let calls = [json!({"z": zeros}), json!({"n": 3})];
+    for (i, arguments) in calls.into_iter().enumerate() {
+        let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                          "params": {"name": "up__echo", "arguments": arguments}});
+        let (url, session) = (url.clone(), session.clone());
+        held.push(std::thread::spawn(move || {
+            hub_post(&url, KEY, Some(&session), call)
+                .text()
+                .unwrap_or_default()
+        }));
+        let id = within(120, "a call was never held", || {
+            let done = held.last().is_some_and(|t| t.is_finished());
+            assert!(
+                !done,
+                "call {i} was answered: {}",
+                held.pop().unwrap().join().unwrap()
+            );
+            pending().filter(|id| !seen.contains(id))
+        });
+        seen.push(id);
+    }
+    let small = seen.last().unwrap();
+    let edit = json!({"decision": "approve", "arguments": {"s": "x".repeat(10 << 20)}});
+    let decided = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+        .post(format!("{url}/v1/approvals/{small}/decision"))
+        .bearer_auth(crate::OP_KEY)
+        .json(&edit)
+        .send()
+        .unwrap();
+    assert!(decided.status().is_success(), "{:?}", decided.text());
+    let body = held.pop().unwrap().join().unwrap();
+    let answer = text_of(&body);
+    assert!(answer.contains("-32000"), "{body:.400}");
+    assert!(
+        answer.contains("as approved") && answer.contains("not run"),
+        "{body:.400}"
+    );
+    assert!(!mark.exists(), "the upstream ran the edited call");
+    drop(server);
+}
