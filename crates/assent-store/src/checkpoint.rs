@@ -19,7 +19,11 @@
 //! - The row at record 0 is no checkpoint of a record but the database's claim for one audit
 //!   key (`store_claim`, stored at the first open under that key: `open.rs`), signed as a
 //!   checkpoint of the empty chain; it is not listed or extended, and `assent audit verify`
-//!   checks only that it is such a claim, by any key ([`claim_problem`]).
+//!   checks only that it is such a claim, by any key ([`claim_problem`]); who claimed it is
+//!   `open.rs`'s `claim_report`.
+//! - A take-over (`audit-key-replaces`, `open.rs`) is recorded at the new key's first start
+//!   (`take_over`); a key another key's checkpoint lies past signs nothing more
+//!   (`key_replaced.rs`).
 
 use crate::archive;
 use crate::audit;
@@ -543,6 +547,9 @@ fn sign_due(
     published: Option<&Checkpoint>,
 ) -> Result<Option<Checkpoint>, StoreError> {
     let public = key.verifying_key();
+    // Fail closed before signing: a key another key set took the database over from signs
+    // nothing (serialised with the take-over: this runs in the write transaction).
+    crate::key_replaced::refuse_if_replaced(conn, &public)?;
     let Some((seq, hash, prev)) = due_head(conn, due, now, &public)? else {
         return Ok(None);
     };
@@ -557,12 +564,73 @@ fn sign_due(
             "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
         )));
     }
-    // Records ever appended: those in the table and those archived before them.
+    Ok(Some(store_signed(conn, key, seq, &hash, now)?))
+}
+
+/// Signs with `key` at `now` (Unix ms) and stores the checkpoint of head `(seq, hash)`,
+/// counting the records ever appended: those in the table and those archived before them.
+/// Errors: the database's (a row at `seq` already taken).
+fn store_signed(
+    conn: Conn<'_>,
+    key: &SigningKey,
+    seq: i64,
+    hash: &str,
+    now: i64,
+) -> db::Result<Checkpoint> {
     let count: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get::<i64>(0))?
         + audit::anchor(conn)?.0;
-    let cp = sign(key, seq, &hash, count, now);
+    let cp = sign(key, seq, hash, count, now);
     insert(conn, &cp, "")?;
-    Ok(Some(cp))
+    Ok(cp)
+}
+
+pub use crate::key_replaced::KEY_REPLACED;
+
+/// Records, in the write transaction `conn` of a start accepted through `audit-key-replaces`
+/// (`open.rs`), that audit `key` takes the database over from the key `theirs` (64 hex),
+/// whose newest verifying checkpoint (or claim, at 0) is at record `seq`: after checking
+/// that the chain still extends that checkpoint (under `theirs`), it appends an
+/// [`KEY_REPLACED`] record (`{"public_key", "replaces", "replaced_at_record"}`, actor
+/// `system:audit-key`) and signs the new head with `key`, at `now` (Unix ms). That
+/// checkpoint lies past every one of the old key's, so a replica still serving under it
+/// writes and signs nothing more from that transaction on
+/// ([`crate::key_replaced::refuse_if_replaced`]). Found by review: the take-over was
+/// recorded only by the new key's first due checkpoint, and a replica still running under
+/// the replaced key kept writing rows sealed, and signing checkpoints, under it until it
+/// restarted. Errors: `Invalid` when the chain does not extend the old key's checkpoint
+/// (nothing is taken over or signed); the database's.
+pub(crate) fn take_over(
+    conn: Conn<'_>,
+    key: &SigningKey,
+    seq: i64,
+    theirs: &str,
+    now: i64,
+) -> Result<Checkpoint, StoreError> {
+    let old = parse_public_key(theirs)?;
+    let theirs = public_key_hex(&old);
+    let prev = if seq > 0 {
+        conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE seq = ?1"
+        ))?
+        .query_row([seq], row)
+        .optional()?
+    } else {
+        None
+    };
+    if let Some(why) = extends(conn, prev.as_ref(), &old)? {
+        return Err(StoreError::Invalid(format!(
+            "audit chain altered since the checkpoint audit key {theirs} signed at record {seq}: {why}; the database is not taken over and nothing is signed (run assent audit verify)"
+        )));
+    }
+    let ours = public_key_hex(&key.verifying_key());
+    let data =
+        serde_json::json!({"public_key": ours, "replaces": theirs, "replaced_at_record": seq});
+    audit::append(conn, now, KEY_REPLACED, None, "system:audit-key", &data)?;
+    let (head, hash): (i64, String) = conn
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    tracing::warn!(audit_key = %ours, replaces = %theirs, at_record = head, "the database taken over from the replaced audit key: a replica still serving under it writes nothing more");
+    Ok(store_signed(conn, key, head, &hash, now)?)
 }
 
 /// `assent backup`: signs with the gateway's audit `key` a checkpoint at the exact head of

@@ -126,18 +126,45 @@ pub fn holds_audit_records(database: &Database) -> Result<bool, StoreError> {
             .optional()?;
         Ok(seq.is_some())
     };
+    Ok(read_only(database, has)?.unwrap_or(false))
+}
+
+/// `f` over `database` opened read-only; `None` when it does not exist yet (an SQLite file
+/// not made). Errors: the database cannot be opened; those of `f`.
+fn read_only<T>(
+    database: &Database,
+    f: impl FnOnce(crate::db::Conn<'_>) -> Result<T, StoreError>,
+) -> Result<Option<T>, StoreError> {
     match database {
-        Database::Sqlite { path } if !path.exists() => Ok(false),
+        Database::Sqlite { path } if !path.exists() => Ok(None),
         Database::Sqlite { path } => {
             let conn = rusqlite::Connection::open_with_flags(
                 path,
                 rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
             )?;
             conn.busy_timeout(std::time::Duration::from_secs(10))?;
-            has(crate::sql::lite(&conn))
+            f(crate::sql::lite(&conn)).map(Some)
         }
-        Database::Postgres { .. } => has(database.connect()?.conn()),
+        Database::Postgres { .. } => f(database.connect()?.conn()).map(Some),
     }
+}
+
+/// The audit public key (64 hex) whose claim `database` holds at record 0
+/// (`checkpoint::not_a_claim`: a verifying checkpoint of the empty chain), if any; `None`
+/// also for a row there that is no claim (a start reports that). Read-only. Errors: the
+/// database cannot be opened or read.
+pub fn claimed_by(database: &Database) -> Result<Option<String>, StoreError> {
+    let claim = |conn: crate::db::Conn<'_>| -> Result<Option<String>, StoreError> {
+        let Some(cp) = checkpoint::claim_row(conn)? else {
+            return Ok(None);
+        };
+        if checkpoint::not_a_claim(&cp).is_some() {
+            return Ok(None);
+        }
+        let key = checkpoint::parse_public_key(&cp.public_key)?;
+        Ok(Some(checkpoint::public_key_hex(&key)))
+    };
+    Ok(read_only(database, claim)?.flatten())
 }
 
 /// For the administration commands only (`assent audit verify`, `backup`, `restore`, `keys`,
@@ -185,16 +212,36 @@ pub fn init(dir: &Path) -> Result<Initialised, StoreError> {
 /// [`init`] for the store of a config: refused when a key would be made while `database`
 /// already holds audit records — it was served under keys that are not in `dir` (a new
 /// replica's host, or keys lost), and a new key set would be one the other replicas ignore
-/// ([`missing_keys`]). `assent keys init --keys-dir DIR` remains the way to make a key for such
-/// a database knowingly. Errors: that refusal (`Invalid`); those of [`init`] and of reading
+/// ([`missing_keys`]) — or, with none yet, another key set's claim ([`claimed_by`]).
+/// `assent keys init --keys-dir DIR` remains the way to make a key for such a database
+/// knowingly. Errors: that refusal (`Invalid`); those of [`init`] and of reading
 /// the database.
 pub fn init_for(dir: &Path, database: &Database) -> Result<Initialised, StoreError> {
-    if let Some(file) = first_missing(dir)?
-        && holds_audit_records(database)?
-    {
+    let Some(file) = first_missing(dir)? else {
+        return init(dir);
+    };
+    if holds_audit_records(database)? {
         return Err(missing_keys(dir, file, true));
     }
+    let ours = checkpoint::read_key(dir)?.map(|k| checkpoint::public_key_hex(&k.verifying_key()));
+    if let Some(theirs) = claimed_by(database)?
+        && ours.as_ref() != Some(&theirs)
+    {
+        return Err(claimed(dir, &theirs));
+    }
     init(dir)
+}
+
+/// The refusal of [`init_for`] when the database holds no audit record yet but the claim of
+/// audit key `theirs` (64 hex): the first start of another key set claimed it, and a start
+/// under new keys would be refused naming that key. Found by review: `keys init --config`
+/// checked only for audit records, so over a database claimed but not yet written to it made
+/// keys that the start then refused.
+fn claimed(dir: &Path, theirs: &str) -> StoreError {
+    let d = dir.display();
+    StoreError::Invalid(format!(
+        "keys_dir {d}: no keys made: the database holds no audit record yet, but it is claimed by audit key {theirs} (the first start of a gateway under that key set claimed it), and a gateway under new keys is refused on it. Copy keys_dir (token.key and audit.key) from the replica that claimed it; only if that key set is lost for good, make keys knowingly with `assent keys init --keys-dir {d}` and write {theirs} into {d}/{AUDIT_KEY_REPLACES_FILE} (owned by the user assent runs as, writable by no one else)"
+    ))
 }
 
 /// `<dir>/token.key`, `None` when absent. `Invalid` when it is not 32 bytes.

@@ -6,6 +6,7 @@ use crate::audit;
 use crate::db::Database;
 use crate::error::StoreError;
 use crate::events::Envelopes;
+use crate::key_replaced::{Signer, newest_verifying};
 use crate::keys::{self, KeyFiles};
 use crate::kit::{create_private_dir, io};
 use crate::migrate;
@@ -104,6 +105,9 @@ impl Store {
             refuse_a_new_audit_key(conn.conn(), keys_dir)?;
         }
         let mine = refuse_another_audit_key(conn.conn(), &keys.audit.verifying_key(), keys_dir)?;
+        // Accepted over a newer checkpoint of another key (`audit-key-replaces`): taken over.
+        let taking_over =
+            crate::key_replaced::replaced_by(conn.conn(), &keys.audit.verifying_key())?.is_some();
         let checkpointer = match database {
             Database::Sqlite { path } => {
                 conn.conn().batch(crate::wal::WRITER_PRAGMAS)?;
@@ -123,6 +127,18 @@ impl Store {
             readers: Default::default(),
             _data_lock: data_lock,
         };
+        // Written on the store's connection itself, not through `Store::write`, which
+        // refuses a key another key's checkpoint lies past.
+        let claim_now = || -> Result<(), StoreError> {
+            let conn = store.lock();
+            conn.conn()
+                .write(|tx| claim(**tx, &store.audit_key, keys_dir))
+        };
+        // A take-over first: until it is recorded, every write of this store is refused as
+        // one of a replaced key (voiding a restore's tokens included).
+        if taking_over {
+            claim_now()?;
+        }
         if let Database::Sqlite { .. } = database {
             store.void_restored_tokens(data_dir, crate::kit::now_ms())?;
         }
@@ -130,8 +146,8 @@ impl Store {
         // `audit.key` made for it is removed, and its claim would refuse the next one). Only
         // while no row verifies under this key: once claimed, opening writes nothing (a
         // reader opened during a held write transaction does not wait for it).
-        if mine.is_none() {
-            store.write_unannounced(|tx| claim(**tx, &store.audit_key, keys_dir))?;
+        if mine.is_none() && !taking_over {
+            claim_now()?;
         }
         Ok(store)
     }
@@ -170,16 +186,24 @@ fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<
 /// served, each signing checkpoints the other ignored and tokens and seals it refused, until
 /// one restarted. Of two such starts, the one serialised second now finds the first's claim
 /// and is refused. When the row is taken, what is there must be a claim this key may serve
-/// under ([`claimed_before`]). Errors: those of [`refuse_another_audit_key`] and
-/// [`claimed_before`]; the database's.
+/// under ([`claimed_before`]). When a newer checkpoint of another key was accepted (a
+/// take-over through `audit-key-replaces`), the take-over is recorded instead
+/// ([`crate::checkpoint::take_over`]), so that the replaced key's replicas write nothing more
+/// from this transaction on. Errors: those of [`refuse_another_audit_key`],
+/// [`claimed_before`] and `take_over`; the database's.
 fn claim(
     conn: crate::db::Conn<'_>,
     key: &ed25519_dalek::SigningKey,
     keys_dir: &Path,
 ) -> Result<(), StoreError> {
-    if refuse_another_audit_key(conn, &key.verifying_key(), keys_dir)?.is_some()
-        || crate::checkpoint::store_claim(conn, key, crate::kit::now_ms())?
-    {
+    let mine = refuse_another_audit_key(conn, &key.verifying_key(), keys_dir)?;
+    // Past that refusal, a newer checkpoint of another key is one `audit-key-replaces`
+    // accepts: the take-over is recorded, so the replaced key's replicas write no more.
+    if let Some((seq, theirs)) = crate::key_replaced::replaced_by(conn, &key.verifying_key())? {
+        crate::checkpoint::take_over(conn, key, seq, &theirs, crate::kit::now_ms())?;
+        return Ok(());
+    }
+    if mine.is_some() || crate::checkpoint::store_claim(conn, key, crate::kit::now_ms())? {
         return Ok(());
     }
     claimed_before(conn, &key.verifying_key(), keys_dir)
@@ -192,8 +216,8 @@ fn claim(
 /// so a junk row planted at record 0 of a fresh database — passed over by
 /// [`refuse_another_audit_key`] as not verifying — left it claimed by no key set, and a
 /// second replica with keys of its own served it too; likewise another key's claim behind
-/// [`LOOKED_AT`] junk rows. Errors: `Invalid` naming the row and what to do (delete it if it
-/// is damage), or that of another key set's claim; the database's; `Io`.
+/// [`crate::key_replaced::LOOKED_AT`] junk rows. Errors: `Invalid` naming the row and what to
+/// do (delete it if it is damage), or that of another key set's claim; the database's; `Io`.
 fn claimed_before(
     conn: crate::db::Conn<'_>,
     key: &ed25519_dalek::VerifyingKey,
@@ -240,9 +264,9 @@ fn no_claim(ours: &str, why: &str) -> StoreError {
 /// message said) started, as did an `audit.key` made anew after the old one was lost; and
 /// (later review) once a key had signed one checkpoint it was served whatever another key
 /// signed after it. Only a checkpoint that verifies under the key it names counts (of the
-/// newest [`LOOKED_AT`] rows naming a key): a row naming some key is no key set, and junk
-/// rows are passed over (`assent audit verify` reports them). Returns the `seq` of the
-/// newest row verifying under `key`, if any.
+/// newest [`crate::key_replaced::LOOKED_AT`] rows naming a key): a row naming some key is no
+/// key set, and junk rows are passed over (`assent audit verify` reports them). Returns the
+/// `seq` of the newest row verifying under `key`, if any.
 ///
 /// A key made knowingly for a database whose key is lost for good is accepted when
 /// `<keys_dir>/audit-key-replaces` ([`keys::AUDIT_KEY_REPLACES_FILE`]) holds the public key
@@ -331,58 +355,6 @@ fn accepted(
     Ok(mine)
 }
 
-/// How many of the newest checkpoints [`newest_verifying`] looks at.
-const LOOKED_AT: i64 = 1000;
-
-/// Whose checkpoints [`newest_verifying`] looks for, by public key (64 hex).
-#[derive(Clone, Copy)]
-enum Signer<'a> {
-    /// Those naming this key.
-    Is(&'a str),
-    /// Those naming any other key.
-    Not(&'a str),
-}
-
-/// The `(seq, public key)` of the newest stored checkpoint (the claim at record 0 included)
-/// at a record strictly between `after` and `before` that names the key `who` says and
-/// verifies under the key it names, among the newest [`LOOKED_AT`] such rows.
-fn newest_verifying(
-    conn: crate::db::Conn<'_>,
-    who: Signer<'_>,
-    after: i64,
-    before: i64,
-) -> Result<Option<(i64, String)>, StoreError> {
-    use std::ops::ControlFlow;
-    let (op, key) = match who {
-        Signer::Is(k) => ("=", k),
-        Signer::Not(k) => ("<>", k),
-    };
-    let sql = format!(
-        "SELECT seq, head_hash, record_count, time, public_key, signature FROM audit_checkpoints WHERE public_key {op} ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4"
-    );
-    let mut found = None;
-    conn.prepare_cached(&sql)?
-        .for_each(crate::params![key, after, before, LOOKED_AT], |r| {
-            let cp = crate::checkpoint::Checkpoint {
-                seq: r.get(0)?,
-                head_hash: r.get(1)?,
-                record_count: r.get(2)?,
-                time: r.get(3)?,
-                public_key: r.get(4)?,
-                signature: r.get(5)?,
-            };
-            let verifies =
-                crate::checkpoint::parse_public_key(&cp.public_key).is_ok_and(|k| cp.verifies(&k));
-            Ok(if verifies {
-                found = Some((cp.seq, cp.public_key));
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
-        })?;
-    Ok(found)
-}
-
 /// A session an administration command writes through (`assent migrate`, `assent passkeys
 /// enrol`), beside the data directory's lock held shared as a gateway holds it, so that it
 /// waits while a restore runs and a restore is refused while it is open (found by review: the
@@ -444,4 +416,80 @@ pub(crate) fn open_read_only(data_dir: &Path) -> Result<Connection, StoreError> 
     let conn = crate::db_sqlite::open_existing(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     Ok(conn)
+}
+
+/// Whose claim a database holds at record 0, for `assent audit verify` ([`claim_report`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClaimReport {
+    /// The audit public key of the claim (64 hex).
+    pub public_key: String,
+    /// How it stands to the key the verification checks with: `checked_key` (that key),
+    /// `taken_over` (take-overs recorded on the database lead from it to that key: each an
+    /// `audit.key_replaced` record signed at its record by the key that took over),
+    /// `declared_replaced` (`<keys_dir>/audit-key-replaces` names it), `unchecked` (no key to
+    /// check with) or `foreign` (none of these: [`ClaimReport::problem`]).
+    pub standing: &'static str,
+    /// Why the claim is not accepted (`foreign`), in a sentence naming both keys.
+    pub problem: Option<String>,
+}
+
+/// For `assent audit verify`: who claimed `database` at record 0 and whether that key is
+/// `key` (the key the verification checks with), one a recorded take-over chain leads from to
+/// `key`, or one `<keys_dir>/audit-key-replaces` declares replaced ([`ClaimReport`]); `None`
+/// when there is no claim (a row there that is no claim is `integrity`'s to report). Found by
+/// review: verify accepted a claim by any key's valid signature, so a database served by
+/// another key set, or a claim swapped in by whoever can write the database, passed
+/// unremarked. Read-only (the SQLite file opened as `open_read_only` does). Errors: the
+/// database cannot be opened or read; `audit-key-replaces` refused by its owner rules.
+pub fn claim_report(
+    database: &Database,
+    keys_dir: &Path,
+    key: Option<&ed25519_dalek::VerifyingKey>,
+) -> Result<Option<ClaimReport>, StoreError> {
+    use crate::checkpoint::{claim_row, not_a_claim, parse_public_key, public_key_hex};
+    let conn = match database {
+        Database::Sqlite { path } => {
+            crate::db::Connection::Sqlite(open_read_only(path.parent().unwrap_or(Path::new(".")))?)
+        }
+        Database::Postgres { .. } => database.connect()?,
+    };
+    let conn = conn.conn();
+    let Some(cp) = claim_row(conn)?.filter(|cp| not_a_claim(cp).is_none()) else {
+        return Ok(None);
+    };
+    let theirs = public_key_hex(&parse_public_key(&cp.public_key)?);
+    let report = |standing, problem| {
+        Ok(Some(ClaimReport {
+            public_key: theirs.clone(),
+            standing,
+            problem,
+        }))
+    };
+    let Some(ours) = key.map(public_key_hex) else {
+        return report("unchecked", None);
+    };
+    if theirs == ours {
+        return report("checked_key", None);
+    }
+    let mut led_to = theirs.clone();
+    for (_, old, new) in crate::key_replaced::recorded_takeovers(conn)? {
+        if old == led_to {
+            led_to = new;
+        }
+    }
+    if led_to == ours {
+        return report("taken_over", None);
+    }
+    if keys::read_replaced_key(keys_dir)?.as_deref() == Some(theirs.as_str()) {
+        return report("declared_replaced", None);
+    }
+    let accept = keys_dir.join(keys::AUDIT_KEY_REPLACES_FILE);
+    report(
+        "foreign",
+        Some(format!(
+            "the database is claimed at record 0 by audit key {theirs}, not by the key this verification checks with ({ours}), and no take-over from that key to this one is recorded (an audit.key_replaced record signed by the key that took over) or declared ({} names it not): the database was claimed by another key set, or the claim was swapped in by someone who can write the database. If this key took the database over from {theirs} knowingly (before take-overs were recorded), write {theirs} into {}",
+            accept.display(),
+            accept.display()
+        )),
+    )
 }

@@ -1,7 +1,9 @@
 //! [`Store::readiness`] (`GET /readyz`): whether this gateway can serve now. Over SQLite the
 //! database file must still be at its path and open and read afresh, its schema be current,
 //! and its write lock be free; over Postgres the session must answer, the schema be current
-//! and the audit log readable. Never an error: a failure is the answer ([`NotReady`]).
+//! and the audit log readable; on both, this store's audit key must not have been taken over
+//! by another key set (`key_replaced.rs`). Never an error: a failure is the answer
+//! ([`NotReady`]).
 
 use crate::db::Conn;
 use crate::migrate::{SchemaState, schema_state};
@@ -16,7 +18,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotReady {
     /// `database_missing`, `database_unreadable`, `database_locked`, `database_error`,
-    /// `schema_behind` or `schema_ahead`.
+    /// `schema_behind`, `schema_ahead` or `audit_key_replaced` (another key set took the
+    /// database over: restart with the new keys).
     pub reason: &'static str,
     /// What is wrong, in a sentence.
     pub message: String,
@@ -52,6 +55,7 @@ impl Store {
             crate::db::Connection::Sqlite(c) => self.ready_problem(c, &mut found).err(),
             crate::db::Connection::Postgres(_) => pg_problem(conn.conn(), &mut found).err(),
         };
+        let problem = problem.or_else(|| self.replaced_problem(conn.conn()));
         Readiness {
             schema_version: found,
             problem,
@@ -101,6 +105,26 @@ impl Store {
             ));
         }
         write_lock_free(live)
+    }
+}
+
+impl Store {
+    /// `audit_key_replaced` when another key set took the database over from this store's
+    /// audit key (`key_replaced::replaced_by`): this replica writes and signs
+    /// nothing more, so it is not ready until it is restarted with the new keys.
+    fn replaced_problem(&self, conn: Conn<'_>) -> Option<NotReady> {
+        let key = self.audit_key.verifying_key();
+        match crate::key_replaced::replaced_by(conn, &key) {
+            Ok(None) => None,
+            Ok(Some((seq, theirs))) => Some(not_ready(
+                "audit_key_replaced",
+                crate::key_replaced::replaced_message(&hex::encode(key.to_bytes()), &theirs, seq),
+            )),
+            Err(e) => Some(not_ready(
+                "database_unreadable",
+                format!("the audit checkpoints cannot be read: {e}"),
+            )),
+        }
     }
 }
 

@@ -143,6 +143,10 @@ impl Store {
             armed: true,
         };
         let (out, changes) = c.member(!first, |tx| {
+            if first {
+                // In the transaction, serialised with a take-over: a replaced key writes nothing.
+                crate::key_replaced::refuse_if_replaced(**tx, &self.audit_key.verifying_key())?;
+            }
             if events {
                 tx.changed(Change::Events);
             }

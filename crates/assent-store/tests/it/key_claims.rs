@@ -270,3 +270,58 @@ fn another_key_sets_claim_behind_a_thousand_junk_rows_still_refuses_a_second_key
         );
     });
 }
+
+/// Attack (found by review): a store whose audit key another key set took over from
+/// (`audit-key-replaces`) kept writing and signing under it until it was restarted; and the
+/// take-over was recorded only by the new key's first due checkpoint, which could not even be
+/// stored while the old key's checkpoint covered the head. The new key's open records it at
+/// once (an `audit.key_replaced` record and a checkpoint past the old key's), in the
+/// serialised write transaction; from then on the old store's writes and checkpoints are
+/// refused, naming the new key, and its readiness is `audit_key_replaced`; on both backends.
+#[test]
+fn a_store_whose_audit_key_was_taken_over_writes_and_signs_nothing_more() {
+    use assent_store::checkpoint::{Due, public_key_hex, read_key};
+    both(|db| {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for d in [&a, &b] {
+            assent_store::keys::init(d.path()).unwrap();
+        }
+        let key = |d: &tempfile::TempDir| {
+            public_key_hex(&read_key(d.path()).unwrap().unwrap().verifying_key())
+        };
+        let (ka, kb) = (key(&a), key(&b));
+        // Over SQLite the data directory is the file's (readiness looks at the file there).
+        let data = match db {
+            Database::Sqlite { path } => path.parent().unwrap().to_path_buf(),
+            Database::Postgres { .. } => a.path().to_path_buf(),
+        };
+        let sa = Store::open_database(&data, a.path(), db, 60_000, crate::wire()).unwrap();
+        let note = serde_json::json!({"n": 1});
+        sa.append_audit("test.note", None, "t", &note, 1).unwrap();
+        // A's checkpoint covers the head: the take-over cannot sign at the same record.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        assert!(sa.checkpoint_if_due(Due::NOW, now).unwrap().is_some());
+        std::fs::write(b.path().join("audit-key-replaces"), format!("{ka}\n")).unwrap();
+        let sb = Store::open_database(&data, b.path(), db, 60_000, crate::wire()).unwrap();
+        let newest = sb.checkpoints().unwrap().pop().unwrap();
+        assert_eq!(newest.public_key, kb, "{db:?}: the take-over is not signed");
+        let e = sa
+            .append_audit("test.note", None, "t", &note, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("was replaced") && e.contains(&kb), "{db:?}: {e}");
+        sb.append_audit("test.note", None, "t", &note, 3).unwrap();
+        let e = sa
+            .checkpoint_if_due(Due::NOW, now + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("was replaced") && e.contains(&kb), "{db:?}: {e}");
+        let ready = sa.readiness().problem.unwrap();
+        assert_eq!(ready.reason, "audit_key_replaced", "{db:?}");
+        assert!(ready.message.contains(&ka) && ready.message.contains(&kb));
+        assert_eq!(sb.readiness().problem, None, "{db:?}");
+    });
+}

@@ -12,6 +12,7 @@ use crate::render::{inert, one_line};
 use crate::setup::data_dir_or_default;
 use anyhow::{Context, Result, bail};
 use assent_server::config::Config;
+use assent_store::ClaimReport;
 use assent_store::archive::{self, ExportReport};
 use assent_store::checkpoint;
 use assent_store::db::Database;
@@ -85,8 +86,8 @@ fn audit_verify(
     archive_dirs: &[PathBuf],
     as_json: bool,
 ) -> Result<i32> {
-    use assent_store::integrity::{Problem, VerifyOptions, verify_database};
-    let run = || -> Result<assent_store::integrity::Report> {
+    use assent_store::integrity::VerifyOptions;
+    let run = || -> Result<(assent_store::integrity::Report, Option<ClaimReport>)> {
         let r = resolve(place)?;
         let public_key = match public_key.as_deref() {
             Some(k) => Some(checkpoint::parse_public_key(k)?),
@@ -97,7 +98,7 @@ fn audit_verify(
         // chain passed with only an "N records not signed yet" line).
         // A sink file the gateway has not written yet (a fresh install) is none to check, as
         // at the gateway's start; one named by `--checkpoint` must exist.
-        let from_config = r.checkpoint_file.filter(|f| {
+        let from_config = r.checkpoint_file.clone().filter(|f| {
             let there = f.exists();
             if !there && checkpoint.is_none() {
                 eprintln!(
@@ -113,28 +114,16 @@ fn audit_verify(
             checkpoint_file: checkpoint.as_deref(),
             archive_dirs,
         };
-        off_runtime(|| Ok(verify_database(&r.db, &r.keys_dir, &opts)?))
+        off_runtime(|| verify_with_claim(&r, &opts))
     };
-    let mut rep = match run() {
+    let (mut rep, claim) = match run() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("assent: {}", one_line(&e));
             return Ok(2);
         }
     };
-    if let Some(max) = max_unsigned
-        && rep.problem.is_none()
-        && rep.unsigned_records > max
-    {
-        rep.problem = Some(Problem {
-            check: "checkpoint",
-            seq: None,
-            reason: format!(
-                "{} records are covered by no checkpoint (at most {max} allowed): the stored checkpoints were deleted, or the gateway has not signed for too long",
-                rep.unsigned_records
-            ),
-        });
-    }
+    more_problems(&mut rep, max_unsigned, claim.as_ref());
     let p = rep.problem.as_ref();
     if as_json {
         let broken = p
@@ -142,12 +131,16 @@ fn audit_verify(
             .map(|p| json!({"seq": p.seq, "reason": p.reason}));
         let mut v = serde_json::to_value(&rep)?;
         v["ok"] = json!(p.is_none());
+        v["claim"] = json!(claim);
         v["broken"] = json!(broken);
         println!("{}", inert(&v.to_string()));
     }
     let Some(p) = p else {
         if !as_json {
             print_verified(&rep);
+            if let Some(c) = &claim {
+                print_claim(c);
+            }
         }
         return Ok(0);
     };
@@ -217,6 +210,70 @@ fn print_verified(rep: &assent_store::integrity::Report) {
         );
     }
     println!("the state tables agree with the audit chain");
+}
+
+/// [`assent_store::integrity::verify_database`] of `r` with `opts`, and who claimed the
+/// database ([`assent_store::claim_report`]) judged against the key it checked with.
+/// Errors: those of both (usage or I/O).
+fn verify_with_claim(
+    r: &Resolved,
+    opts: &assent_store::integrity::VerifyOptions<'_>,
+) -> Result<(assent_store::integrity::Report, Option<ClaimReport>)> {
+    let rep = assent_store::integrity::verify_database(&r.db, &r.keys_dir, opts)?;
+    let key = match rep.public_key.as_deref() {
+        Some(k) => Some(checkpoint::parse_public_key(k)?),
+        None => None,
+    };
+    let claim = assent_store::claim_report(&r.db, &r.keys_dir, key.as_ref())?;
+    Ok((rep, claim))
+}
+
+/// The problems `audit verify` adds to a report that has none: more than `max_unsigned`
+/// records covered by no checkpoint, then a claim at record 0 by a key neither checked with
+/// nor one a take-over replaced (found by review: any key's valid claim passed).
+fn more_problems(
+    rep: &mut assent_store::integrity::Report,
+    max_unsigned: Option<i64>,
+    claim: Option<&ClaimReport>,
+) {
+    use assent_store::integrity::Problem;
+    if let Some(max) = max_unsigned
+        && rep.problem.is_none()
+        && rep.unsigned_records > max
+    {
+        rep.problem = Some(Problem {
+            check: "checkpoint",
+            seq: None,
+            reason: format!(
+                "{} records are covered by no checkpoint (at most {max} allowed): the stored checkpoints were deleted, or the gateway has not signed for too long",
+                rep.unsigned_records
+            ),
+        });
+    }
+    if rep.problem.is_none()
+        && let Some(why) = claim.and_then(|c| c.problem.clone())
+    {
+        rep.problem = Some(Problem {
+            check: "checkpoint",
+            seq: Some(0),
+            reason: why,
+        });
+    }
+}
+
+/// The text line of a verified database's claim at record 0: which key claimed it and how
+/// that key stands to the one checked with.
+fn print_claim(c: &ClaimReport) {
+    let how = match c.standing {
+        "checked_key" => "the key checked with",
+        "taken_over" => "taken over from it, as recorded on the database, by the key checked with",
+        "declared_replaced" => "declared replaced by the keys directory's audit-key-replaces",
+        _ => "not checked: no audit key to check with",
+    };
+    println!(
+        "the database is claimed (record 0) by audit key {}: {how}",
+        c.public_key
+    );
 }
 
 /// `assent audit key --config FILE | --keys-dir DIR`: the audit public key of a keys directory

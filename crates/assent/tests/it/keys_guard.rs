@@ -5,14 +5,16 @@
 //! database already served; `assent audit key` never makes a key; concurrent `keys init`
 //! runs all print the key kept; an existing directory keeps its mode.
 
-use crate::{BIN, OP_KEY, free_port, ok, propose, run, serve_cmd, serve_with, stop, write_config};
-use serde_json::Value;
+use crate::{
+    BIN, BOT_KEY, OP_KEY, free_port, ok, propose, run, serve_cmd, serve_with, stop, write_config,
+};
+use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `assent keys init --keys-dir DIR --json`: its report.
-fn keys_init(dir: &Path) -> Value {
+pub(crate) fn keys_init(dir: &Path) -> Value {
     let out = run(&[
         "keys",
         "init",
@@ -55,7 +57,7 @@ pub(crate) fn start_refused(mut cmd: Command, env: &[(&str, &str)]) -> String {
 }
 
 /// The test config (port `port`) in `dir` with `keys_dir: KEYS` and `extra` lines.
-fn config(dir: &Path, port: u16, keys: &str, extra: &str) -> std::path::PathBuf {
+pub(crate) fn config(dir: &Path, port: u16, keys: &str, extra: &str) -> std::path::PathBuf {
     write_config(dir, port, &format!("keys_dir: {keys}\n{extra}"))
 }
 
@@ -78,7 +80,7 @@ fn served_once_under_a(dir: &Path, extra: &str, env: &[(&str, &str)]) {
 }
 
 /// Sets `path`'s mode (Unix).
-fn chmod(path: &Path, mode: u32) {
+pub(crate) fn chmod(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
@@ -271,82 +273,6 @@ fn two_replicas_with_their_own_key_sets_starting_at_once_over_a_fresh_database_o
     );
     assert_eq!(propose(&served.url, 5000)["decision"], "pending");
     stop(served);
-}
-
-/// Attack (found by review): `audit-key-replaces` left in place after key set B took over
-/// from A accepted A again. A replica still serving under A signed after B; at B's next
-/// start the file named the newest foreign key, and B was served silently beside it. The
-/// file accepts taking over, never going back: B's restart is refused, naming the file and
-/// saying to delete it; deleted, B is still refused (A signed last), and A serves.
-fn a_stale_replaces_file_takes_no_old_key_back(extra: &str, env: &[(&str, &str)]) {
-    let extra =
-        format!("{extra}audit_checkpoints: {{every_records: 1000000, every_seconds: 86400}}\n");
-    let extra = extra.as_str();
-    let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
-    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
-    let start = |keys: &str| {
-        let port = free_port();
-        let mut cmd = serve_cmd(&config(dir.path(), port, keys, extra));
-        cmd.envs(env.iter().copied());
-        serve_with(cmd, port)
-    };
-    let newest_signer = |url: &str| {
-        let v = crate::get_op(url, "/v1/audit/checkpoints");
-        v["checkpoints"][0]["public_key"]
-            .as_str()
-            .map(str::to_string)
-    };
-    let sa = start("keys/a");
-    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
-    let until = Instant::now() + Duration::from_secs(20);
-    while newest_signer(&sa.url).as_deref() != Some(a) {
-        assert!(Instant::now() < until, "A signed no checkpoint");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // A's key taken for lost: B accepted over it knowingly, and B signs past A.
-    let replaces = keys.join("b").join("audit-key-replaces");
-    std::fs::write(&replaces, format!("{a}\n")).unwrap();
-    chmod(&replaces, 0o600);
-    let sb = start("keys/b");
-    assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
-    stop(sb);
-    assert_eq!(newest_signer(&sa.url).as_deref(), Some(b));
-    // The replica under A was never stopped: it signs after B.
-    assert_eq!(propose(&sa.url, 7000)["decision"], "pending");
-    stop(sa);
-    let cfg = config(dir.path(), free_port(), "keys/b", extra);
-    let err = start_refused(serve_cmd(&cfg), env);
-    assert!(
-        err.contains(replaces.to_str().unwrap())
-            && err.contains("never going back")
-            && err.contains(a)
-            && err.contains(b),
-        "{err}"
-    );
-    std::fs::remove_file(&replaces).unwrap();
-    let err = start_refused(serve_cmd(&cfg), env);
-    assert!(err.contains(a) && err.contains("after the newest"), "{err}");
-    served_once_under_a(dir.path(), extra, env);
-}
-
-#[test]
-fn a_stale_audit_key_replaces_file_takes_no_old_key_back_sqlite() {
-    a_stale_replaces_file_takes_no_old_key_back("", &[]);
-}
-
-#[test]
-fn a_stale_audit_key_replaces_file_takes_no_old_key_back_postgres() {
-    let Some(schema) = assent_testkit::pg::schema() else {
-        return;
-    };
-    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
-    a_stale_replaces_file_takes_no_old_key_back(
-        "database: {url_env: ASSENT_DATABASE_URL}\n",
-        &[("ASSENT_DATABASE_URL", &url)],
-    );
 }
 
 #[test]
@@ -585,4 +511,128 @@ fn a_junk_row_planted_at_record_0_before_the_first_start_is_refused_and_reported
         port,
     ));
     ok(&audit_verify(&data, &[]));
+}
+
+/// `POST {url}/v1/tool-calls` as the agent: the status and the body.
+fn propose_status(url: &str, amount: i64) -> (u16, Value) {
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/tool-calls"))
+        .bearer_auth(BOT_KEY)
+        .json(&json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds", "arguments": {"amount": amount, "currency": "EUR", "recipient": "ext-1"}}))
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+/// `GET {url}/readyz` (no key): the status and the body.
+fn readyz(url: &str) -> (u16, Value) {
+    let r = reqwest::blocking::get(format!("{url}/readyz")).unwrap();
+    (r.status().as_u16(), r.json().unwrap())
+}
+
+/// `assent audit verify --config CFG` with `env`.
+pub(crate) fn verify(cfg: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["audit", "verify", "--config"])
+        .arg(cfg)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// Attack (found by review): replica A serves under key set A; key A is taken for lost and
+/// replica B starts with key set B and `audit-key-replaces` naming A (a take-over), while A
+/// keeps running. A went on writing rows sealed under A and signing checkpoints with A until
+/// it restarted. Now B's start records the take-over (an `audit.key_replaced` record and a
+/// checkpoint of B past A's) in the write transaction every process serialises on, and from
+/// then on every write through A is refused (`503`), A's `/readyz` is `503`
+/// `audit_key_replaced` naming B, B serves, A's restart is refused, and the audit verifies.
+fn a_replaced_key_writes_nothing_more(extra: &str, env: &[(&str, &str)]) {
+    let extra =
+        format!("{extra}audit_checkpoints: {{every_records: 1000000, every_seconds: 86400}}\n");
+    let extra = extra.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
+    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
+    let start = |keys: &str| {
+        let port = free_port();
+        let mut cmd = serve_cmd(&config(dir.path(), port, keys, extra));
+        cmd.envs(env.iter().copied());
+        serve_with(cmd, port)
+    };
+    let sa = start("keys/a");
+    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
+    assert_eq!(readyz(&sa.url).0, 200);
+    let replaces = keys.join("b").join("audit-key-replaces");
+    std::fs::write(&replaces, format!("{a}\n")).unwrap();
+    chmod(&replaces, 0o600);
+    let sb = start("keys/b");
+    // A, still running, writes nothing more: its call is refused, not held.
+    let (status, body) = propose_status(&sa.url, 7000);
+    assert_eq!(status, 503, "{body}");
+    // `/readyz` answers from a check at most a second old.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let (status, body) = loop {
+        let (status, body) = readyz(&sa.url);
+        if status != 200 || std::time::Instant::now() > until {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["reason"], "audit_key_replaced", "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains(a) && message.contains(b), "{message}");
+    // B serves.
+    assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
+    assert_eq!(readyz(&sb.url).0, 200);
+    let newest = crate::get_op(&sb.url, "/v1/audit/checkpoints");
+    assert_eq!(newest["checkpoints"][0]["public_key"], b, "{newest}");
+    // A's shutdown signs nothing either: B's checkpoint stays the newest.
+    let mut sa = sa;
+    let _ = Command::new("kill")
+        .args(["-TERM", &sa.child.id().to_string()])
+        .status();
+    let _ = sa.child.wait();
+    drop(sa);
+    stop(sb);
+    // A restarted is refused: B signed past it.
+    let cfg_a = config(dir.path(), free_port(), "keys/a", extra);
+    let err = start_refused(serve_cmd(&cfg_a), env);
+    assert!(
+        err.contains(a) && err.contains(b) && err.contains("after the newest"),
+        "{err}"
+    );
+    // The audit verifies under B without the file: the take-over is recorded, signed by B.
+    std::fs::remove_file(&replaces).unwrap();
+    let cfg_b = config(dir.path(), free_port(), "keys/b", extra);
+    let out = verify(&cfg_b, env);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains(&format!("by audit key {a}: taken over")),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sb = start("keys/b");
+    assert_eq!(propose(&sb.url, 8000)["decision"], "pending");
+    stop(sb);
+}
+
+#[test]
+fn a_replica_whose_audit_key_was_taken_over_writes_nothing_more_sqlite() {
+    a_replaced_key_writes_nothing_more("", &[]);
+}
+
+#[test]
+fn a_replica_whose_audit_key_was_taken_over_writes_nothing_more_postgres() {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    a_replaced_key_writes_nothing_more(
+        "database: {url_env: ASSENT_DATABASE_URL}\n",
+        &[("ASSENT_DATABASE_URL", &url)],
+    );
 }

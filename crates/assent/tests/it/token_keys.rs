@@ -1,9 +1,12 @@
 //! The token key and executors through the real binary (issue 14 §6): `assent keys
 //! rotate-token-key` makes a new current key and keeps the old one as a retired file, never
 //! touching `audit.key`; and `principals[]` of kind `executor` are checked at start-up (file,
-//! line, reason).
+//! line, reason); and the claim a database holds at record 0 (found by review): `assent keys
+//! init --config` refuses new keys over another key set's claim, and `assent audit verify`
+//! names who claimed the database and fails on a claim no take-over accounts for.
 
-use crate::{BIN, ok, serve_cmd};
+use crate::keys_guard::{chmod, config, keys_init, verify};
+use crate::{BIN, free_port, ok, propose, serve_cmd, serve_with, stop};
 use serde_json::Value;
 use std::process::Command;
 
@@ -146,4 +149,125 @@ fn a_link_planted_as_the_temporary_key_file_is_not_written_through() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     assert_eq!(std::fs::read(d.join("token.key")).unwrap().len(), 32);
+}
+
+/// Attack (found by review): `assent keys init --config` checked only whether the database
+/// held audit records, so over a database that a gateway under key set A had claimed but not
+/// yet written to it made a new key set, which every start then refused. It now refuses up
+/// front, naming A's audit key and both ways on (copy A's keys, or `audit-key-replaces`),
+/// and makes no key.
+fn keys_init_over_a_claim_only(extra: &str, env: &[(&str, &str)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+    let a = a.as_str().unwrap();
+    let port = free_port();
+    let mut cmd = serve_cmd(&config(dir.path(), port, "keys/a", extra));
+    cmd.envs(env.iter().copied());
+    stop(serve_with(cmd, port));
+    let cfg = config(dir.path(), free_port(), "keys/c", extra);
+    let out = Command::new(BIN)
+        .args(["keys", "init", "--config"])
+        .arg(&cfg)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains(a)
+            && err.contains("claimed by audit key")
+            && err.contains("audit-key-replaces"),
+        "{err}"
+    );
+    for f in ["token.key", "audit.key"] {
+        assert!(!keys.join("c").join(f).exists(), "{f} made");
+    }
+    // The claiming key set's own directory is no new key set: init over it is fine.
+    let cfg = config(dir.path(), free_port(), "keys/a", extra);
+    let out = Command::new(BIN)
+        .args(["keys", "init", "--config"])
+        .arg(&cfg)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    ok(&out);
+}
+
+#[test]
+fn keys_init_refuses_new_keys_over_a_database_only_claimed_by_another_key_set_sqlite() {
+    keys_init_over_a_claim_only("", &[]);
+}
+
+#[test]
+fn keys_init_refuses_new_keys_over_a_database_only_claimed_by_another_key_set_postgres() {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    keys_init_over_a_claim_only(
+        "database: {url_env: ASSENT_DATABASE_URL}\n",
+        &[("ASSENT_DATABASE_URL", &url)],
+    );
+}
+
+/// Attack (found by review): `assent audit verify` accepted a claim at record 0 signed by any
+/// key, so a database whose claim was swapped for another key set's valid one (copied from
+/// that key set's own fresh database by whoever can write this one) verified as before. It
+/// now says which key claimed the database and fails unless that is the key checked with, one
+/// a recorded take-over leads from, or one `audit-key-replaces` declares replaced.
+#[test]
+fn audit_verify_fails_on_a_claim_swapped_in_from_another_key_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+    let x = keys_init(&keys.join("x"))["audit_public_key"].clone();
+    let (a, x) = (a.as_str().unwrap(), x.as_str().unwrap());
+    let (ours, theirs) = (dir.path().join("ours"), dir.path().join("theirs"));
+    for (home, k) in [(&ours, "../keys/a"), (&theirs, "../keys/x")] {
+        std::fs::create_dir(home).unwrap();
+        let port = free_port();
+        let s = serve_with(serve_cmd(&config(home, port, k, "")), port);
+        if k.ends_with('a') {
+            assert_eq!(propose(&s.url, 5000)["decision"], "pending");
+        }
+        stop(s);
+    }
+    let cfg = config(&ours, free_port(), "../keys/a", "");
+    let out = verify(&cfg, &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains(&format!("by audit key {a}: the key checked with")),
+        "{said}"
+    );
+    let db = ours.join("data").join("assent.db");
+    let swap = format!(
+        "DELETE FROM audit_checkpoints WHERE seq = 0; ATTACH '{}' AS o; INSERT INTO audit_checkpoints SELECT * FROM o.audit_checkpoints WHERE seq = 0;",
+        theirs.join("data").join("assent.db").display()
+    );
+    ok(&Command::new("sqlite3")
+        .arg(&db)
+        .arg(&swap)
+        .output()
+        .unwrap());
+    let out = verify(&cfg, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains(&format!("claimed at record 0 by audit key {x}"))
+            && err.contains(a)
+            && err.contains("audit-key-replaces"),
+        "{err}"
+    );
+    // Declared replaced, knowingly: accepted, and said so.
+    let replaces = keys.join("a").join("audit-key-replaces");
+    std::fs::write(&replaces, format!("{x}\n")).unwrap();
+    chmod(&replaces, 0o600);
+    let out = verify(&cfg, &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("declared replaced"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
