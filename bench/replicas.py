@@ -29,6 +29,14 @@ two writes per cycle with rusqlite and ideal group commit, at the same numbers o
 `CEILING_BIN` and `LOAD_BIN` run prebuilt binaries instead of building them). `--redeem`: each
 cycle also redeems its token (four requests; the ceiling still makes the two writes only, so
 the ratio then understates), `ASSENT_BIN` runs another `assent` build.
+
+The latency ceiling (issue 13 §4): the same program reports, per number of agents, the time
+from a decision group's start to its `COMMIT` returning and to a thread waiting on a channel
+receiving its wake (p50 and p99); each row shows the ceiling's wake p50/p99 beside the
+gateway's and the gateway's as a multiple of it (`wake ×ceil`), and the decision request's own
+round trip (`decide p50/p99`, from `load.rs`). `ASSENT_LATENCY_LOG=FILE` in the environment
+makes the gateway log each store batch's and woken long-poll's times to FILE
+(`crates/assent-server/src/executor.rs`, `probe`).
 """
 
 import argparse
@@ -228,7 +236,7 @@ def rust_cell(ports, agents, seconds, redeem=False):
            "--seconds", str(seconds), "--op-key", OP_KEY] + (["--redeem"] if redeem else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=seconds + 120).stdout
     r = json.loads(out.strip().splitlines()[-1])
-    return r["cycles"], r["wake_p50_ms"], r["wake_p99_ms"]
+    return r["cycles"], r["wake_p50_ms"], r["wake_p99_ms"], r
 
 
 def cpu_seconds(pids):
@@ -252,12 +260,13 @@ def written_bytes(pids):
 
 
 def ceiling(agents):
-    """The bare-write ceiling (cycles/s) at each number of agents, measured now."""
+    """The bare-write ceiling at each number of agents, measured now: {agents: its JSON row}
+    (`cycles_per_s`, and `decide_p50_ms` … `wake_p99_ms` from a ceiling that reports them)."""
     args = ["--agents", ",".join(str(n) for n in agents)]
     out = subprocess.run([bench_bin("ceiling"), "--bench", *args], check=True, capture_output=True,
                          text=True, cwd=ROOT).stdout
     rows = json.loads(out.strip().splitlines()[-1])
-    return {r["agents"]: r["cycles_per_s"] for r in rows}
+    return {r["agents"]: r for r in rows}
 
 
 def pct(xs, p):
@@ -280,9 +289,14 @@ def main():
     modes = a.modes.split(",")
     levels = [int(x) for x in a.agents.split(",")]
     ceil = {} if a.no_ceiling else ceiling(levels)
+    nan = float("nan")
     for n in levels:
         if n in ceil:
-            print(f"ceiling agents={n:3} cycles/s={ceil[n]:8.1f} (bare rusqlite, ideal group commit)", flush=True)
+            c = ceil[n]
+            print(f"ceiling agents={n:3} cycles/s={c['cycles_per_s']:8.1f} decision group: COMMIT "
+                  f"p50={c.get('decide_p50_ms', nan):.2f} p99={c.get('decide_p99_ms', nan):.2f} ms, wake "
+                  f"p50={c.get('wake_p50_ms', nan):.2f} p99={c.get('wake_p99_ms', nan):.2f} ms "
+                  "(bare rusqlite, ideal group commit)", flush=True)
     cluster = Cluster() if any(m.startswith("pg") for m in modes) else None
     rows = []
     try:
@@ -299,8 +313,9 @@ def main():
                         pids = [p.pid for p, _ in procs]
                         cpu0, io0 = cpu_seconds(pids), written_bytes(pids)
                         ports = [p for _, p in procs]
+                        extra = {}
                         if a.client == "rust":
-                            cycles, p50, p99 = rust_cell(ports, n, a.seconds, a.redeem)
+                            cycles, p50, p99, extra = rust_cell(ports, n, a.seconds, a.redeem)
                         else:
                             cycles, lat = cell(ports, n, a.seconds)
                             p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
@@ -313,16 +328,25 @@ def main():
                 rate = cycles / a.seconds
                 cpu_ms = cpu * 1000 / cycles if cycles else float("nan")
                 kib = io / 1024 / cycles if cycles else float("nan")
-                ratio = rate / ceil[n] if n in ceil else float("nan")
-                rows.append((mode, n, rate, p50, p99, cpu_ms, ratio, kib))
+                c = ceil.get(n, {})
+                ratio = rate / c["cycles_per_s"] if c else nan
+                cw50, cw99 = c.get("wake_p50_ms", nan), c.get("wake_p99_ms", nan)
+                d50, d99 = extra.get("decide_p50_ms", nan), extra.get("decide_p99_ms", nan)
+                rows.append((mode, n, rate, p50, p99, cpu_ms, ratio, kib, cw50, cw99, p50 / cw50,
+                             p99 / cw99, d50, d99))
                 print(f"{mode:6} agents={n:3} decisions/s={rate:8.1f} wake p50={p50:7.2f} ms "
                       f"p99={p99:7.2f} ms server CPU/cycle={cpu_ms:6.2f} ms "
-                      f"/ceiling={ratio:6.3f} written/cycle={kib:6.1f} KiB", flush=True)
+                      f"/ceiling={ratio:6.3f} written/cycle={kib:6.1f} KiB "
+                      f"ceiling wake p50/p99={cw50:.2f}/{cw99:.2f} ms wake ×ceil p50/p99="
+                      f"{p50 / cw50:.1f}/{p99 / cw99:.1f} decide p50/p99={d50:.2f}/{d99:.2f} ms",
+                      flush=True)
     finally:
         if cluster:
             cluster.stop()
     print(json.dumps([dict(zip(["mode", "agents", "decisions_per_s", "wake_p50_ms", "wake_p99_ms",
-                                    "server_cpu_ms_per_cycle", "ratio_to_ceiling", "written_kib_per_cycle"], r))
+                                    "server_cpu_ms_per_cycle", "ratio_to_ceiling", "written_kib_per_cycle",
+                                    "ceiling_wake_p50_ms", "ceiling_wake_p99_ms", "wake_p50_to_ceiling",
+                                    "wake_p99_to_ceiling", "decide_p50_ms", "decide_p99_ms"], r))
                       for r in rows]))
 
 

@@ -11,9 +11,17 @@
 //! N agents, the N held calls share one `COMMIT` and then the N decisions share one. No HTTP,
 //! no JSON, no policy, no hashing: what the writes alone cost.
 //!
+//! The latency ceiling beside it (issue 13 §4, the decision-to-wake-up figure's peer): for each
+//! group of decisions, the time from the group's start (`BEGIN IMMEDIATE`) to its `COMMIT`
+//! returning (`decide`), and to a thread blocked on a channel receiving the group's wake, sent
+//! right after that `COMMIT` (`wake`: what a waiting long-poll could at best see). Every
+//! decision of a group has its group's figures; p50 and p99 are over the groups of all three
+//! runs.
+//!
 //! `cargo bench -p assent-bench --bench ceiling -- [--agents 1,16,64] [--cycles 1536]`: one
-//! line per agent count, then one JSON line `[{"agents": N, "cycles_per_s": X}, …]`; each
-//! figure is the best of three runs.
+//! line per agent count, then one JSON line `[{"agents": N, "cycles_per_s": X,
+//! "decide_p50_ms": …, "decide_p99_ms": …, "wake_p50_ms": …, "wake_p99_ms": …}, …]`; the
+//! rate is the best of three runs.
 
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::time::Instant;
@@ -23,8 +31,16 @@ fn envelopes() -> std::sync::Arc<dyn assent_store::Envelopes> {
     std::sync::Arc::new(assent_server::WireEnvelopes)
 }
 
-/// Cycles per second of the bare loop with `agents` cycles per group commit.
-fn rate(agents: usize, cycles: usize) -> f64 {
+/// What one run of the bare loop measured: cycles per second, and per decision group the
+/// time (ms) from its start to its `COMMIT` returning and to its wake being received.
+struct Run {
+    rate: f64,
+    decide: Vec<f64>,
+    wake: Vec<f64>,
+}
+
+/// One run of the bare loop with `agents` cycles per group commit.
+fn rate(agents: usize, cycles: usize) -> Run {
     let dir = tempfile::tempdir().unwrap();
     drop(assent_store::Store::open(dir.path(), 60_000, envelopes()).unwrap());
     let conn = Connection::open(dir.path().join("assent.db")).unwrap();
@@ -51,6 +67,16 @@ fn rate(agents: usize, cycles: usize) -> f64 {
             .execute(params![eid, id, data])
             .unwrap();
     };
+    // The waiting side of a decision: a thread blocked on a channel, told each group's start
+    // once its `COMMIT` returned.
+    let (wake, woken) = std::sync::mpsc::channel::<Instant>();
+    let waiter = std::thread::spawn(move || {
+        woken
+            .iter()
+            .map(|t| t.elapsed().as_secs_f64() * 1000.0)
+            .collect::<Vec<f64>>()
+    });
+    let mut decide = Vec::new();
     let start = Instant::now();
     let mut done = 0;
     let mut conn = conn;
@@ -74,6 +100,7 @@ fn rate(agents: usize, cycles: usize) -> f64 {
             event(&tx, id);
         }
         tx.commit().unwrap();
+        let group = Instant::now();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .unwrap();
@@ -97,9 +124,23 @@ fn rate(agents: usize, cycles: usize) -> f64 {
             event(&tx, id);
         }
         tx.commit().unwrap();
+        decide.push(group.elapsed().as_secs_f64() * 1000.0);
+        wake.send(group).unwrap();
         done += ids.len();
     }
-    done as f64 / start.elapsed().as_secs_f64()
+    let rate = done as f64 / start.elapsed().as_secs_f64();
+    drop(wake);
+    let wake = waiter.join().unwrap();
+    Run { rate, decide, wake }
+}
+
+/// The `p` quantile (0..1) of `xs`, sorted here; NaN when empty.
+fn pct(xs: &mut [f64], p: f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => f64::NAN,
+        n => xs[((n as f64 * p) as usize).min(n - 1)],
+    }
 }
 
 /// The value after `flag` in the arguments, if any.
@@ -126,9 +167,20 @@ fn main() {
     let cycles: usize = arg("--cycles").map_or(1_536, |c| c.parse().expect("--cycles: a number"));
     let mut rows = Vec::new();
     for n in agents {
-        let best = (0..3).map(|_| rate(n, cycles)).fold(0.0, f64::max);
-        println!("ceiling agents={n:3} cycles/s={best:9.1}");
-        rows.push(serde_json::json!({"agents": n, "cycles_per_s": best}));
+        let (mut best, mut decide, mut wake) = (0.0f64, Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let r = rate(n, cycles);
+            best = best.max(r.rate);
+            decide.extend(r.decide);
+            wake.extend(r.wake);
+        }
+        let (d50, d99) = (pct(&mut decide, 0.5), pct(&mut decide, 0.99));
+        let (w50, w99) = (pct(&mut wake, 0.5), pct(&mut wake, 0.99));
+        println!(
+            "ceiling agents={n:3} cycles/s={best:9.1} decide p50={d50:.3} p99={d99:.3} ms wake p50={w50:.3} p99={w99:.3} ms"
+        );
+        rows.push(serde_json::json!({"agents": n, "cycles_per_s": best,
+            "decide_p50_ms": d50, "decide_p99_ms": d99, "wake_p50_ms": w50, "wake_p99_ms": w99}));
     }
     println!("{}", serde_json::Value::Array(rows));
 }

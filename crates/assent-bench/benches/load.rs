@@ -19,8 +19,10 @@
 //!
 //! Keys: the operator's is `--op-key`; agent `i`'s is `bench-agent-key-{i:03}-0123456789`
 //! (the scheme `replicas.py` writes into the config). Output: one JSON line
-//! `{"cycles": C, "seconds": S, "wake_p50_ms": …, "wake_p99_ms": …, "propose_p50_ms": …,
-//! "decide_p50_ms": …, "redeem_p50_ms": …}` (NaN without `--redeem`). Any answer other than the expected one stops the run with its body.
+//! `{"cycles": C, "seconds": S, "wake_p50_ms": …, "wake_p90_ms": …, "wake_p99_ms": …,
+//! "wake_p999_ms": …, "propose_p50_ms": …, "propose_p99_ms": …, "decide_p50_ms": …,
+//! "decide_p99_ms": …, "redeem_p50_ms": …}` (NaN without `--redeem`); the decision's own round
+//! trip beside the wake-up says how much of the wake-up is the decision's request. Any answer other than the expected one stops the run with its body.
 
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -214,8 +216,10 @@ fn main() {
         "{}",
         serde_json::json!({
             "cycles": m.cycles, "seconds": elapsed,
-            "wake_p50_ms": pct(&m.wake, 0.5), "wake_p99_ms": pct(&m.wake, 0.99),
-            "propose_p50_ms": pct(&m.propose, 0.5), "decide_p50_ms": pct(&m.decide, 0.5),
+            "wake_p50_ms": pct(&m.wake, 0.5), "wake_p90_ms": pct(&m.wake, 0.9),
+            "wake_p99_ms": pct(&m.wake, 0.99), "wake_p999_ms": pct(&m.wake, 0.999),
+            "propose_p50_ms": pct(&m.propose, 0.5), "propose_p99_ms": pct(&m.propose, 0.99),
+            "decide_p50_ms": pct(&m.decide, 0.5), "decide_p99_ms": pct(&m.decide, 0.99),
             "redeem_p50_ms": pct(&m.redeem, 0.5),
         })
     );

@@ -301,7 +301,16 @@ pub(crate) async fn get_approval(
     let (st, id, p) = (&st, &id, &p);
     let look = || async move {
         let (expired, rec, token, events) = match settled_here(st, id, is_agent, format) {
-            Some((rec, token)) => (Vec::new(), Some(rec), token, Default::default()),
+            Some((rec, token)) => {
+                if crate::executor::probe::on()
+                    && let Some(at) = st.waiters.woken_at(&approval_key(id))
+                {
+                    crate::executor::probe::line(|| {
+                        format!("lp woke={}", at.elapsed().as_micros())
+                    });
+                }
+                (Vec::new(), Some(rec), token, Default::default())
+            }
             None => read_once(st, id, is_agent, format == "mplp").await?,
         };
         st.expired(expired);

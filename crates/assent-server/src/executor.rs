@@ -10,6 +10,7 @@ use assent_store::Store;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::Instant;
 
 /// The most calls one batch runs: a longer queue is taken in turns, so the first call's
 /// answer does not wait for an unbounded number of others.
@@ -19,10 +20,12 @@ const MAX_JOBS: usize = 64;
 /// nothing written), or `Err(why)`, when the value is withheld.
 type Deliver = Box<dyn FnOnce(Result<(), String>) + Send>;
 
-/// A store call queued for the executor: whether it only reads, and the call.
+/// A store call queued for the executor: whether it only reads, the call, and when it was
+/// queued (for [`probe`]).
 struct Job {
     read: bool,
     run: Box<dyn FnOnce(&Store) -> Deliver + Send>,
+    queued: Instant,
 }
 
 /// The store executor: a thread running the queued store calls in batches. It ends,
@@ -68,7 +71,11 @@ impl Executor {
                 let _ = answer.send(outcome.map(|()| value));
             })
         });
-        let job = Job { read, run };
+        let job = Job {
+            read,
+            run,
+            queued: Instant::now(),
+        };
         self.jobs
             .send(job)
             .map_err(|_| ApiError::unavailable("the store executor has stopped"))?;
@@ -115,32 +122,165 @@ fn serve_jobs(store: &Store, queue: &mpsc::Receiver<Job>) {
 }
 
 /// Runs `jobs` from the front as one batch until they are done or one panics, and answers
-/// those that ran with the batch's outcome.
+/// those that ran with the batch's outcome as soon as its commit ended
+/// ([`Store::batch_then`]: the WAL housekeeping the commit made due runs after the answers).
 fn run_batch(store: &Store, jobs: &mut VecDeque<Job>) {
     if jobs.is_empty() {
         return;
     }
+    let times = probe::on().then(|| probe::Batch::new(jobs));
     let run = || {
-        store.batch(|| {
-            let mut delivers = Vec::with_capacity(jobs.len());
-            while let Some(job) = jobs.pop_front() {
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (job.run)(store))) {
-                    Ok(deliver) => delivers.push(deliver),
-                    Err(_) => break,
+        store.batch_then(
+            || {
+                let mut delivers = Vec::with_capacity(jobs.len());
+                while let Some(job) = jobs.pop_front() {
+                    let ran =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (job.run)(store)));
+                    match ran {
+                        Ok(deliver) => delivers.push(deliver),
+                        Err(_) => break,
+                    }
                 }
-            }
-            delivers
+                probe::mark(&times, probe::Step::Ran);
+                delivers
+            },
+            |delivers, outcome| {
+                probe::mark(&times, probe::Step::Committed);
+                for deliver in delivers {
+                    deliver(outcome.clone());
+                }
+            },
+        )
+    };
+    // A panic past the jobs (ending the batch, the commit observer) drops the answers not yet
+    // given (their callers get 503) but never the thread: it would leave every later call
+    // without a store.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
+        tracing::error!("a store batch panicked while it ended; calls not answered got 503");
+    }
+    if let Some(t) = times {
+        t.done();
+    }
+}
+
+/// The decision-path probe (issue 13 §4): with `ASSENT_LATENCY_LOG=FILE` in the environment at
+/// start, the executor appends one line per batch to `FILE` (`b r|w jobs=N wait=µs ran=µs
+/// commit=µs tidy=µs`: the oldest job's time in the queue, running the jobs, the commit, the
+/// WAL housekeeping after the answers) and the long-poll one per answer from a handed-over
+/// record (`lp woke=µs`: the decision's wake to the answer's body). Off (the default) it costs
+/// one load of a `OnceLock` per batch. Lines are buffered and written every 0.5 s, so the
+/// last half second of a killed process is lost. For measurements only.
+pub(crate) mod probe {
+    use super::Job;
+    use std::cell::Cell;
+    use std::collections::VecDeque;
+    use std::io::Write;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    /// The open log: its buffer and when it was last written out.
+    struct Log {
+        file: std::fs::File,
+        buf: Vec<u8>,
+        flushed: Instant,
+    }
+
+    fn log() -> &'static Option<Mutex<Log>> {
+        static LOG: OnceLock<Option<Mutex<Log>>> = OnceLock::new();
+        LOG.get_or_init(|| {
+            let path = std::env::var_os("ASSENT_LATENCY_LOG")?;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .ok()?;
+            Some(Mutex::new(Log {
+                file,
+                buf: Vec::new(),
+                flushed: Instant::now(),
+            }))
         })
-    };
-    // A panic past the jobs (ending the batch, the commit observer) drops the batch's answers
-    // (their callers get 503) but never the thread: it would leave every later call without a
-    // store.
-    let Ok((delivers, outcome)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-    else {
-        tracing::error!("a store batch panicked while it ended; its calls were answered 503");
-        return;
-    };
-    for deliver in delivers {
-        deliver(outcome.clone());
+    }
+
+    /// Whether the probe is on.
+    pub(crate) fn on() -> bool {
+        log().is_some()
+    }
+
+    /// Appends `line` (and a newline) when the probe is on.
+    pub(crate) fn line(line: impl FnOnce() -> String) {
+        let Some(log) = log() else { return };
+        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
+        l.buf.extend_from_slice(line().as_bytes());
+        l.buf.push(b'\n');
+        if l.flushed.elapsed() >= Duration::from_millis(500) {
+            let buf = std::mem::take(&mut l.buf);
+            let _ = l.file.write_all(&buf);
+            l.flushed = Instant::now();
+        }
+    }
+
+    /// The steps of a batch the probe times.
+    pub(crate) enum Step {
+        /// Its jobs ran.
+        Ran,
+        /// Its commit ended (answers about to be given).
+        Committed,
+    }
+
+    /// One batch's times.
+    pub(crate) struct Batch {
+        read: bool,
+        jobs: usize,
+        wait: Duration,
+        start: Instant,
+        ran: Cell<Option<Instant>>,
+        committed: Cell<Option<Instant>>,
+    }
+
+    impl Batch {
+        /// A batch of `jobs` starting now.
+        pub(super) fn new(jobs: &VecDeque<Job>) -> Self {
+            let start = Instant::now();
+            let oldest = jobs.iter().map(|j| j.queued).min().unwrap_or(start);
+            Self {
+                read: jobs.front().is_some_and(|j| j.read),
+                jobs: jobs.len(),
+                wait: start - oldest,
+                start,
+                ran: Cell::new(None),
+                committed: Cell::new(None),
+            }
+        }
+
+        /// The batch is over (its answers given, its housekeeping done): writes its line.
+        pub(crate) fn done(self) {
+            let end = Instant::now();
+            let ran = self.ran.get().unwrap_or(end);
+            let committed = self.committed.get().unwrap_or(end);
+            let us = |d: Duration| d.as_micros();
+            line(|| {
+                format!(
+                    "b {} jobs={} wait={} ran={} commit={} tidy={}",
+                    if self.read { "r" } else { "w" },
+                    self.jobs,
+                    us(self.wait),
+                    us(ran - self.start),
+                    us(committed.saturating_duration_since(ran)),
+                    us(end.saturating_duration_since(committed)),
+                )
+            });
+        }
+    }
+
+    /// Marks `step` of the batch `times` (nothing when the probe is off).
+    pub(crate) fn mark(times: &Option<Batch>, step: Step) {
+        if let Some(t) = times {
+            let now = Some(Instant::now());
+            match step {
+                Step::Ran => t.ran.set(now),
+                Step::Committed => t.committed.set(now),
+            }
+        }
     }
 }

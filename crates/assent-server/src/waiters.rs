@@ -48,6 +48,8 @@ struct Slot {
     notify: Arc<Notify>,
     count: usize,
     settled: Option<Settled>,
+    /// When the wake that handed `settled` over was given (for the executor's probe).
+    woken: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -193,6 +195,7 @@ impl Waiters {
         let mut k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = k.get_mut(key) {
             slot.settled = Some(value);
+            slot.woken = Some(std::time::Instant::now());
             slot.notify.notify_waiters();
         }
     }
@@ -202,6 +205,13 @@ impl Waiters {
     pub(crate) fn settled(&self, key: &str) -> Option<Settled> {
         let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         k.get(key).and_then(|slot| slot.settled.clone())
+    }
+
+    /// When the wake that handed `key`'s settled value over was given (see
+    /// [`Waiters::settled`]): for the latency probe (`executor::probe`).
+    pub(crate) fn woken_at(&self, key: &str) -> Option<std::time::Instant> {
+        let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        k.get(key).and_then(|slot| slot.woken)
     }
 
     /// Wakes every waiter to look again: after this replica's listener reconnected to the

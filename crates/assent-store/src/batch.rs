@@ -12,7 +12,8 @@
 //! before. On PostgreSQL the batch's reads use the writer session too (`reads.rs`), not the
 //! read sessions beside it, which would not see its uncommitted writes; the advisory write
 //! lock is held from the batch's first write to its commit, and the notifications of every
-//! call's changes go out with that commit.
+//! call's changes go out with that commit. On SQLite the WAL checkpoint a batch's commit made
+//! due runs after the batch's answers ([`Store::batch_then`]), not in front of them.
 
 use crate::group::{self, Gate};
 use crate::store::{Store, gate_of};
@@ -38,8 +39,24 @@ impl Store {
     /// A panic in `work` is not caught here: it propagates after the batch's group, if one
     /// is open, was ended (rolled back when the panic was inside a write, else committed).
     pub fn batch<R>(&self, work: impl FnOnce() -> R) -> (R, Result<(), String>) {
+        self.batch_then(work, |r, outcome| (r, outcome))
+    }
+
+    /// [`Store::batch`], handing `work`'s value and the outcome to `answer` as soon as the
+    /// batch's commit ended — before the housekeeping that commit made due (SQLite's inline
+    /// WAL checkpoint, `Store::tidy_wal`), which runs after `answer` returns: the store
+    /// executor answers a batch's calls in `answer`, so their answers never wait for a
+    /// checkpoint (issue 13 §4). `answer`'s value is returned. The outcome means what it
+    /// means for [`Store::batch`]: nothing may be answered `Ok` before it is `Ok`.
+    ///
+    /// A panic in `work` propagates as in [`Store::batch`] (`answer` is not called).
+    pub fn batch_then<R, A>(
+        &self,
+        work: impl FnOnce() -> R,
+        answer: impl FnOnce(R, Result<(), String>) -> A,
+    ) -> A {
         if !self.runs_batches() {
-            return (work(), Ok(()));
+            return answer(work(), Ok(()));
         }
         let gate = gate_of(self);
         let guard = group::enter(&gate);
@@ -51,8 +68,15 @@ impl Store {
             Some(group) => self.end_batch(&gate, group, poisoned),
         };
         match out {
-            Ok(r) => (r, outcome),
-            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(r) => {
+                let answered = answer(r, outcome);
+                self.tidy_wal();
+                answered
+            }
+            Err(panic) => {
+                self.tidy_wal();
+                std::panic::resume_unwind(panic)
+            }
         }
     }
 
@@ -70,7 +94,7 @@ impl Store {
             gate.finish(group, Err(why.into()));
             return Err(why.into());
         }
-        self.commit_group(conn, gate, group)
+        self.commit_group(conn, gate, group, false)
             .map_err(|e| e.to_string())
     }
 }

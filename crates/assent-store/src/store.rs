@@ -180,7 +180,7 @@ impl Store {
         }
         let commit = gate.queued.load(Ordering::SeqCst) == 0 || gate.members(batch) >= MAX_BATCH;
         if commit && !gate.is_held(batch) {
-            self.commit_group(conn, &gate, batch)?;
+            self.commit_group(conn, &gate, batch, true)?;
             return out;
         }
         gate.will_wait(batch);
@@ -197,12 +197,15 @@ impl Store {
 impl Store {
     /// Commits group `batch` (the connection's open write transaction) with the changes its
     /// members reported, ends it with the commit's outcome (waking its members), bounds the
-    /// WAL and nudges the checkpointer. `Err` when the commit failed (nothing of it is kept).
+    /// WAL when `tidy` (a [`Store::batch`] does it after its answers instead,
+    /// [`Store::tidy_wal`]) and nudges the checkpointer. `Err` when the commit failed (nothing
+    /// of it is kept).
     pub(crate) fn commit_group(
         &self,
         conn: MutexGuard<'_, Connection>,
         gate: &Gate,
         batch: u64,
+        tidy: bool,
     ) -> Result<(), DbError> {
         let started = std::time::Instant::now();
         let result = conn.conn().commit_write(&gate.take_changes(batch));
@@ -211,7 +214,9 @@ impl Store {
         }
         let shared = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
         gate.finish(batch, shared);
-        self.bound_wal(&conn);
+        if tidy {
+            self.bound_wal(&conn);
+        }
         drop(conn);
         if let Some(cp) = &self.checkpointer {
             cp.nudge();
@@ -224,6 +229,8 @@ impl Store {
     /// finishes the checkpoint here, where no other write can interleave, so the next write
     /// restarts the WAL and it stays small (`wal.rs`). A failed checkpoint is tried again
     /// after the next pass or commit.
+    ///
+    /// Also run by [`Store::tidy_wal`] after a batch's answers, when no group is open.
     fn bound_wal(&self, conn: &Connection) {
         if let (Connection::Sqlite(c), Some(cp)) = (conn, &self.checkpointer)
             && cp.writer_due()
@@ -253,6 +260,25 @@ pub(crate) fn gate_of(store: &Store) -> Arc<Gate> {
 fn gates() -> &'static RwLock<HashMap<usize, Arc<Gate>>> {
     static GATES: OnceLock<RwLock<HashMap<usize, Arc<Gate>>>> = OnceLock::new();
     GATES.get_or_init(Default::default)
+}
+
+impl Store {
+    /// What a [`Store::batch`] leaves until its calls were answered: on SQLite, the inline
+    /// WAL checkpoint its commit made due (`bound_wal`: a copy of the frames committed during
+    /// the background pass and an fsync of the database file, a few milliseconds on a busy
+    /// disk), so that the batch's answers do not wait for it (issue 13 §4). Skipped while a
+    /// group is open (a writer of another thread began one meanwhile): its commit, or the
+    /// next batch's, does it. Nothing here is about durability: the batch's commit was.
+    pub(crate) fn tidy_wal(&self) {
+        if self.checkpointer.is_none() {
+            return;
+        }
+        let gate = gate_of(self);
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if gate.open().is_none() {
+            self.bound_wal(&conn);
+        }
+    }
 }
 
 impl Drop for Store {

@@ -40,6 +40,7 @@ mod store_sql;
 mod stricter;
 mod tls;
 mod wal;
+mod wal_batches;
 mod windows;
 
 const AGENT: &str =
