@@ -6,8 +6,8 @@
 
 use super::error::{LoadError, yaml_err};
 use super::model::{
-    Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer, PolicyRef,
-    SkillRef,
+    Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer,
+    ORCHESTRATORS_ANNOTATION, PolicyRef, SkillRef,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -31,6 +31,8 @@ struct RawMeta {
     namespace: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
 }
 #[derive(Deserialize, Default)]
 struct RawActionSpace {
@@ -220,6 +222,7 @@ pub(super) fn load_agent(
         id,
         namespace: raw.metadata.namespace.clone(),
         labels: raw.metadata.labels.clone(),
+        orchestrators: accepted_orchestrators(&raw.metadata.annotations),
         file: file.to_string(),
         local_tools,
         mcp_servers,
@@ -227,6 +230,22 @@ pub(super) fn load_agent(
         policy_refs,
         refused: None,
     })
+}
+
+/// The agent ids named in annotation [`ORCHESTRATORS_ANNOTATION`] (comma-separated, blanks
+/// trimmed, empty entries dropped): the agents this agent's own file accepts as its
+/// orchestrators.
+fn accepted_orchestrators(annotations: &BTreeMap<String, String>) -> Vec<String> {
+    annotations
+        .get(ORCHESTRATORS_ANNOTATION)
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `action_space.local_tools`: aliases unique, approvals valid.

@@ -4,12 +4,14 @@
 //! to). The relation comes from the operator's agent files only, never from a request, and is
 //! resolved once, when the registry loads: `source_type: file` (the default) names an agent
 //! file relative to the declaring agent's file, `registry` an agent's `metadata.id`; anything
-//! else, a source naming no loaded agent, or one naming an agent of another
-//! `metadata.namespace` (another team's agent), resolves to nothing (a load warning). Paths are
+//! else, a source naming no loaded agent, or one naming an agent whose own file does not
+//! accept the declaring agent as its orchestrator (`metadata.annotations`
+//! [`ORCHESTRATORS_ANNOTATION`]: both files must say so), resolves to nothing (a load
+//! warning). Paths are
 //! compared lexically normalised (`.` dropped, `..` folded; no filesystem access: this is
 //! the pure core).
 
-use super::model::{Agent, DelegateSource};
+use super::model::{Agent, DelegateSource, ORCHESTRATORS_ANNOTATION};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
@@ -39,8 +41,9 @@ impl Delegations {
     /// Resolves the `local_agents[]` of every agent in `agents` (by id) to loaded agents;
     /// returns the relation and a warning (`FILE:LINE: …`) for each local agent that resolves
     /// to none: an unknown `source_type`, a `file` source naming no loaded agent file, a
-    /// `registry` source naming no loaded agent id, an agent of another `metadata.namespace`
-    /// than the declaring agent's. Remote agents and an agent naming itself add nothing.
+    /// `registry` source naming no loaded agent id, an agent whose file does not name the
+    /// declaring agent in [`ORCHESTRATORS_ANNOTATION`]. Remote agents and an agent naming
+    /// itself add nothing.
     pub fn resolve(agents: &BTreeMap<String, Agent>) -> (Self, Vec<String>) {
         let by_file: BTreeMap<PathBuf, &str> = agents
             .values()
@@ -51,8 +54,7 @@ impl Delegations {
         for a in agents.values() {
             for d in &a.delegates {
                 let Some(src) = &d.source else { continue };
-                match resolve_one(a, src, agents, &by_file).and_then(|id| same_team(a, id, agents))
-                {
+                match resolve_one(a, src, agents, &by_file).and_then(|id| accepted(a, id, agents)) {
                     Ok(id) if id != a.id => out.add(&a.id, id),
                     Ok(_) => {}
                     Err(why) => warnings.push(format!(
@@ -153,27 +155,27 @@ fn resolve_one<'a>(
     }
 }
 
-/// `id` when the agent it names is in `a`'s team — the same `metadata.namespace`, both absent
-/// counting as the same — or why not. A delegation lets the orchestrator's plans gate the
-/// delegate's calls and its plan's cancellation stop the delegate's held calls and tokens, so
-/// the file of one team's agent must not be able to reach another team's agent by naming it
-/// (agent files of different namespaces may have different owners).
-fn same_team<'a>(
+/// `id` when the agent it names accepts `a` as its orchestrator — its own file names `a.id` in
+/// `metadata.annotations` [`ORCHESTRATORS_ANNOTATION`] — or why not. A delegation lets the
+/// orchestrator's plans gate the delegate's calls and its plan's cancellation stop the
+/// delegate's held calls and tokens, so both files must say so: the owner of one agent file
+/// must not reach another file's agent by naming it (found by review: a check of
+/// `metadata.namespace` alone was passed by the orchestrator's file declaring the delegate's
+/// namespace as its own).
+fn accepted<'a>(
     a: &Agent,
     id: &'a str,
     agents: &BTreeMap<String, Agent>,
 ) -> Result<&'a str, String> {
-    let theirs = agents.get(id).and_then(|d| d.namespace.as_deref());
-    if theirs == a.namespace.as_deref() {
+    let accepts = agents
+        .get(id)
+        .is_some_and(|d| d.orchestrators.iter().any(|o| *o == a.id));
+    if accepts || id == a.id {
         return Ok(id);
     }
-    let ns =
-        |n: Option<&str>| n.map_or_else(|| "no namespace".into(), |n| format!("namespace `{n}`"));
     Err(format!(
-        "agent `{id}` is in {}, not {} like `{}` (a delegation never crosses namespaces)",
-        ns(theirs),
-        ns(a.namespace.as_deref()),
-        a.id
+        "agent `{id}` does not accept `{}` as its orchestrator (its own file must name it: `metadata: {{annotations: {{{ORCHESTRATORS_ANNOTATION}: {}}}}}`)",
+        a.id, a.id
     ))
 }
 
@@ -203,8 +205,10 @@ mod tests {
     use super::*;
     use crate::policy::Registry;
 
+    /// Agent `id` declaring `locals`, whose file accepts `orch` and `mid` as orchestrators.
     fn agent(id: &str, locals: &str) -> String {
-        format!("metadata: {{id: {id}}}\naction_space:\n  local_agents:\n{locals}")
+        let accepts = "annotations: {assent/orchestrators: 'orch, mid'}";
+        format!("metadata: {{id: {id}, {accepts}}}\naction_space:\n  local_agents:\n{locals}")
     }
 
     fn load(files: &[(&str, String)]) -> Registry {
@@ -290,43 +294,51 @@ mod tests {
         );
     }
 
-    /// The attack: the owner of one team's agent file names another team's agent its local
-    /// delegate, so its plans gate that agent's calls and cancelling one stops that agent's
-    /// held calls and tokens. A delegation resolves only inside one `metadata.namespace`.
+    /// The attack: the owner of one agent file names another file's agent its local delegate,
+    /// so its plans gate that agent's calls and cancelling one stops that agent's held calls
+    /// and tokens. A delegation resolves only when the delegate's own file accepts the
+    /// orchestrator (`metadata.annotations` `assent/orchestrators`); claiming the victim's
+    /// namespace in the orchestrator's own file (found by review, against a namespace check)
+    /// changes nothing.
     #[test]
-    fn an_agent_file_cannot_declare_another_namespaces_agent_its_delegate() {
-        let ns = |id: &str, ns: &str, locals: &str| {
-            agent(id, locals).replacen("metadata: {", &format!("metadata: {{namespace: {ns}, "), 1)
-        };
-        let locals = "    - {alias: v, source: v.yaml}\n    - {alias: m, source: m.yaml}\n    - {alias: n, source: n.yaml}\n";
+    fn an_agent_file_cannot_make_an_agent_its_delegate_without_that_agents_consent() {
+        let bare = |id: &str, meta: &str| format!("metadata: {{id: {id}{meta}}}\n");
+        let locals = "    - {alias: v, source: v.yaml}\n    - {alias: m, source: m.yaml}\n    - {alias: o, source: o2.yaml}\n";
+        let orch =
+            agent("orch", locals).replacen("{id: orch, ", "{id: orch, namespace: team-b, ", 1);
         let reg = load(&[
-            ("o.yaml", ns("orch", "team-a", locals)),
-            ("v.yaml", ns("victim", "team-b", NONE)),
-            ("m.yaml", ns("mate", "team-a", NONE)),
-            ("n.yaml", agent("nobody", NONE)),
+            ("o.yaml", orch),
+            ("v.yaml", bare("victim", ", namespace: team-b")),
+            (
+                "m.yaml",
+                bare(
+                    "mate",
+                    ", annotations: {assent/orchestrators: ' other ,orch'}",
+                ),
+            ),
+            (
+                "o2.yaml",
+                bare("other", ", annotations: {assent/orchestrators: orchestra}"),
+            ),
         ]);
         let d = reg.delegations();
         assert_eq!(d.delegates_of("orch"), ["mate"]);
         assert!(d.orchestrators_of("victim").is_empty());
-        assert!(d.orchestrators_of("nobody").is_empty());
+        assert!(d.orchestrators_of("other").is_empty());
         let w = &reg.warnings;
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(
-            w[0].contains(
-                "agent `victim` is in namespace `team-b`, not namespace `team-a` like `orch`"
-            ),
+            w[0].contains("agent `victim` does not accept `orch` as its orchestrator"),
             "{w:?}"
         );
-        assert!(w[1].contains("agent `nobody` is in no namespace"), "{w:?}");
-        // Neither has a namespace: one team, as before.
-        let reg = load(&[
-            (
-                "o.yaml",
-                agent("orch", "    - {alias: h, source: h.yaml}\n"),
-            ),
-            ("h.yaml", agent("helper", NONE)),
-        ]);
-        assert_eq!(reg.delegations().delegates_of("orch"), ["helper"]);
+        assert!(
+            w[0].contains("annotations: {assent/orchestrators: orch}"),
+            "{w:?}"
+        );
+        assert!(
+            w[1].contains("agent `other` does not accept `orch`"),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub use delegations::{Delegations, NO_DELEGATIONS, plan_gates, plan_reaches_held
 pub use error::{LoadError, LoadErrors, yaml_reason};
 pub use governance::MAX_WAIT_SECONDS;
 pub use model::{
-    Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer, Policy,
-    PolicyRef, Rule, Selector, SkillRef,
+    Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer,
+    ORCHESTRATORS_ANNOTATION, Policy, PolicyRef, Rule, Selector, SkillRef,
 };
 pub use registry::Registry;
 pub(crate) use registry::applies;

@@ -126,6 +126,12 @@ pub struct McpServer {
     pub allowed_tools: Option<Vec<AllowedTool>>,
 }
 
+/// The `metadata.annotations` key under which an agent file names (comma-separated agent
+/// ids) the agents it accepts as its orchestrators: an agent declaring it in
+/// `action_space.local_agents[]` gates its calls with its plans only when the declared
+/// agent's own file names it here (Agent Format annotations: runtime pass-through data).
+pub const ORCHESTRATORS_ANNOTATION: &str = "assent/orchestrators";
+
 /// A validated agent file.
 #[derive(Debug, Clone)]
 pub struct Agent {
@@ -137,6 +143,10 @@ pub struct Agent {
     pub namespace: Option<String>,
     /// `metadata.labels`, for governance selectors.
     pub labels: BTreeMap<String, String>,
+    /// The agents this agent's own file accepts as orchestrators (`metadata.annotations`
+    /// [`ORCHESTRATORS_ANNOTATION`]): only their plans may gate its calls
+    /// ([`super::Delegations`]).
+    pub orchestrators: Vec<String>,
     /// The file it came from, as given to [`Registry::load`](super::Registry::load).
     pub file: String,
     /// `action_space.local_tools`.

@@ -277,15 +277,23 @@ async fn a_reload_removing_a_delegation_after_the_plans_stop_does_not_revive_its
     gw.stop().await;
 }
 
-/// The attack: the owner of one team's agent file (`bot`, namespace `team-a`) names another
-/// team's agent (`other`, no namespace) its local delegate, so that `bot`'s plans gate
-/// `other`'s calls and cancelling one stops `other`'s held calls and tokens. A delegation
-/// never crosses namespaces: the declaration resolves to nothing, with a load warning, and
-/// `other`'s calls naming `bot`'s plan are gated as if they named none.
+/// The attack: the owner of one agent file (`bot`'s) names another file's agent (`other`) its
+/// local delegate, so that `bot`'s plans gate `other`'s calls and cancelling one stops
+/// `other`'s held calls and tokens. A delegation holds only when the delegate's own file
+/// accepts the orchestrator (`metadata.annotations` `assent/orchestrators`): here `other`'s
+/// file names no orchestrator, and `bot`'s file claiming `other`'s namespace (found by review,
+/// against a namespace check) changes nothing — a load warning, and `other`'s calls naming
+/// `bot`'s plan are gated as if they named none.
 #[tokio::test]
-async fn an_agent_file_cannot_make_another_namespaces_agent_its_delegate() {
+async fn an_agent_file_cannot_make_another_files_agent_its_delegate_without_its_consent() {
     let (dir, gw) = reloadable(crate::kit::AGENTS).await;
-    let bot = orchestrating_bot().replacen("name: Bot}", "name: Bot, namespace: team-a}", 1);
+    let other = crate::kit::one_tool_agent("other", "{alias: pay, approval: true}").replacen(
+        "{id: other}",
+        "{id: other, namespace: team-b}",
+        1,
+    );
+    std::fs::write(dir.path().join("conf/other.agf.yaml"), other).unwrap();
+    let bot = orchestrating_bot().replacen("name: Bot}", "name: Bot, namespace: team-b}", 1);
     assert_ne!(
         bot,
         orchestrating_bot(),
@@ -296,7 +304,7 @@ async fn an_agent_file_cannot_make_another_namespaces_agent_its_delegate() {
     assert!(
         warnings
             .iter()
-            .any(|w| w.contains("agent `other` is in no namespace, not namespace `team-a`")),
+            .any(|w| w.contains("agent `other` does not accept `bot` as its orchestrator")),
         "{warnings:?}"
     );
     let pid = approved_plan(&gw).await;
@@ -304,7 +312,7 @@ async fn an_agent_file_cannot_make_another_namespaces_agent_its_delegate() {
     let approved = delegate_held(&gw, &pid, 802).await;
     assert_eq!(gw.decide(&approved, OP, "approve").await.0, StatusCode::OK);
     let token = a_token(&gw, &approved).await;
-    gw.cancel_plan(&pid, json!({"reason": "reach into team b"}))
+    gw.cancel_plan(&pid, json!({"reason": "reach into another file's agent"}))
         .await;
     let (s, a) = gw.approval(&pending, OP).await;
     assert_eq!(

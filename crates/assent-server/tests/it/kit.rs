@@ -52,6 +52,13 @@ pub fn redacting_gov() -> String {
 pub fn one_tool_agent(id: &str, tool: &str) -> String {
     format!("metadata: {{id: {id}}}\naction_space:\n  local_tools:\n    - {tool}\n")
 }
+/// The kit's agent `other`: its `pay` is always held; its file accepts `bot` as its
+/// orchestrator (`metadata.annotations` `assent/orchestrators`), so `bot` may declare it a
+/// local delegate.
+pub fn other_agent() -> String {
+    let accepts = "{id: other, annotations: {assent/orchestrators: bot}}";
+    one_tool_agent("other", "{alias: pay, approval: true}").replacen("{id: other}", accepts, 1)
+}
 /// The rules of governance [`gov`]: `pay` needs the finance role; `quick` (rejects) and
 /// `lenient` (approves, R1) time out after 1 s.
 pub const GOV_RULES: &str = r#"
@@ -160,10 +167,7 @@ pub async fn start_custom(
     let reg = Registry::load(
         &[
             ("bot.agf.yaml".into(), agents.into()),
-            (
-                "other.agf.yaml".into(),
-                one_tool_agent("other", "{alias: pay, approval: true}"),
-            ),
+            ("other.agf.yaml".into(), other_agent()),
         ],
         &[("gov.yaml".into(), gov.into())],
     )

@@ -610,7 +610,7 @@ pub(crate) async fn reloadable(bot_file: &str) -> (tempfile::TempDir, Gw) {
     let conf = dir.path().join("conf");
     std::fs::create_dir_all(conf.join("subs")).unwrap();
     std::fs::write(conf.join("bot.agf.yaml"), bot_file).unwrap();
-    let other = crate::kit::one_tool_agent("other", "{alias: pay, approval: true}");
+    let other = crate::kit::other_agent();
     std::fs::write(conf.join("other.agf.yaml"), other).unwrap();
     std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
     let principals = crate::reload::principals(&[

@@ -295,7 +295,8 @@ fn a_plan_registered_under_an_id_another_agents_calls_named_neither_cancels_nor_
 /// it does not declare: the relation the server reads from the operator's agent files.
 fn orchestration() -> assent_core::policy::Delegations {
     let agent = |id: &str, locals: &str| {
-        format!("metadata: {{id: {id}}}\naction_space:\n  local_agents: {locals}\n")
+        let accepts = "annotations: {assent/orchestrators: bot}";
+        format!("metadata: {{id: {id}, {accepts}}}\naction_space:\n  local_agents: {locals}\n")
     };
     let files = [
         (
