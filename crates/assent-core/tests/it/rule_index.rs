@@ -190,6 +190,7 @@ fn bare_agent(id: &str) -> Agent {
         name: id.into(),
         namespace: None,
         labels: Default::default(),
+        orchestrators: vec![],
         file: "a.agf.yaml".into(),
         local_tools: vec![],
         mcp_servers: vec![],
