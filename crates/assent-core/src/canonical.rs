@@ -319,7 +319,7 @@ fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
 /// then lower case, then the two simple case foldings lower-casing misses (final sigma `ς` is
 /// `σ`, the iota subscript U+0345 is `ι`: Go's `EqualFold` folds them so; found by review).
 /// ASCII keys, the common case, are only lower-cased (and not copied when already lower case).
-fn folded_key(key: &str) -> Cow<'_, str> {
+pub(crate) fn folded_key(key: &str) -> Cow<'_, str> {
     if !key.is_ascii() {
         use unicode_normalization::UnicodeNormalization as _;
         let lower = key.nfkc().collect::<String>().to_lowercase();

@@ -9,7 +9,11 @@
 //!   or an egress call already run and this call bringing private data in — is R4 (the
 //!   "lethal trifecta", trigger `lethal_trifecta`);
 //! - a tool whose pinned definition changed after the session began is R4 in that session
-//!   (trigger `tool_changed`).
+//!   (trigger `tool_changed`);
+//! - a session whose record holds a moment this gateway never writes (before 1970 or after
+//!   9999, written behind the gateway's back) is unreadable: its every call is R4 (trigger
+//!   `session_unreadable`). Found by review: formatting such a moment for a reason panicked
+//!   inside the proposal's write transaction, which failed every proposal of its group commit.
 //!
 //! Everything here is pure; the gatekeeper applies it (it only raises: a deny stays a deny, a
 //! tier is never lowered) and the triggers keep grants from standing in for a person.
@@ -24,8 +28,18 @@ pub const TRIGGER_UNTRUSTED: &str = "session_untrusted";
 pub const TRIGGER_TRIFECTA: &str = "lethal_trifecta";
 /// Trigger of a call of a tool whose pinned definition changed during the session.
 pub const TRIGGER_TOOL_CHANGED: &str = "tool_changed";
+/// Trigger of a call in a session whose record cannot be read ([`SessionRisk::damage`]).
+pub const TRIGGER_UNREADABLE: &str = "session_unreadable";
 /// The triggers of this module, as they appear in a verdict's `triggers`.
-pub const TRIGGERS: [&str; 3] = [TRIGGER_UNTRUSTED, TRIGGER_TRIFECTA, TRIGGER_TOOL_CHANGED];
+pub const TRIGGERS: [&str; 4] = [
+    TRIGGER_UNTRUSTED,
+    TRIGGER_TRIFECTA,
+    TRIGGER_TOOL_CHANGED,
+    TRIGGER_UNREADABLE,
+];
+/// The latest moment a session's record may hold, in Unix ms: 9999-12-31T23:59:59.999Z, the
+/// last RFC 3339 can write. A later one (or one before 1970) was not written by this gateway.
+pub const LATEST_MS: i64 = 253_402_300_799_999;
 
 /// What the calls of a tool do, as the covering governance rules say: each is true when any
 /// covering rule says so (an `irreversible: true` rule counts as `writes`).
@@ -126,10 +140,49 @@ pub struct Escalated {
     pub why: String,
 }
 
-/// Unix milliseconds as RFC 3339 (UTC, milliseconds); before 1970 as 1970.
-pub fn rfc3339_ms(at_ms: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
-    humantime::format_rfc3339_millis(t).to_string()
+/// Unix milliseconds as RFC 3339 (UTC, milliseconds, `2026-01-01T00:00:00.000Z`); `None`
+/// before 1970 or after [`LATEST_MS`] (never a panic: `humantime` panics past year 9999).
+pub fn rfc3339_ms(at_ms: i64) -> Option<String> {
+    let ms = u64::try_from(at_ms).ok().filter(|_| at_ms <= LATEST_MS)?;
+    let t = UNIX_EPOCH.checked_add(Duration::from_millis(ms))?;
+    Some(humantime::format_rfc3339_millis(t).to_string())
+}
+
+/// [`rfc3339_ms`], or `an unreadable time (N ms)` for a moment it cannot write.
+fn when(at_ms: i64) -> String {
+    rfc3339_ms(at_ms).unwrap_or_else(|| format!("an unreadable time ({at_ms} ms)"))
+}
+
+impl SessionRisk {
+    /// The first moment of the record outside 1970 to [`LATEST_MS`], named as its column
+    /// (`began_at`, `untrusted_at`, `private_at`, `egress_at`, or the change of a tool's pinned
+    /// definition) with its value; `None` when every moment is readable. Only a write behind
+    /// the gateway's back leaves one: the record is damaged.
+    pub fn damage(&self) -> Option<String> {
+        let marks = [
+            ("untrusted_at", &self.untrusted),
+            ("private_at", &self.private_data),
+            ("egress_at", &self.egress),
+        ];
+        let stamps = self
+            .began_ms
+            .map(|b| ("began_at".to_string(), b))
+            .into_iter();
+        let stamps = stamps
+            .chain(
+                marks
+                    .into_iter()
+                    .filter_map(|(c, m)| m.as_ref().map(|m| (c.to_string(), m.at_ms))),
+            )
+            .chain(self.changed_tools.iter().map(|c| {
+                let what = format!("change of `{}/{}`", c.server, c.tool);
+                (what, c.at_ms)
+            }));
+        stamps
+            .filter(|(_, ms)| rfc3339_ms(*ms).is_none())
+            .map(|(what, ms)| format!("{what} = {ms} ms"))
+            .next()
+    }
 }
 
 /// `` `tool` `` or `` `server/tool` ``.
@@ -145,13 +198,14 @@ fn marked(m: &Mark) -> String {
     format!(
         "{} at {}",
         named(&m.tool, m.server.as_deref()),
-        rfc3339_ms(m.at_ms)
+        when(m.at_ms)
     )
 }
 
 /// Why a call of `tool` on `server` with `this` effects is riskier in `session`: each rule of
-/// the module that applies, in the order untrusted output, lethal trifecta, changed tool.
-/// Empty for a clean session.
+/// the module that applies, in the order unreadable record (every call of a session whose
+/// record is damaged, [`SessionRisk::damage`], is R4), untrusted output, lethal trifecta,
+/// changed tool. Empty for a clean session. Never panics, whatever the record holds.
 pub fn escalations(
     session: &SessionRisk,
     this: Effects,
@@ -160,6 +214,15 @@ pub fn escalations(
 ) -> Vec<Escalated> {
     let me = named(tool, server);
     let mut out = Vec::new();
+    if let Some(what) = session.damage() {
+        out.push(Escalated {
+            tier: RiskTier::R4,
+            trigger: TRIGGER_UNREADABLE,
+            why: format!(
+                "the session's risk record is unreadable ({what}, outside 1970 to 9999: not written by this gateway), so what the session took in is unknown and {me} is confirmed by a person (R4)"
+            ),
+        });
+    }
     if let Some(u) = &session.untrusted
         && (this.egress || this.writes)
     {
@@ -203,16 +266,98 @@ pub fn escalations(
     if let Some(c) = changed {
         let since = session
             .began_ms
-            .map_or_else(String::new, |b| format!(" (began {})", rfc3339_ms(b)));
+            .map_or_else(String::new, |b| format!(" (began {})", when(b)));
         out.push(Escalated {
             tier: RiskTier::R4,
             trigger: TRIGGER_TOOL_CHANGED,
             why: format!(
                 "the definition of {me} changed during this session{since}: {} at {}, so its calls in this session are R4",
                 c.what,
-                rfc3339_ms(c.at_ms)
+                when(c.at_ms)
             ),
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(at_ms: i64) -> Option<Mark> {
+        Some(Mark {
+            tool: "fetch".into(),
+            server: None,
+            at_ms,
+        })
+    }
+
+    #[test]
+    fn a_moment_past_year_9999_is_unreadable_not_a_panic() {
+        assert_eq!(
+            rfc3339_ms(LATEST_MS).as_deref(),
+            Some("9999-12-31T23:59:59.999Z")
+        );
+        for ms in [LATEST_MS + 1, 253_402_300_800_000, i64::MAX, -1, i64::MIN] {
+            assert_eq!(rfc3339_ms(ms), None, "{ms}");
+        }
+    }
+
+    #[test]
+    fn a_far_future_mark_holds_every_call_of_the_session_as_unreadable() {
+        let egress = Effects {
+            egress: true,
+            ..Effects::default()
+        };
+        for s in [
+            SessionRisk {
+                untrusted: mark(i64::MAX),
+                ..SessionRisk::CLEAN
+            },
+            SessionRisk {
+                began_ms: Some(-5),
+                ..SessionRisk::CLEAN
+            },
+            SessionRisk {
+                began_ms: Some(1),
+                changed_tools: vec![ToolChange {
+                    server: "web".into(),
+                    tool: "get".into(),
+                    at_ms: 253_402_300_800_000,
+                    what: "a new definition was accepted".into(),
+                }],
+                ..SessionRisk::CLEAN
+            },
+        ] {
+            assert!(s.damage().is_some(), "{s:?}");
+            for this in [egress, Effects::default()] {
+                let e = escalations(&s, this, "get", Some("web"));
+                assert_eq!(e[0].trigger, TRIGGER_UNREADABLE, "{e:?}");
+                assert_eq!(e[0].tier, RiskTier::R4);
+                assert!(e[0].why.contains("risk record is unreadable"), "{e:?}");
+            }
+        }
+        // The untrusted mark's own escalation still fires, its time written as unreadable.
+        let s = SessionRisk {
+            untrusted: mark(i64::MAX),
+            ..SessionRisk::CLEAN
+        };
+        let e = escalations(&s, egress, "send", None);
+        assert_eq!(e[1].trigger, TRIGGER_UNTRUSTED);
+        assert!(
+            e[1].why
+                .contains("an unreadable time (9223372036854775807 ms)")
+        );
+    }
+
+    #[test]
+    fn a_readable_record_is_not_damaged() {
+        let s = SessionRisk {
+            began_ms: Some(0),
+            untrusted: mark(LATEST_MS),
+            ..SessionRisk::CLEAN
+        };
+        assert_eq!(s.damage(), None);
+        assert!(escalations(&s, Effects::default(), "get", None).is_empty());
+    }
 }

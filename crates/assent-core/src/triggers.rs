@@ -23,7 +23,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 
+mod scope_args;
 pub mod window;
+
+pub use scope_args::MAX_SCOPE_VALUES;
+use scope_args::violations;
 
 /// `thresholds` of a governance rule.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -503,47 +507,12 @@ pub fn normalize_lexically(p: &Path) -> PathBuf {
     out
 }
 
-/// The string values of argument `key` (a string, or an array of strings); `Err` for any other
-/// shape. `Ok(empty)` when the argument is absent.
-fn string_values<'a>(args: &'a Value, key: &str) -> Result<Vec<&'a str>, String> {
-    match lookup(args, key) {
-        None => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(vec![s.as_str()]),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| format!("argument `{key}` holds a non-string item"))
-            })
-            .collect(),
-        Some(_) => Err(format!("argument `{key}` is not a string")),
-    }
-}
-
-/// The violations of a `scope` check ("path scope", "domain scope") over the arguments `keys`:
-/// `check(key, value)` of each string value in order, and for an argument of another shape
-/// that it cannot be checked.
-fn violations(
-    args: &Value,
-    keys: &[String],
-    scope: &str,
-    mut check: impl FnMut(&str, &str) -> Option<String>,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for key in keys {
-        match string_values(args, key) {
-            Ok(values) => out.extend(values.into_iter().filter_map(|s| check(key, s))),
-            Err(e) => out.push(format!("{scope}: {e}, so it cannot be checked")),
-        }
-    }
-    out
-}
-
 /// Why each path argument is outside `scope.roots` (empty when all are inside). A path is
 /// inside when, resolved by `obs.resolve_path` (symlinks, then `..`, as the filesystem walks
 /// it), it equals a root or lies under one (roots are resolved the same way). Relative paths,
 /// non-string values, paths with NUL bytes and paths that cannot be resolved are outside (fail
-/// closed).
+/// closed), and so is an argument missing under its name but present in another case, or
+/// holding more than [`MAX_SCOPE_VALUES`] paths (none of them resolved).
 pub fn path_violations(scope: &PathScope, args: &Value, obs: &Observations<'_>) -> Vec<String> {
     let roots: Vec<PathBuf> = scope
         .roots
@@ -553,7 +522,7 @@ pub fn path_violations(scope: &PathScope, args: &Value, obs: &Observations<'_>) 
             (obs.resolve_path)(r).unwrap_or_else(|| normalize_lexically(r))
         })
         .collect();
-    violations(args, &scope.arguments, "path scope", |key, s| {
+    violations(args, &scope.arguments, "path scope", "paths", |key, s| {
         let p = Path::new(s);
         if !p.is_absolute() || s.contains('\0') {
             return Some(format!(
@@ -607,7 +576,9 @@ fn through_authority(s: &str) -> &str {
 }
 
 /// Why each URL argument names a host outside `scope.allow` (empty when all are inside).
-/// Unparseable URLs, URLs without a host and non-string values are outside (fail closed). Hosts
+/// Unparseable URLs, URLs without a host and non-string values are outside (fail closed), and
+/// so is an argument missing under its name but present in another case, or holding more than
+/// [`MAX_SCOPE_VALUES`] URLs. Hosts
 /// are compared as the URL parser normalises them (lower case, IDNA, IP literals). A URL that
 /// parsers read differently is outside too, whatever host this one reads: one with a control
 /// character anywhere, or a backslash or whitespace before the end of its authority (found by
@@ -615,7 +586,7 @@ fn through_authority(s: &str) -> &str {
 /// rules, which read `\` as `/`, and `evil.net` under RFC 3986 parsers such as Python's
 /// `urlsplit`, which the tool may use).
 pub fn domain_violations(scope: &DomainScope, args: &Value) -> Vec<String> {
-    violations(args, &scope.arguments, "domain scope", |key, s| {
+    violations(args, &scope.arguments, "domain scope", "URLs", |key, s| {
         if s.chars().any(char::is_control)
             || through_authority(s).contains(|c: char| c == '\\' || c.is_whitespace())
         {

@@ -169,7 +169,7 @@ fn accepted<'a>(
 ) -> Result<&'a str, String> {
     let accepts = agents
         .get(id)
-        .is_some_and(|d| d.orchestrators.iter().any(|o| *o == a.id));
+        .is_some_and(|d| d.orchestrators.contains(&a.id));
     if accepts || id == a.id {
         return Ok(id);
     }

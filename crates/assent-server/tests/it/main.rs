@@ -48,6 +48,7 @@ mod receipts;
 mod redact_rendered;
 mod reload;
 mod review_core;
+mod scope_shapes;
 mod sealed;
 mod sec_backlog;
 mod security;

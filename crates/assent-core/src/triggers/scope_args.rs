@@ -1,0 +1,203 @@
+//! How a `scope` check reads the arguments it checks (seed 002 "scope drift"): the string
+//! values of each named argument, and every way that reading fails closed — an argument of
+//! another shape, one named in another case (found by review), or one holding more values than
+//! are checked per call (found by review).
+//!
+//! Found by review: an argument missing from the call passed the scope, so
+//! `{"PATH": "/etc/shadow"}` against `scope.paths.arguments: [path]` ran unchecked, while a
+//! tool that decodes its arguments case-insensitively (Go's `encoding/json`, the threat
+//! `canonical.rs` names) reads `/etc/shadow` as its `path`. Now an argument that is absent but
+//! spelt in another case (or compatibility form: [`folded_key`]) cannot be checked, and the
+//! call is held. And an array argument of any length was checked value by value, each a walk of
+//! the filesystem inside the proposal's write transaction: past [`MAX_SCOPE_VALUES`] values the
+//! call is held without checking any.
+
+use crate::canonical::folded_key;
+use crate::condition::lookup;
+use serde_json::Value;
+
+/// The most values of one scope argument (an array of paths or URLs) a call's scope check
+/// looks at; a call with more is held for a person, none of them checked (each path costs up
+/// to thousands of filesystem lookups inside the proposal's write transaction).
+pub const MAX_SCOPE_VALUES: usize = 64;
+
+/// What a scope check reads from one argument.
+#[derive(Debug, PartialEq)]
+pub(super) enum Values<'a> {
+    /// Its string values (none when the argument is absent in every spelling).
+    Strings(Vec<&'a str>),
+    /// Why it cannot be checked (another shape, another spelling, too many values).
+    Unchecked(String),
+}
+
+/// The dotted path of real keys under which a decoder that ignores case and compatibility
+/// forms finds argument `key` of `args` (the literal key first, then `key`'s dotted parts,
+/// each matched exactly or else by [`folded_key`]); `None` when there is none. Only asked when
+/// [`lookup`] found nothing, so any match has a part in another spelling.
+pub(super) fn folded_lookup(args: &Value, key: &str) -> Option<String> {
+    let find = |m: &serde_json::Map<String, Value>, part: &str| -> Option<String> {
+        if m.contains_key(part) {
+            return Some(part.to_string());
+        }
+        let want = folded_key(part);
+        m.keys().find(|k| folded_key(k) == want).cloned()
+    };
+    let Value::Object(top) = args else {
+        return None;
+    };
+    if let Some(k) = find(top, key) {
+        return Some(k);
+    }
+    let mut cur = args;
+    let mut found = Vec::new();
+    for part in key.split('.') {
+        cur = match cur {
+            Value::Object(m) => {
+                let k = find(m, part)?;
+                let next = &m[&k];
+                found.push(k);
+                next
+            }
+            Value::Array(a) => {
+                found.push(part.to_string());
+                a.get(part.parse::<usize>().ok()?)?
+            }
+            _ => return None,
+        };
+    }
+    Some(found.join("."))
+}
+
+/// The string values of argument `key` (a string, or an array of at most
+/// [`MAX_SCOPE_VALUES`] strings), or why it cannot be checked: another shape (`null`, a
+/// number, an object, an array holding one), more values than are checked (`noun` names them:
+/// `paths`, `URLs`), or absent under `key` but present in another spelling. Absent in every
+/// spelling: no values.
+pub(super) fn string_values<'a>(args: &'a Value, key: &str, noun: &str) -> Values<'a> {
+    let Some(v) = lookup(args, key) else {
+        return match folded_lookup(args, key) {
+            None => Values::Strings(Vec::new()),
+            Some(found) => Values::Unchecked(format!(
+                "argument `{key}` is missing but the call holds `{found}`, which a tool that ignores case reads as `{key}`"
+            )),
+        };
+    };
+    match v {
+        Value::String(s) => Values::Strings(vec![s.as_str()]),
+        Value::Array(a) if a.len() > MAX_SCOPE_VALUES => Values::Unchecked(format!(
+            "argument `{key}` holds too many {noun} to check ({} > {MAX_SCOPE_VALUES})",
+            a.len()
+        )),
+        Value::Array(a) => match a.iter().map(Value::as_str).collect::<Option<Vec<_>>>() {
+            Some(v) => Values::Strings(v),
+            None => Values::Unchecked(format!("argument `{key}` holds a non-string item")),
+        },
+        Value::Null => Values::Unchecked(format!("argument `{key}` is null, not a string")),
+        _ => Values::Unchecked(format!("argument `{key}` is not a string")),
+    }
+}
+
+/// The violations of a `scope` check (`scope` is "path scope" or "domain scope", `noun`
+/// "paths" or "URLs") over the arguments `keys`: `check(key, value)` of each string value in
+/// order, and for an argument [`string_values`] cannot read, that it cannot be checked.
+pub(super) fn violations(
+    args: &Value,
+    keys: &[String],
+    scope: &str,
+    noun: &str,
+    mut check: impl FnMut(&str, &str) -> Option<String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in keys {
+        match string_values(args, key, noun) {
+            Values::Strings(values) => {
+                out.extend(values.into_iter().filter_map(|s| check(key, s)));
+            }
+            Values::Unchecked(e) => out.push(format!("{scope}: {e}, so it cannot be checked")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn unchecked(args: Value, key: &str) -> String {
+        match string_values(&args, key, "paths") {
+            Values::Unchecked(why) => why,
+            other => panic!("{key} in {args}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_argument_spelt_in_another_case_cannot_be_checked() {
+        let why = unchecked(json!({"PATH": "/etc/shadow"}), "path");
+        assert!(
+            why.contains("`path` is missing") && why.contains("`PATH`"),
+            "{why}"
+        );
+        // Compatibility forms and Unicode case too (the Kelvin sign folds to `k`).
+        assert!(unchecked(json!({"\u{212A}ey": "/x"}), "key").contains("\u{212A}ey"));
+        // Each part of a dotted argument, and an array index between them.
+        let why = unchecked(
+            json!({"Req": {"files": [{"Path": "/etc"}]}}),
+            "req.files.0.path",
+        );
+        assert!(why.contains("`Req.files.0.Path`"), "{why}");
+        // A literal key holding a dot, in another case.
+        assert!(unchecked(json!({"A.Path": "/etc"}), "a.path").contains("`A.Path`"));
+    }
+
+    #[test]
+    fn an_argument_absent_in_every_spelling_or_present_as_named_is_read() {
+        let strings = |args: Value, key: &str| match string_values(&args, key, "paths") {
+            Values::Strings(v) => v.into_iter().map(String::from).collect::<Vec<_>>(),
+            other => panic!("{key} in {args}: {other:?}"),
+        };
+        assert!(strings(json!({"other": "/etc"}), "path").is_empty());
+        assert_eq!(
+            strings(json!({"path": "/srv/a", "Other": 1}), "path"),
+            ["/srv/a"]
+        );
+        assert_eq!(
+            strings(json!({"a": {"p": ["/x", "/y"]}}), "a.p"),
+            ["/x", "/y"]
+        );
+        let at_cap = json!({ "path": vec!["/x"; MAX_SCOPE_VALUES] });
+        assert_eq!(strings(at_cap, "path").len(), MAX_SCOPE_VALUES);
+    }
+
+    #[test]
+    fn an_argument_of_another_shape_cannot_be_checked() {
+        for v in [
+            json!(null),
+            json!(3),
+            json!({"p": "/x"}),
+            json!(["/x", 1]),
+            json!(true),
+        ] {
+            unchecked(json!({ "path": v }), "path");
+        }
+    }
+
+    #[test]
+    fn more_values_than_the_cap_are_not_checked_one_by_one() {
+        let over = vec!["/x"; MAX_SCOPE_VALUES + 1];
+        let why = unchecked(json!({ "path": over }), "path");
+        assert!(why.contains("too many paths to check (65 > 64)"), "{why}");
+        let mut looked = 0;
+        let v = violations(
+            &json!({ "path": vec!["/x"; 10_000] }),
+            &["path".into()],
+            "path scope",
+            "paths",
+            |_, _| {
+                looked += 1;
+                None
+            },
+        );
+        assert_eq!((looked, v.len()), (0, 1), "{v:?}");
+    }
+}

@@ -1,0 +1,182 @@
+//! Scope checks and session risk against arguments and records of unexpected shape, over the
+//! HTTP API on either backend (found by review): a scope argument spelt in another case — which
+//! a tool decoding case-insensitively (Go's `encoding/json`) reads as the named one — or of
+//! another shape is held, not passed; an argument with more paths than are checked is held
+//! without walking the filesystem for each; and a session mark written far in the future behind
+//! the gateway's back holds that session's calls as unreadable instead of panicking the
+//! proposal (and with it every proposal of its group commit).
+
+use crate::backend::Param;
+use crate::kit::{Gw, OP, assert_answer, policy, serve_policy};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// Agent `bot` with the tools `read_path`, `fetch`, `browse` and `send_email`.
+const AGENT: &str = "metadata: {id: bot}
+action_space:
+  local_tools:
+    - alias: read_path
+    - alias: fetch
+    - alias: browse
+    - alias: send_email
+";
+
+/// `read_path` is scoped to `root`, `fetch` to `*.example.com`; `browse` brings untrusted
+/// output in, `send_email` sends data out.
+fn rules(root: &str) -> String {
+    format!(
+        "- tool: read_path
+  scope: {{paths: {{arguments: [path], roots: [{root}]}}}}
+- tool: fetch
+  scope: {{domains: {{arguments: [url], allow: [\"*.example.com\"]}}}}
+- tool: browse
+  untrusted_output: true
+- tool: send_email
+  egress: true
+"
+    )
+}
+
+/// A gateway with [`AGENT`] and [`rules`] over a temporary root; the gateway and the root.
+async fn gateway() -> (Gw, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let gov = policy("t.scope-shapes-v1", &rules(root_path.to_str().unwrap()));
+    (serve_policy(AGENT, &gov).await, root)
+}
+
+/// Asserts `tool(args)` in `session` is held (202) and returns the approval as an operator
+/// reads it.
+async fn held(gw: &Gw, session: &str, tool: &str, args: Value) -> Value {
+    let (s, b) = gw.propose_in(session, tool, args.clone()).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{tool}({args}): {b}");
+    let (s, a) = gw.approval(b["approval_id"].as_str().unwrap(), OP).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    a
+}
+
+/// Asserts `tool(args)` in `session` is allowed outright.
+async fn allowed(gw: &Gw, session: &str, tool: &str, args: Value) {
+    let (s, b) = gw.propose_in(session, tool, args).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+}
+
+#[tokio::test]
+async fn a_scope_argument_spelt_in_another_case_is_held_not_passed() {
+    let (gw, root) = gateway().await;
+    let inside = root.path().canonicalize().unwrap().join("a.txt");
+    let inside = inside.to_str().unwrap();
+    allowed(&gw, "s1", "read_path", json!({"path": inside})).await;
+    allowed(
+        &gw,
+        "s1",
+        "fetch",
+        json!({"url": "https://docs.example.com/"}),
+    )
+    .await;
+
+    let a = held(&gw, "s1", "read_path", json!({"PATH": "/etc/passwd"})).await;
+    assert_eq!(a["triggers"], json!(["paths"]), "{a}");
+    let why = a["reasons"].to_string();
+    assert!(
+        why.contains("`path` is missing") && why.contains("`PATH`"),
+        "{a}"
+    );
+
+    let a = held(&gw, "s1", "fetch", json!({"URL": "https://evil.net/"})).await;
+    assert_eq!(a["triggers"], json!(["domains"]), "{a}");
+    assert!(a["reasons"].to_string().contains("`URL`"), "{a}");
+
+    // A compatibility form too (full-width `ＰＡＴＨ` is `path` once NFKC-normalised and
+    // lower-cased, as `canonical.rs` folds keys).
+    let a = held(
+        &gw,
+        "s1",
+        "read_path",
+        json!({"\u{FF30}\u{FF21}\u{FF34}\u{FF28}": "/etc/passwd"}),
+    )
+    .await;
+    assert_eq!(a["triggers"], json!(["paths"]), "{a}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_scope_argument_of_another_shape_is_held_not_passed() {
+    let (gw, _root) = gateway().await;
+    for v in [
+        json!(null),
+        json!(7),
+        json!({"p": "/etc/passwd"}),
+        json!(["/x", 1]),
+    ] {
+        let a = held(&gw, "s1", "read_path", json!({ "path": v })).await;
+        assert_eq!(a["triggers"], json!(["paths"]), "{v}: {a}");
+        let a = held(&gw, "s1", "fetch", json!({ "url": v })).await;
+        assert_eq!(a["triggers"], json!(["domains"]), "{v}: {a}");
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn ten_thousand_paths_in_one_argument_are_held_naming_the_cap() {
+    let (gw, root) = gateway().await;
+    let inside = root.path().canonicalize().unwrap().join("a");
+    let many = vec![inside.to_str().unwrap(); 10_000];
+    let a = held(&gw, "s1", "read_path", json!({ "path": many })).await;
+    assert_eq!(a["triggers"], json!(["paths"]), "{a}");
+    assert!(
+        a["reasons"]
+            .to_string()
+            .contains("too many paths to check (10000 > 64)"),
+        "{a}"
+    );
+    let urls = vec!["https://a.example.com/"; 65];
+    let a = held(&gw, "s1", "fetch", json!({ "url": urls })).await;
+    assert!(
+        a["reasons"]
+            .to_string()
+            .contains("too many URLs to check (65 > 64)"),
+        "{a}"
+    );
+    // At the cap, every path is checked and one inside the root passes.
+    allowed(&gw, "s1", "read_path", json!({ "path": &many[..64] })).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_mark_past_year_9999_holds_the_call_as_unreadable_not_a_panic() {
+    let (gw, _root) = gateway().await;
+    allowed(&gw, "far", "browse", json!({})).await;
+    let n = gw.sql().exec(
+        "UPDATE session_risk SET untrusted_at = ?1 WHERE agent = 'bot' AND session_id = 'far'",
+        &[Param::from(i64::MAX)],
+    );
+    assert_eq!(n, 1);
+    // The damaged session's call and another session's call, proposed together (one group
+    // commit, when they land in one): the first is held, the second runs.
+    let (far, other) = tokio::join!(
+        gw.propose_in("far", "send_email", json!({"to": "x@example.com"})),
+        gw.propose_in("clean", "send_email", json!({"to": "x@example.com"})),
+    );
+    assert_answer(other.0, &other.1, "decision", StatusCode::OK, "allow");
+    assert_eq!(far.0, StatusCode::ACCEPTED, "{}", far.1);
+    let (s, a) = gw
+        .approval(far.1["approval_id"].as_str().unwrap(), OP)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["risk_tier"], "R4", "{a}");
+    let triggers = a["triggers"].to_string();
+    assert!(triggers.contains("session_unreadable"), "{a}");
+    let why = a["reasons"].to_string();
+    assert!(why.contains("risk record is unreadable"), "{a}");
+    assert!(why.contains("untrusted_at = 9223372036854775807 ms"), "{a}");
+    // A read-only call of the damaged session is held too: what it took in is unknown.
+    let a = held(&gw, "far", "browse", json!({})).await;
+    assert!(
+        a["triggers"].to_string().contains("session_unreadable"),
+        "{a}"
+    );
+    // The gateway still answers.
+    allowed(&gw, "clean2", "send_email", json!({"to": "x@example.com"})).await;
+    gw.stop().await;
+}
