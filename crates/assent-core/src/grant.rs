@@ -70,6 +70,29 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
         && terms.quorum.is_none()
 }
 
+/// The default applied when an approval held under `terms` times out, given the default the
+/// event carries (`configured`: the stored `default_decision` for the expiry sweep): `reject`
+/// whenever a trigger fired (`triggers` non-empty: session risk, a threshold, scope, a held
+/// result, an unevaluable `deny`) — such a call is held so a person decides, and a timeout is
+/// nobody, as it is no grant ([`may_use_grant`]); found by review: a rule saying
+/// `default_decision: approve` approved a call held only by a trigger at its timeout — else
+/// [`crate::approval::default_at_timeout`] (irreversible, passkey, quorum). The store's sweep
+/// applies it to a stored row, so one held before this rule is covered too.
+pub fn default_on_timeout(
+    terms: &crate::gatekeeper::ApprovalTerms,
+    configured: crate::approval::DefaultDecision,
+) -> crate::approval::DefaultDecision {
+    if !terms.triggers.is_empty() {
+        return crate::approval::DefaultDecision::Reject;
+    }
+    crate::approval::default_at_timeout(
+        terms.irreversible,
+        terms.require_passkey,
+        terms.quorum.as_ref(),
+        configured,
+    )
+}
+
 /// Whether a grant made by deciding an approval held under `origin` may stand in for a new call
 /// whose verdict asks `new`: only when `origin` was at least as strict on every axis a joining
 /// call is compared on ([`crate::join::covers`]: in-client, tier, irreversible, default,
@@ -445,6 +468,24 @@ mod tests {
             },
         ] {
             assert!(!may_use_grant(&terms, false), "{terms:?}");
+        }
+    }
+
+    /// What no grant covers for a trigger, no timeout approves either, whatever the stored
+    /// default; without a trigger the stored default stands.
+    #[test]
+    fn a_timeout_never_approves_a_call_held_by_a_trigger() {
+        use crate::approval::DefaultDecision::{Approve, Reject};
+        let plain =
+            crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+        assert_eq!(default_on_timeout(&plain, Approve), Approve);
+        assert_eq!(default_on_timeout(&plain, Reject), Reject);
+        for t in ["session_untrusted", "paths", "cost", "output_bytes"] {
+            let held = crate::gatekeeper::ApprovalTerms {
+                triggers: vec![t.into()],
+                ..plain.clone()
+            };
+            assert_eq!(default_on_timeout(&held, Approve), Reject, "{t}");
         }
     }
 

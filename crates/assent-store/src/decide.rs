@@ -392,6 +392,7 @@ fn as_the_caller_read(
     if let Some(agent) = s.input.and_then(|d| d.in_client.as_deref())
         && !(rec.agent == agent
             && rec.terms.in_client_approval
+            && rec.terms.triggers.is_empty()
             && !rec.terms.separation_of_duties
             && rec.target_type == "other")
     {
@@ -516,9 +517,9 @@ fn lone_no_or_late(
 
 /// Two refusals of an approving event `s` (an approve, a vote, an approving timeout) on
 /// pending `rec`, each audited `decision.refused` for the caller to commit:
-/// - a timeout approving what [`approval::default_at_timeout`] never lets one approve
-///   (irreversible, passkey, quorum): `NotApprover`. The sweep applies the rule before it
-///   sends the event; this is the settlement's own check (defence in depth). Refused, not
+/// - a timeout approving what [`assent_core::grant::default_on_timeout`] never lets one
+///   approve (irreversible, passkey, quorum, a trigger): `NotApprover`. The sweep applies the
+///   rule before it sends the event; this is the settlement's own check (defence in depth). Refused, not
 ///   turned into a rejection: the next sweep, reading the same terms, rejects it.
 /// - a call held under a plan that has stopped ([`stopped_plan`]): `PlanStopped` (found by
 ///   review: an operator approved a held call of a cancelled plan; its token redeemed nothing).
@@ -530,16 +531,11 @@ fn no_approval_without_consent(
     let name = approval_event_name(s.event);
     let t = &rec.terms;
     if let Event::Expire(d) = s.event
-        && d != approval::default_at_timeout(
-            t.irreversible,
-            t.require_passkey,
-            t.quorum.as_ref(),
-            d,
-        )
+        && d != assent_core::grant::default_on_timeout(t, d)
     {
-        let why = "a timeout never approves a call that is irreversible or needs a passkey or a quorum: its default on timeout is reject";
+        let why = "a timeout never approves a call that is irreversible, needs a passkey or a quorum, or was held by a trigger: its default on timeout is reject";
         let data = json!({"decision": name, "why": why, "irreversible": t.irreversible,
-            "require_passkey": t.require_passkey, "quorum": t.quorum});
+            "require_passkey": t.require_passkey, "quorum": t.quorum, "triggers": t.triggers});
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(t.approvers.clone()));
     }

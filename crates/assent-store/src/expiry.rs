@@ -12,7 +12,7 @@ use crate::params;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::store::Store;
-use assent_core::approval::{self, DefaultDecision, Event};
+use assent_core::approval::{DefaultDecision, Event};
 use assent_core::decision::{countdown_due, escalated_approvers};
 use assent_core::escalation::{Escalation, Schedule};
 use serde_json::json;
@@ -24,7 +24,8 @@ impl Store {
     /// so: issues 10 §5, 14 §3), its `expires_at` moving to its next step or its deadline;
     /// every other one, and one whose deadline has passed too, expires with its default
     /// decision (a token is minted only for `approve`), which is `reject` for one that needs a
-    /// quorum, a passkey or is irreversible ([`approval::default_at_timeout`]), or was held
+    /// quorum, a passkey, is irreversible or was held by a trigger
+    /// ([`assent_core::grant::default_on_timeout`]), or was held
     /// under a plan that has stopped (`decide::stopped_plan`). Also catches
     /// up on approvals that were due while the server was down. An approval with unreadable
     /// stored columns ([`ApprovalRecord::damaged`]) is skipped: it stays pending until
@@ -73,10 +74,12 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                // What needs a passkey-signed approval or a quorum, or is irreversible, is
-                // never approved by its timeout, whatever the stored default says
-                // (`approval::default_at_timeout`; found by review: a quorum call was approved
-                // by its default with no vote counted, as `Expire` is no vote); nor is what no
+                // What needs a passkey-signed approval or a quorum, or is irreversible, or was
+                // held by a trigger so a person decides, is never approved by its timeout,
+                // whatever the stored default says (`grant::default_on_timeout`; found by
+                // review: a quorum call was approved by its default with no vote counted, as
+                // `Expire` is no vote, and so was a call held only by session risk, a threshold
+                // or scope under an approving default of its rule); nor is what no
                 // operator could approve now (`decide::why_unapprovable`): terms that do not
                 // hold their seal (an edited default would otherwise mint a genuine token with
                 // no one deciding), a vote row with a seal not its own, a token row already
@@ -91,12 +94,7 @@ impl Store {
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject
                 } else {
-                    approval::default_at_timeout(
-                        t.irreversible,
-                        t.require_passkey,
-                        t.quorum.as_ref(),
-                        t.default_decision,
-                    )
+                    assent_core::grant::default_on_timeout(t, t.default_decision)
                 }))
             });
             let step = match step {
@@ -253,8 +251,9 @@ mod tests {
 
     /// Review finding: `admit` took `Expire(Approve)` whatever the stored terms; only the
     /// sweep applied `default_at_timeout`. An approving timeout on an irreversible call, or one
-    /// needing a quorum or a passkey, is now refused by the settlement itself (audited
-    /// `decision.refused`, nothing minted, still pending), and the sweep then rejects it.
+    /// needing a quorum or a passkey, or one held by a trigger, is now refused by the
+    /// settlement itself (audited `decision.refused`, nothing minted, still pending), and the
+    /// sweep then rejects it.
     #[test]
     fn the_settlement_refuses_a_timeout_approving_a_call_that_needs_a_person() {
         let dir = tempfile::tempdir().unwrap();
@@ -263,7 +262,7 @@ mod tests {
         let quorum = assent_core::quorum::parse_approvers(&json!({"count": 2}))
             .unwrap()
             .quorum;
-        for (n, needs) in ["irreversible", "quorum", "passkey"]
+        for (n, needs) in ["irreversible", "quorum", "passkey", "trigger"]
             .into_iter()
             .enumerate()
         {
@@ -273,6 +272,7 @@ mod tests {
             match needs {
                 "irreversible" => v.terms.irreversible = true,
                 "quorum" => v.terms.quorum = quorum.clone(),
+                "trigger" => v.terms.triggers = vec!["paths".into()],
                 _ => v.terms.require_passkey = true,
             }
             let call = CanonicalCall::new(call).unwrap();

@@ -26,6 +26,9 @@ use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 /// person decides whether the deny applies.
 pub const TRIGGER_DENY_UNEVALUABLE: &str = "deny_unevaluable";
 
+/// Why a call held by a trigger is never approved by its timeout (after the triggers' names).
+const TRIGGER_DEFAULT_NOTE: &str = "a call held by a trigger is held so a person decides, and a timeout is nobody, so `default_decision: approve` does not apply to it: its default on timeout is reject";
+
 /// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
 const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
 
@@ -277,8 +280,11 @@ impl<'a> Composed<'a> {
             Some(&self.plain_escalation),
         )
         .map(|q| q.scoped(escalates.as_deref().unwrap_or_default()));
+        // Found by review: a call held by a trigger (session risk, a threshold, scope) is held
+        // so a person decides; asked in the client, a REST agent approved its own call.
         let in_client_ok = self.in_client
             && !self.deny_unknown
+            && self.triggers.is_empty()
             && required
             && risk_tier < RiskTier::R3
             && self.approvers.is_empty()
@@ -343,12 +349,14 @@ impl<'a> Composed<'a> {
     }
 
     /// The default decision at the timeout: `approve` only when every covering rule that names
-    /// a default says so, no `deny` went unevaluated, and the call is reversible and needs
-    /// neither a passkey-signed approval (issue 14 §4) nor a `quorum` (issue 14 §1;
-    /// [`default_at_timeout`]). Found by review: a rule `approvers: {roles: [finance], count:
-    /// 2, deny: quorum}` naming no default, beside another covering rule saying
-    /// `default_decision: approve`, was approved at its timeout with no vote counted. When a
-    /// quorum overrides an approving default of a `required` call, a reason says so.
+    /// a default says so, no trigger fired (an unevaluated `deny` is one; found by review: a
+    /// call held only by session risk, a threshold or scope was approved at its timeout with
+    /// nobody looking; `grant::default_on_timeout` is this rule over stored terms), and the
+    /// call is reversible and needs neither a passkey-signed approval (issue 14 §4) nor a
+    /// `quorum` (issue 14 §1; [`default_at_timeout`]: found by review, a quorum call was
+    /// approved at its timeout by another covering rule's `default_decision: approve`, with no
+    /// vote counted). When a quorum or a trigger overrides an approving default of a
+    /// `required` call, a reason says so.
     fn default_decision(
         &mut self,
         required: bool,
@@ -364,7 +372,15 @@ impl<'a> Composed<'a> {
             let note = QUORUM_DEFAULT_NOTE.to_string();
             self.reasons.push(reason("", "quorum", note));
         }
-        default_at_timeout(self.irreversible, require_passkey, quorum, configured)
+        if self.triggers.is_empty() {
+            return default_at_timeout(self.irreversible, require_passkey, quorum, configured);
+        }
+        if required && configured == DefaultDecision::Approve {
+            let held = self.triggers.join(", ");
+            let note = format!("held by {held}: {TRIGGER_DEFAULT_NOTE}");
+            self.reasons.push(reason("", "triggers", note));
+        }
+        DefaultDecision::Reject
     }
 
     /// The approval message: the template of the source that required approval, else the
@@ -576,6 +592,49 @@ mod tests {
         let v = evaluate(&reg, "bot", &call);
         assert_eq!(v.terms.default_decision.as_str(), "approve");
         assert!(v.terms.reasons.iter().all(|r| r.rule != "quorum"));
+    }
+
+    /// The attack: a team-wide rule says `default_decision: approve` and
+    /// `in_client_approval: true`; a call it covers that a `paths` scope or a `cost` threshold
+    /// holds so a person decides was approved at its timeout with nobody looking, or by the
+    /// agent's own user in the client. Held by a trigger, its default is reject (a reason says
+    /// why) and it is not asked in the client; the same rule's call with no trigger keeps both.
+    #[test]
+    fn a_call_held_by_a_trigger_never_defaults_to_approve_nor_is_asked_in_the_client() {
+        let gov = "policies:
+  - id: a.team-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pay
+        approval: true
+        default_decision: approve
+        in_client_approval: true
+        scope: {paths: {arguments: [path], roots: [/srv/data]}}
+        thresholds: {cost: {argument: amount, max_per_session: 100}}
+";
+        let reg = Registry::load(
+            &[("a.yaml".into(), AGENT.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let plain = json!({"path": "/srv/data/a", "amount": 5});
+        let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, plain).unwrap());
+        let plain_terms = (v.terms.triggers.is_empty(), v.terms.in_client_approval);
+        assert_eq!(plain_terms, (true, true), "{v:?}");
+        assert_eq!(v.terms.default_decision.as_str(), "approve");
+        for (args, trigger) in [
+            (json!({"path": "/etc/passwd", "amount": 5}), "paths"),
+            (json!({"path": "/srv/data/a", "amount": 500}), "cost"),
+        ] {
+            let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, args).unwrap());
+            assert_eq!(v.kind, VerdictKind::Confirm);
+            assert_eq!(v.terms.triggers, [trigger]);
+            assert_eq!(v.terms.default_decision.as_str(), "reject", "{trigger}");
+            assert!(!v.terms.in_client_approval, "{trigger}");
+            let why = v.terms.reasons.iter().find(|r| r.rule == "triggers");
+            let named = why.is_some_and(|r| r.text.contains(trigger) && r.text.contains("reject"));
+            assert!(named, "{trigger}: {:?}", v.terms.reasons);
+        }
     }
 
     /// Under `redact`, the message, side effects and rollback notes are rendered from the

@@ -9,6 +9,10 @@ use super::kit::{Denial, reason, requires, template_of};
 use crate::canonical::{CanonicalError, ToolCall};
 use crate::policy::{Agent, ApprovalSpec, Delegate};
 
+/// The reason a delegation naming no skill to a target that declares `allowed_skills` needs a
+/// person (`Composed::add_no_skill`).
+const NO_SKILL_ID: &str = "asked with no skill id; it declares allowed_skills, so a person decides (the remote agent would pick the skill from the message, past allowed_skills and each skill's approval)";
+
 /// The synthetic call of a delegation (seed 004 "Approval on Agent Delegation"): tool
 /// `delegate.<target>`, arguments `{"input": …, "skill_id"?: …, "skill_args"?: …}`. Its
 /// canonical hash is what an approval of the delegation binds.
@@ -44,7 +48,8 @@ impl<'a> Composed<'a> {
     /// Step 1 for a delegation: finds the target and the skill, adds the skill's approval,
     /// sets the delegation context (`extra`, `sub_alias`), and returns the reference's
     /// `approval` with its label. `Err` to deny an undeclared target, a skill on a local agent,
-    /// or a skill outside `allowed_skills`.
+    /// a skill outside `allowed_skills`, or a `skill_id` that is not a string. A remote target
+    /// declaring `allowed_skills` asked with no `skill_id` needs a person.
     pub(super) fn add_delegation(
         &mut self,
         agent: &'a Agent,
@@ -80,16 +85,28 @@ impl<'a> Composed<'a> {
         if target.remote {
             x["remote_agent_alias"] = alias.into();
         }
-        if let Some(sid) = args.get("skill_id").and_then(|v| v.as_str()) {
-            if !target.remote {
+        match args.get("skill_id") {
+            Some(serde_json::Value::String(sid)) => {
+                if !target.remote {
+                    return Err(deny(
+                        &rule,
+                        format!(
+                            "`{alias}` is a local agent; skill_id applies to remote agents only"
+                        ),
+                    ));
+                }
+                x["skill_id"] = sid.as_str().into();
+                self.add_skill(agent, target, sid, &rule, &x["skill_args"])
+                    .map_err(|text| deny(&rule, text))?;
+            }
+            // Fail closed: a skill id that is no string names no skill to check.
+            Some(other) => {
                 return Err(deny(
                     &rule,
-                    format!("`{alias}` is a local agent; skill_id applies to remote agents only"),
+                    format!("skill_id must be a string, not {other}"),
                 ));
             }
-            x["skill_id"] = sid.into();
-            self.add_skill(agent, target, sid, &rule, &x["skill_args"])
-                .map_err(|text| deny(&rule, text))?;
+            None => self.add_no_skill(agent, target, &rule),
         }
         self.extra = Some(x);
         self.sub_alias = Some(alias.to_string());
@@ -98,6 +115,19 @@ impl<'a> Composed<'a> {
                 .push(reason(&agent.file, &rule, "declared without approval"));
         }
         Ok(target.approval.as_ref().map(|s| (s, rule)))
+    }
+
+    /// A delegation to `target` (labelled `rule`) naming no skill: when the target declares
+    /// `allowed_skills`, the remote agent would pick the skill from the message, past the list
+    /// and past every skill's `approval` (found by review: with no `skill_id` a delegation to an
+    /// agent allowing `process-payment` only under approval was allowed). It needs a person
+    /// then (fail closed, not a denial: a person may still allow it), with a reason saying why.
+    fn add_no_skill(&mut self, agent: &Agent, target: &Delegate, rule: &str) {
+        if target.skills.is_some() {
+            self.require(None);
+            let label = format!("{rule}.allowed_skills");
+            self.reasons.push(reason(&agent.file, label, NO_SKILL_ID));
+        }
     }
 
     /// The skill `sid` of remote agent `target` (labelled `rule`): `Err(reason)` when the target
@@ -132,5 +162,54 @@ impl<'a> Composed<'a> {
             self.reasons.push(reason(&agent.file, label, text));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::Registry;
+    use crate::triggers::Observations;
+    use crate::{VerdictKind, evaluate_delegation};
+    use serde_json::json;
+
+    const AGENT: &str = "metadata: {id: bot}
+action_space:
+  remote_agents:
+    - alias: payments
+      allowed_skills: [lookup, {id: process-payment, approval: true}]
+    - alias: search
+";
+
+    /// The attack: naming no skill, a delegation to a remote agent declaring `allowed_skills`
+    /// skipped the list and each skill's approval (the remote picks the skill from the
+    /// message). It needs a person, the reason says why; a skill id that is no string is
+    /// denied. A named allowed skill, and a target declaring no `allowed_skills`, pass.
+    #[test]
+    fn a_delegation_naming_no_skill_needs_a_person_when_the_target_lists_skills() {
+        let reg = Registry::load(&[("a.yaml".into(), AGENT.into())], &[]).unwrap();
+        let eval = |args: serde_json::Value| {
+            let call = crate::ToolCall::new("delegate.payments", None, args).unwrap();
+            evaluate_delegation(&reg, "bot", &call, None, &Observations::none(0))
+        };
+        let v = eval(json!({"input": {"text": "pay 5000"}}));
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        let why = v
+            .terms
+            .reasons
+            .iter()
+            .find(|r| r.rule.ends_with(".allowed_skills"));
+        assert!(
+            why.is_some_and(|r| r.text.contains("asked with no skill id")),
+            "{v:?}"
+        );
+        assert_eq!(
+            eval(json!({"input": {}, "skill_id": 7})).kind,
+            VerdictKind::Deny
+        );
+        let v = eval(json!({"input": {}, "skill_id": "lookup"}));
+        assert_eq!(v.kind, VerdictKind::Allow, "{v:?}");
+        let call = crate::ToolCall::new("delegate.search", None, json!({"input": {}})).unwrap();
+        let v = evaluate_delegation(&reg, "bot", &call, None, &Observations::none(0));
+        assert_eq!(v.kind, VerdictKind::Allow, "{v:?}");
     }
 }

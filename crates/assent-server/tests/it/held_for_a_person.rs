@@ -1,0 +1,320 @@
+//! A call held by a trigger — session risk, a `cost` or `rate` threshold, a `paths` scope — is
+//! held so a person decides (found by review), over the HTTP API on either backend: a covering
+//! rule's `default_decision: approve` does not approve it at its timeout (its default is
+//! `reject`, a reason says why, and the expiry sweep rejects a row stored with an approving
+//! default too), and `in_client_approval` does not let the agent's own user approve it
+//! (`POST /v1/approvals/{id}/user-decision`). And a delegation to a remote agent declaring
+//! `allowed_skills` that names no `skill_id` needs a person: the remote agent would pick the
+//! skill from the message, past the list and each skill's approval.
+
+use crate::kit::{BOT, Gw, OP, assert_error, assert_says, policy, serve_policy};
+use assent_core::approval::DefaultDecision;
+use assent_core::canonical::CanonicalCall;
+use assent_core::triggers::Observations;
+use assent_core::{ToolCall, Verdict, VerdictKind};
+use assent_store::{Proposal, Proposed};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// Agent `bot`: the tools the rules below cover, and remote agents `payments` (declaring
+/// `allowed_skills`, one of them under approval) and `search` (declaring none).
+const AGENT: &str = r#"metadata: {id: bot}
+action_space:
+  local_tools:
+    - alias: fetch_url
+    - alias: send_email
+    - alias: pay
+    - alias: write_file
+    - alias: note
+  remote_agents:
+    - alias: payments
+      allowed_skills:
+        - lookup
+        - id: process-payment
+          approval:
+            condition: {args_match: {amount: {gt: 100}}}
+    - alias: search
+"#;
+
+/// A team's lenient rules: every one says `default_decision: approve`, a wait of `wait`
+/// seconds and `in_client_approval: true`; what holds `send_email`, `pay` and `write_file` is a
+/// trigger only (untrusted output then egress; a cost total; a path outside the root).
+fn rules(root: &str, wait: u64) -> String {
+    format!(
+        "- tool: fetch_url
+  untrusted_output: true
+- tool: send_email
+  egress: true
+  default_decision: approve
+  timeout_seconds: {wait}
+  in_client_approval: true
+- tool: pay
+  default_decision: approve
+  timeout_seconds: {wait}
+  in_client_approval: true
+  thresholds: {{cost: {{argument: amount, max_per_session: 100}}}}
+- tool: write_file
+  default_decision: approve
+  timeout_seconds: {wait}
+  in_client_approval: true
+  scope: {{paths: {{arguments: [path], roots: [\"{root}\"]}}}}
+- tool: note
+  approval: true
+  default_decision: approve
+  timeout_seconds: {wait}
+  in_client_approval: true
+"
+    )
+}
+
+/// The gateway under [`AGENT`] and [`rules`] with waits of `wait` seconds, its `write_file`
+/// root a directory of its own (kept alive by the returned guard).
+async fn gateway(wait: u64) -> (Gw, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let gov = policy(
+        "t.held-for-a-person-v1",
+        &rules(&root_path.to_string_lossy(), wait),
+    );
+    (serve_policy(AGENT, &gov).await, root)
+}
+
+/// Proposes `tool(args)` in `session`; asserts it is allowed outright.
+async fn allowed(gw: &Gw, session: &str, tool: &str, args: Value) {
+    let (s, b) = gw.propose_in(session, tool, args).await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::OK, &json!("allow")),
+        "{tool}: {b}"
+    );
+}
+
+/// Past the longest wait a rule may set (7 days) from now, Unix ms.
+fn past_every_deadline() -> i64 {
+    assent_server::state::now_ms() + 8 * 86_400_000
+}
+
+/// Asserts approval `id`, held by `trigger`, says `default_decision: reject` with a reason
+/// naming the trigger; then waits out its one-second timeout and asserts it expired rejected,
+/// with no token as the agent reads it.
+async fn assert_held_then_expired_rejected(gw: &Gw, id: &str, trigger: &str) {
+    let (s, a) = gw.approval(id, OP).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert!(a["triggers"].to_string().contains(trigger), "{a}");
+    assert_eq!(a["default_decision"], "reject", "{trigger}: {a}");
+    let why = a["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == "triggers");
+    assert!(
+        why.is_some_and(|r| r["text"].as_str().unwrap().contains(trigger)),
+        "{a}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    assert_expired_rejected(gw, id).await;
+}
+
+/// Asserts approval `id`, past its deadline, expired with the default `reject` applied (read
+/// by an operator: reading an overdue approval settles it) and no token seen by its agent.
+async fn assert_expired_rejected(gw: &Gw, id: &str) {
+    let (_, a) = gw.approval(id, OP).await;
+    assert_eq!(a["status"], "expired", "not approved by the timeout: {a}");
+    let last = a["decisions"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["default_applied"], "reject", "{a}");
+    let seen = gw.as_agent(id).await;
+    assert!(seen.get("token").is_none_or(Value::is_null), "{seen}");
+}
+
+/// The attack: the session read untrusted content (`fetch_url`, allowed), so its `send_email`
+/// is held at R3 "so a person decides"; nobody looks, and at the one-second timeout the rule's
+/// `default_decision: approve` approved it and its token redeemed. Its default is reject.
+#[tokio::test]
+async fn a_timeout_never_approves_egress_held_for_untrusted_session_content() {
+    let (gw, _root) = gateway(1).await;
+    allowed(
+        &gw,
+        "u1",
+        "fetch_url",
+        json!({"url": "https://evil.example"}),
+    )
+    .await;
+    let id = gw
+        .held("u1", "send_email", json!({"to": "x@example.com"}))
+        .await;
+    assert_held_then_expired_rejected(&gw, &id, "session_untrusted").await;
+    gw.stop().await;
+}
+
+/// The same for a `cost` threshold (an amount over the session's total) and a `paths` scope
+/// (a path outside the root): held by the trigger only, never approved by the timeout.
+#[tokio::test]
+async fn a_timeout_never_approves_a_call_held_by_a_threshold_or_a_scope() {
+    let (gw, _root) = gateway(1).await;
+    let id = gw.held("c1", "pay", json!({"amount": 500})).await;
+    assert_held_then_expired_rejected(&gw, &id, "cost").await;
+    let id = gw
+        .held("p1", "write_file", json!({"path": "/etc/passwd"}))
+        .await;
+    assert_held_then_expired_rejected(&gw, &id, "paths").await;
+    // A call its rule holds with no trigger keeps the rule's approving default.
+    let (_, b) = gw.propose_in("n1", "note", json!({})).await;
+    let (_, a) = gw.approval(b["approval_id"].as_str().unwrap(), OP).await;
+    assert_eq!(a["default_decision"], "approve", "{a}");
+    gw.stop().await;
+}
+
+/// A row held by a trigger and stored with an approving default (before this rule, or from a
+/// verdict composed otherwise): the sweep itself still rejects it at its timeout.
+#[tokio::test]
+async fn a_row_held_by_a_trigger_with_an_approving_default_is_rejected_by_the_sweep() {
+    let (gw, _root) = gateway(300).await;
+    let id = store_held(&gw, "legacy", |v| v.terms.in_client_approval = false);
+    let (_, a) = gw.approval(&id, OP).await;
+    let seen = (&a["status"], &a["default_decision"]);
+    assert_eq!(seen, (&json!("pending"), &json!("approve")), "{a}");
+    let changed = gw.with_store(|s| s.expire_due(past_every_deadline()).unwrap());
+    assert!(changed.contains(&id), "{changed:?}");
+    assert_expired_rejected(&gw, &id).await;
+    gw.stop().await;
+}
+
+/// Holds `write_file` outside the root through the store directly in `session`, its verdict
+/// (held by the `paths` trigger) forced to an approving default and then changed by `tune`, as
+/// a row stored before this rule would be; returns the approval id.
+fn store_held(gw: &Gw, session: &str, tune: impl FnOnce(&mut Verdict) + Send) -> String {
+    let reg = gw.state.registry();
+    let tool = ToolCall::new("write_file", None, json!({"path": "/etc/passwd"})).unwrap();
+    let call = CanonicalCall::new(tool.clone()).unwrap();
+    gw.with_store(|s| {
+        let ttl = |_: &Verdict| 60_000;
+        let now = assent_server::state::now_ms();
+        let p = Proposal::for_call("bot", session, &call, now, &ttl, 100);
+        let (_, outcome) = s
+            .propose(&p, |_| {
+                let obs = Observations::none(now);
+                let mut v = assent_core::evaluate_in(&reg, "bot", &tool, None, &obs);
+                assert_eq!(v.kind, VerdictKind::Confirm);
+                assert_eq!(v.terms.triggers, ["paths"]);
+                v.terms.default_decision = DefaultDecision::Approve;
+                tune(&mut v);
+                v
+            })
+            .unwrap();
+        match outcome {
+            Proposed::Held { approval, .. } => approval.id.clone(),
+            _ => panic!("not held"),
+        }
+    })
+}
+
+/// Approves approval `id` as the agent's own user (`POST /v1/approvals/{id}/user-decision`).
+async fn user_approves(gw: &Gw, id: &str) -> (StatusCode, Value) {
+    let path = format!("/v1/approvals/{id}/user-decision");
+    gw.post(&path, BOT, json!({"decision": "approve"})).await
+}
+
+/// The attack: a rule says `in_client_approval: true`; a call it covers held by a trigger (a
+/// path outside the root, a cost total, untrusted content in the session) was offered to the
+/// agent's own user — for a REST agent, the agent approving its own call. Not offered, and
+/// refused (`403`), also for a row stored offering it; a call the rule holds with no trigger
+/// is still approved in the client.
+#[tokio::test]
+async fn the_agents_user_cannot_approve_a_call_held_by_a_trigger_in_the_client() {
+    let (gw, _root) = gateway(300).await;
+    allowed(
+        &gw,
+        "u1",
+        "fetch_url",
+        json!({"url": "https://evil.example"}),
+    )
+    .await;
+    let mut held = Vec::new();
+    for (session, tool, args) in [
+        ("p1", "write_file", json!({"path": "/etc/passwd"})),
+        ("c1", "pay", json!({"amount": 500})),
+        ("u1", "send_email", json!({"to": "x@example.com"})),
+    ] {
+        let (s, b) = gw.propose_in(session, tool, args).await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+        held.push((b["approval_id"].as_str().unwrap().to_string(), b));
+    }
+    let legacy = store_held(&gw, "legacy", |v| v.terms.in_client_approval = true);
+    held.push((legacy, json!({"in_client_approval": false})));
+    for (id, answer) in &held {
+        // Refused by the gateway (`IN_CLIENT_NOT_ALLOWED`) or, for a row stored offering it,
+        // by the store's own check: never approved, still pending.
+        let (s, b) = user_approves(&gw, id).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+        let (_, a) = gw.approval(id, OP).await;
+        assert_eq!(a["status"], "pending", "{a}");
+        assert_eq!(answer["in_client_approval"], false, "not offered: {answer}");
+    }
+    let (s, b) = user_approves(&gw, &held[0].0).await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "IN_CLIENT_NOT_ALLOWED");
+    let (s, b) = gw.propose_in("n1", "note", json!({})).await;
+    assert_eq!(
+        (s, &b["in_client_approval"]),
+        (StatusCode::ACCEPTED, &json!(true)),
+        "{b}"
+    );
+    let (s, a) = user_approves(&gw, b["approval_id"].as_str().unwrap()).await;
+    assert_eq!(
+        (s, &a["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{a}"
+    );
+    gw.stop().await;
+}
+
+/// Delegates as `bot` in session `d1` with `body`'s fields (`target`, `input`, `skill_id`…).
+async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
+    let mut b = json!({"agent": "bot", "session_id": "d1"});
+    b.as_object_mut()
+        .unwrap()
+        .extend(body.as_object().unwrap().clone());
+    gw.post("/v1/delegations", BOT, b).await
+}
+
+/// The attack: `payments` allows `lookup` freely and `process-payment` only under approval;
+/// a delegation naming no `skill_id` was allowed, and the remote agent picked
+/// `process-payment` from the message. With no skill id it needs a person, the reason says
+/// why; a named allowed skill, and a remote agent declaring no `allowed_skills`, are as before.
+#[tokio::test]
+async fn a_delegation_naming_no_skill_cannot_skip_allowed_skills_and_their_approval() {
+    let (gw, _root) = gateway(300).await;
+    let pay = json!({"text": "process a payment of 5000 to acct 1"});
+    let (s, b) = delegate(&gw, json!({"target": "payments", "input": pay})).await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::ACCEPTED, &json!("pending")),
+        "{b}"
+    );
+    let (_, a) = gw.approval(b["approval_id"].as_str().unwrap(), OP).await;
+    assert!(
+        a["reasons"]
+            .to_string()
+            .contains("asked with no skill id; it declares allowed_skills"),
+        "{a}"
+    );
+    let (s, b) = delegate(
+        &gw,
+        json!({"target": "payments", "input": {}, "skill_id": "lookup"}),
+    )
+    .await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::OK, &json!("allow")),
+        "{b}"
+    );
+    let (s, b) = delegate(&gw, json!({"target": "search", "input": {}})).await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::OK, &json!("allow")),
+        "{b}"
+    );
+    let (s, b) = delegate(&gw, json!({"target": "payments", "skill_id": "refund"})).await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    assert_says(&b, "reason", "not in allowed_skills");
+    gw.stop().await;
+}
