@@ -22,7 +22,7 @@
 //!   checks only that it is such a claim, by any key ([`claim_problem`]); who claimed it is
 //!   `open.rs`'s `claim_report`.
 //! - A take-over (`audit-key-replaces`, `open.rs`) is recorded at the new key's first start
-//!   (`take_over`); a key another key's checkpoint lies past signs nothing more
+//!   (`take_over`); a key whose take-over is recorded signs nothing more
 //!   (`key_replaced.rs`).
 
 use crate::archive;
@@ -317,7 +317,9 @@ impl Store {
         if due_head(self.lock().conn(), due, now, &key)?.is_none() {
             return Ok(None);
         }
-        self.write(|tx| sign_due(**tx, &self.audit_key, due, now, published))
+        // The group's first member checked in this transaction that the key was not taken
+        // over (`Store::write`); no take-over can interleave before the commit.
+        self.write(|tx| sign_due(**tx, (&self.audit_key, true), due, now, published))
     }
 
     /// Every stored checkpoint, oldest first.
@@ -537,11 +539,12 @@ fn parsed_jsonl(
 /// one is `due` at `now` (Unix ms), after checking that the records since the previous
 /// checkpoint (the newest stored one signed with `key`, or `published` when that is newer)
 /// still link to it. The body of [`Store::checkpoint_if_due_after`], shared with
-/// [`sign_head_of_copy`]. Returns the new checkpoint, `None` when none is due. Errors: as
-/// `checkpoint_if_due_after`.
+/// [`sign_head_of_copy`]. Refuses first when the key was taken over, unless
+/// `replaced_checked` (the store's group commit checked it in this transaction). Returns the
+/// new checkpoint, `None` when none is due. Errors: as `checkpoint_if_due_after`.
 fn sign_due(
     conn: Conn<'_>,
-    key: &SigningKey,
+    (key, replaced_checked): (&SigningKey, bool),
     due: Due,
     now: i64,
     published: Option<&Checkpoint>,
@@ -549,7 +552,9 @@ fn sign_due(
     let public = key.verifying_key();
     // Fail closed before signing: a key another key set took the database over from signs
     // nothing (serialised with the take-over: this runs in the write transaction).
-    crate::key_replaced::refuse_if_replaced(conn, &public)?;
+    if !replaced_checked {
+        crate::key_replaced::refuse_if_replaced(conn, &public, None)?;
+    }
     let Some((seq, hash, prev)) = due_head(conn, due, now, &public)? else {
         return Ok(None);
     };
@@ -591,10 +596,11 @@ pub use crate::key_replaced::KEY_REPLACED;
 /// whose newest verifying checkpoint (or claim, at 0) is at record `seq`: after checking
 /// that the chain still extends that checkpoint (under `theirs`), it appends an
 /// [`KEY_REPLACED`] record (`{"public_key", "replaces", "replaced_at_record"}`, actor
-/// `system:audit-key`) and signs the new head with `key`, at `now` (Unix ms). That
-/// checkpoint lies past every one of the old key's, so a replica still serving under it
-/// writes and signs nothing more from that transaction on
-/// ([`crate::key_replaced::refuse_if_replaced`]). Found by review: the take-over was
+/// `system:audit-key`, no approval) and signs the new head — that record — with `key`, at
+/// `now` (Unix ms). That record with its checkpoint is the recorded take-over
+/// ([`crate::key_replaced::replaced_by`]): a replica still serving under the old key writes
+/// and signs nothing more from that transaction on
+/// ([`crate::key_replaced::refuse_if_replaced`]), and never starts again. Found by review: the take-over was
 /// recorded only by the new key's first due checkpoint, and a replica still running under
 /// the replaced key kept writing rows sealed, and signing checkpoints, under it until it
 /// restarted. Errors: `Invalid` when the chain does not extend the old key's checkpoint
@@ -653,5 +659,5 @@ pub fn sign_head_of_copy(
     if !sql::lite(conn).has_table("audit_checkpoints")? {
         return Ok(None);
     }
-    sql::lite(conn).write(|tx| sign_due(**tx, key, Due::NOW, now, published))
+    sql::lite(conn).write(|tx| sign_due(**tx, (key, false), Due::NOW, now, published))
 }

@@ -104,10 +104,13 @@ impl Store {
         if keys.created_audit {
             refuse_a_new_audit_key(conn.conn(), keys_dir)?;
         }
-        let mine = refuse_another_audit_key(conn.conn(), &keys.audit.verifying_key(), keys_dir)?;
+        let (mine, over) =
+            refuse_another_audit_key(conn.conn(), &keys.audit.verifying_key(), keys_dir)?;
+        // A key whose take-over is recorded never serves again (whatever the file says).
+        let replaced = crate::key_replaced::Watch::default();
+        refuse_replaced(conn.conn(), &keys.audit.verifying_key(), &replaced)?;
         // Accepted over a newer checkpoint of another key (`audit-key-replaces`): taken over.
-        let taking_over =
-            crate::key_replaced::replaced_by(conn.conn(), &keys.audit.verifying_key())?.is_some();
+        let taking_over = over.is_some();
         let checkpointer = match database {
             Database::Sqlite { path } => {
                 conn.conn().batch(crate::wal::WRITER_PRAGMAS)?;
@@ -125,17 +128,18 @@ impl Store {
             envelopes,
             checkpointer,
             readers: Default::default(),
+            replaced,
             _data_lock: data_lock,
         };
         // Written on the store's connection itself, not through `Store::write`, which
-        // refuses a key another key's checkpoint lies past.
+        // refuses a key whose take-over is recorded.
         let claim_now = || -> Result<(), StoreError> {
             let conn = store.lock();
             conn.conn()
                 .write(|tx| claim(**tx, &store.audit_key, keys_dir))
         };
-        // A take-over first: until it is recorded, every write of this store is refused as
-        // one of a replaced key (voiding a restore's tokens included).
+        // A take-over first: recorded before this store writes anything else (voiding a
+        // restore's tokens included).
         if taking_over {
             claim_now()?;
         }
@@ -196,10 +200,16 @@ fn claim(
     key: &ed25519_dalek::SigningKey,
     keys_dir: &Path,
 ) -> Result<(), StoreError> {
-    let mine = refuse_another_audit_key(conn, &key.verifying_key(), keys_dir)?;
+    let (mine, over) = refuse_another_audit_key(conn, &key.verifying_key(), keys_dir)?;
+    // In the transaction, serialised with another replica's take-over of this key.
+    refuse_replaced(
+        conn,
+        &key.verifying_key(),
+        &crate::key_replaced::Watch::default(),
+    )?;
     // Past that refusal, a newer checkpoint of another key is one `audit-key-replaces`
     // accepts: the take-over is recorded, so the replaced key's replicas write no more.
-    if let Some((seq, theirs)) = crate::key_replaced::replaced_by(conn, &key.verifying_key())? {
+    if let Some((seq, theirs)) = over {
         crate::checkpoint::take_over(conn, key, seq, &theirs, crate::kit::now_ms())?;
         return Ok(());
     }
@@ -266,7 +276,9 @@ fn no_claim(ours: &str, why: &str) -> StoreError {
 /// signed after it. Only a checkpoint that verifies under the key it names counts (of the
 /// newest [`crate::key_replaced::LOOKED_AT`] rows naming a key): a row naming some key is no
 /// key set, and junk rows are passed over (`assent audit verify` reports them). Returns the
-/// `seq` of the newest row verifying under `key`, if any.
+/// `seq` of the newest row verifying under `key`, if any, and — when it was accepted through
+/// `audit-key-replaces` — the `(seq, public key)` of the newer checkpoint of the key it takes
+/// the database over from (the take-over to record, [`claim`]).
 ///
 /// A key made knowingly for a database whose key is lost for good is accepted when
 /// `<keys_dir>/audit-key-replaces` ([`keys::AUDIT_KEY_REPLACES_FILE`]) holds the public key
@@ -287,22 +299,23 @@ fn refuse_another_audit_key(
     conn: crate::db::Conn<'_>,
     key: &ed25519_dalek::VerifyingKey,
     keys_dir: &Path,
-) -> Result<Option<i64>, StoreError> {
+) -> Result<(Option<i64>, Option<Foreign>), StoreError> {
     let ours = crate::checkpoint::public_key_hex(key);
     let mine = newest_verifying(conn, Signer::Is(&ours), i64::MIN, i64::MAX)?.map(|(s, _)| s);
     let after = mine.unwrap_or(i64::MIN);
     let Some((seq, theirs)) = newest_verifying(conn, Signer::Not(&ours), after, i64::MAX)? else {
-        return Ok(mine);
+        return Ok((mine, None));
     };
     let accept = keys_dir.join(keys::AUDIT_KEY_REPLACES_FILE);
     let named = keys::read_replaced_key(keys_dir)?;
     if named.as_deref() == Some(theirs.as_str()) {
         // Taking over only: a checkpoint of theirs before our newest is one we signed past.
+        let over = Some((seq, theirs.clone()));
         let Some(m) = mine else {
-            return accepted(&ours, &theirs, seq, mine);
+            return accepted(&ours, &theirs, seq, mine).map(|m| (m, over));
         };
         let Some((passed, _)) = newest_verifying(conn, Signer::Is(&theirs), i64::MIN, m)? else {
-            return accepted(&ours, &theirs, seq, mine);
+            return accepted(&ours, &theirs, seq, mine).map(|m| (m, over));
         };
         return Err(StoreError::Invalid(format!(
             "{}: it names audit key {theirs}, which signed a checkpoint at record {seq}, after the newest this audit key (public key {ours}) signed, at record {m}; but this key had already taken the database over from it (it signed past that key's checkpoint at record {passed}), and the file accepts taking over from a lost key, never going back to it: a replica still serves the database under the old key set, so that key is not lost. Stop that replica, or serve every replica with its keys_dir; delete {} (it is no longer needed once this key signed past the old one's checkpoints)",
@@ -311,6 +324,28 @@ fn refuse_another_audit_key(
         )));
     }
     Err(another_key(keys_dir, (&ours, mine), (&theirs, seq), named))
+}
+
+/// A checkpoint of another audit key: `(seq, public key)` (64 hex).
+type Foreign = (i64, String);
+
+/// Refuses the start under the audit key `key` whose take-over by another key is recorded
+/// on the database ([`crate::key_replaced::replaced_by`], through `watch`): the file
+/// `audit-key-replaces` accepts taking over, never going back. Errors: `Invalid` naming the
+/// new key and what to do; the database's.
+fn refuse_replaced(
+    conn: crate::db::Conn<'_>,
+    key: &ed25519_dalek::VerifyingKey,
+    watch: &crate::key_replaced::Watch,
+) -> Result<(), StoreError> {
+    let Some((seq, theirs)) = watch.replaced_by(conn, key)? else {
+        return Ok(());
+    };
+    let ours = crate::checkpoint::public_key_hex(key);
+    Err(StoreError::Invalid(format!(
+        "{}; not served",
+        crate::key_replaced::replaced_message(&ours, &theirs, seq)
+    )))
 }
 
 /// The refusal of [`refuse_another_audit_key`]: audit key `theirs` signed a checkpoint (or

@@ -109,12 +109,12 @@ impl Store {
 }
 
 impl Store {
-    /// `audit_key_replaced` when another key set took the database over from this store's
-    /// audit key (`key_replaced::replaced_by`): this replica writes and signs
+    /// `audit_key_replaced` when another key set's take-over of this store's audit key is
+    /// recorded (`key_replaced::replaced_by`, through the store's watch): this replica writes and signs
     /// nothing more, so it is not ready until it is restarted with the new keys.
     fn replaced_problem(&self, conn: Conn<'_>) -> Option<NotReady> {
         let key = self.audit_key.verifying_key();
-        match crate::key_replaced::replaced_by(conn, &key) {
+        match self.replaced.replaced_by(conn, &key) {
             Ok(None) => None,
             Ok(Some((seq, theirs))) => Some(not_ready(
                 "audit_key_replaced",

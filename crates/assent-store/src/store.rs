@@ -31,6 +31,8 @@ pub struct Store {
     pub(crate) checkpointer: Option<crate::wal::Checkpointer>,
     /// Idle read sessions beside the writer (`readers.rs`).
     pub(crate) readers: crate::readers::Readers,
+    /// Whether this store's audit key was taken over, as far as examined (`key_replaced.rs`).
+    pub(crate) replaced: crate::key_replaced::Watch,
     /// SQLite: `<data_dir>/assent.lock`, held shared while the store is open (a restore takes
     /// it exclusively, [`crate::kit::DataDirLock`]); `None` on Postgres.
     pub(crate) _data_lock: Option<crate::kit::DataDirLock>,
@@ -145,7 +147,8 @@ impl Store {
         let (out, changes) = c.member(!first, |tx| {
             if first {
                 // In the transaction, serialised with a take-over: a replaced key writes nothing.
-                crate::key_replaced::refuse_if_replaced(**tx, &self.audit_key.verifying_key())?;
+                let key = self.audit_key.verifying_key();
+                crate::key_replaced::refuse_if_replaced(**tx, &key, Some(&self.replaced))?;
             }
             if events {
                 tx.changed(Change::Events);

@@ -514,7 +514,7 @@ fn a_junk_row_planted_at_record_0_before_the_first_start_is_refused_and_reported
 }
 
 /// `POST {url}/v1/tool-calls` as the agent: the status and the body.
-fn propose_status(url: &str, amount: i64) -> (u16, Value) {
+pub(crate) fn propose_status(url: &str, amount: i64) -> (u16, Value) {
     let r = reqwest::blocking::Client::new()
         .post(format!("{url}/v1/tool-calls"))
         .bearer_auth(BOT_KEY)
@@ -525,7 +525,7 @@ fn propose_status(url: &str, amount: i64) -> (u16, Value) {
 }
 
 /// `GET {url}/readyz` (no key): the status and the body.
-fn readyz(url: &str) -> (u16, Value) {
+pub(crate) fn readyz(url: &str) -> (u16, Value) {
     let r = reqwest::blocking::get(format!("{url}/readyz")).unwrap();
     (r.status().as_u16(), r.json().unwrap())
 }

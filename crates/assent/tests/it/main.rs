@@ -18,6 +18,7 @@ mod data_file_modes;
 mod https;
 mod hub_kit;
 mod in_client;
+mod key_takeover;
 mod keys_guard;
 mod mcp;
 mod mcp_gone_proposing;
