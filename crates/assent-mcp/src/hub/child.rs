@@ -1,16 +1,20 @@
 //! A stdio upstream's transport ([`ChildTransport`]): its child process, rmcp's line transport
 //! over two pipes of the hub's own — the child's stdout weighed line by line before rmcp
 //! parses it ([`weigh_upstream`]), the child's stdin written by [`to_child`], which passes
-//! rmcp's lines and, between them, the hub's answers to upstream requests too heavy to parse —
-//! and its end in a graceful order: stdin closed, then `SIGTERM`, then `SIGKILL`
-//! ([`ChildTransport::close`]).
+//! rmcp's lines and, between them, the hub's answers to upstream requests too heavy to parse
+//! (bounded in count, bytes and id length), and which lets a child that keeps a line waiting
+//! [`STALL`] go as gone — and its end in a graceful order: stdin closed, then `SIGTERM`, then
+//! `SIGKILL` ([`ChildTransport::close`]).
 
 use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::DuplexStream;
+use tokio_util::sync::CancellationToken;
 
 /// The longest line read from a stdio upstream: one byte short of rmcp's own bound
 /// (`DEFAULT_MAX_LINE_LENGTH`, 16 MiB with its newline); a longer one is skipped to its end,
@@ -21,6 +25,24 @@ const MAX_UPSTREAM_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LEN
 /// that (an upstream sending such requests without reading its stdin) one is dropped with a
 /// warning.
 const MAX_REFUSALS: usize = 64;
+
+/// The most bytes those answers may take while they wait (1 MiB), whatever their count; past
+/// it one is dropped with a warning.
+const MAX_REFUSAL_BYTES: usize = 1 << 20;
+
+/// The longest id (a string's bytes) a line too heavy to parse is answered or refused under:
+/// 1 KiB. A line under a longer id is dropped with a warning, as one under no usable id is.
+/// Found by review: each answer repeated the id whole, so an upstream that read nothing and
+/// sent 16 MiB requests under 14 MiB ids had the hub hold some 930 MiB of answers for it.
+const MAX_ANSWER_ID: usize = 1 << 10;
+
+/// How long the child may keep a line of the hub's waiting — not yet taken whole, counting only
+/// the time spent waiting on the child, not on rmcp — before it is taken for gone: 30 s. Its
+/// stdin and stdout are then let go ([`to_child`]), which fails rmcp's sends blocked behind that
+/// line (so they no longer hold their messages) and ends the connection as a dead upstream's
+/// ends. Found by review: a child that stopped reading held every later call's arguments in
+/// rmcp's queued sends past the call's end.
+const STALL: Duration = Duration::from_secs(30);
 
 /// How long a closing upstream is given to end once its stdin is closed, then again once it
 /// was sent `SIGTERM`, before it is killed (`SIGKILL`): 1 s and 2 s, so that closing every
@@ -47,6 +69,9 @@ pub(super) struct ChildTransport {
     /// The task writing `rw`'s lines and the hub's refusals to the child's stdin; it closes
     /// stdin when it ends.
     writer: Option<tokio::task::JoinHandle<()>>,
+    /// Cancelled to end both tasks: by [`ChildTransport::close`] (stdin closed whatever rmcp's
+    /// sends hold), or by the writer when the child stalls ([`STALL`]).
+    stop: CancellationToken,
 }
 
 impl ChildTransport {
@@ -71,12 +96,20 @@ impl ChildTransport {
         };
         let (rmcp_in, feed) = tokio::io::duplex(1 << 16);
         let (rmcp_out, drain) = tokio::io::duplex(1 << 16);
-        let (refuse, refusals) = tokio::sync::mpsc::channel(MAX_REFUSALS);
+        let (tx, rx) = tokio::sync::mpsc::channel(MAX_REFUSALS);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let stop = CancellationToken::new();
+        let refuse = Refusals {
+            tx,
+            queued: queued.clone(),
+        };
+        let refusals = (rx, queued);
         Ok(Self {
             rw: AsyncRwTransport::new(rmcp_in, rmcp_out),
             child,
-            reader: tokio::spawn(weigh_upstream(stdout, feed, refuse)),
-            writer: Some(tokio::spawn(to_child(drain, stdin, refusals))),
+            reader: tokio::spawn(weigh_upstream(stdout, feed, refuse, stop.clone())),
+            writer: Some(tokio::spawn(to_child(drain, stdin, refusals, stop.clone()))),
+            stop,
         })
     }
 
@@ -123,13 +156,23 @@ impl Transport<RoleClient> for ChildTransport {
     /// was written flushed first, within [`AFTER_EOF`]), [`AFTER_EOF`] to end; then `SIGTERM`
     /// and [`AFTER_SIGTERM`]; then killed. Found by review: this transport, written to weigh
     /// the child's stdout, went from a closed stdin straight to `SIGKILL`, so an upstream that
-    /// saves its state on `SIGTERM` lost it at every gateway stop.
+    /// saves its state on `SIGTERM` lost it at every gateway stop. Then, that rmcp's own close
+    /// waits for its write lock, which a send blocked on a child that reads nothing holds for
+    /// ever, so neither EOF nor `SIGTERM` was sent: now rmcp's close and the flush share
+    /// [`AFTER_EOF`], and past it the writer is stopped (stdin dropped: EOF) whatever rmcp holds.
     async fn close(&mut self) -> Result<(), Self::Error> {
-        let closed = self.rw.close().await;
+        let flushed_by = tokio::time::Instant::now() + AFTER_EOF;
+        let closed = tokio::time::timeout_at(flushed_by, self.rw.close())
+            .await
+            .unwrap_or(Ok(()));
         if let Some(mut writer) = self.writer.take()
-            && tokio::time::timeout(AFTER_EOF, &mut writer).await.is_err()
+            && tokio::time::timeout_at(flushed_by, &mut writer)
+                .await
+                .is_err()
         {
+            self.stop.cancel();
             writer.abort();
+            let _ = writer.await;
         }
         if ended(&mut self.child, AFTER_EOF).await {
             return closed;
@@ -148,67 +191,142 @@ async fn ended(child: &mut tokio::process::Child, wait: Duration) -> bool {
     tokio::time::timeout(wait, child.wait()).await.is_ok()
 }
 
+/// The refusals' queue as [`weigh_upstream`] fills it: at most [`MAX_REFUSALS`] answers
+/// taking at most [`MAX_REFUSAL_BYTES`] between them (`queued`, which [`to_child`] lowers as it
+/// writes them).
+struct Refusals {
+    tx: tokio::sync::mpsc::Sender<String>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Refusals {
+    /// Queues `answer`; `false` (and nothing queued) past either bound.
+    fn queue(&self, answer: String) -> bool {
+        let n = answer.len();
+        if self.queued.fetch_add(n, Ordering::SeqCst) + n > MAX_REFUSAL_BYTES
+            || self.tx.try_send(answer).is_err()
+        {
+            self.queued.fetch_sub(n, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+}
+
+/// How a write to the child's stdin went ([`put`]).
+enum Put {
+    /// Written whole, after waiting this long on the child.
+    Done(Duration),
+    /// The child's stdin is closed, or `stop` was cancelled.
+    Ended,
+    /// The child did not take it whole within what was left of [`STALL`].
+    Stalled,
+}
+
+/// Writes `bytes` to `stdin` within `budget`, or until `stop` is cancelled.
+async fn put(
+    stdin: &mut tokio::process::ChildStdin,
+    bytes: &[u8],
+    budget: Duration,
+    stop: &CancellationToken,
+) -> Put {
+    use tokio::io::AsyncWriteExt;
+    let started = tokio::time::Instant::now();
+    tokio::select! {
+        () = stop.cancelled() => Put::Ended,
+        wrote = tokio::time::timeout(budget, stdin.write_all(bytes)) => match wrote {
+            Ok(Ok(())) => Put::Done(started.elapsed()),
+            Ok(Err(_)) => Put::Ended,
+            Err(_) => Put::Stalled,
+        },
+    }
+}
+
 /// Writes rmcp's lines (read from `drain`) to the child's `stdin` as they come, and between
 /// two lines each answer in `refusals` ([`weigh_upstream`]'s to the upstream's requests too
-/// heavy to parse), so that no answer ever falls inside one of rmcp's messages. Ends (closing
-/// `stdin`) when rmcp's end is closed or the child's stdin is.
+/// heavy to parse, with the bytes they take), so that no answer ever falls inside one of rmcp's
+/// messages. Ends (closing `stdin`) when rmcp's end is closed, the child's stdin is, or `stop`
+/// is cancelled ([`ChildTransport::close`]); and when the child keeps a line waiting past
+/// [`STALL`], logged, `stop` cancelled so that [`weigh_upstream`] ends too and rmcp sees the
+/// connection end, as a dead upstream's does.
 async fn to_child(
     drain: DuplexStream,
     mut stdin: tokio::process::ChildStdin,
-    mut refusals: tokio::sync::mpsc::Receiver<String>,
+    (mut refusals, queued): (tokio::sync::mpsc::Receiver<String>, Arc<AtomicUsize>),
+    stop: CancellationToken,
 ) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let mut drain = tokio::io::BufReader::new(drain);
-    let mut at_line_start = true;
+    // The time the line being written has waited on the child so far.
+    let mut waited = Duration::ZERO;
     loop {
-        let chunk = tokio::select! {
+        let at_line_start = waited.is_zero();
+        let (line, chunk) = tokio::select! {
             biased;
+            () = stop.cancelled() => return,
             Some(error) = refusals.recv(), if at_line_start => {
-                if stdin.write_all(format!("{error}\n").as_bytes()).await.is_err() {
-                    break;
-                }
-                continue;
+                let n = error.len();
+                let line = format!("{error}\n").into_bytes();
+                drop(error);
+                queued.fetch_sub(n, Ordering::SeqCst);
+                (true, line)
             }
             read = drain.fill_buf() => match read {
                 Ok(buf) if !buf.is_empty() => {
                     let n = buf.iter().position(|b| *b == b'\n').map_or(buf.len(), |i| i + 1);
-                    buf[..n].to_vec()
+                    let chunk = buf[..n].to_vec();
+                    drain.consume(n);
+                    (chunk.last() == Some(&b'\n'), chunk)
                 }
                 _ => break,
             },
         };
-        drain.consume(chunk.len());
-        at_line_start = chunk.last() == Some(&b'\n');
-        if stdin.write_all(&chunk).await.is_err() {
-            break;
+        match put(&mut stdin, &chunk, STALL.saturating_sub(waited), &stop).await {
+            Put::Done(_) if line => waited = Duration::ZERO,
+            // Never zero mid-line: it marks a line's start.
+            Put::Done(took) => waited += took.max(Duration::from_nanos(1)),
+            Put::Ended => return,
+            Put::Stalled => {
+                tracing::warn!(
+                    stall_secs = STALL.as_secs(),
+                    "an MCP upstream kept a line of the hub's waiting on its stdin too long: taken for gone"
+                );
+                stop.cancel();
+                return;
+            }
         }
     }
     let _ = stdin.shutdown().await;
 }
 
-/// Copies a stdio upstream's lines from `out` to `feed` (rmcp's end) until either ends: each
-/// read within [`MAX_UPSTREAM_LINE`] (a longer one skipped unread and dropped) and weighed
-/// before rmcp parses it ([`crate::weigh::raw_weight`]). A line too heavy to parse (past
-/// [`crate::weigh::MAX_LINE_WEIGHT`]) is read for its id and method only
+/// Copies a stdio upstream's lines from `out` to `feed` (rmcp's end) until either ends or
+/// `stop` is cancelled: each read within [`MAX_UPSTREAM_LINE`] (a longer one skipped unread
+/// and dropped) and weighed before rmcp parses it ([`crate::weigh::raw_weight`]). A line too
+/// heavy to parse (past [`crate::weigh::MAX_LINE_WEIGHT`]) is read for its id and method only
 /// ([`crate::weigh::envelope`]) and never passed on: an answer becomes a JSON-RPC error under
 /// its id naming the bound (so the call waiting for it learns why, as the stdio proxy does);
 /// a request of the upstream's (sampling, roots, elicitation…) is answered on its stdin with
 /// a `-32600` error under its id naming the bound, through `refuse` ([`to_child`]), as the
 /// stdio proxy answers it (found by review: it was dropped, and the upstream waited for its
-/// answer for ever); a notification or a line under no readable id is dropped with a warning.
+/// answer for ever); a notification, a line under no usable id or under one longer than
+/// [`MAX_ANSWER_ID`], or an answer past the refusals' bounds, is dropped with a warning.
 async fn weigh_upstream(
     out: tokio::process::ChildStdout,
     mut feed: DuplexStream,
-    refuse: tokio::sync::mpsc::Sender<String>,
+    refuse: Refusals,
+    stop: CancellationToken,
 ) {
-    use crate::weigh::{Envelope, Id};
     use tokio::io::AsyncWriteExt;
     let mut reader = tokio::io::BufReader::new(out);
     let mut buf = Vec::new();
     loop {
         buf.clear();
         let read = crate::relay::upstream::bounded_line(&mut reader, &mut buf, MAX_UPSTREAM_LINE);
-        match read.await {
+        let read = tokio::select! {
+            () = stop.cancelled() => break,
+            read = read => read,
+        };
+        match read {
             Ok(Some(true)) => {}
             Ok(Some(false)) => {
                 tracing::warn!(
@@ -222,18 +340,14 @@ async fn weigh_upstream(
         let weight = crate::weigh::raw_weight(&buf);
         if weight > crate::weigh::MAX_LINE_WEIGHT {
             tracing::warn!(weight, "refused an upstream line too heavy to parse");
-            let why = crate::weigh::too_heavy(weight);
-            let (id, method) = match crate::weigh::envelope(&buf) {
-                Some(Envelope {
-                    id: Id::Is(id),
-                    method,
-                }) => (id, method),
-                _ => continue,
+            let Some((id, method)) = answerable(&buf) else {
+                continue;
             };
+            let why = crate::weigh::too_heavy(weight);
             if method {
                 let error = serde_json::json!({"jsonrpc": "2.0", "id": id,
                     "error": {"code": -32600, "message": why}});
-                if refuse.try_send(error.to_string()).is_err() {
+                if !refuse.queue(error.to_string()) {
                     tracing::warn!("dropped the answer to an upstream request too heavy to parse");
                 }
                 continue;
@@ -242,8 +356,37 @@ async fn weigh_upstream(
                 "message": format!("assent: the upstream's answer was refused: {why}")}});
             buf = error.to_string().into_bytes();
         }
-        if feed.write_all(&buf).await.is_err() || feed.write_all(b"\n").await.is_err() {
+        let fed = tokio::select! {
+            () = stop.cancelled() => break,
+            fed = async { feed.write_all(&buf).await?; feed.write_all(b"\n").await } => fed,
+        };
+        if fed.is_err() {
             break;
         }
     }
+}
+
+/// The id a line too heavy to parse is answered under, and whether it is a request (it has a
+/// `method`); `None` when it has no usable id ([`crate::weigh::Id::Is`]) or a string id longer
+/// than [`MAX_ANSWER_ID`] bytes (logged).
+fn answerable(line: &[u8]) -> Option<(serde_json::Value, bool)> {
+    use crate::weigh::{Envelope, Id};
+    let Some(Envelope {
+        id: Id::Is(id),
+        method,
+    }) = crate::weigh::envelope(line)
+    else {
+        return None;
+    };
+    if let serde_json::Value::String(s) = &id
+        && s.len() > MAX_ANSWER_ID
+    {
+        tracing::warn!(
+            id_bytes = s.len(),
+            max = MAX_ANSWER_ID,
+            "dropped an upstream line too heavy to parse: its id is too long to answer under"
+        );
+        return None;
+    }
+    Some((id, method))
 }

@@ -255,10 +255,10 @@ impl Hub {
     /// process's MCP tasks (they live in the process and die with it), are stopped as if their
     /// clients were gone ([`Hub::client_gone`]), their withdrawals all at once, and what is
     /// still on its way — proposals and the withdrawals they leave, forwarded calls and their
-    /// result reports — is waited for ([`Hub::settle_proposals`]), all within `bound`
-    /// ([`SHUTDOWN_SETTLE`] in `assent serve`); then, within what is left of `bound` (5 s at
-    /// most), the upstreams are closed ([`Hub::close_upstreams`]: a stdio upstream gets EOF,
-    /// then `SIGTERM`, then `SIGKILL`). To be awaited while the gateway still serves
+    /// result reports — is waited for ([`Hub::settle_proposals`]), within `bound`
+    /// ([`SHUTDOWN_SETTLE`] in `assent serve`) less the close's time (5 s, or `bound` when
+    /// shorter); then, within that reserved time, the upstreams are closed
+    /// ([`Hub::close_upstreams`]: a stdio upstream gets EOF, then `SIGTERM`, then `SIGKILL`). To be awaited while the gateway still serves
     /// (the hub reaches it over HTTP). Found by review: on SIGTERM a proposal in flight landed
     /// after the hub was gone and stayed pending, open to an operator's approval for a client
     /// long gone; then, that a call arriving during the settling was proposed and left pending,
@@ -283,11 +283,15 @@ impl Hub {
             // Its withdrawal runs on the tracker the settling waits for.
             drop(super::stop::stop_now(&c.job, &c.held, &c.gw, why));
         }
-        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        // The upstreams' close is given its own time out of `bound` (found by review: it had
+        // what the settling left, none when a forwarded call ran to the bound, and the
+        // upstreams were killed by the process's end without `SIGTERM`).
+        let closing = super::child::CLOSE_WITHIN.min(bound);
+        let settle_until = until.checked_sub(closing).unwrap_or(until);
+        let left = settle_until.saturating_duration_since(tokio::time::Instant::now());
         let settled = self.settle_proposals(left).await;
         let left = until.saturating_duration_since(tokio::time::Instant::now());
-        self.close_upstreams(left.min(super::child::CLOSE_WITHIN))
-            .await;
+        self.close_upstreams(left.max(closing)).await;
         settled
     }
 

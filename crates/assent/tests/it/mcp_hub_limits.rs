@@ -1,10 +1,13 @@
 //! The hub's limits where they meet rmcp's and an upstream's: a call rmcp's own body bound
 //! refused although the configuration allowed it, a stdio upstream's request too heavy to
-//! parse left unanswered, a stdio upstream killed without `SIGTERM` at the gateway's stop, and
-//! an operator's edit the hub held uncounted.
+//! parse left unanswered (or answered under ids of any length, queued without end), a stdio
+//! upstream killed without `SIGTERM` at the gateway's stop (also when a send waits on its
+//! stdin), one that stops reading its stdin holding the hub's sends for ever, and an
+//! operator's edit the hub held uncounted.
 
 use crate::hub_kit::{
-    hub_gateway_with, hub_post, hub_session, py_text, py_tools, py_upstream, sigterm, within,
+    hub_gateway_with, hub_post, hub_session, memory, py_text, py_tools, py_upstream, sigterm,
+    within,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -229,4 +232,188 @@ fn an_operators_edit_past_the_hubs_held_bytes_bound_is_not_run() {
     );
     assert!(!mark.exists(), "the upstream ran the edited call");
     drop(server);
+}
+
+/// What the gateway's memory may peak at in [`an_upstream_refused_under_huge_ids_while_reading_nothing_leaves_the_gateway_small`]:
+/// 300 MiB (the queued answers took it to some 930 MiB).
+const PEAK: usize = 300 << 20;
+
+/// Attack (memory, found by review): a stdio upstream that reads nothing of its stdin prints 80
+/// requests of nearly 16 MiB each, each under a 13 MiB string id with parameters too heavy to
+/// parse. Each was refused, and its answer — repeating the whole id — queued for the stdin it
+/// never reads: 64 of them, some 930 MiB, in the gateway that serves every agent. Now a line
+/// under an id over 1 KiB is dropped unanswered and the queue holds at most 1 MiB: the
+/// gateway's peak stays small and the call that set it off completes (a short id is still
+/// answered: `an_upstreams_request_too_heavy_to_parse_is_answered_not_left_waiting`).
+#[test]
+fn an_upstream_refused_under_huge_ids_while_reading_nothing_leaves_the_gateway_small() {
+    let call = format!(
+        "        big='{{\"jsonrpc\":\"2.0\",\"id\":\"'+'a'*(13<<20)+'\",\"method\":\"sampling/createMessage\",\"params\":{{\"z\":['+'0,'*1100000+'0]}}}}\\n'\n        for _ in range(80): sys.stdout.write(big)\n        sys.stdout.flush(); big=None\n{}",
+        py_text("done")
+    );
+    let source = py_upstream(&py_tools("flood"), &call);
+    let (_dir, server) = hub_gateway_with(KEY, &[("up", Some("[flood]"), &source)], "");
+    let (url, pid) = (server.url.clone(), server.child.id());
+    let session = hub_session(&url, KEY);
+    let (before, _) = memory(pid);
+    let flood = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "up__flood", "arguments": {}}});
+    // Its answer comes after the 80 lines on the upstream's stdout: all were read by then.
+    let body = hub_post(&url, KEY, Some(&session), flood).text().unwrap();
+    let (now, peak) = memory(pid);
+    eprintln!(
+        "gateway RSS {} MiB before, {} MiB now, {} MiB at its peak",
+        before >> 20,
+        now >> 20,
+        peak >> 20
+    );
+    assert!(text_of(&body).contains("done"), "{body:.300}");
+    assert!(peak < PEAK, "the gateway peaked at {} MiB", peak >> 20);
+}
+
+/// A stdio upstream with a `sleep` tool that sleeps `secs` s without reading its stdin (having
+/// written `busy`) and a `read` tool, writing `TERM` to `mark` on `SIGTERM`.
+fn sleeper(mark: &std::path::Path, busy: &std::path::Path, secs: u32) -> String {
+    format!(
+        r#"import json,sys,signal,time
+def term(*a):
+    open({mark:?},'w').write('TERM')
+    sys.exit(0)
+signal.signal(signal.SIGTERM,term)
+for line in sys.stdin:
+    m=json.loads(line)
+    if "id" not in m or "method" not in m: continue
+    if m["method"]=="initialize":
+        r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
+    elif m["method"]=="tools/list":
+        r={{"tools":[{{"name":"sleep","inputSchema":{{"type":"object"}}}},{{"name":"read","inputSchema":{{"type":"object"}}}}]}}
+    elif m["method"]=="tools/call":
+        if m["params"]["name"]=="sleep":
+            open({busy:?},'w').write('1')
+            time.sleep({secs})
+        r={{"content":[{{"type":"text","text":"done"}}]}}
+    else:
+        r={{}}
+    print(json.dumps({{"jsonrpc":"2.0","id":m["id"],"result":r}}),flush=True)
+"#
+    )
+}
+
+/// Starts, on threads, a call of `sleep` (once the upstream is in it, see [`sleeper`]) and a
+/// call of `read` with 300 KiB of arguments, which the upstream does not read: more than the
+/// pipes between hold, so the hub's send of it waits on the upstream's stdin. With
+/// `hang_up`, each client gives up its request after 5 s (the calls, forwarded, run on).
+fn a_send_blocked_on_stdin(
+    url: &str,
+    session: &str,
+    busy: &std::path::Path,
+    hang_up: bool,
+) -> Vec<std::thread::JoinHandle<String>> {
+    let calls = [
+        ("up__sleep", json!({})),
+        ("up__read", json!({"s": "x".repeat(300 << 10)})),
+    ];
+    let mut threads = Vec::new();
+    for (i, (name, arguments)) in calls.into_iter().enumerate() {
+        let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                          "params": {"name": name, "arguments": arguments}});
+        let (url, session) = (url.to_string(), session.to_string());
+        threads.push(std::thread::spawn(move || {
+            if !hang_up {
+                return hub_post(&url, KEY, Some(&session), call)
+                    .text()
+                    .unwrap_or_default();
+            }
+            let client = reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .unwrap();
+            let sent = client
+                .post(format!("{url}/mcp"))
+                .bearer_auth(KEY)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-06-18")
+                .header("mcp-session-id", &session)
+                .json(&call)
+                .send()
+                .and_then(|r| r.text());
+            sent.unwrap_or_else(|e| e.to_string())
+        }));
+        if i == 0 {
+            within(30, "the upstream never began the sleep", || {
+                busy.exists().then_some(())
+            });
+        }
+    }
+    // The second call forwarded (no approval: at once) and its send blocked.
+    std::thread::sleep(Duration::from_secs(2));
+    threads
+}
+
+/// Found by review: a send of the hub's blocked on a stdio upstream's stdin (the upstream busy
+/// in a long call, reading nothing, sent 300 KiB it does not take) held rmcp's write lock, and
+/// the close waited for that lock first, so the upstream got neither EOF nor `SIGTERM`; and the
+/// close had only what the settling left of its 15 s, none while a forwarded call ran (its
+/// client gone, nothing else kept the process alive). Now the close has 5 s of its own and
+/// closes stdin whatever rmcp holds: the upstream gets `SIGTERM`.
+#[test]
+fn a_stdio_upstream_busy_in_a_call_with_a_send_blocked_on_its_stdin_gets_sigterm_at_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mark, busy) = (dir.path().join("terminated"), dir.path().join("busy"));
+    let source = sleeper(&mark, &busy, 60);
+    let (_gw, mut server) = hub_gateway_with(
+        KEY,
+        &[("up", Some("[sleep, read]"), &source)],
+        "max_arguments_bytes: 1048576\n",
+    );
+    let session = hub_session(&server.url, KEY);
+    for call in a_send_blocked_on_stdin(&server.url, &session, &busy, true) {
+        call.join().unwrap();
+    }
+    sigterm(&server.child);
+    within(40, "the gateway never ended", || {
+        server.child.try_wait().unwrap()
+    });
+    let got = within(5, "the upstream never got SIGTERM", || {
+        std::fs::read_to_string(&mark).ok()
+    });
+    assert_eq!(got, "TERM");
+}
+
+/// Attack (memory, found by review): a stdio upstream that stops reading its stdin pinned every
+/// call forwarded to it: rmcp's sends queue behind the one blocked on the child's stdin, each
+/// holding its whole message, still after the call ends at its 600 s bound and its weight is
+/// let go. Now a line the child keeps waiting 30 s lets the upstream go, as a dead one: the
+/// blocked sends fail (freeing what they held), the calls under way are answered that no
+/// answer came, the child is ended (`SIGTERM`), and a later call is refused at once.
+#[test]
+fn an_upstream_that_stops_reading_its_stdin_is_let_go_after_30_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mark, busy) = (dir.path().join("terminated"), dir.path().join("busy"));
+    let source = sleeper(&mark, &busy, 120);
+    let (_gw, server) = hub_gateway_with(
+        KEY,
+        &[("up", Some("[sleep, read]"), &source)],
+        "max_arguments_bytes: 1048576\n",
+    );
+    let session = hub_session(&server.url, KEY);
+    let started = std::time::Instant::now();
+    let calls = a_send_blocked_on_stdin(&server.url, &session, &busy, false);
+    for call in calls {
+        let body = call.join().unwrap();
+        let text = text_of(&body);
+        assert!(text.contains("upstream `up` failed"), "{body:.400}");
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(50), "answered after {took:?}");
+    let got = within(10, "the upstream was never ended", || {
+        std::fs::read_to_string(&mark).ok()
+    });
+    assert_eq!(got, "TERM");
+    let later = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                       "params": {"name": "up__read", "arguments": {}}});
+    let body = hub_post(&server.url, KEY, Some(&session), later)
+        .text()
+        .unwrap();
+    assert!(!text_of(&body).contains("done"), "{body:.400}");
 }
