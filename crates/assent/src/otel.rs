@@ -83,13 +83,13 @@ fn traces_timeout() -> Duration {
 /// (`assent_api::loopback_host`; other hosts keep them). Built on a thread of its own, as the
 /// exporter builds its default one (a blocking client must not be built or dropped inside
 /// an async runtime); `Err` says why it could not be built.
-fn exporter_client() -> Result<reqwest13::blocking::Client, String> {
-    let loopback = reqwest13::Url::parse(traces_endpoint().trim())
-        .is_ok_and(|u| assent_api::loopback_host(&u));
+fn exporter_client() -> Result<reqwest::blocking::Client, String> {
+    let loopback =
+        reqwest::Url::parse(traces_endpoint().trim()).is_ok_and(|u| assent_api::loopback_host(&u));
     let timeout = traces_timeout();
     std::thread::spawn(move || {
-        let b = reqwest13::blocking::Client::builder()
-            .redirect(reqwest13::redirect::Policy::none())
+        let b = reqwest::blocking::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout);
         if loopback { b.no_proxy() } else { b }.build()
     })

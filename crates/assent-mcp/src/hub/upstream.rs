@@ -243,11 +243,11 @@ impl Upstream {
 /// machine) through an env proxy, with its bearer token and every call's arguments and
 /// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
 /// Errors: the client cannot be built (its TLS backend fails to load).
-fn http_client(url: &str) -> anyhow::Result<reqwest13::Client> {
-    let b = reqwest13::Client::builder()
+fn http_client(url: &str) -> anyhow::Result<reqwest::Client> {
+    let b = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .redirect(same_origin_redirects());
-    let loopback = reqwest13::Url::parse(url).is_ok_and(|u| assent_api::loopback_host(&u));
+    let loopback = reqwest::Url::parse(url).is_ok_and(|u| assent_api::loopback_host(&u));
     let b = if loopback { b.no_proxy() } else { b };
     Ok(b.build()?)
 }
@@ -259,11 +259,11 @@ const MAX_REDIRECTS: usize = 10;
 /// 308 (which keep the method and body) to the same origin is followed, at most
 /// [`MAX_REDIRECTS`] times; any other redirect is returned as the answer (a cross-origin one
 /// would replay the session id and bearer token to another host).
-fn same_origin_redirects() -> reqwest13::redirect::Policy {
-    reqwest13::redirect::Policy::custom(|attempt| {
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
         let keeps_body = matches!(
             attempt.status(),
-            reqwest13::StatusCode::TEMPORARY_REDIRECT | reqwest13::StatusCode::PERMANENT_REDIRECT
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
         );
         let same_origin = attempt
             .previous()

@@ -141,10 +141,12 @@ pub(crate) fn callback_req(
     code: &str,
     (cookie, headers): (&str, &[(&str, &str)]),
 ) -> reqwest::RequestBuilder {
-    let mut req = b
-        .get(format!("{}/ui/oidc/callback", gw.url))
-        .query(&[("state", s.query["state"].as_str()), ("code", code)])
-        .header("cookie", cookie);
+    let url = reqwest::Url::parse_with_params(
+        &format!("{}/ui/oidc/callback", gw.url),
+        [("state", s.query["state"].as_str()), ("code", code)],
+    )
+    .unwrap();
+    let mut req = b.get(url).header("cookie", cookie);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
