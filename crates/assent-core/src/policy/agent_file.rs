@@ -31,8 +31,10 @@ struct RawMeta {
     namespace: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    /// Any values (Agent Format: opaque pass-through data); only
+    /// [`ORCHESTRATORS_ANNOTATION`] is read, and only as a string.
     #[serde(default)]
-    annotations: BTreeMap<String, String>,
+    annotations: BTreeMap<String, Value>,
 }
 #[derive(Deserialize, Default)]
 struct RawActionSpace {
@@ -232,12 +234,13 @@ pub(super) fn load_agent(
     })
 }
 
-/// The agent ids named in annotation [`ORCHESTRATORS_ANNOTATION`] (comma-separated, blanks
-/// trimmed, empty entries dropped): the agents this agent's own file accepts as its
-/// orchestrators.
-fn accepted_orchestrators(annotations: &BTreeMap<String, String>) -> Vec<String> {
+/// The agent ids named in annotation [`ORCHESTRATORS_ANNOTATION`] (a string: comma-separated,
+/// blanks trimmed, empty entries dropped; any other value names none): the agents this
+/// agent's own file accepts as its orchestrators. Other annotations may hold anything.
+fn accepted_orchestrators(annotations: &BTreeMap<String, Value>) -> Vec<String> {
     annotations
         .get(ORCHESTRATORS_ANNOTATION)
+        .and_then(Value::as_str)
         .map(|list| {
             list.split(',')
                 .map(str::trim)

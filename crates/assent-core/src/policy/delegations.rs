@@ -303,7 +303,10 @@ mod tests {
     #[test]
     fn an_agent_file_cannot_make_an_agent_its_delegate_without_that_agents_consent() {
         let bare = |id: &str, meta: &str| format!("metadata: {{id: {id}{meta}}}\n");
-        let locals = "    - {alias: v, source: v.yaml}\n    - {alias: m, source: m.yaml}\n    - {alias: o, source: o2.yaml}\n";
+        // Other annotations may hold anything (found by review: a null or a list stopped the
+        // file from loading); a list of orchestrators that is not a string names none.
+        let odd = ", annotations: {owner: , tags: [a, b], assent/orchestrators: [orch]}";
+        let locals = "    - {alias: v, source: v.yaml}\n    - {alias: m, source: m.yaml}\n    - {alias: o, source: o2.yaml}\n    - {alias: x, source: x.yaml}\n";
         let orch =
             agent("orch", locals).replacen("{id: orch, ", "{id: orch, namespace: team-b, ", 1);
         let reg = load(&[
@@ -320,13 +323,15 @@ mod tests {
                 "o2.yaml",
                 bare("other", ", annotations: {assent/orchestrators: orchestra}"),
             ),
+            ("x.yaml", bare("odd", odd)),
         ]);
         let d = reg.delegations();
         assert_eq!(d.delegates_of("orch"), ["mate"]);
         assert!(d.orchestrators_of("victim").is_empty());
         assert!(d.orchestrators_of("other").is_empty());
         let w = &reg.warnings;
-        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(d.orchestrators_of("odd").is_empty());
+        assert_eq!(w.len(), 3, "{w:?}");
         assert!(
             w[0].contains("agent `victim` does not accept `orch` as its orchestrator"),
             "{w:?}"
@@ -339,6 +344,7 @@ mod tests {
             w[1].contains("agent `other` does not accept `orch`"),
             "{w:?}"
         );
+        assert!(w[2].contains("agent `odd` does not accept `orch`"), "{w:?}");
     }
 
     #[test]
