@@ -94,7 +94,10 @@ pub(crate) fn newest_verifying(
 pub(crate) type Takeover = (i64, String, String);
 
 /// The take-overs recorded at checkpoint rows past record `after`, oldest first, and the
-/// highest checkpoint `seq` examined (`None`: no row past `after`). A take-over is an
+/// highest checkpoint `seq` examined, never past the audit head read in the same query
+/// (`None`: no row past `after`, or no audit record; found by review: one junk row at a huge
+/// `seq` moved a [`Watch`] past every later take-over, which its own record puts at or below
+/// the head, so the replaced replica kept writing). A take-over is an
 /// [`KEY_REPLACED`] record whose `replaces` and `public_key` are keys, with a stored
 /// checkpoint at its own record that names the new key, verifies under it and whose
 /// `head_hash` is that record's `hash` (as `checkpoint::take_over` signs it). One query by
@@ -103,10 +106,10 @@ pub(crate) type Takeover = (i64, String, String);
 /// checkpoint (appended by someone who can write the database, who cannot sign as the new
 /// key) counts for nothing. Errors: the database's.
 fn takeovers_after(conn: Conn<'_>, after: i64) -> db::Result<(Vec<Takeover>, Option<i64>)> {
-    type Row = (Checkpoint, Option<String>, Option<String>);
+    type Row = (Checkpoint, Option<String>, Option<String>, Option<i64>);
     let rows: Vec<Row> = crate::sql::rows(
         conn,
-        "SELECT c.seq, c.head_hash, c.record_count, c.time, c.public_key, c.signature, CASE WHEN a.kind = ?2 THEN a.hash END, CASE WHEN a.kind = ?2 THEN a.data END FROM audit_checkpoints c LEFT JOIN audit a ON a.seq = c.seq WHERE c.seq > ?1 ORDER BY c.seq",
+        "SELECT c.seq, c.head_hash, c.record_count, c.time, c.public_key, c.signature, CASE WHEN a.kind = ?2 THEN a.hash END, CASE WHEN a.kind = ?2 THEN a.data END, (SELECT max(seq) FROM audit) FROM audit_checkpoints c LEFT JOIN audit a ON a.seq = c.seq WHERE c.seq > ?1 ORDER BY c.seq",
         crate::params![after, KEY_REPLACED],
         |r| {
             let cp = Checkpoint {
@@ -117,13 +120,15 @@ fn takeovers_after(conn: Conn<'_>, after: i64) -> db::Result<(Vec<Takeover>, Opt
                 public_key: r.get(4)?,
                 signature: r.get(5)?,
             };
-            Ok((cp, r.get(6)?, r.get(7)?))
+            Ok((cp, r.get(6)?, r.get(7)?, r.get(8)?))
         },
     )?;
-    let examined = rows.last().map(|(cp, _, _)| cp.seq);
+    let examined = rows
+        .last()
+        .and_then(|(cp, _, _, head)| Some(cp.seq.min((*head)?)));
     let found = rows
         .into_iter()
-        .filter_map(|(cp, hash, data)| takeover_at(&cp, hash.as_deref()?, &data?))
+        .filter_map(|(cp, hash, data, _)| takeover_at(&cp, hash.as_deref()?, &data?))
         .collect();
     Ok((found, examined))
 }

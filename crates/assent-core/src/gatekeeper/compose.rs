@@ -61,7 +61,7 @@ pub(super) struct Composed<'a> {
     /// The roles the escalations of the rules without a quorum name: those escalation may
     /// add to the group their roles form.
     plain_escalation: Vec<String>,
-    triggers: Vec<String>,
+    pub triggers: Vec<String>,
     alternatives: Vec<String>,
     escalation: Option<Escalation>,
     output_bytes: Option<u64>,

@@ -13,6 +13,11 @@ use crate::policy::{Agent, ApprovalSpec, Delegate};
 /// person (`Composed::add_no_skill`).
 const NO_SKILL_ID: &str = "asked with no skill id; it declares allowed_skills, so a person decides (the remote agent would pick the skill from the message, past allowed_skills and each skill's approval)";
 
+/// The trigger of a delegation held by [`NO_SKILL_ID`] (`Composed::add_no_skill`): held so a
+/// person decides, so — as for every trigger — no grant covers it, its default at the timeout
+/// is reject and it is not asked in the client.
+const TRIGGER_SKILL_UNNAMED: &str = "skill_unnamed";
+
 /// The synthetic call of a delegation (seed 004 "Approval on Agent Delegation"): tool
 /// `delegate.<target>`, arguments `{"input": …, "skill_id"?: …, "skill_args"?: …}`. Its
 /// canonical hash is what an approval of the delegation binds.
@@ -121,10 +126,16 @@ impl<'a> Composed<'a> {
     /// `allowed_skills`, the remote agent would pick the skill from the message, past the list
     /// and past every skill's `approval` (found by review: with no `skill_id` a delegation to an
     /// agent allowing `process-payment` only under approval was allowed). It needs a person
-    /// then (fail closed, not a denial: a person may still allow it), with a reason saying why.
+    /// then (fail closed, not a denial: a person may still allow it), with a reason saying why
+    /// and the trigger [`TRIGGER_SKILL_UNNAMED`] (found by review: held with no trigger, an
+    /// approving default at the timeout, a grant or the agent's own user in the client let it
+    /// through with no person deciding).
     fn add_no_skill(&mut self, agent: &Agent, target: &Delegate, rule: &str) {
         if target.skills.is_some() {
             self.require(None);
+            if !self.triggers.iter().any(|t| t == TRIGGER_SKILL_UNNAMED) {
+                self.triggers.push(TRIGGER_SKILL_UNNAMED.to_string());
+            }
             let label = format!("{rule}.allowed_skills");
             self.reasons.push(reason(&agent.file, label, NO_SKILL_ID));
         }
@@ -202,6 +213,8 @@ action_space:
             why.is_some_and(|r| r.text.contains("asked with no skill id")),
             "{v:?}"
         );
+        assert_eq!(v.terms.triggers, [super::TRIGGER_SKILL_UNNAMED], "{v:?}");
+        assert!(!v.terms.in_client_approval, "{v:?}");
         assert_eq!(
             eval(json!({"input": {}, "skill_id": 7})).kind,
             VerdictKind::Deny

@@ -5,7 +5,8 @@
 //! default too), and `in_client_approval` does not let the agent's own user approve it
 //! (`POST /v1/approvals/{id}/user-decision`). And a delegation to a remote agent declaring
 //! `allowed_skills` that names no `skill_id` needs a person: the remote agent would pick the
-//! skill from the message, past the list and each skill's approval.
+//! skill from the message, past the list and each skill's approval; it is held by the trigger
+//! `skill_unnamed`, so neither an approving default, a grant nor the client releases it.
 
 use crate::kit::{BOT, Gw, OP, assert_error, assert_says, policy, serve_policy};
 use assent_core::approval::DefaultDecision;
@@ -316,5 +317,35 @@ async fn a_delegation_naming_no_skill_cannot_skip_allowed_skills_and_their_appro
     let (s, b) = delegate(&gw, json!({"target": "payments", "skill_id": "refund"})).await;
     assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
     assert_says(&b, "reason", "not in allowed_skills");
+    gw.stop().await;
+}
+
+/// The attack: a delegation naming no skill was held "so a person decides" with no trigger,
+/// so a lenient catch-all rule (`tool: "*"`, `default_decision: approve`,
+/// `in_client_approval: true`) let it through with nobody deciding: offered to the agent's own
+/// user, and approved at its timeout. It is held by the trigger `skill_unnamed`: not offered
+/// in the client (refused, `403`), its default is reject, and its timeout approves nothing.
+#[tokio::test]
+async fn a_lenient_default_never_releases_a_delegation_naming_no_skill() {
+    let lenient = "- tool: \"*\"
+  default_decision: approve
+  timeout_seconds: 1
+  in_client_approval: true
+";
+    let gw = serve_policy(AGENT, &policy("t.skill-unnamed-v1", lenient)).await;
+    let pay = json!({"text": "process a payment of 5000 to acct 1"});
+    let (s, b) = delegate(&gw, json!({"target": "payments", "input": pay})).await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::ACCEPTED, &json!("pending")),
+        "{b}"
+    );
+    assert_eq!(b["in_client_approval"], false, "not offered: {b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, a) = user_approves(&gw, &id).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{a}");
+    let (_, a) = gw.approval(&id, OP).await;
+    assert_eq!(a["in_client_approval"], false, "{a}");
+    assert_held_then_expired_rejected(&gw, &id, "skill_unnamed").await;
     gw.stop().await;
 }

@@ -3,7 +3,8 @@
 //! replaced key (a replica still running an older binary, a restored backup), one signed by a
 //! key of a database writer's own, one naming the replaced key that does not verify — neither
 //! stop the replica that took over (its writes and `/readyz`) nor let the replaced one write
-//! again. On SQLite and on PostgreSQL (skipped with `ASSENT_TEST_NO_PG=1`).
+//! again; and one junk row far ahead does not blind the replaced replica to a later take-over.
+//! On SQLite and on PostgreSQL (skipped with `ASSENT_TEST_NO_PG=1`).
 
 use crate::keys_guard::{chmod, config, keys_init, propose_status, readyz};
 use crate::{free_port, propose, serve_cmd, serve_with, stop};
@@ -224,5 +225,79 @@ fn a_replaced_key_cannot_take_the_database_back_through_audit_key_replaces_sqlit
 fn a_replaced_key_cannot_take_the_database_back_through_audit_key_replaces_postgres() {
     if let Some(schema) = assent_testkit::pg::schema() {
         a_replaced_key_takes_nothing_back(Some(schema));
+    }
+}
+
+/// Attack: while replica A serves, one junk row is planted in `audit_checkpoints` at a huge
+/// `seq`; A's next write examines it, and its watch of take-overs moved past it, so the
+/// take-over B records later (at a lower `seq`, its own record's) was never seen and A kept
+/// writing under its replaced key. Its watch never moves past the audit head: A writes
+/// nothing more (`503`) and its `/readyz` says `audit_key_replaced`.
+fn a_junk_row_far_ahead_then_a_take_over(schema: Option<assent_testkit::pg::Schema>) {
+    let url = schema
+        .as_ref()
+        .map(|s| format!("{}&application_name={}", s.postgres_url, s.name));
+    let env: Vec<(&str, &str)> = url
+        .iter()
+        .map(|u| ("ASSENT_DATABASE_URL", u.as_str()))
+        .collect();
+    let extra = format!(
+        "{}audit_checkpoints: {{every_records: 1000000, every_seconds: 86400}}\n",
+        if schema.is_some() {
+            "database: {url_env: ASSENT_DATABASE_URL}\n"
+        } else {
+            ""
+        }
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+    keys_init(&keys.join("b"));
+    let a = a.as_str().unwrap();
+    let start = |keys: &str| {
+        let port = free_port();
+        let mut cmd = serve_cmd(&config(dir.path(), port, keys, &extra));
+        cmd.envs(env.iter().copied());
+        serve_with(cmd, port)
+    };
+    let sa = start("keys/a");
+    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
+    exec(
+        &dir.path().join("data").join("assent.db"),
+        schema.as_ref(),
+        "INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) VALUES (9000000000000000000, 'x', 0, 0, 'junk', 'junk')",
+    );
+    // A writes once more: its watch examines the junk row.
+    assert_eq!(propose(&sa.url, 5500)["decision"], "pending");
+    let replaces = keys.join("b").join("audit-key-replaces");
+    std::fs::write(&replaces, format!("{a}\n")).unwrap();
+    chmod(&replaces, 0o600);
+    let sb = start("keys/b");
+    assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
+    let (status, body) = propose_status(&sa.url, 7000);
+    assert_eq!(status, 503, "A kept writing under its replaced key: {body}");
+    // `/readyz` answers from a check at most a second old.
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut said = readyz(&sa.url).1;
+    while said["reason"] != "audit_key_replaced" && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+        said = readyz(&sa.url).1;
+    }
+    assert_eq!(said["reason"], "audit_key_replaced", "{said}");
+    stop(sb);
+    let mut sa = sa;
+    let _ = sa.child.kill();
+    let _ = sa.child.wait();
+}
+
+#[test]
+fn a_junk_checkpoint_row_far_ahead_does_not_blind_the_replaced_replica_sqlite() {
+    a_junk_row_far_ahead_then_a_take_over(None);
+}
+
+#[test]
+fn a_junk_checkpoint_row_far_ahead_does_not_blind_the_replaced_replica_postgres() {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        a_junk_row_far_ahead_then_a_take_over(Some(schema));
     }
 }
