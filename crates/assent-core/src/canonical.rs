@@ -60,6 +60,20 @@ pub enum CanonicalError {
         /// The dotted key.
         key: String,
     },
+    /// A top-level argument whose name has a dot (`req.path`) while the nested path of that
+    /// name, spelt in another case or Unicode form at some level (`{"Req": {"path": …}}`),
+    /// also holds a value: a policy reads the literal key, a tool decoding case-insensitively
+    /// (Go's `encoding/json`) the nested one (found by review). `nested` is the nested path as
+    /// sent.
+    #[error(
+        "argument `{key}` is ambiguous: the nested path `{nested}` is the same name but for case or Unicode form and also holds a value (a policy reading one while the tool uses the other); rename the key"
+    )]
+    FoldedAmbiguousKey {
+        /// The dotted key.
+        key: String,
+        /// The real keys of the nested path it folds to, joined by dots.
+        nested: String,
+    },
     /// Two keys of one object that are the same name but for case or Unicode compatibility
     /// form (`amount` and `AMOUNT`; `kind` and `\u{212A}ind`, a Kelvin sign): a policy reads
     /// the one spelt as it names it, while many tools' decoders (Go's `encoding/json`, which
@@ -96,7 +110,7 @@ impl ToolCall {
     ///
     /// Errors: [`CanonicalError::EmptyTool`], [`CanonicalError::ArgumentsNotObject`],
     /// [`CanonicalError::InexactInteger`], [`CanonicalError::AmbiguousKey`],
-    /// [`CanonicalError::CaseAmbiguousKey`].
+    /// [`CanonicalError::FoldedAmbiguousKey`], [`CanonicalError::CaseAmbiguousKey`].
     pub fn new(
         tool: impl Into<String>,
         server: Option<String>,
@@ -244,20 +258,77 @@ impl CanonicalCall {
 
 /// Refuses arguments where a top-level key with a dot (`a.b`) and the nested path `a.b` both
 /// hold a value: [`crate::condition::lookup`] reads the literal key first, and a tool the
-/// nested one, so an agent could show the policy a harmless value and run another. Only keys
-/// with a dot are walked: linear in the arguments' size. Also applied to every other object a
-/// condition is read from as its root (a delegation's `skill_args`).
+/// nested one, so an agent could show the policy a harmless value and run another. The nested
+/// path is matched as a case-insensitive decoder matches it ([`folded_walk`]; found by review:
+/// `{"req.path": "/ok", "Req": {"path": "/etc/shadow"}}` passed). Only keys with a dot are
+/// walked. Also applied to every other object a condition is read from as its root (a
+/// delegation's `skill_args`).
 pub(crate) fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
     let Some(m) = arguments.as_object() else {
         return Ok(());
     };
-    match m
-        .keys()
-        .find(|k| k.contains('.') && crate::condition::path(arguments, k).is_some())
-    {
-        Some(key) => Err(CanonicalError::AmbiguousKey { key: key.clone() }),
-        None => Ok(()),
+    for key in m.keys().filter(|k| k.contains('.')) {
+        if let Walk::Found(nested, _) = folded_walk(arguments, key) {
+            return Err(if nested == *key {
+                CanonicalError::AmbiguousKey { key: key.clone() }
+            } else {
+                CanonicalError::FoldedAmbiguousKey {
+                    key: key.clone(),
+                    nested,
+                }
+            });
+        }
     }
+    Ok(())
+}
+
+/// Where [`folded_walk`] of a dotted path ends.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Walk<'a> {
+    /// The path leads to the value, through the real keys (and indexes) joined by dots.
+    Found(String, &'a Value),
+    /// A prefix of the path (its real keys joined by dots) holds the value, which the next
+    /// part cannot enter: not an object, or an array and the part not one of its indexes.
+    Stopped(String, &'a Value),
+    /// An object on the way has no key of the next part's name in any spelling (or the root
+    /// is not an object).
+    Absent,
+}
+
+/// Follows the dotted path `key` (`req.files.0.path`) from `root` through nested objects and
+/// arrays (a numeric part indexes an array) as a decoder that ignores case and compatibility
+/// forms does: each part matched by the key of that name, else by the key [`folded_key`]
+/// folds alike (one at most in a checked call: [`ToolCall::new`] refuses two). Never reads a
+/// literal key with a dot.
+pub(crate) fn folded_walk<'a>(root: &'a Value, key: &str) -> Walk<'a> {
+    if !root.is_object() {
+        return Walk::Absent;
+    }
+    let mut cur = root;
+    let mut found: Vec<&str> = Vec::new();
+    for part in key.split('.') {
+        let next = match cur {
+            Value::Object(m) => match m.get_key_value(part).or_else(|| {
+                let want = folded_key(part);
+                m.iter().find(|(k, _)| folded_key(k) == want)
+            }) {
+                Some((k, v)) => Some((k.as_str(), v)),
+                None => return Walk::Absent,
+            },
+            Value::Array(a) => part
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| a.get(i))
+                .map(|v| (part, v)),
+            _ => None,
+        };
+        let Some((k, v)) = next else {
+            return Walk::Stopped(found.join("."), cur);
+        };
+        found.push(k);
+        cur = v;
+    }
+    Walk::Found(found.join("."), cur)
 }
 
 /// Largest integer magnitude a double holds exactly (2^53).
@@ -508,6 +579,45 @@ mod tests {
         assert!(ToolCall::new("dd", None, json!({"target.device": "/dev/null"})).is_ok());
         assert!(ToolCall::new("dd", None, json!({"target": {"device": "/dev/sda"}})).is_ok());
         assert!(ToolCall::new("dd", None, json!({"target.x": 1, "target": {"y": 2}})).is_ok());
+    }
+
+    /// Attack: a rule scopes `req.path`; the agent sends a harmless literal key `"req.path"`
+    /// for the policy and `{"Req": {"path": "/etc/shadow"}}`, which a tool decoding
+    /// case-insensitively reads as its `req.path`. Refused naming both spellings, at any level
+    /// and through arrays.
+    #[test]
+    fn a_dotted_key_shadowing_a_nested_argument_in_another_case_is_refused() {
+        let decoy = json!({"req.path": "/srv/data/ok", "Req": {"path": "/etc/shadow"}});
+        let e = ToolCall::new("read", None, decoy).unwrap_err();
+        assert_eq!(
+            e,
+            CanonicalError::FoldedAmbiguousKey {
+                key: "req.path".into(),
+                nested: "Req.path".into(),
+            }
+        );
+        assert!(e.to_string().contains("`req.path`") && e.to_string().contains("`Req.path`"));
+        for v in [
+            json!({"Req.Path": 1, "req": {"path": 2}}),
+            json!({"a.b.c": 1, "a": {"\u{212A}": 0, "B": {"C": 2}}}),
+            json!({"files.0.path": 1, "FILES": [{"PATH": 2}]}),
+            json!({"n.x": 1, "\u{FF2E}": {"x": 2}}),
+        ] {
+            assert!(
+                matches!(
+                    ToolCall::new("t", None, v.clone()),
+                    Err(CanonicalError::FoldedAmbiguousKey { .. })
+                ),
+                "{v}"
+            );
+        }
+        // A dotted key whose nested path is absent in every spelling is a plain call.
+        assert!(ToolCall::new("t", None, json!({"req.path": 1, "Req": {"p": 2}})).is_ok());
+        assert!(ToolCall::new("t", None, json!({"req.path": 1, "Req": [2]})).is_ok());
+        assert_eq!(
+            folded_walk(&json!({"A": [{"b": 1}]}), "a.0.B.c"),
+            Walk::Stopped("A.0.b".into(), &json!(1))
+        );
     }
 
     /// Attack: a rule checks `amount`; the agent sends `{"amount": 5, "AMOUNT": 5000}` (or a

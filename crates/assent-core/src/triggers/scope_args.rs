@@ -12,7 +12,7 @@
 //! the filesystem inside the proposal's write transaction: past [`MAX_SCOPE_VALUES`] values the
 //! call is held without checking any.
 
-use crate::canonical::folded_key;
+use crate::canonical::{Walk, folded_key, folded_walk, type_name};
 use crate::condition::lookup;
 use serde_json::Value;
 
@@ -72,14 +72,24 @@ pub(super) fn folded_lookup(args: &Value, key: &str) -> Option<String> {
 /// [`MAX_SCOPE_VALUES`] strings), or why it cannot be checked: another shape (`null`, a
 /// number, an object, an array holding one), more values than are checked (`noun` names them:
 /// `paths`, `URLs`), or absent under `key` but present in another spelling. Absent in every
-/// spelling: no values.
+/// spelling: no values. A dotted argument whose path stops, in any spelling, at a value it
+/// cannot enter (an array without that index, a string, a number, `null`) cannot be checked.
 pub(super) fn string_values<'a>(args: &'a Value, key: &str, noun: &str) -> Values<'a> {
     let Some(v) = lookup(args, key) else {
         return match folded_lookup(args, key) {
-            None => Values::Strings(Vec::new()),
             Some(found) => Values::Unchecked(format!(
                 "argument `{key}` is missing but the call holds `{found}`, which a tool that ignores case reads as `{key}`"
             )),
+            // Found by review: `files.path` against `{"files": [{"path": "/etc/shadow"}]}`
+            // (or a string, or null) was absent, so passed; the tool reads the path all the
+            // same. A walk that stops at a value it cannot enter holds the call.
+            None => match folded_walk(args, key) {
+                Walk::Stopped(at, v) if !at.is_empty() => Values::Unchecked(format!(
+                    "argument `{key}` is missing but the call holds `{at}` as {}, not an object holding the rest of the path",
+                    type_name(v)
+                )),
+                _ => Values::Strings(Vec::new()),
+            },
         };
     };
     match v {
@@ -150,6 +160,29 @@ mod tests {
         assert!(unchecked(json!({"A.Path": "/etc"}), "a.path").contains("`A.Path`"));
     }
 
+    /// Attack: `scope.paths.arguments: [files.path]`; the agent sends `files` as an array of
+    /// objects (or a string, or null), the path lookup finds nothing, and the call passed.
+    #[test]
+    fn a_dotted_argument_whose_path_stops_at_another_shape_cannot_be_checked() {
+        for (files, what) in [
+            (json!([{"path": "/etc/shadow"}]), "an array"),
+            (json!("/etc/shadow"), "a string"),
+            (json!(null), "null"),
+            (json!(7), "a number"),
+        ] {
+            let why = unchecked(json!({ "files": files }), "files.path");
+            assert!(
+                why.contains("`files.path` is missing")
+                    && why.contains(&format!("`files` as {what}")),
+                "{why}"
+            );
+        }
+        // Another spelling, deeper, and an index past the array's end.
+        let why = unchecked(json!({"Req": {"Files": "/etc"}}), "req.files.path");
+        assert!(why.contains("`Req.Files` as a string"), "{why}");
+        assert!(unchecked(json!({"f": ["/x"]}), "f.1").contains("`f` as an array"));
+    }
+
     #[test]
     fn an_argument_absent_in_every_spelling_or_present_as_named_is_read() {
         let strings = |args: Value, key: &str| match string_values(&args, key, "paths") {
@@ -157,6 +190,9 @@ mod tests {
             other => panic!("{key} in {args}: {other:?}"),
         };
         assert!(strings(json!({"other": "/etc"}), "path").is_empty());
+        // A dotted argument absent at an object on the way, in every spelling, is absent.
+        assert!(strings(json!({"files": {"p": "/etc"}}), "files.path").is_empty());
+        assert!(strings(json!({"other": [1]}), "files.path").is_empty());
         assert_eq!(
             strings(json!({"path": "/srv/a", "Other": 1}), "path"),
             ["/srv/a"]

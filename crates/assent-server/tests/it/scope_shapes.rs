@@ -11,22 +11,26 @@ use crate::kit::{Gw, OP, assert_answer, policy, serve_policy};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-/// Agent `bot` with the tools `read_path`, `fetch`, `browse` and `send_email`.
+/// Agent `bot` with the tools `read_path`, `read_files`, `fetch`, `browse` and `send_email`.
 const AGENT: &str = "metadata: {id: bot}
 action_space:
   local_tools:
     - alias: read_path
+    - alias: read_files
     - alias: fetch
     - alias: browse
     - alias: send_email
 ";
 
-/// `read_path` is scoped to `root`, `fetch` to `*.example.com`; `browse` brings untrusted
-/// output in, `send_email` sends data out.
+/// `read_path` (argument `path`) and `read_files` (the dotted argument `files.path`) are
+/// scoped to `root`, `fetch` to `*.example.com`; `browse` brings untrusted output in,
+/// `send_email` sends data out.
 fn rules(root: &str) -> String {
     format!(
         "- tool: read_path
   scope: {{paths: {{arguments: [path], roots: [{root}]}}}}
+- tool: read_files
+  scope: {{paths: {{arguments: [files.path], roots: [{root}]}}}}
 - tool: fetch
   scope: {{domains: {{arguments: [url], allow: [\"*.example.com\"]}}}}
 - tool: browse
@@ -113,6 +117,44 @@ async fn a_scope_argument_of_another_shape_is_held_not_passed() {
         assert_eq!(a["triggers"], json!(["paths"]), "{v}: {a}");
         let a = held(&gw, "s1", "fetch", json!({ "url": v })).await;
         assert_eq!(a["triggers"], json!(["domains"]), "{v}: {a}");
+    }
+    gw.stop().await;
+}
+
+/// Found by review: a literal key `req.path` showed the scope a path inside the root while
+/// `{"Req": {"path": "/etc/shadow"}}`, which a case-insensitive tool reads as its `req.path`,
+/// went unread. Refused as ambiguous, naming both spellings.
+#[tokio::test]
+async fn a_decoy_dotted_key_beside_a_nested_path_in_another_case_is_refused() {
+    let (gw, _root) = gateway().await;
+    let decoy = json!({"req.path": "/srv/data/ok", "Req": {"path": "/etc/shadow"}});
+    let (s, b) = gw.propose_in("s1", "read_path", decoy).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    let why = b.to_string();
+    assert!(
+        why.contains("`req.path`") && why.contains("`Req.path`"),
+        "{b}"
+    );
+    gw.stop().await;
+}
+
+/// Found by review: `scope.paths.arguments: [files.path]` against `files` sent as an array of
+/// objects (or a string, or null) found no path and passed; the tool reads `/etc/shadow`.
+#[tokio::test]
+async fn a_dotted_scope_argument_stopping_at_an_array_or_plain_value_is_held() {
+    let (gw, root) = gateway().await;
+    let inside = root.path().canonicalize().unwrap().join("a.txt");
+    let inside = inside.to_str().unwrap();
+    allowed(&gw, "s1", "read_files", json!({"files": {"path": inside}})).await;
+    for files in [
+        json!([{"path": "/etc/shadow"}]),
+        json!("/etc/shadow"),
+        json!(null),
+    ] {
+        let a = held(&gw, "s1", "read_files", json!({ "files": files })).await;
+        assert_eq!(a["triggers"], json!(["paths"]), "{files}: {a}");
+        let why = a["reasons"].to_string();
+        assert!(why.contains("`files.path` is missing"), "{files}: {a}");
     }
     gw.stop().await;
 }
