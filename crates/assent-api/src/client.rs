@@ -19,7 +19,7 @@ pub enum ClientError {
     /// The request did not get an answer: connection refused, DNS, TLS, timeout, or the
     /// connection dropped while the body was read. Nothing is known of the gateway's state
     /// (the MCP proxy treats it as "forward nothing" and keeps waiting).
-    #[error("cannot reach the gateway at {base} ({cause})")]
+    #[error("cannot reach the gateway at {base} ({cause}){}", https_hint(.base))]
     Transport {
         /// The gateway's base URL (no trailing `/`).
         base: String,
@@ -49,6 +49,17 @@ pub enum ClientError {
     /// path, an id that is empty, `.` or `..`, or the HTTP client's own build error.
     #[error("{0}")]
     Config(String),
+}
+
+/// What a transport error to the gateway at `base` adds: on a host without CA certificates
+/// ([`no_ca_roots`]), for an https gateway, why no https connection can be verified.
+fn https_hint(base: &str) -> String {
+    let https = Url::parse(base).is_ok_and(|u| u.scheme() == "https");
+    if https && no_ca_roots() {
+        format!(": {NO_CA_ROOTS}")
+    } else {
+        String::new()
+    }
 }
 
 impl ClientError {
@@ -104,6 +115,49 @@ pub fn direct_to_loopback(b: reqwest::ClientBuilder, url: &str) -> reqwest::Clie
     if loopback { b.no_proxy() } else { b }
 }
 
+/// Whether this host gives reqwest's platform verifier no CA certificate to trust (none in the
+/// system store, `SSL_CERT_FILE` or `SSL_CERT_DIR`, as `rustls-native-certs` reads them), so
+/// that no client built with it can be made at all — not even one for plain http to this
+/// machine. Found once per process by building reqwest's default client, and a client with
+/// an empty root store if that fails (the one difference: a failure there is the
+/// platform verifier's), logging a warning that names the missing CA bundle.
+pub fn no_ca_roots() -> bool {
+    static MISSING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MISSING.get_or_init(|| {
+        let Err(e) = reqwest::Client::builder().build() else {
+            return false;
+        };
+        let missing = reqwest::Client::builder()
+            .tls_certs_only(Vec::<reqwest::Certificate>::new())
+            .build()
+            .is_ok();
+        if missing {
+            tracing::warn!(error = %format!("{e:#}"), "{NO_CA_ROOTS}");
+        }
+        missing
+    })
+}
+
+/// Why every https connection fails on a host without CA certificates ([`no_ca_roots`]).
+pub const NO_CA_ROOTS: &str = "this host has no CA certificates (none in the system store, SSL_CERT_FILE or SSL_CERT_DIR): plain http to this machine works, but every https connection fails, no certificate verifiable, until a CA bundle is installed (e.g. the ca-certificates package) or SSL_CERT_FILE names one";
+
+/// `reqwest::Client::builder()`, the one every HTTP client of assent is built from (this API
+/// client, the MCP hub's upstreams, webhooks, Slack, single sign-on): with the system's roots
+/// through reqwest's platform verifier, or, on a host with none ([`no_ca_roots`]), with an
+/// empty root store (`tls_certs_only` of nothing), so that plain http (the CLI to its own
+/// gateway, a loopback webhook) still works and https fails closed, every certificate
+/// refused as of an unknown issuer — never "accept any certificate". Found by review: with
+/// reqwest 0.13 a host without CA certificates could build no client at all, and the CLI
+/// could not reach its own gateway on `http://127.0.0.1` ("builder error").
+pub fn http_builder() -> reqwest::ClientBuilder {
+    let b = reqwest::Client::builder();
+    if no_ca_roots() {
+        b.tls_certs_only(Vec::<reqwest::Certificate>::new())
+    } else {
+        b
+    }
+}
+
 /// Whether URL `u` names a host of this machine: `localhost` (any case) or a loopback
 /// address (`127.0.0.0/8`, `::1`), to which no packet leaves the machine. The one rule for
 /// plain http allowed (the gateway's `config::urls`) and proxies skipped (this client).
@@ -128,7 +182,7 @@ impl Client {
     /// A client of the gateway at `base_url` (e.g. `http://127.0.0.1:7878`; a path prefix is
     /// kept) with reqwest's defaults: no connect or request timeout (the CLI's client today).
     pub fn new(base_url: &str, api_key: &str) -> Result<Self, ClientError> {
-        let http = direct_to_loopback(reqwest::Client::builder(), base_url)
+        let http = direct_to_loopback(http_builder(), base_url)
             .build()
             .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
         Self::with_http(http, base_url, api_key)
@@ -143,7 +197,7 @@ impl Client {
         connect: Duration,
         total: Duration,
     ) -> Result<Self, ClientError> {
-        let http = direct_to_loopback(reqwest::Client::builder(), base_url)
+        let http = direct_to_loopback(http_builder(), base_url)
             .connect_timeout(connect)
             .timeout(total)
             .build()
@@ -162,7 +216,7 @@ impl Client {
         connect: Duration,
         total: Duration,
     ) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
+        let http = http_builder()
             .unix_socket(path)
             .connect_timeout(connect)
             .timeout(total)

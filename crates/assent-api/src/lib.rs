@@ -40,7 +40,10 @@ pub mod trace;
 pub mod kit;
 pub mod schema;
 
-pub use client::{Client, ClientError, RawResponse, direct_to_loopback, loopback_host};
+pub use client::{
+    Client, ClientError, NO_CA_ROOTS, RawResponse, direct_to_loopback, http_builder, loopback_host,
+    no_ca_roots,
+};
 pub use error::ApiErrorBody;
 pub use kit::{
     ApprovalStatus, ApprovalTerms, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier,

@@ -66,6 +66,42 @@ pub(crate) fn envelope(text: &[u8]) -> Option<Envelope> {
     Some(env)
 }
 
+/// The longest id (a string's bytes) a line too heavy to parse is answered under, by the hub
+/// and by the stdio proxy alike ([`answerable`]): 1 KiB. Found by review: each answer to an
+/// upstream's request repeated its id whole, so an upstream that read nothing and sent 16 MiB
+/// requests under 14 MiB ids had the hub hold some 930 MiB of answers for it; the stdio proxy
+/// built and queued such answers under ids of any length too.
+pub(crate) const MAX_ANSWER_ID: usize = 1 << 10;
+
+/// The id a line too heavy to parse is answered (a request: it has a `method`) or refused (an
+/// answer) under, and whether it is a request; `None` (logged) when it has no usable id
+/// ([`Id::Is`]), or a string id longer than [`MAX_ANSWER_ID`] bytes on a request — or on an
+/// answer too, with `bound_answers` (the hub's: its own ids to an upstream are short numbers,
+/// so no longer one is open). The stdio proxy passes the client's ids through as they are and
+/// takes an answer only under an id still open, so it refuses an answer under one of any
+/// length (its client is waiting for it); the refusal goes to the client, never back.
+pub(crate) fn answerable(line: &[u8], bound_answers: bool) -> Option<(Value, bool)> {
+    let Some(Envelope {
+        id: Id::Is(id),
+        method,
+    }) = envelope(line)
+    else {
+        return None;
+    };
+    if let Value::String(s) = &id
+        && s.len() > MAX_ANSWER_ID
+        && (method || bound_answers)
+    {
+        tracing::warn!(
+            id_bytes = s.len(),
+            max = MAX_ANSWER_ID,
+            "dropped a line too heavy to parse: its id is too long to answer under"
+        );
+        return None;
+    }
+    Some((id, method))
+}
+
 struct EnvelopeVisitor;
 
 impl<'de> Visitor<'de> for EnvelopeVisitor {
@@ -212,5 +248,27 @@ mod tests {
         for bad in [zeros.as_str(), r#"{"id":1,"id":2}"#, r#"{"id":1"#, "{} {}"] {
             assert_eq!(envelope(bad.as_bytes()), None, "{bad}");
         }
+    }
+
+    /// Attack (memory): a line too heavy to parse is answered only under an id within
+    /// [`MAX_ANSWER_ID`] when it is a request (the answer goes back to whoever sent it), and
+    /// an answer under a longer one only where such an id may be open (`bound_answers`
+    /// false: the stdio proxy's client ids).
+    #[test]
+    fn a_request_is_answered_only_under_an_id_within_1_kib() {
+        let line = |id: &str, method: bool| {
+            let m = if method { r#","method":"m""# } else { "" };
+            format!(r#"{{"jsonrpc":"2.0","id":"{id}"{m}}}"#)
+        };
+        let (within, over) = ("a".repeat(MAX_ANSWER_ID), "a".repeat(MAX_ANSWER_ID + 1));
+        for bound in [false, true] {
+            let got = answerable(line(&within, true).as_bytes(), bound);
+            assert_eq!(got, Some((json!(within), true)));
+            assert_eq!(answerable(line(&over, true).as_bytes(), bound), None);
+        }
+        let got = answerable(line(&over, false).as_bytes(), false);
+        assert_eq!(got, Some((json!(over), false)));
+        assert_eq!(answerable(line(&over, false).as_bytes(), true), None);
+        assert_eq!(answerable(br#"{"id":[1],"method":"m"}"#, false), None);
     }
 }

@@ -108,6 +108,9 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
         Ok(None) if limit < max_body && parts.uri.path() == crate::aaep::REPLIES_PATH => {
             return StatusCode::NO_CONTENT.into_response();
         }
+        Ok(None) if is_mcp(parts.uri.path()) => {
+            return mcp_too_large(limit, limit < max_body);
+        }
         Ok(None) if limit < max_body => {
             return ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -133,6 +136,31 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// Whether `path` is the MCP hub's (`/mcp`, streamable HTTP), which answers in JSON-RPC.
+fn is_mcp(path: &str) -> bool {
+    path == "/mcp" || path.starts_with("/mcp/")
+}
+
+/// `413` for a `/mcp` body past `limit` bytes ([`buffer_body`]): a JSON-RPC error object
+/// under id `null` (`-32600`) naming the bound, which an MCP client can read; `unverified`:
+/// the bound is that of a request that shows no known key ([`UNVERIFIED_BODY_BYTES`]), else
+/// `max_arguments_bytes` plus [`BODY_OVERHEAD_BYTES`]. Found by review: such a body got the
+/// API's `{"code", "message"}` body, no JSON-RPC message at all.
+fn mcp_too_large(limit: usize, unverified: bool) -> Response {
+    let message = if unverified {
+        format!(
+            "assent: a request that shows no agent's key may send at most {limit} bytes of body"
+        )
+    } else {
+        format!(
+            "assent: the request body is over {limit} bytes, the most this gateway accepts (max_arguments_bytes plus 64 KiB)"
+        )
+    };
+    let error = serde_json::json!({"jsonrpc": "2.0", "id": null,
+        "error": {"code": -32600, "message": message}});
+    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error)).into_response()
 }
 
 /// `414 URI_TOO_LONG` for a URI over [`MAX_URI_BYTES`].
@@ -311,8 +339,9 @@ async fn bearer_throttle(st: &AppState, req: &mut Request) -> Result<(), Respons
             // that takes a body and a key would: `401`, or for an AAEP reply `204` with no
             // reason given (AAEP §6.3.4). `/mcp` answers in JSON-RPC itself, reading at most
             // the 16 KiB of a request that shows no known key.
-            let mcp = req.uri().path() == "/mcp" || req.uri().path().starts_with("/mcp/");
-            if !mcp && !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+            if !is_mcp(req.uri().path())
+                && !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
+            {
                 if req.uri().path() == crate::aaep::REPLIES_PATH {
                     return Err(StatusCode::NO_CONTENT.into_response());
                 }

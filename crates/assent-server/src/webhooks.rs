@@ -111,7 +111,7 @@ async fn run(st: AppState, index: usize, holder: String) {
     let hook = st.webhooks[index].clone();
     // A loopback hook is reached directly, never through an environment proxy (its body and
     // signature would cross the network in clear text): `assent_api::direct_to_loopback`.
-    let http = match assent_api::direct_to_loopback(reqwest::Client::builder(), &hook.url)
+    let http = match assent_api::direct_to_loopback(assent_api::http_builder(), &hook.url)
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(15))
         .redirect(reqwest::redirect::Policy::none())

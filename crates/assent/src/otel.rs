@@ -80,7 +80,8 @@ fn traces_timeout() -> Duration {
 
 /// The exporter's blocking HTTP client: no redirects, [`traces_timeout`], and without the
 /// environment's proxies when [`traces_endpoint`] is on this machine
-/// (`assent_api::loopback_host`; other hosts keep them). Built on a thread of its own, as the
+/// (`assent_api::loopback_host`; other hosts keep them), with an empty root store on a host
+/// without CA certificates (`assent_api::no_ca_roots`). Built on a thread of its own, as the
 /// exporter builds its default one (a blocking client must not be built or dropped inside
 /// an async runtime); `Err` says why it could not be built.
 fn exporter_client() -> Result<reqwest::blocking::Client, String> {
@@ -91,6 +92,13 @@ fn exporter_client() -> Result<reqwest::blocking::Client, String> {
         let b = reqwest::blocking::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout);
+        // The blocking twin of `assent_api::http_builder`: on a host without CA certificates
+        // an empty root store (plain http works, https fails closed), not no client at all.
+        let b = if assent_api::no_ca_roots() {
+            b.tls_certs_only(Vec::<reqwest::Certificate>::new())
+        } else {
+            b
+        };
         if loopback { b.no_proxy() } else { b }.build()
     })
     .join()

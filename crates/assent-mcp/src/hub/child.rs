@@ -30,12 +30,6 @@ const MAX_REFUSALS: usize = 64;
 /// it one is dropped with a warning.
 const MAX_REFUSAL_BYTES: usize = 1 << 20;
 
-/// The longest id (a string's bytes) a line too heavy to parse is answered or refused under:
-/// 1 KiB. A line under a longer id is dropped with a warning, as one under no usable id is.
-/// Found by review: each answer repeated the id whole, so an upstream that read nothing and
-/// sent 16 MiB requests under 14 MiB ids had the hub hold some 930 MiB of answers for it.
-const MAX_ANSWER_ID: usize = 1 << 10;
-
 /// How long the child may keep a line of the hub's waiting — not yet taken whole, counting only
 /// the time spent waiting on the child, not on rmcp — before it is taken for gone: 30 s. Its
 /// stdin and stdout are then let go ([`to_child`]), which fails rmcp's sends blocked behind that
@@ -309,7 +303,8 @@ async fn to_child(
 /// a `-32600` error under its id naming the bound, through `refuse` ([`to_child`]), as the
 /// stdio proxy answers it (found by review: it was dropped, and the upstream waited for its
 /// answer for ever); a notification, a line under no usable id or under one longer than
-/// [`MAX_ANSWER_ID`], or an answer past the refusals' bounds, is dropped with a warning.
+/// [`crate::weigh::MAX_ANSWER_ID`] ([`crate::weigh::answerable`]), or an answer past the
+/// refusals' bounds, is dropped with a warning.
 async fn weigh_upstream(
     out: tokio::process::ChildStdout,
     mut feed: DuplexStream,
@@ -340,7 +335,7 @@ async fn weigh_upstream(
         let weight = crate::weigh::raw_weight(&buf);
         if weight > crate::weigh::MAX_LINE_WEIGHT {
             tracing::warn!(weight, "refused an upstream line too heavy to parse");
-            let Some((id, method)) = answerable(&buf) else {
+            let Some((id, method)) = crate::weigh::answerable(&buf, true) else {
                 continue;
             };
             let why = crate::weigh::too_heavy(weight);
@@ -364,29 +359,4 @@ async fn weigh_upstream(
             break;
         }
     }
-}
-
-/// The id a line too heavy to parse is answered under, and whether it is a request (it has a
-/// `method`); `None` when it has no usable id ([`crate::weigh::Id::Is`]) or a string id longer
-/// than [`MAX_ANSWER_ID`] bytes (logged).
-fn answerable(line: &[u8]) -> Option<(serde_json::Value, bool)> {
-    use crate::weigh::{Envelope, Id};
-    let Some(Envelope {
-        id: Id::Is(id),
-        method,
-    }) = crate::weigh::envelope(line)
-    else {
-        return None;
-    };
-    if let serde_json::Value::String(s) = &id
-        && s.len() > MAX_ANSWER_ID
-    {
-        tracing::warn!(
-            id_bytes = s.len(),
-            max = MAX_ANSWER_ID,
-            "dropped an upstream line too heavy to parse: its id is too long to answer under"
-        );
-        return None;
-    }
-    Some((id, method))
 }

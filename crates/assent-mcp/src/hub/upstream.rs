@@ -244,7 +244,7 @@ impl Upstream {
 /// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
 /// Errors: the client cannot be built (its TLS backend fails to load).
 fn http_client(url: &str) -> anyhow::Result<reqwest::Client> {
-    let b = reqwest::Client::builder()
+    let b = assent_api::http_builder()
         .pool_max_idle_per_host(0)
         .redirect(same_origin_redirects());
     let loopback = reqwest::Url::parse(url).is_ok_and(|u| assent_api::loopback_host(&u));

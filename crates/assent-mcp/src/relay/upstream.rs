@@ -193,19 +193,14 @@ impl UpstreamSide {
     /// whole (only its id and method are read, [`crate::weigh::envelope`]) and never relayed:
     /// an answer becomes a JSON-RPC error under its id naming the bound (so whoever waits for
     /// it learns why, and a forwarded call has it reported as its result); a request of the
-    /// upstream's is answered with that error, when its queue has room; anything else is
-    /// dropped with a warning.
+    /// upstream's is answered with that error, when its queue has room and its id is within
+    /// [`crate::weigh::MAX_ANSWER_ID`] (the hub's bound, [`crate::weigh::answerable`]: found
+    /// by review, it was answered under an id of any length); anything else is dropped with
+    /// a warning.
     fn refuse_heavy(&self, line: &str, weight: usize) -> Option<Value> {
-        use crate::weigh::{Envelope, Id};
         let why = crate::weigh::too_heavy(weight);
         tracing::warn!(weight, "refused an upstream line too heavy to parse");
-        let (id, method) = match crate::weigh::envelope(line.as_bytes()) {
-            Some(Envelope {
-                id: Id::Is(id),
-                method,
-            }) => (id, method),
-            _ => return None,
-        };
+        let (id, method) = crate::weigh::answerable(line.as_bytes(), false)?;
         if method {
             let error =
                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}});

@@ -18,7 +18,7 @@ use std::time::Duration;
 fn http(url: &str) -> Option<&'static reqwest::Client> {
     static CLIENTS: OnceLock<[Option<reqwest::Client>; 2]> = OnceLock::new();
     let build = |direct: bool| {
-        let b = reqwest::Client::builder()
+        let b = assent_api::http_builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(15))
             .redirect(reqwest::redirect::Policy::none());

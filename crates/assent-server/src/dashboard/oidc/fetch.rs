@@ -67,7 +67,7 @@ impl ProviderHttp {
     /// the only way out), and a remote issuer naming `http://127.0.0.1/token` sent the secret
     /// in clear text to the proxy.
     pub fn new() -> Result<Self, reqwest::Error> {
-        Self::with_proxied(reqwest::Client::builder())
+        Self::with_proxied(assent_api::http_builder())
     }
 
     /// [`ProviderHttp::new`] whose requests to hosts not on this machine go as `proxied`
@@ -80,7 +80,7 @@ impl ProviderHttp {
         };
         Ok(Self {
             proxied: bounded(proxied)?,
-            direct: bounded(reqwest::Client::builder().no_proxy())?,
+            direct: bounded(assent_api::http_builder().no_proxy())?,
             max: MAX_ANSWER,
             timeout: FETCH_TIMEOUT,
         })
@@ -183,7 +183,7 @@ mod tests {
     {
         let (proxy_url, via_proxy) = recorder();
         let (endpoint, direct) = recorder();
-        let proxied = reqwest::Client::builder().proxy(reqwest::Proxy::all(&proxy_url).unwrap());
+        let proxied = assent_api::http_builder().proxy(reqwest::Proxy::all(&proxy_url).unwrap());
         let http = ProviderHttp::with_proxied(proxied).unwrap();
         let answer = http.send(post(&format!("{endpoint}/token"))).await.unwrap();
         assert_eq!(answer.status(), 200);
