@@ -6,7 +6,8 @@
 //! `assent_core::transitions::plan_runs_calls`). Each revocation is a `grant.revoked` record
 //! (actor, `grant_id`, `created_by`, `why`) in the transaction that revokes it, as
 //! `Store::revoke_grant` writes for an operator's `DELETE /v1/grants/{id}`, so `audit verify`
-//! finds it.
+//! finds it; the tokens the grant minted and that are not yet redeemed are voided in the same
+//! transaction ([`crate::voided::void_grant_tokens`]).
 
 use crate::audit;
 use crate::db::{self, Conn};
@@ -66,9 +67,12 @@ impl crate::store::Store {
 
 impl crate::store::Store {
     /// Revokes every active grant (not revoked, not expired at `now`) made by one of `names`,
-    /// each with its `grant.revoked` record (actor `by`, reason `why`), in one transaction;
-    /// how many. What a reload that removes or changes operators does after the new
-    /// configuration is in force ([`revoke_grants_of_in`]). Errors: the store's.
+    /// each with its `grant.revoked` record (actor `by`, reason `why`), and voids the
+    /// outstanding tokens of the approvals whose consent rested on one of them
+    /// ([`crate::voided::void_approved_by`]), in one transaction; how many grants. What a
+    /// reload that removes or changes operators does after the new configuration is in force
+    /// ([`revoke_grants_of_in`]), for a decision made with the old key meanwhile. Errors: the
+    /// store's.
     pub fn revoke_grants_of(
         &self,
         names: &[String],
@@ -76,7 +80,11 @@ impl crate::store::Store {
         why: &str,
         now: i64,
     ) -> Result<usize, StoreError> {
-        self.write(|tx| Ok::<_, StoreError>(revoke_grants_of_in(**tx, names, (by, why), now)?))
+        self.write(|tx| {
+            let n = revoke_grants_of_in(**tx, names, (by, why), now)?;
+            crate::voided::void_approved_by(**tx, names, (by, why), now)?;
+            Ok::<_, StoreError>(n)
+        })
     }
 }
 
@@ -168,7 +176,8 @@ pub(crate) fn revoke_plan_grants(
 }
 
 /// Revokes grant `gid` of approval `aid`, made by `made_by`, if not yet revoked, with its
-/// `grant.revoked` record (actor and reason `(by, why)`). Returns 1 when it did, else 0.
+/// `grant.revoked` record (actor and reason `(by, why)`), and voids the tokens minted under it
+/// and not yet redeemed ([`crate::voided::void_grant_tokens`]). Returns 1 when it did, else 0.
 fn revoke(
     tx: Conn<'_>,
     gid: &str,
@@ -185,6 +194,7 @@ fn revoke(
     if n > 0 {
         let data = json!({"grant_id": gid, "created_by": made_by, "why": why});
         audit::append(tx, now, "grant.revoked", Some(aid), by, &data)?;
+        crate::voided::void_grant_tokens(tx, (gid, aid), (by, why), now)?;
     }
     Ok(n)
 }

@@ -217,6 +217,22 @@ impl Store {
         })
     }
 
+    /// Whether the card link whose token has SHA-256 `token_sha256` (lowercase hex) exists, is
+    /// unused and has not expired at `now` (Unix ms), by a read only: it stays unused. What
+    /// `GET /ui/l/{token}` asks without a dashboard session (found by review: a mail link
+    /// scanner or chat preview fetching the link used it up before its operator signed in).
+    pub fn card_link_live(&self, token_sha256: &str, now: i64) -> Result<bool, StoreError> {
+        let live: Option<i64> = self
+            .lock()
+            .conn()
+            .prepare_cached(
+                "SELECT 1 FROM card_links WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2",
+            )?
+            .query_row(params![token_sha256, now], |r| r.get(0))
+            .optional()?;
+        Ok(live.is_some())
+    }
+
     /// Uses a card link: the approval id when the link exists, is unused and has not expired
     /// (it is then marked used, atomically); `None` otherwise. A link that is not live is
     /// found by a read, without the write transaction (found by review: every `GET
@@ -226,15 +242,7 @@ impl Store {
         token_sha256: &str,
         now: i64,
     ) -> Result<Option<String>, StoreError> {
-        let live: Option<i64> = self
-            .lock()
-            .conn()
-            .prepare_cached(
-                "SELECT 1 FROM card_links WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2",
-            )?
-            .query_row(params![token_sha256, now], |r| r.get(0))
-            .optional()?;
-        if live.is_none() {
+        if !self.card_link_live(token_sha256, now)? {
             return Ok(None);
         }
         self.write(|tx| {

@@ -320,8 +320,10 @@ impl Store {
         Ok((listed, next.flatten()))
     }
 
-    /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was
-    /// revoked already.
+    /// Revokes grant `id` (`grant.revoked`) and, in the same transaction, voids the tokens it
+    /// minted that are neither redeemed nor expired (`token.voided` each:
+    /// [`crate::voided::void_grant_tokens`]; redeeming one is then `TOKEN_USED`). `Ok(false)`
+    /// when there is no such grant or it was revoked already.
     pub fn revoke_grant(&self, id: &str, actor: &str, now: i64) -> Result<bool, StoreError> {
         self.write(|tx| {
             let revoked: Option<String> = tx
@@ -331,6 +333,8 @@ impl Store {
             if let Some(aid) = &revoked {
                 let data = json!({"grant_id": id});
                 audit::append(**tx, now, "grant.revoked", Some(aid), actor, &data)?;
+                let why = "the grant was revoked";
+                crate::voided::void_grant_tokens(**tx, (id, aid), (actor, why), now)?;
             }
             Ok(revoked.is_some())
         })
@@ -576,6 +580,14 @@ fn consume(
             presented: p.call_hash.to_string(),
         },
     })?;
+    // Beside the voiding in the revoking transaction (`crate::voided::void_grant_tokens`): a
+    // token minted under a grant revoked since (by a gateway before that fix, or in a race
+    // between replicas) is voided now, by whoever revoked the grant.
+    if let Some((gid, by)) = revoked_grant(tx, &c.aid)? {
+        let data = json!({"grant_id": gid, "why": "the grant was revoked"});
+        crate::voided::void_token(tx, (&c.jti, &c.aid), &by, data, p.now)?;
+        return Err(RedeemError::Used);
+    }
     let n = tx
         .prepare_cached("UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL")?
         .execute(params![c.jti, p.now])?;
@@ -585,4 +597,16 @@ fn consume(
     // The call may run now: its session takes in what it brings (issue 16 §3).
     crate::session_risk::on_redeem(tx, &c.aid, p.now)?;
     Ok(c)
+}
+
+/// The grant that covered approval `aid`'s call, with who revoked it, when it was revoked:
+/// `None` for an approval no grant covered (decided by a person, or the approval whose
+/// decision made its grant) or whose grant stands. Two primary-key reads.
+fn revoked_grant(tx: Conn<'_>, aid: &str) -> db::Result<Option<(String, String)>> {
+    tx.prepare_cached(
+        "SELECT g.id, COALESCE(g.revoked_by, 'system') FROM approvals a JOIN grants g ON g.id = a.grant_id \
+         WHERE a.id = ?1 AND g.approval_id <> a.id AND g.revoked_at IS NOT NULL",
+    )?
+    .query_row([aid], |r| Ok((r.get(0)?, r.get(1)?)))
+    .optional()
 }

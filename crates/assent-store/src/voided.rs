@@ -1,4 +1,5 @@
-//! Tokens voided after a restore (`assent restore --allow-outstanding-tokens`).
+//! Tokens voided after a restore (`assent restore --allow-outstanding-tokens`), or because
+//! the consent they were minted under was withdrawn.
 //!
 //! A restore rolls the database back: a token redeemed after the backup was taken is unused
 //! again in the copy. Replacing `token.key` does not make it unusable, since the gateway signs
@@ -21,6 +22,11 @@
 //! copy, and once its deadline passed the expiry sweep approved it by its default, with no
 //! one deciding — the denial undone. Pending approvals whose default is `reject` stay: the
 //! worst the rollback does to them is ask a person again.
+//!
+//! Withdrawn consent voids the same way ([`void_token`]: marked used, `token.voided`): a
+//! revoked grant's outstanding tokens ([`void_grant_tokens`], in the revoking transaction),
+//! and those of approvals that rested on an operator a reload removed or changed
+//! ([`void_approved_by`]).
 
 use crate::audit;
 use crate::db::{self, Conn};
@@ -28,7 +34,7 @@ use crate::error::StoreError;
 use crate::kit::io;
 use crate::params;
 use crate::store::Store;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::Path;
 
 /// The marker's file name in `data_dir`.
@@ -121,12 +127,118 @@ fn void_before(tx: Conn<'_>, at: i64, now: i64) -> db::Result<usize> {
         Ok(std::ops::ControlFlow::Continue(()))
     })?;
     for (token, approval) in &outstanding {
-        tx.prepare_cached(
-            "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL",
-        )?
-        .execute(params![token, now])?;
-        let data = json!({"token_id": token, "restored_at": crate::rfc3339(at)});
-        audit::append(tx, now, "token.voided", Some(approval), "restore", &data)?;
+        let data = json!({"restored_at": crate::rfc3339(at)});
+        void_token(tx, (token, approval), "restore", data, now)?;
     }
     Ok(outstanding.len())
+}
+
+/// Marks token `token` of approval `approval` used at `now`, if it is not yet, with its
+/// `token.voided` record (actor `by`; `data`, an object, with `token_id` added): redeeming it
+/// is then refused as one already used (`TOKEN_USED`), and `audit verify` takes the record as
+/// that of a used token. Whether it voided it.
+pub(crate) fn void_token(
+    tx: Conn<'_>,
+    (token, approval): (&str, &str),
+    by: &str,
+    mut data: Value,
+    now: i64,
+) -> db::Result<bool> {
+    let n = tx
+        .prepare_cached("UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL")?
+        .execute(params![token, now])?;
+    if n == 0 {
+        return Ok(false);
+    }
+    data["token_id"] = json!(token);
+    audit::append(tx, now, "token.voided", Some(approval), by, &data)?;
+    Ok(true)
+}
+
+/// Voids ([`void_token`]; actor and reason `(by, why)`, `grant_id` recorded) the tokens
+/// minted under grant `gid` that are neither redeemed nor expired at `now`: those of the calls
+/// it covered (approvals whose `grant_id` is `gid`), other than `origin`'s, the approval whose
+/// decision made the grant (that call an operator approved themselves). Called in the
+/// transaction that revokes the grant. Found by review: an agent holding a `workspace` grant
+/// proposed many covered calls, kept their single-use tokens, and redeemed them after the
+/// grant was revoked. How many. Reads the outstanding tokens (a scan of `tokens`: a
+/// revocation is rare).
+pub(crate) fn void_grant_tokens(
+    tx: Conn<'_>,
+    (gid, origin): (&str, &str),
+    (by, why): (&str, &str),
+    now: i64,
+) -> db::Result<usize> {
+    let minted: Vec<(String, String)> = crate::sql::rows(
+        tx,
+        "SELECT t.token_id, t.approval_id FROM tokens t JOIN approvals a ON a.id = t.approval_id \
+         WHERE a.grant_id = ?1 AND a.id <> ?2 AND t.used_at IS NULL AND t.expires_at > ?3 \
+         ORDER BY t.issued_at, t.token_id",
+        params![gid, origin, now],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut n = 0;
+    for (token, approval) in &minted {
+        let data = json!({"grant_id": gid, "why": why});
+        n += usize::from(void_token(tx, (token, approval), by, data, now)?);
+    }
+    Ok(n)
+}
+
+/// Voids ([`void_token`]; actor and reason `(by, why)`) the tokens neither redeemed nor
+/// expired at `now` whose approval's consent rested on one of the principals `names` (a reload
+/// removed them or changed their key or roles): approved by their decision, or by a quorum
+/// their approving vote was needed to meet ([`consent_stands`]). Called in the transaction
+/// that withdraws their votes and revokes their grants. Found by review: the unredeemed
+/// tokens of calls a removed (perhaps stolen) key approved stayed redeemable. How many.
+pub(crate) fn void_approved_by(
+    tx: Conn<'_>,
+    names: &[String],
+    (by, why): (&str, &str),
+    now: i64,
+) -> db::Result<usize> {
+    if names.is_empty() {
+        return Ok(0);
+    }
+    let outstanding: Vec<(String, String)> = crate::sql::rows(
+        tx,
+        "SELECT token_id, approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?1 \
+         ORDER BY issued_at, token_id",
+        params![now],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut n = 0;
+    for (token, approval) in &outstanding {
+        if consent_stands(tx, approval, names)? {
+            continue;
+        }
+        let data = json!({"principals": names, "why": why});
+        n += usize::from(void_token(tx, (token, approval), by, data, now)?);
+    }
+    Ok(n)
+}
+
+/// Whether approval `aid`'s approval stands without the principals `names`: none of them made
+/// an approving decision or cast an approving vote on it, or it needs a quorum that the
+/// approving votes of the others still meet (a vote beyond what a group needed was not
+/// needed). An approval no longer readable stands not.
+fn consent_stands(tx: Conn<'_>, aid: &str, names: &[String]) -> db::Result<bool> {
+    let deciders: Vec<String> = crate::sql::column(
+        tx,
+        "SELECT actor FROM decisions WHERE approval_id = ?1 AND decision = 'approve'",
+        [aid],
+    )?;
+    let voters: Vec<String> = crate::sql::column(
+        tx,
+        "SELECT principal FROM votes WHERE approval_id = ?1 AND decision = 'approve'",
+        [aid],
+    )?;
+    if !deciders.iter().chain(&voters).any(|p| names.contains(p)) {
+        return Ok(true);
+    }
+    let Some(mut rec) = crate::record::read_approval(tx, aid)? else {
+        return Ok(false);
+    };
+    rec.votes.retain(|v| !names.contains(&v.principal));
+    Ok(rec.quorum_tally().is_some_and(|(_, t)| t.met))
 }

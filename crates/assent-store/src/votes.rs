@@ -216,8 +216,11 @@ impl crate::store::Store {
     /// votes were already gone). For each of `names`: ends their dashboard sessions, closes
     /// their AAEP subscriptions (`aaep.closed` each), withdraws their votes on pending
     /// approvals (`decision.vote_withdrawn` each, saying `why`) and revokes the grants they
-    /// made (`grant.revoked` each, saying `why`: [`crate::grants_revoke`]); then appends the
-    /// record `kind` with `data`, all with actor `by`. Nothing is changed unless all of it is
+    /// made (`grant.revoked` each, saying `why`: [`crate::grants_revoke`], voiding the tokens
+    /// those grants minted) and voids the unredeemed tokens of the approvals whose consent
+    /// rested on them (`token.voided` each: [`crate::voided::void_approved_by`]: their
+    /// approving decision, or a quorum vote that was needed); then appends the record `kind`
+    /// with `data`, all with actor `by`. Nothing is changed unless all of it is
     /// written. Errors: the store's.
     pub fn revoke_and_audit(
         &self,
@@ -235,6 +238,7 @@ impl crate::store::Store {
             let stands = |p: &str, _: &[String], _: Option<&str>| !names.iter().any(|n| n == p);
             withdraw_votes_in(tx, &stands, by, why, now)?;
             crate::grants_revoke::revoke_grants_of_in(**tx, names, (by, why), now)?;
+            crate::voided::void_approved_by(**tx, names, (by, why), now)?;
             audit::append(**tx, now, kind, None, by, data)?;
             Ok(())
         })

@@ -160,19 +160,29 @@ pub(crate) async fn answer_form(
     }
 }
 
-/// `GET /ui/l/{token}`: a single-use link from a notification. A valid, unused, unexpired
-/// link is used up and opens the approval's card (through the sign-in when needed: deciding
-/// still takes an operator); any other is `410` with a page that says so.
+/// `GET /ui/l/{token}`: a single-use link from a notification. Signed in, a valid, unused,
+/// unexpired link is used up and opens the approval's card. Without a session it is only
+/// looked up, never used: a live one sends to the sign-in with the link itself as `next`, so
+/// that it is used by the signed-in request that follows (found by review: a mail link scanner
+/// or chat preview bot fetching it without a cookie used it up, and its operator got `410`).
+/// Any other link is `410` with a page that says so.
 pub(crate) async fn open_link(
     State(st): State<AppState>,
     signed: SignedIn,
     Path(token): Path<String>,
 ) -> Response {
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
-    let found = match st
-        .store_call(move |s| s.use_card_link(&hash, now_ms()))
-        .await
-    {
+    let signed_in = signed.is_some();
+    let found = st
+        .store_call(move |s| {
+            if signed_in {
+                s.use_card_link(&hash, now_ms())
+            } else {
+                Ok(s.card_link_live(&hash, now_ms())?.then(String::new))
+            }
+        })
+        .await;
+    let found = match found {
         Ok(f) => f,
         Err(e) => return secured(e.into_response()),
     };
@@ -188,12 +198,11 @@ pub(crate) async fn open_link(
             },
         );
     };
-    let card = format!("/ui/approvals/{id}");
-    if signed.is_some() {
-        secured(Redirect::to(&card).into_response())
-    } else {
-        secured(Redirect::to(&format!("/ui/login?next={card}")).into_response())
+    if signed_in {
+        return secured(Redirect::to(&format!("/ui/approvals/{id}")).into_response());
     }
+    // Live, so `token` is one the gateway made (64 hex digits): safe in a `Location`.
+    secured(Redirect::to(&format!("/ui/login?next=/ui/l/{token}")).into_response())
 }
 
 /// A form posted to `/ui/{approvals|clarifications}/{id}/ACTION`, as an extractor: the `{id}`

@@ -63,3 +63,4 @@ mod tools;
 mod tools_words;
 mod webhook_steps;
 mod webhooks;
+mod withdrawn_consent;

@@ -277,14 +277,28 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
         "{button}"
     );
 
-    // The single-use link opens the card once (via the sign-in), then is gone.
+    // The single-use link sends to the sign-in without using itself up (a link preview must
+    // not spend it: `withdrawn_consent.rs`); a signed-in request opens the card once.
     let link = first["links"]["open_once"].as_str().unwrap();
+    let path = link.strip_prefix("https://assent.example.com").unwrap();
     let r = open_link(&gw, link).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(
         r.headers()["location"],
-        format!("/ui/login?next=/ui/approvals/{a}").as_str()
+        format!("/ui/login?next={path}").as_str()
     );
+    let cookie = crate::kit::cookie_of(&gw.dashboard_sign_in(OP).await);
+    let signed_in = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let open = async || {
+        let url = format!("{}{path}", gw.url);
+        signed_in.get(url).header("cookie", &cookie).send().await.unwrap()
+    };
+    let r = open().await;
+    assert_eq!(r.headers()["location"], format!("/ui/approvals/{a}").as_str());
+    assert_eq!(open().await.status(), StatusCode::GONE);
     let r = open_link(&gw, link).await;
     assert_eq!(r.status(), StatusCode::GONE);
     let nothing = format!("https://assent.example.com/ui/l/{}", "0".repeat(64));
