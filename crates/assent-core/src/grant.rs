@@ -62,7 +62,7 @@ pub struct Grant {
 /// the consent an irreversible call needs each time (seed 001) —, and the call needs neither a
 /// passkey-signed approval nor a quorum (issue 14 §1, §4): a grant made while the rules asked
 /// for less (before a reload) never stands in for what they ask now.
-pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool) -> bool {
+pub fn may_use_grant(terms: &crate::verdict::ApprovalTerms, has_target: bool) -> bool {
     terms.triggers.is_empty()
         && !has_target
         && !terms.irreversible
@@ -79,7 +79,7 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
 /// [`crate::approval::default_at_timeout`] (irreversible, passkey, quorum). The store's sweep
 /// applies it to a stored row, so one held before this rule is covered too.
 pub fn default_on_timeout(
-    terms: &crate::gatekeeper::ApprovalTerms,
+    terms: &crate::verdict::ApprovalTerms,
     configured: crate::approval::DefaultDecision,
 ) -> crate::approval::DefaultDecision {
     if !terms.triggers.is_empty() {
@@ -98,7 +98,7 @@ pub fn default_on_timeout(
 /// call is compared on ([`crate::join::covers`]: in-client, tier, irreversible, default,
 /// separation of duties, passkey, triggers, result limit, redaction) and on who may decide
 /// when: every role that could decide `origin` — its first approvers from the start, a role an
-/// escalation step adds from that step on — may decide the new call as early ([`when_roles`]).
+/// escalation step adds from that step on — may decide the new call as early (`when_roles`).
 /// `origin.approvers` is as stored (widened by the steps taken, `taken`: the roles they named);
 /// its first approvers and step times come from its stored schedule (`origin_schedule`: the
 /// schedule and when it was held, Unix ms), the new call's from its rules with its first wait
@@ -114,10 +114,10 @@ pub fn default_on_timeout(
 /// any step" (or with an `on_timeout` step as "never"), one kept covering calls a reload gave
 /// to `[cfo]` alone for a day before `ops`.
 pub fn origin_covers(
-    origin: &crate::gatekeeper::ApprovalTerms,
+    origin: &crate::verdict::ApprovalTerms,
     taken: &[String],
     origin_schedule: Option<(&crate::escalation::Schedule, i64)>,
-    new: &crate::gatekeeper::ApprovalTerms,
+    new: &crate::verdict::ApprovalTerms,
     new_wait_ms: i64,
 ) -> Result<(), crate::join::Weaker> {
     use crate::join::{Held, Weaker, covers};
@@ -142,7 +142,7 @@ pub fn origin_covers(
     }
     // The approvers are compared above (a settled approval has no "now"): the other axes as
     // for a joining call.
-    let rest = crate::gatekeeper::ApprovalTerms {
+    let rest = crate::verdict::ApprovalTerms {
         approvers: new.approvers.clone(),
         ..origin.clone()
     };
@@ -163,7 +163,7 @@ pub fn origin_covers(
 /// Found by review: carol approved a call made for bob with scope `15m`; the agent then made
 /// the same call for carol and her grant covered it — in effect carol approved her own call.
 pub fn creator_conflict(
-    terms: &crate::gatekeeper::ApprovalTerms,
+    terms: &crate::verdict::ApprovalTerms,
     agent: &str,
     on_behalf_of: Option<&str>,
     creator: &crate::duties::Decider<'_>,
@@ -328,7 +328,7 @@ mod tests {
         use crate::escalation::{Escalation, EscalationStep, schedule};
         let terms = |first: &[&str], step: Option<&str>| {
             let mut t =
-                crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+                crate::verdict::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
             t.approvers = roles(first);
             t.escalation = step.map(|r| Escalation {
                 steps: vec![EscalationStep {
@@ -346,17 +346,17 @@ mod tests {
             let mut s = schedule(t.escalation.as_ref().unwrap(), 0, 7_200_000).unwrap();
             s.first_approvers = recorded.map(roles);
             // Stored after the step: the approvers widened to `[ops, lead]` either way.
-            let stored = crate::gatekeeper::ApprovalTerms {
+            let stored = crate::verdict::ApprovalTerms {
                 approvers: roles(&["ops", "lead"]),
                 ..t
             };
             (stored, s)
         };
         let taken = roles(&["lead"]);
-        let covers = |(stored, s): &(
-            crate::gatekeeper::ApprovalTerms,
-            crate::escalation::Schedule,
-        )| { origin_covers(stored, &taken, Some((s, 0)), &new, 7_200_000) };
+        let covers =
+            |(stored, s): &(crate::verdict::ApprovalTerms, crate::escalation::Schedule)| {
+                origin_covers(stored, &taken, Some((s, 0)), &new, 7_200_000)
+            };
         // `lead` joined at the step: as strict as the new call.
         assert_eq!(covers(&held(&["ops"], Some(&["ops"]))), Ok(()));
         // `lead` could decide from the start (the step named it again): looser.
@@ -371,7 +371,7 @@ mod tests {
         );
         // No step taken: the stored approvers are the first ones.
         let (stored, s) = held(&["ops"], None);
-        let stored = crate::gatekeeper::ApprovalTerms {
+        let stored = crate::verdict::ApprovalTerms {
             approvers: roles(&["ops"]),
             ..stored
         };
@@ -388,8 +388,8 @@ mod tests {
     fn a_grant_never_covers_a_call_its_creator_could_not_approve() {
         use crate::duties::Decider;
         let plain =
-            crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
-        let sod = crate::gatekeeper::ApprovalTerms {
+            crate::verdict::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+        let sod = crate::verdict::ApprovalTerms {
             separation_of_duties: true,
             ..plain.clone()
         };
@@ -443,24 +443,24 @@ mod tests {
     #[test]
     fn a_grant_never_replaces_consent_for_triggers_targets_or_irreversible_calls() {
         let plain =
-            crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+            crate::verdict::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
         assert!(may_use_grant(&plain, false));
-        let rated = crate::gatekeeper::ApprovalTerms {
+        let rated = crate::verdict::ApprovalTerms {
             triggers: vec!["rate".into()],
             ..plain.clone()
         };
         assert!(!may_use_grant(&rated, false));
         assert!(!may_use_grant(&plain, true));
         for terms in [
-            crate::gatekeeper::ApprovalTerms {
+            crate::verdict::ApprovalTerms {
                 irreversible: true,
                 ..plain.clone()
             },
-            crate::gatekeeper::ApprovalTerms {
+            crate::verdict::ApprovalTerms {
                 require_passkey: true,
                 ..plain.clone()
             },
-            crate::gatekeeper::ApprovalTerms {
+            crate::verdict::ApprovalTerms {
                 quorum: crate::quorum::parse_approvers(&serde_json::json!({"count": 2}))
                     .unwrap()
                     .quorum,
@@ -477,11 +477,11 @@ mod tests {
     fn a_timeout_never_approves_a_call_held_by_a_trigger() {
         use crate::approval::DefaultDecision::{Approve, Reject};
         let plain =
-            crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+            crate::verdict::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
         assert_eq!(default_on_timeout(&plain, Approve), Approve);
         assert_eq!(default_on_timeout(&plain, Reject), Reject);
         for t in ["session_untrusted", "paths", "cost", "output_bytes"] {
-            let held = crate::gatekeeper::ApprovalTerms {
+            let held = crate::verdict::ApprovalTerms {
                 triggers: vec![t.into()],
                 ..plain.clone()
             };

@@ -85,8 +85,14 @@ pub struct ApprovalTerms {
     /// covering rules ([`crate::quorum::merge`]); absent: one approval decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<Quorum>,
-    /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`); their
-    /// texts are in `reasons`. A grant never covers a call with any (seed 002).
+    /// The triggers that fired, each once; their texts are in `reasons`. All of them:
+    /// thresholds `rate`, `cost` and, on a held result, `output_bytes`; scope `paths`,
+    /// `domains`; session risk `session_untrusted`, `lethal_trifecta`, `tool_changed`,
+    /// `session_unreadable` ([`crate::session_risk::TRIGGERS`]); `deny_unevaluable` (a covering
+    /// rule's `deny` cannot be evaluated); `skill_unnamed` (a delegation naming no skill to a
+    /// target declaring `allowed_skills`). A call held by any is held so a person decides: a
+    /// grant never covers it (seed 002), it is not asked in the client, and its default on
+    /// timeout is reject ([`crate::grant::default_on_timeout`]).
     pub triggers: Vec<String>,
     /// Seed 002 `suggestedAlternatives`: those of the covering rules, in order, no repeats.
     pub suggested_alternatives: Vec<String>,

@@ -21,7 +21,7 @@ use assent_api::gate::{
 };
 use assent_api::gate::{CallOutcome, ToolCallRequest, ToolResultRequest, VerdictEcho};
 use assent_core::CanonicalCall;
-use assent_core::gatekeeper::default_timeout_seconds;
+use assent_core::gatekeeper::{default_timeout_seconds, settle_default};
 use assent_core::triggers::Observations;
 use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};
 use assent_store::results::ReportedResult;
@@ -337,7 +337,9 @@ pub(crate) async fn tool_result(
 }
 
 /// The verdict of a result over its `thresholds.output_bytes` (`limit`): Confirm by an
-/// operator (never in the client), trigger `output_bytes`, a reason and message naming sizes.
+/// operator (never in the client), trigger `output_bytes`, a reason and message naming sizes,
+/// and the default on timeout the trigger makes `reject` ([`settle_default`]; found by review:
+/// it showed the call's `approve` while the sweep rejected it).
 fn held_result(v: Verdict, b: &ToolResultRequest, limit: u64) -> Verdict {
     let mut held = v;
     held.kind = VerdictKind::Confirm;
@@ -358,6 +360,8 @@ fn held_result(v: Verdict, b: &ToolResultRequest, limit: u64) -> Verdict {
         rule: "thresholds.output_bytes".into(),
         text: why.clone(),
     });
+    let configured = held.terms.default_decision;
+    settle_default(&mut held.terms, configured, true);
     held.terms.message = format!("Release the result to agent {}? ({why})", b.agent);
     held
 }

@@ -2,11 +2,12 @@
 //! the agent's declaration (added by `declared` and `delegation`), then each covering
 //! governance rule ([`Composed::add_rule`]: union, tighten-only; its thresholds and scope via
 //! [`Composed::add_triggers`]) — and [`Composed::finish`], which applies the risk tier and
-//! renders the message into a [`Verdict`]. It does not find the covering rules or the
-//! agent's declaration.
+//! renders the message into a [`Verdict`], its default at the timeout settled by
+//! `timeout_default`. It does not find the covering rules or the agent's declaration.
 
 use super::kit::{Denial, reason, requires, template_of, unevaluable};
-use crate::approval::{DefaultDecision, QUORUM_DEFAULT_NOTE, default_at_timeout};
+use super::timeout_default::{configured, settle_default};
+use crate::approval::DefaultDecision;
 use crate::canonical::ToolCall;
 use crate::condition::Outcome;
 use crate::policy::{Agent, ApprovalSpec, Rule};
@@ -25,9 +26,6 @@ use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 /// covers it, its default at the timeout is reject and it is not asked in the client — a
 /// person decides whether the deny applies.
 pub const TRIGGER_DENY_UNEVALUABLE: &str = "deny_unevaluable";
-
-/// Why a call held by a trigger is never approved by its timeout (after the triggers' names).
-const TRIGGER_DEFAULT_NOTE: &str = "a call held by a trigger is held so a person decides, and a timeout is nobody, so `default_decision: approve` does not apply to it: its default on timeout is reject";
 
 /// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
 const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
@@ -61,6 +59,9 @@ pub(super) struct Composed<'a> {
     /// The roles the escalations of the rules without a quorum name: those escalation may
     /// add to the group their roles form.
     plain_escalation: Vec<String>,
+    /// The names of the triggers that fired, once each, in order (an unevaluable `deny`, a
+    /// skill left unnamed, thresholds and scope, session risk): a call held by any is held so
+    /// a person decides ([`settle_default`]: its default on timeout is reject).
     pub triggers: Vec<String>,
     alternatives: Vec<String>,
     escalation: Option<Escalation>,
@@ -292,7 +293,7 @@ impl<'a> Composed<'a> {
         let require_passkey =
             required && (self.passkey_on || (risk_tier == RiskTier::R4 && !self.passkey_off));
         let duties = self.duties_on || (risk_tier == RiskTier::R4 && !self.duties_off);
-        let default_decision = self.default_decision(required, require_passkey, quorum.as_ref());
+        let configured = configured(self.approve_default, self.deny_unknown);
         let kind = if required {
             VerdictKind::Confirm
         } else {
@@ -319,68 +320,35 @@ impl<'a> Composed<'a> {
             rollback = self.rollback.iter().map(|t| render(t, &ctx)).collect();
             message = self.message(agent, &ctx);
         }
+        let mut terms = ApprovalTerms {
+            message,
+            reasons: self.reasons,
+            risk_tier,
+            irreversible: self.irreversible,
+            default_decision: configured,
+            approvers: self.approvers,
+            quorum,
+            triggers: self.triggers,
+            suggested_alternatives: self.alternatives,
+            escalation: self.escalation,
+            output_bytes: self.output_bytes,
+            // The MCP client cannot carry a passkey assertion; and its user is the person
+            // the call acts for, whom separation of duties keeps from approving it (found
+            // by review: one rule's `in_client_approval` cancelled another's duties).
+            in_client_approval: in_client_ok && !require_passkey && !duties,
+            separation_of_duties: duties,
+            require_passkey,
+            side_effects,
+            rollback,
+            dry_run_tool: self.dry_run_tool,
+            redact: self.redact,
+        };
+        settle_default(&mut terms, configured, required);
         Verdict {
             kind,
             timeout_seconds: self.timeout,
-            terms: ApprovalTerms {
-                message,
-                reasons: self.reasons,
-                risk_tier,
-                irreversible: self.irreversible,
-                default_decision,
-                approvers: self.approvers,
-                quorum,
-                triggers: self.triggers,
-                suggested_alternatives: self.alternatives,
-                escalation: self.escalation,
-                output_bytes: self.output_bytes,
-                // The MCP client cannot carry a passkey assertion; and its user is the person
-                // the call acts for, whom separation of duties keeps from approving it (found
-                // by review: one rule's `in_client_approval` cancelled another's duties).
-                in_client_approval: in_client_ok && !require_passkey && !duties,
-                separation_of_duties: duties,
-                require_passkey,
-                side_effects,
-                rollback,
-                dry_run_tool: self.dry_run_tool,
-                redact: self.redact,
-            },
+            terms,
         }
-    }
-
-    /// The default decision at the timeout: `approve` only when every covering rule that names
-    /// a default says so, no trigger fired (an unevaluated `deny` is one; found by review: a
-    /// call held only by session risk, a threshold or scope was approved at its timeout with
-    /// nobody looking; `grant::default_on_timeout` is this rule over stored terms), and the
-    /// call is reversible and needs neither a passkey-signed approval (issue 14 §4) nor a
-    /// `quorum` (issue 14 §1; [`default_at_timeout`]: found by review, a quorum call was
-    /// approved at its timeout by another covering rule's `default_decision: approve`, with no
-    /// vote counted). When a quorum or a trigger overrides an approving default of a
-    /// `required` call, a reason says so.
-    fn default_decision(
-        &mut self,
-        required: bool,
-        require_passkey: bool,
-        quorum: Option<&Quorum>,
-    ) -> DefaultDecision {
-        let configured = if self.approve_default == Some(true) && !self.deny_unknown {
-            DefaultDecision::Approve
-        } else {
-            DefaultDecision::Reject
-        };
-        if required && configured == DefaultDecision::Approve && quorum.is_some() {
-            let note = QUORUM_DEFAULT_NOTE.to_string();
-            self.reasons.push(reason("", "quorum", note));
-        }
-        if self.triggers.is_empty() {
-            return default_at_timeout(self.irreversible, require_passkey, quorum, configured);
-        }
-        if required && configured == DefaultDecision::Approve {
-            let held = self.triggers.join(", ");
-            let note = format!("held by {held}: {TRIGGER_DEFAULT_NOTE}");
-            self.reasons.push(reason("", "triggers", note));
-        }
-        DefaultDecision::Reject
     }
 
     /// The approval message: the template of the source that required approval, else the
@@ -537,104 +505,6 @@ mod tests {
         assert!(rules[2].starts_with("a.fold-v1 rules[1]"), "{rules:?}");
         assert_eq!(rules[3], "risk tier");
         assert!(!v.terms.in_client_approval);
-    }
-
-    /// The attack: a governance rule asks two finance approvers (`deny: quorum`) and names no
-    /// default; another rule covering the same tool says `default_decision: approve`. Folded,
-    /// the call defaulted to approve, so at its timeout it was approved with no vote counted.
-    /// A quorum call's default is reject, a reason says why, and the load warns of the pair;
-    /// the same approving default on a call without a quorum still applies.
-    #[test]
-    fn a_quorum_call_never_defaults_to_approve_whatever_another_rules_default() {
-        let gov = "policies:
-  - id: a.quorum-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: pay
-        approval: true
-        approvers: {roles: [finance], count: 2, deny: quorum}
-        escalation: [{after: 60, approvers: [cfo]}]
-  - id: b.lenient-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: pa*
-        risk_tier: R1
-        default_decision: approve
-      - tool: quote
-        approval: true
-        default_decision: approve
-";
-        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: quote\n";
-        let reg = Registry::load(
-            &[("a.yaml".into(), agent.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
-        let warned: Vec<&String> = reg
-            .warnings
-            .iter()
-            .filter(|w| w.contains("needs a quorum"))
-            .collect();
-        assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
-        assert!(warned[0].contains("a.quorum-v1 rules[0]"), "{warned:?}");
-        assert!(warned[0].contains("b.lenient-v1 rules[0]"), "{warned:?}");
-        let call = ToolCall::new("pay", None, json!({})).unwrap();
-        let v = evaluate(&reg, "bot", &call);
-        assert_eq!(v.kind, VerdictKind::Confirm);
-        assert!(v.terms.quorum.is_some());
-        assert_eq!(v.terms.default_decision.as_str(), "reject");
-        assert!(
-            v.terms.reasons.iter().any(|r| r.rule == "quorum"),
-            "{:?}",
-            v.terms.reasons
-        );
-        let call = ToolCall::new("quote", None, json!({})).unwrap();
-        let v = evaluate(&reg, "bot", &call);
-        assert_eq!(v.terms.default_decision.as_str(), "approve");
-        assert!(v.terms.reasons.iter().all(|r| r.rule != "quorum"));
-    }
-
-    /// The attack: a team-wide rule says `default_decision: approve` and
-    /// `in_client_approval: true`; a call it covers that a `paths` scope or a `cost` threshold
-    /// holds so a person decides was approved at its timeout with nobody looking, or by the
-    /// agent's own user in the client. Held by a trigger, its default is reject (a reason says
-    /// why) and it is not asked in the client; the same rule's call with no trigger keeps both.
-    #[test]
-    fn a_call_held_by_a_trigger_never_defaults_to_approve_nor_is_asked_in_the_client() {
-        let gov = "policies:
-  - id: a.team-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: pay
-        approval: true
-        default_decision: approve
-        in_client_approval: true
-        scope: {paths: {arguments: [path], roots: [/srv/data]}}
-        thresholds: {cost: {argument: amount, max_per_session: 100}}
-";
-        let reg = Registry::load(
-            &[("a.yaml".into(), AGENT.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
-        let plain = json!({"path": "/srv/data/a", "amount": 5});
-        let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, plain).unwrap());
-        let plain_terms = (v.terms.triggers.is_empty(), v.terms.in_client_approval);
-        assert_eq!(plain_terms, (true, true), "{v:?}");
-        assert_eq!(v.terms.default_decision.as_str(), "approve");
-        for (args, trigger) in [
-            (json!({"path": "/etc/passwd", "amount": 5}), "paths"),
-            (json!({"path": "/srv/data/a", "amount": 500}), "cost"),
-        ] {
-            let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, args).unwrap());
-            assert_eq!(v.kind, VerdictKind::Confirm);
-            assert_eq!(v.terms.triggers, [trigger]);
-            assert_eq!(v.terms.default_decision.as_str(), "reject", "{trigger}");
-            assert!(!v.terms.in_client_approval, "{trigger}");
-            let why = v.terms.reasons.iter().find(|r| r.rule == "triggers");
-            let named = why.is_some_and(|r| r.text.contains(trigger) && r.text.contains("reject"));
-            assert!(named, "{trigger}: {:?}", v.terms.reasons);
-        }
     }
 
     /// Under `redact`, the message, side effects and rollback notes are rendered from the

@@ -24,7 +24,8 @@ const TRIGGER_SKILL_UNNAMED: &str = "skill_unnamed";
 ///
 /// Errors: those of [`ToolCall::new`], and [`CanonicalError::AmbiguousKey`] (key
 /// `skill_args.<key>`) for `skill_args` holding both a dotted key and the nested path of that
-/// name: a skill's condition is read from `skill_args` as its root, literal key first, while
+/// name, or [`CanonicalError::FoldedAmbiguousKey`] (key and nested path under `skill_args.`)
+/// when that nested path is spelt in another case or Unicode form: a skill's condition is read from `skill_args` as its root, literal key first, while
 /// the remote skill reads the nested value (found by review: `{"order.amount": 5, "order":
 /// {"amount": 50000}}` passed a skill's `order.amount > 100` approval unasked).
 pub fn delegation_call(
@@ -38,10 +39,18 @@ pub fn delegation_call(
         args["skill_id"] = s.into();
     }
     if let Some(a) = skill_args {
+        // Named where they are (found by review: the folded case named the key without its
+        // `skill_args.` prefix, as if it were one of the call's own arguments).
         crate::canonical::check_unambiguous(&a).map_err(|e| match e {
             CanonicalError::AmbiguousKey { key } => CanonicalError::AmbiguousKey {
                 key: format!("skill_args.{key}"),
             },
+            CanonicalError::FoldedAmbiguousKey { key, nested } => {
+                CanonicalError::FoldedAmbiguousKey {
+                    key: format!("skill_args.{key}"),
+                    nested: format!("skill_args.{nested}"),
+                }
+            }
             other => other,
         })?;
         args["skill_args"] = a;

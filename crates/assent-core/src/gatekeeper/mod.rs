@@ -3,7 +3,8 @@
 //!
 //! It folds every source into one composed verdict value: the agent's declaration (`declared`,
 //! `delegation`), then each covering governance rule in policy order (`compose`), then the risk
-//! tier and the message (`Composed::finish`). `kit` holds the
+//! tier and the message (`Composed::finish`), its default at the timeout settled by
+//! `timeout_default` ([`settle_default`], the rule the expiry sweep applies). `kit` holds the
 //! shared helpers at the bottom. This module holds the public entry points only; the verdict
 //! type is in [`crate::verdict`], the rule model in [`crate::policy`].
 
@@ -11,6 +12,7 @@ mod compose;
 mod declared;
 mod delegation;
 mod kit;
+mod timeout_default;
 
 use crate::canonical::ToolCall;
 use crate::policy::{Agent, Registry};
@@ -23,6 +25,7 @@ use kit::Denial;
 pub use crate::risk::default_timeout_seconds;
 pub use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 pub use delegation::delegation_call;
+pub use timeout_default::settle_default;
 
 /// Decides `call` for `agent_id`.
 ///

@@ -127,9 +127,9 @@ pub const MAX_ESCALATION_STEPS: usize = 8;
 /// `1..=MAX_WAIT_SECONDS`.
 pub const MAX_WAIT_SECONDS: u64 = 604_800;
 
-/// Validates one governance rule (issue 10 §10 bounds included): the [`Rule`] and a load-time
-/// warning, or `Err(reason)` for the caller to report with the file and line.
-fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), String> {
+/// Validates one governance rule (issue 10 §10 bounds included): the [`Rule`] and its
+/// load-time warnings, or `Err(reason)` for the caller to report with the file and line.
+fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Vec<String>), String> {
     let tool = match glob::Pattern::new(&rr.tool) {
         Ok(g) if !rr.tool.is_empty() => g,
         _ => return Err(format!("`tool: {}` is not a tool name or glob", rr.tool)),
@@ -172,12 +172,17 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
         }
         Some(v) => crate::quorum::parse_approvers(v)?,
     };
-    let warning = check_default_decision(
+    let mut warnings: Vec<String> = check_default_decision(
         rr.irreversible,
         approvers.quorum.as_ref(),
         risk_tier.unwrap_or(RiskTier::R2),
         default_decision.unwrap_or_default(),
-    )?;
+    )?
+    .into_iter()
+    .collect();
+    if default_decision == Some(DefaultDecision::Approve) {
+        warnings.extend(trigger_default_warning(&rr.thresholds, &rr.scope));
+    }
     let rule = Rule {
         label,
         tool,
@@ -208,7 +213,31 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
             writes: rr.writes || rr.irreversible,
         },
     };
-    Ok((rule, warning))
+    Ok((rule, warnings))
+}
+
+/// The load-time warning for a rule saying `default_decision: approve` beside `thresholds` or
+/// `scope` (`None` when it has neither): a call they hold — a trigger fires, `rate`, `cost`,
+/// `output_bytes` (a held result), `paths`, `domains` — is held so a person decides, and its
+/// default on timeout is reject whatever the rule says ([`crate::grant::default_on_timeout`]),
+/// so the approving default applies only to the calls they let through or to what else holds.
+fn trigger_default_warning(t: &Thresholds, scope: &ScopeSpec) -> Option<String> {
+    let named: Vec<&str> = [
+        ("thresholds.rate", t.rate.is_some()),
+        ("thresholds.cost", t.cost.is_some()),
+        ("thresholds.output_bytes", t.output_bytes.is_some()),
+        ("scope.paths", scope.paths.is_some()),
+        ("scope.domains", scope.domains.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, set)| set.then_some(k))
+    .collect();
+    (!named.is_empty()).then(|| {
+        format!(
+            "`default_decision: approve` does not apply to a call its {} hold: a call held by a trigger is held so a person decides, and its default on timeout is reject",
+            named.join(", ")
+        )
+    })
 }
 
 /// Whether `s` is a policy id: `^[a-z0-9][a-z0-9_.-]*$` (e.g. `org.team.name-v1`).
@@ -278,8 +307,8 @@ pub(super) fn load_governance(
             let line = r.referenced.line();
             let label = format!("{} rules[{i}] (line {line})", p.id);
             match build_rule(&r.value, label) {
-                Ok((rule, warning)) => {
-                    if let Some(w) = warning {
+                Ok((rule, warned)) => {
+                    for w in warned {
                         warnings.push(format!("{file}:{line}: policy `{}` rules[{i}]: {w}", p.id));
                     }
                     rules.push(rule);
@@ -425,4 +454,59 @@ fn seconds_of(text: &str) -> Result<u64, String> {
         return Err(format!("`{text}` is not a whole number of seconds"));
     }
     Ok(d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::Registry;
+
+    /// The trap: a rule says `default_decision: approve` beside `thresholds` or `scope`; an
+    /// operator reads it as "approved at the timeout", but every call they hold defaults to
+    /// reject. The load warns, naming the rule and what holds; the same default on a rule with
+    /// neither, and a rule with them and no approving default, do not warn.
+    #[test]
+    fn an_approving_default_beside_thresholds_or_scope_is_a_load_warning() {
+        let gov = "policies:
+  - id: a.lenient-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pay
+        default_decision: approve
+        thresholds: {cost: {argument: amount, max_per_session: 100}, output_bytes: 500}
+      - tool: write
+        default_decision: approve
+        scope: {paths: {arguments: [path], roots: [/srv]}}
+      - tool: note
+        default_decision: approve
+      - tool: read
+        default_decision: reject
+        scope: {domains: {arguments: [url], allow: [example.com]}}
+";
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+        let reg = Registry::load(
+            &[("a.yaml".into(), agent.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let warned: Vec<&String> = reg
+            .warnings
+            .iter()
+            .filter(|w| w.contains("does not apply to a call its"))
+            .collect();
+        assert_eq!(warned.len(), 2, "{:?}", reg.warnings);
+        assert!(
+            warned[0].contains("g.yaml:5: policy `a.lenient-v1` rules[0]"),
+            "{warned:?}"
+        );
+        assert!(
+            warned[0].contains("thresholds.cost, thresholds.output_bytes hold"),
+            "{warned:?}"
+        );
+        assert!(warned[1].contains("rules[1]") && warned[1].contains("scope.paths hold"));
+        assert!(
+            warned
+                .iter()
+                .all(|w| w.contains("default on timeout is reject"))
+        );
+    }
 }

@@ -31,41 +31,21 @@ pub(super) enum Values<'a> {
 }
 
 /// The dotted path of real keys under which a decoder that ignores case and compatibility
-/// forms finds argument `key` of `args` (the literal key first, then `key`'s dotted parts,
-/// each matched exactly or else by [`folded_key`]); `None` when there is none. Only asked when
-/// [`lookup`] found nothing, so any match has a part in another spelling.
+/// forms finds argument `key` of `args`: the literal key (matched exactly or else by
+/// [`folded_key`]) first, then `key`'s dotted parts as [`folded_walk`] follows them; `None`
+/// when there is none. Only asked when [`lookup`] found nothing, so any match has a part in
+/// another spelling.
 pub(super) fn folded_lookup(args: &Value, key: &str) -> Option<String> {
-    let find = |m: &serde_json::Map<String, Value>, part: &str| -> Option<String> {
-        if m.contains_key(part) {
-            return Some(part.to_string());
-        }
-        let want = folded_key(part);
-        m.keys().find(|k| folded_key(k) == want).cloned()
-    };
-    let Value::Object(top) = args else {
-        return None;
-    };
-    if let Some(k) = find(top, key) {
-        return Some(k);
+    let top = args.as_object()?;
+    let want = folded_key(key);
+    let literal = top.get_key_value(key).map(|(k, _)| k);
+    if let Some(k) = literal.or_else(|| top.keys().find(|k| folded_key(k) == want)) {
+        return Some(k.clone());
     }
-    let mut cur = args;
-    let mut found = Vec::new();
-    for part in key.split('.') {
-        cur = match cur {
-            Value::Object(m) => {
-                let k = find(m, part)?;
-                let next = &m[&k];
-                found.push(k);
-                next
-            }
-            Value::Array(a) => {
-                found.push(part.to_string());
-                a.get(part.parse::<usize>().ok()?)?
-            }
-            _ => return None,
-        };
+    match folded_walk(args, key) {
+        Walk::Found(found, _) => Some(found),
+        Walk::Stopped(..) | Walk::Absent => None,
     }
-    Some(found.join("."))
 }
 
 /// The string values of argument `key` (a string, or an array of at most

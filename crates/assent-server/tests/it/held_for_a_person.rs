@@ -6,7 +6,8 @@
 //! (`POST /v1/approvals/{id}/user-decision`). And a delegation to a remote agent declaring
 //! `allowed_skills` that names no `skill_id` needs a person: the remote agent would pick the
 //! skill from the message, past the list and each skill's approval; it is held by the trigger
-//! `skill_unnamed`, so neither an approving default, a grant nor the client releases it.
+//! `skill_unnamed`, so neither an approving default, a grant nor the client releases it. A
+//! held result (trigger `output_bytes`) shows the `reject` its timeout applies.
 
 use crate::kit::{BOT, Gw, OP, assert_error, assert_says, policy, serve_policy};
 use assent_core::approval::DefaultDecision;
@@ -95,14 +96,45 @@ fn past_every_deadline() -> i64 {
     assent_server::state::now_ms() + 8 * 86_400_000
 }
 
-/// Asserts approval `id`, held by `trigger`, says `default_decision: reject` with a reason
-/// naming the trigger; then waits out its one-second timeout and asserts it expired rejected,
-/// with no token as the agent reads it.
-async fn assert_held_then_expired_rejected(gw: &Gw, id: &str, trigger: &str) {
+/// How a pending approval is let time out.
+enum Lapse {
+    /// Its one-second wait passes; reading the overdue approval settles it.
+    Wait,
+    /// The expiry sweep runs past every deadline.
+    Sweep,
+}
+
+/// The one sequence every test here ends with: asserts approval `id` is pending and shows
+/// `default_decision: shown`, lets it time out (`lapse`), and asserts it expired with the
+/// default `reject` applied (read by an operator) and no token seen by its agent. Returns the
+/// pending approval as the operator read it.
+async fn pending_then_expired_rejected(gw: &Gw, id: &str, shown: &str, lapse: Lapse) -> Value {
     let (s, a) = gw.approval(id, OP).await;
     assert_eq!(s, StatusCode::OK, "{a}");
+    let seen = (&a["status"], &a["default_decision"]);
+    assert_eq!(seen, (&json!("pending"), &json!(shown)), "{a}");
+    match lapse {
+        Lapse::Wait => tokio::time::sleep(std::time::Duration::from_millis(1_500)).await,
+        Lapse::Sweep => {
+            let changed = gw.with_store(|s| s.expire_due(past_every_deadline()).unwrap());
+            assert!(changed.iter().any(|c| c == id), "{changed:?}");
+        }
+    }
+    let (_, e) = gw.approval(id, OP).await;
+    assert_eq!(e["status"], "expired", "not approved by the timeout: {e}");
+    let last = e["decisions"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["default_applied"], "reject", "{e}");
+    let seen = gw.as_agent(id).await;
+    assert!(seen.get("token").is_none_or(Value::is_null), "{seen}");
+    a
+}
+
+/// Asserts approval `id`, held by `trigger`, is pending with `default_decision: reject` and
+/// a reason naming the trigger, and that its one-second timeout rejects it
+/// ([`pending_then_expired_rejected`]).
+async fn assert_held_then_expired_rejected(gw: &Gw, id: &str, trigger: &str) {
+    let a = pending_then_expired_rejected(gw, id, "reject", Lapse::Wait).await;
     assert!(a["triggers"].to_string().contains(trigger), "{a}");
-    assert_eq!(a["default_decision"], "reject", "{trigger}: {a}");
     let why = a["reasons"]
         .as_array()
         .unwrap()
@@ -110,21 +142,8 @@ async fn assert_held_then_expired_rejected(gw: &Gw, id: &str, trigger: &str) {
         .find(|r| r["rule"] == "triggers");
     assert!(
         why.is_some_and(|r| r["text"].as_str().unwrap().contains(trigger)),
-        "{a}"
+        "{trigger}: {a}"
     );
-    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
-    assert_expired_rejected(gw, id).await;
-}
-
-/// Asserts approval `id`, past its deadline, expired with the default `reject` applied (read
-/// by an operator: reading an overdue approval settles it) and no token seen by its agent.
-async fn assert_expired_rejected(gw: &Gw, id: &str) {
-    let (_, a) = gw.approval(id, OP).await;
-    assert_eq!(a["status"], "expired", "not approved by the timeout: {a}");
-    let last = a["decisions"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["default_applied"], "reject", "{a}");
-    let seen = gw.as_agent(id).await;
-    assert!(seen.get("token").is_none_or(Value::is_null), "{seen}");
 }
 
 /// The attack: the session read untrusted content (`fetch_url`, allowed), so its `send_email`
@@ -171,12 +190,35 @@ async fn a_timeout_never_approves_a_call_held_by_a_threshold_or_a_scope() {
 async fn a_row_held_by_a_trigger_with_an_approving_default_is_rejected_by_the_sweep() {
     let (gw, _root) = gateway(300).await;
     let id = store_held(&gw, "legacy", |v| v.terms.in_client_approval = false);
-    let (_, a) = gw.approval(&id, OP).await;
-    let seen = (&a["status"], &a["default_decision"]);
-    assert_eq!(seen, (&json!("pending"), &json!("approve")), "{a}");
-    let changed = gw.with_store(|s| s.expire_due(past_every_deadline()).unwrap());
-    assert!(changed.contains(&id), "{changed:?}");
-    assert_expired_rejected(&gw, &id).await;
+    pending_then_expired_rejected(&gw, &id, "approve", Lapse::Sweep).await;
+    gw.stop().await;
+}
+
+/// The attack: a rule says `default_decision: approve` and `thresholds.output_bytes`; a
+/// result over the limit is held for an operator (trigger `output_bytes`), and
+/// `GET /v1/approvals/{id}` showed its call's `approve` — "nobody need look" — while the sweep
+/// rejects it. What is shown is what happens: `reject`, a reason naming the trigger, and its
+/// timeout rejects it.
+#[tokio::test]
+async fn a_held_result_shows_the_reject_its_timeout_applies_not_its_calls_approve() {
+    let rules = "- tool: note
+  default_decision: approve
+  timeout_seconds: 1
+  thresholds: {output_bytes: 100}
+";
+    let gw = serve_policy(AGENT, &policy("t.held-result-v1", rules)).await;
+    allowed(&gw, "r1", "note", json!({})).await;
+    let report = json!({"agent": "bot", "session_id": "r1", "tool": "note", "arguments": {},
+                        "output_bytes": 5000, "result_sha256": "ab".repeat(32)});
+    let (s, b) = gw.post("/v1/tool-results", BOT, report).await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::ACCEPTED, &json!("pending")),
+        "{b}"
+    );
+    assert_eq!(b["triggers"], json!(["output_bytes"]), "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    assert_held_then_expired_rejected(&gw, &id, "output_bytes").await;
     gw.stop().await;
 }
 

@@ -7,11 +7,12 @@
 //! proposal (and with it every proposal of its group commit).
 
 use crate::backend::Param;
-use crate::kit::{Gw, OP, assert_answer, policy, serve_policy};
+use crate::kit::{BOT, Gw, OP, assert_answer, policy, serve_policy};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-/// Agent `bot` with the tools `read_path`, `read_files`, `fetch`, `browse` and `send_email`.
+/// Agent `bot` with the tools `read_path`, `read_files`, `fetch`, `browse` and `send_email`,
+/// and the remote agent `payments` whose skill `pay` is approved over `order.amount`.
 const AGENT: &str = "metadata: {id: bot}
 action_space:
   local_tools:
@@ -20,6 +21,11 @@ action_space:
     - alias: fetch
     - alias: browse
     - alias: send_email
+  remote_agents:
+    - alias: payments
+      allowed_skills:
+        - id: pay
+          approval: {condition: {args_match: {order.amount: {gt: 100}}}}
 ";
 
 /// `read_path` (argument `path`) and `read_files` (the dotted argument `files.path`) are
@@ -133,6 +139,26 @@ async fn a_decoy_dotted_key_beside_a_nested_path_in_another_case_is_refused() {
     let why = b.to_string();
     assert!(
         why.contains("`req.path`") && why.contains("`Req.path`"),
+        "{b}"
+    );
+    gw.stop().await;
+}
+
+/// The same decoy in a delegation's `skill_args` (`{"order.amount": 5, "Order": {"amount":
+/// 50000}}` against the skill's `order.amount > 100`) is refused too; found by review, its
+/// `400` named `order.amount` and `Order.amount` as if they were the call's own arguments, so
+/// whoever read it looked in the wrong object. It names them under `skill_args.`.
+#[tokio::test]
+async fn a_skill_argument_decoy_differing_in_case_is_refused_naming_it_under_skill_args() {
+    let (gw, _root) = gateway().await;
+    let decoy = json!({"order.amount": 5, "Order": {"amount": 50000}});
+    let body = json!({"agent": "bot", "session_id": "d1", "target": "payments",
+                      "skill_id": "pay", "skill_args": decoy});
+    let (s, b) = gw.post("/v1/delegations", BOT, body).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    let why = b["message"].as_str().unwrap();
+    assert!(
+        why.contains("`skill_args.order.amount`") && why.contains("`skill_args.Order.amount`"),
         "{b}"
     );
     gw.stop().await;
