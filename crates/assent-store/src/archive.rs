@@ -11,6 +11,7 @@
 use crate::audit::{self, AuditRecord, GENESIS};
 use crate::db::{self, Conn};
 use crate::error::StoreError;
+use crate::key_ranges::KeyRanges;
 use crate::kit::io;
 use crate::sql::{self, from_row};
 use assent_core::canonical::canonical_value;
@@ -204,13 +205,26 @@ pub fn check_exports(
 /// they are. Checks each signature, that the first starts at record 1 after [`GENESIS`], and
 /// that each next one starts where the previous ended (`first_seq`, `first_prev_hash`).
 pub fn check_anchors(anchors: &[Manifest], key: &VerifyingKey) -> Option<(i64, String)> {
+    check_anchors_under(anchors, &KeyRanges::only(*key))
+}
+
+/// [`check_anchors`] once the database was taken over: an anchor must verify under the key
+/// of the range its last record lies in, or under a key of a later range (a run of the key
+/// that took over archives records of the key it replaced), never under an older one
+/// ([`crate::key_ranges`]). A key's anchor over records before its take-over binds nothing
+/// new: the take-over's checkpoint signed their hashes.
+pub(crate) fn check_anchors_under(
+    anchors: &[Manifest],
+    ranges: &KeyRanges,
+) -> Option<(i64, String)> {
+    let spans = ranges.spans();
     let (mut seq, mut hash) = (0, GENESIS.to_string());
     for a in anchors {
-        let why = if !a.verifies(key) {
+        let why = if !anchor_verifies(a, &spans) {
             format!(
                 "the archive anchor ending at record {}: its signature does not verify under audit key {} (forged or edited)",
                 a.last_seq,
-                hex::encode(key.to_bytes())
+                hex::encode(ranges.key_at(a.last_seq).to_bytes())
             )
         } else if a.first_seq != seq + 1 || a.first_prev_hash != hash {
             format!(
@@ -232,6 +246,14 @@ pub fn check_anchors(anchors: &[Manifest], key: &VerifyingKey) -> Option<(i64, S
         return Some((a.last_seq, why));
     }
     None
+}
+
+/// Whether anchor `a` verifies under a key of `spans` ([`KeyRanges::spans`]) whose range
+/// reaches past its last record ([`check_anchors_under`]).
+pub(crate) fn anchor_verifies(a: &Manifest, spans: &[(VerifyingKey, i64, i64)]) -> bool {
+    spans
+        .iter()
+        .any(|(k, _, to)| *to > a.last_seq && a.verifies(k))
 }
 
 /// Result of [`verify_export`].

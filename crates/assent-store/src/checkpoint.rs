@@ -19,7 +19,7 @@
 //! - The row at record 0 is no checkpoint of a record but the database's claim for one audit
 //!   key (`store_claim`, stored at the first open under that key: `open.rs`), signed as a
 //!   checkpoint of the empty chain; it is not listed or extended, and `assent audit verify`
-//!   checks only that it is such a claim, by any key ([`claim_problem`]); who claimed it is
+//!   checks only that it is such a claim, by any key (`integrity_checkpoints::claim_problem`); who claimed it is
 //!   `open.rs`'s `claim_report`.
 //! - A take-over (`audit-key-replaces`, `open.rs`) is recorded at the new key's first start
 //!   (`take_over`); a key whose take-over is recorded signs nothing more
@@ -297,7 +297,7 @@ impl Store {
     /// Errors: [`StoreError::Invalid`] when the records after the previous checkpoint do not
     /// link to it (the chain was altered: nothing is signed); SQLite errors.
     pub fn checkpoint_if_due(&self, due: Due, now: i64) -> Result<Option<Checkpoint>, StoreError> {
-        self.checkpoint_if_due_after(due, now, None)
+        self.sign_if_due(due, now, None)
     }
 
     /// [`Store::checkpoint_if_due`], where the chain must also extend `published`: the newest
@@ -305,14 +305,32 @@ impl Store {
     /// newer than the newest stored one. Found by review: with the stored checkpoints after a
     /// rewritten record deleted, the gateway checked the chain from an older one only, signed
     /// the rewritten head and appended it to the file, so that the file's newest checkpoint
-    /// matched the rewritten chain at the next start-up. Errors: as `checkpoint_if_due`.
+    /// matched the rewritten chain at the next start-up. Returns first the newest stored
+    /// checkpoint of the key when it is newer than `published` (found by review: the
+    /// take-over's was published only with the next due one). Errors: as `checkpoint_if_due`.
     pub fn checkpoint_if_due_after(
         &self,
         due: Due,
         now: i64,
         published: Option<&Checkpoint>,
     ) -> Result<Option<Checkpoint>, StoreError> {
-        // Read first: the write lock is taken only when a checkpoint is due.
+        // Read first: the write lock is taken only when a checkpoint is due. A stored one of
+        // this key newer than `published` (the take-over's, signed at start-up, or one whose
+        // publishing was cut short) is returned to be published first, as it was written.
+        let stored = latest(self.lock().conn(), &self.audit_key.verifying_key())?;
+        if let Some(cp) = stored.filter(|s| published.is_none_or(|p| s.seq > p.seq)) {
+            return Ok(Some(cp));
+        }
+        self.sign_if_due(due, now, published)
+    }
+
+    /// [`Store::checkpoint_if_due_after`] but for what was stored and not published.
+    fn sign_if_due(
+        &self,
+        due: Due,
+        now: i64,
+        published: Option<&Checkpoint>,
+    ) -> Result<Option<Checkpoint>, StoreError> {
         let key = self.audit_key.verifying_key();
         if due_head(self.lock().conn(), due, now, &key)?.is_none() {
             return Ok(None);
@@ -408,34 +426,6 @@ pub(crate) fn named_key(cp: &Checkpoint) -> String {
         Ok(k) => format!("audit key {}", public_key_hex(&k)),
         Err(_) => "no Ed25519 public key".to_string(),
     }
-}
-
-/// For `assent audit verify` (`integrity.rs`): why the row at record 0 is no claim of the
-/// empty chain ([`not_a_claim`]), naming the key it names and whether that is `key`, the
-/// key the verification checks with (`--public-key`, else the keys directory's); `None`
-/// when there is no such row or it is a claim, by any key. Found by review: every reader
-/// skipped record 0, so a junk row planted there — which kept the first start from
-/// claiming the database, letting a second key set serve it too — went unreported.
-/// Errors: the database's.
-pub(crate) fn claim_problem(
-    conn: Conn<'_>,
-    key: Option<&VerifyingKey>,
-) -> db::Result<Option<String>> {
-    let Some(cp) = claim_row(conn)? else {
-        return Ok(None);
-    };
-    let Some(why) = not_a_claim(&cp) else {
-        return Ok(None);
-    };
-    let named = named_key(&cp);
-    let whose = match key.map(public_key_hex) {
-        Some(k) if named.ends_with(&k) => " (the key this verification checks with)".into(),
-        Some(k) => format!(" (not the key this verification checks with, {k})"),
-        None => String::new(),
-    };
-    Ok(Some(format!(
-        "the row at record 0 of audit_checkpoints, where the database's claim for its audit key is kept, is no claim: {why}; it names {named}{whose}. A gateway whose audit key signed nothing here yet refuses to start on it; if it is damage, delete it (DELETE FROM audit_checkpoints WHERE seq = 0) and the next start claims the database again"
-    )))
 }
 
 /// Inserts checkpoint `cp` into `audit_checkpoints`, `then` appended to the statement (a
@@ -587,6 +577,30 @@ fn store_signed(
     let cp = sign(key, seq, hash, count, now);
     insert(conn, &cp, "")?;
     Ok(cp)
+}
+
+/// In the write transaction `conn` of a retention run (`retention.rs`) that carried an
+/// `audit.key_replaced` record forward to the head: signs the head with `key` at `now` (Unix
+/// ms), after checking that the chain extends the newest checkpoint of `key`, so that the
+/// carried take-over is signed at its own record, as `take_over` signed the first. Errors:
+/// `Invalid` when the chain does not extend it (nothing is signed or archived); the
+/// database's.
+pub(crate) fn sign_carried(
+    conn: Conn<'_>,
+    key: &SigningKey,
+    now: i64,
+) -> Result<Checkpoint, StoreError> {
+    let public = key.verifying_key();
+    let prev = latest(conn, &public)?;
+    if let Some(why) = extends(conn, prev.as_ref(), &public)? {
+        return Err(StoreError::Invalid(format!(
+            "audit chain altered since the newest checkpoint of this audit key: {why}; nothing archived or signed (run assent audit verify)"
+        )));
+    }
+    let (head, hash): (i64, String) = conn
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(store_signed(conn, key, head, &hash, now)?)
 }
 
 pub use crate::key_replaced::KEY_REPLACED;

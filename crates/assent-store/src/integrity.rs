@@ -10,10 +10,12 @@
 //! record its token; a token is marked used exactly when it has its `token.redeemed` record.
 
 use crate::archive::{self, Manifest};
-use crate::audit::{self, GENESIS, json_of, text_at};
+use crate::audit::{self, json_of, text_at};
 use crate::checkpoint::{self, Checkpoint};
-use crate::db::{self, Conn, Database, OptionalExtension as _};
+use crate::db::{self, Conn, Database};
 use crate::error::StoreError;
+use crate::integrity_checkpoints::{against_chain, check_stored, file_problem};
+use crate::key_ranges::{KeyRanges, key_ranges};
 use crate::kit::io;
 use crate::sql;
 use crate::sql::lite;
@@ -121,7 +123,7 @@ pub fn verify_database(
 /// Verifies the store behind `conn` (either backend) in one read snapshot: the archive
 /// anchors ([`crate::archive`]: signed by the key, one chain from genesis), the hash chain from the
 /// newest anchor, every stored checkpoint, the row at record 0 (a claim of the empty chain by
-/// any key, [`checkpoint::claim_problem`]), the checkpoint file of `opts`, and the state
+/// any key, `integrity_checkpoints::claim_problem`), the checkpoint file of `opts`, and the state
 /// tables against the chain. `opts.public_key` is the trusted key; `no_key` starts the error when it
 /// is needed and missing.
 ///
@@ -151,9 +153,12 @@ fn verify_snapshot(
             "{no_key}: give the audit public key with --public-key"
         )));
     }
-    let archive = key
+    // The keys that judge each checkpoint and anchor (the key checked with, and before each
+    // recorded take-over the key it replaced): a take-over not accounted for is a problem.
+    let (ranges, takeover) = ranges_of(conn, key.as_ref())?;
+    let archive = ranges
         .as_ref()
-        .and_then(|k| archive::check_anchors(&anchors, k))
+        .and_then(|r| archive::check_anchors_under(&anchors, r))
         .map(|(seq, reason)| Problem {
             check: "archive",
             seq: Some(seq),
@@ -170,11 +175,13 @@ fn verify_snapshot(
         file_checkpoint: None,
         file_lines_skipped: 0,
         unsigned_records: 0,
-        problem: archive.or(chain.broken.map(|(seq, reason)| Problem {
-            check: "chain",
-            seq: Some(seq),
-            reason,
-        })),
+        problem: takeover
+            .or(archive)
+            .or(chain.broken.map(|(seq, reason)| Problem {
+                check: "chain",
+                seq: Some(seq),
+                reason,
+            })),
         state_disagreements: 0,
         exports_verified: 0,
     };
@@ -190,12 +197,13 @@ fn verify_snapshot(
         });
     }
     let head_seq = rep.archived_records + rep.records;
-    if let Some(key) = &key {
-        check_signed(conn, &mut rep, key, opts, (&anchors, &stored), head_seq)?;
+    if let (Some(key), Some(ranges)) = (&key, &ranges) {
+        let keys = (key, ranges);
+        check_signed(conn, &mut rep, keys, opts, (&anchors, &stored), head_seq)?;
     }
     // The row at record 0 must be a claim of the empty chain (by any key), if there is one.
     if rep.problem.is_none()
-        && let Some(reason) = checkpoint::claim_problem(conn, key.as_ref())?
+        && let Some(reason) = crate::integrity_checkpoints::claim_problem(conn, key.as_ref())?
     {
         rep.problem = Some(Problem {
             check: "checkpoint",
@@ -223,14 +231,38 @@ fn verify_snapshot(
     Ok(rep)
 }
 
+/// The key ranges under the trusted `key` ([`key_ranges`]; `None` without a key) and the
+/// problem of a take-over record not accounted for (the ranges are then `key`'s alone).
+/// Errors: the database's.
+fn ranges_of(
+    conn: Conn<'_>,
+    key: Option<&VerifyingKey>,
+) -> db::Result<(Option<KeyRanges>, Option<Problem>)> {
+    let Some(k) = key else {
+        return Ok((None, None));
+    };
+    Ok(match key_ranges(conn, k)? {
+        Ok(r) => (Some(r), None),
+        Err((seq, reason)) => (
+            Some(KeyRanges::only(*k)),
+            Some(Problem {
+                check: "checkpoint",
+                seq: Some(seq),
+                reason,
+            }),
+        ),
+    })
+}
+
 /// The checks of [`verify_snapshot`] that need the audit `key`, into `rep` (its first
 /// problem kept): the exports of the `anchors` (with `opts.archive_dirs`), the `stored`
-/// checkpoints, and the checkpoint file of `opts`, against the chain ending at `head_seq`.
-/// Errors: an unreadable checkpoint file or export directory; the database's.
+/// checkpoints, and the checkpoint file of `opts`, against the chain ending at `head_seq`,
+/// each checkpoint under the key of its range in `ranges`. Errors: an unreadable checkpoint
+/// file or export directory; the database's.
 fn check_signed(
     conn: Conn<'_>,
     rep: &mut Report,
-    key: &VerifyingKey,
+    (key, ranges): (&VerifyingKey, &KeyRanges),
     opts: &VerifyOptions<'_>,
     (anchors, stored): (&[Manifest], &[Checkpoint]),
     head_seq: i64,
@@ -245,56 +277,29 @@ fn check_signed(
         });
     }
     if rep.problem.is_none() {
-        rep.problem = check_stored(conn, stored, anchors, key, head_seq)?;
+        rep.problem =
+            check_stored(conn, stored, anchors, ranges, head_seq)?.map(|(seq, reason)| Problem {
+                check: "checkpoint",
+                seq,
+                reason,
+            });
     }
     if let Some(file) = opts.checkpoint_file {
-        let (cps, skipped) = checkpoint::read_jsonl(file, key).map_err(io(file))?;
+        let (cps, skipped) =
+            crate::integrity_checkpoints::read_file(file, ranges).map_err(io(file))?;
         rep.file_lines_skipped = skipped;
-        let found = file_problem(conn, file, &cps, key, anchors, head_seq)?;
+        let found =
+            file_problem(conn, file, &cps, key, anchors, head_seq)?.map(|(seq, reason)| Problem {
+                check: "checkpoint_file",
+                seq,
+                reason,
+            });
         rep.file_checkpoint = cps.into_iter().max_by_key(|c| c.seq);
         if rep.problem.is_none() {
             rep.problem = found;
         }
     }
     Ok(())
-}
-
-/// Why the chain (ending at record `head_seq`) does not reach every checkpoint `cps` read
-/// from `file`: none signed by `key`, or the first one the chain does not hold as signed.
-///
-/// Attack (found by review): only the file's newest checkpoint was checked, so after a
-/// rollback or a rewrite the gateway, restarted, signed the forked chain and appended that to
-/// the file; the older checkpoint that no longer held went unseen. Every one is checked: two
-/// checkpoints at one record with different hashes cannot both hold.
-fn file_problem(
-    conn: Conn<'_>,
-    file: &Path,
-    cps: &[Checkpoint],
-    key: &VerifyingKey,
-    anchors: &[Manifest],
-    head_seq: i64,
-) -> db::Result<Option<Problem>> {
-    if cps.is_empty() {
-        return Ok(Some(Problem {
-            check: "checkpoint_file",
-            seq: None,
-            reason: format!(
-                "{} holds no checkpoint signed by audit key {}",
-                file.display(),
-                checkpoint::public_key_hex(key)
-            ),
-        }));
-    }
-    for cp in cps {
-        if let Some(reason) = against_chain(conn, cp, anchors, head_seq)? {
-            return Ok(Some(Problem {
-                check: "checkpoint_file",
-                seq: Some(cp.seq),
-                reason: format!("{}: {reason}", file.display()),
-            }));
-        }
-    }
-    Ok(None)
 }
 
 /// What [`fork_from_file`] found: how many of the file's checkpoints it checked, how many
@@ -343,7 +348,7 @@ pub fn fork_from_file(
             ..FileCheck::default()
         };
         let Some(cps) = cps else { return Ok(out) };
-        if let Some((_, why)) = archive::check_anchors(&anchors, key) {
+        if let Some(why) = anchors_problem(c, &anchors, key)? {
             out.problem = Some(why);
             return Ok(out);
         }
@@ -383,7 +388,7 @@ pub fn sink_problem(
     };
     let why = conn.snapshot(|c| {
         let anchors = archive::stored(c)?;
-        if let Some((_, why)) = archive::check_anchors(&anchors, key) {
+        if let Some(why) = anchors_problem(c, &anchors, key)? {
             return Ok(Some(why));
         }
         let newest: i64 =
@@ -412,6 +417,23 @@ pub fn sink_problem(
     Ok(why)
 }
 
+/// Why the archive `anchors` are not one signed chain from genesis under the key of their
+/// ranges for the trusted `key` ([`archive::check_anchors_under`]), or why those ranges
+/// cannot be told (a take-over record not accounted for). Errors: the database's.
+fn anchors_problem(
+    conn: Conn<'_>,
+    anchors: &[Manifest],
+    key: &VerifyingKey,
+) -> db::Result<Option<String>> {
+    if anchors.is_empty() {
+        return Ok(None);
+    }
+    Ok(match key_ranges(conn, key)? {
+        Ok(r) => archive::check_anchors_under(anchors, &r).map(|(_, why)| why),
+        Err((_, why)) => Some(why),
+    })
+}
+
 impl crate::store::Store {
     /// [`sink_problem`] of checkpoint file `file` under this store's audit key: why the
     /// chain does not hold the newest checkpoint the file has of it (`None`: it does, or
@@ -420,82 +442,6 @@ impl crate::store::Store {
         let key = self.audit_public_key();
         sink_problem(self.lock().conn(), file, &key)
     }
-}
-
-/// Checks every stored checkpoint's signature under `key` and its place in the chain.
-fn check_stored(
-    conn: Conn<'_>,
-    stored: &[Checkpoint],
-    anchors: &[Manifest],
-    key: &VerifyingKey,
-    head_seq: i64,
-) -> db::Result<Option<Problem>> {
-    for cp in stored {
-        let reason = if !cp.verifies(key) {
-            Some(format!(
-                "stored checkpoint at record {}: the signature does not verify under audit key {} (forged or altered)",
-                cp.seq,
-                checkpoint::public_key_hex(key)
-            ))
-        } else {
-            against_chain(conn, cp, anchors, head_seq)?
-                .map(|r| format!("stored checkpoint at record {}: {r}", cp.seq))
-        };
-        if let Some(reason) = reason {
-            return Ok(Some(Problem {
-                check: "checkpoint",
-                seq: Some(cp.seq),
-                reason,
-            }));
-        }
-    }
-    Ok(None)
-}
-
-/// Why the (verified) chain ending at record `head_seq` does not reach `cp` exactly. A
-/// checkpoint at an archived record is checked against the anchor ending there, if one does
-/// (the others were checked against their records before those were archived).
-fn against_chain(
-    conn: Conn<'_>,
-    cp: &Checkpoint,
-    anchors: &[Manifest],
-    head_seq: i64,
-) -> db::Result<Option<String>> {
-    let records = head_seq;
-    if cp.seq > records {
-        return Ok(Some(format!(
-            "the chain ends at record {records}, but a checkpoint signed at {} covers {} records: records were removed from the end (or the audit table was emptied)",
-            crate::rfc3339(cp.time),
-            cp.seq
-        )));
-    }
-    if cp.record_count != cp.seq {
-        return Ok(Some(format!(
-            "it was signed over {} records ending at record {}: the chain had a gap then",
-            cp.record_count, cp.seq
-        )));
-    }
-    let archived = anchors.last().map_or(0, |a| a.last_seq);
-    let hash: Option<String> = if cp.seq == 0 {
-        Some(GENESIS.to_string())
-    } else if cp.seq <= archived {
-        match anchors.iter().find(|a| a.last_seq == cp.seq) {
-            Some(a) => Some(a.last_hash.clone()),
-            None => return Ok(None),
-        }
-    } else {
-        conn.query_row("SELECT hash FROM audit WHERE seq = ?1", [cp.seq], |r| {
-            r.get(0)
-        })
-        .optional()?
-    };
-    Ok((hash.as_deref() != Some(cp.head_hash.as_str())).then(|| {
-        format!(
-            "record {}'s hash is not the head_hash signed at {}: the chain up to it was rewritten",
-            cp.seq,
-            crate::rfc3339(cp.time)
-        )
-    }))
 }
 
 /// The audit records the cross-checks need, by approval id or token id.

@@ -37,13 +37,13 @@ use crate::archive::{CARRIES_TOOLS, COLUMNS, Manifest};
 use crate::audit::{self, AuditRecord};
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
-use crate::integrity_pins;
+use crate::key_ranges::KeyRanges;
 use crate::kit::{create_private_dir, io, random_id};
 use crate::params;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::checkpoint::Checkpoint;
-use ed25519_dalek::VerifyingKey;
+use ed25519_dalek::SigningKey;
 use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -241,15 +241,20 @@ impl Store {
         self.prune_outbox(cutoff, max_records, now)?;
         self.prune_aaep(cutoff, max_records)?;
         let key = self.audit_key.verifying_key();
-        let (p, newest) = {
+        let (p, newest, ranges) = {
             let guard = self.lock();
             let conn = guard.conn();
             (
                 plan(conn, cutoff, now, max_records.max(1))?,
                 crate::archive::stored(conn)?.pop(),
+                crate::key_ranges::key_ranges(conn, &key)?,
             )
         };
-        if let Some(a) = newest.filter(|a| !a.verifies(&key)) {
+        // Each checkpoint among the records is judged under the key of its range (the key
+        // this gateway took the database over from, before the take-over).
+        let ranges = ranges.map_err(|(_, why)| refuse(format!("{why}; nothing archived")))?;
+        let spans = ranges.spans();
+        if let Some(a) = newest.filter(|a| !crate::archive::anchor_verifies(a, &spans)) {
             return Err(refuse(format!(
                 "the archive anchor ending at record {} does not verify under this gateway's audit key; nothing archived (run assent audit verify)",
                 a.last_seq
@@ -258,7 +263,7 @@ impl Store {
         let Some(mut p) = p else { return Ok(None) };
         let filed = match checkpoint_file {
             Some(f) => {
-                let filed = filed_between(f, &key, &p)?;
+                let filed = filed_between(f, &ranges, &p)?;
                 // The range ends at a head the file signed, so that every record archived is
                 // vouched for by a signature kept out of the database's reach (found by
                 // review: with the file's checkpoints all above the cut, records rewritten
@@ -285,7 +290,8 @@ impl Store {
             )));
         }
         create_private_dir(archive_dir).map_err(io(archive_dir))?;
-        let Some((manifest, partial, pairs)) = self.export(archive_dir, &p, &filed, cutoff, now)?
+        let marks = (filed.as_slice(), &ranges);
+        let Some((manifest, partial, pairs)) = self.export(archive_dir, &p, marks, cutoff, now)?
         else {
             return Ok(None);
         };
@@ -293,7 +299,7 @@ impl Store {
         // from its COMMIT, whose outcome is then unknown.
         let reached_commit = std::cell::Cell::new(false);
         let done = self.write(|tx| {
-            let done = commit(tx, &p, &manifest, &pairs);
+            let done = commit(tx, (&p, &self.audit_key), &manifest, &pairs);
             reached_commit.set(done.is_ok());
             done
         });
@@ -352,12 +358,14 @@ impl Store {
 
     /// Writes the export of `p` (chunk by chunk, the store's connection locked per chunk),
     /// signed, synced; returns its manifest, the file (removed if dropped) and the digest of
-    /// its `seq:hash` pairs; `None` when another run archived the records meanwhile.
+    /// its `seq:hash` pairs; `None` when another run archived the records meanwhile. The
+    /// records must meet the checkpoints of the file (`filed`) and those stored, each stored
+    /// one verifying under the key of its range in `ranges`.
     fn export(
         &self,
         dir: &Path,
         p: &Plan,
-        filed: &[Mark],
+        (filed, ranges): (&[Mark], &KeyRanges),
         cutoff: i64,
         now: i64,
     ) -> Result<Option<(Manifest, Partial, Vec<u8>)>, StoreError> {
@@ -376,13 +384,12 @@ impl Store {
             expect: first,
             prev: p.prev_hash.clone(),
         };
-        let key = self.audit_key.verifying_key();
         let mut from = p.prev_seq;
         while from < last {
             let to = last.min(from + CHUNK);
             let guard = self.lock();
             let conn = guard.conn();
-            let mut checkpoints = checkpoints_in(conn, from, to, &key)?;
+            let mut checkpoints = checkpoints_in(conn, from, to, ranges)?;
             let chunk = filed.iter().filter(|c| c.seq > from && c.seq <= to);
             checkpoints.extend(chunk.cloned());
             let mut failed: Option<StoreError> = None;
@@ -452,13 +459,26 @@ fn create_new_private(path: &Path) -> Result<std::fs::File, StoreError> {
     o.open(path).map_err(io(path))
 }
 
-/// The checkpoints in the file `file` among the records `p` archives that verify under `key`
-/// ([`crate::checkpoint::signed_in_jsonl_between`]). Errors: the file does not exist or
+/// The checkpoints in the file `file` among the records `p` archives that verify under the
+/// key of their range in `ranges` ([`crate::checkpoint::signed_in_jsonl_between`]). Errors: the file does not exist or
 /// cannot be read (nothing is archived unchecked: a path mistyped or a volume not mounted is
 /// not taken for a file not written yet, as records due are days older than the gateway's
 /// first checkpoint).
-fn filed_between(file: &Path, key: &VerifyingKey, p: &Plan) -> Result<Vec<Mark>, StoreError> {
-    let found = crate::checkpoint::signed_in_jsonl_between(file, key, p.prev_seq, p.cut);
+fn filed_between(file: &Path, ranges: &KeyRanges, p: &Plan) -> Result<Vec<Mark>, StoreError> {
+    let mut found = Ok(Vec::new());
+    for (key, from, to) in ranges.spans() {
+        let (after, upto) = (p.prev_seq.max(from.saturating_sub(1)), p.cut.min(to - 1));
+        if after >= upto || found.is_err() {
+            continue;
+        }
+        found =
+            crate::checkpoint::signed_in_jsonl_between(file, &key, after, upto).and_then(|more| {
+                found.map(|mut f: Vec<Checkpoint>| {
+                    f.extend(more);
+                    f
+                })
+            });
+    }
     let found = match found {
         Ok(found) => found,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -482,8 +502,8 @@ fn filed_between(file: &Path, key: &VerifyingKey, p: &Plan) -> Result<Vec<Mark>,
 }
 
 /// The stored checkpoints at records `from + 1 ..= to`; `ok` when the signature verifies
-/// under `key` and it was signed over a whole chain.
-fn checkpoints_in(conn: Conn<'_>, from: i64, to: i64, key: &VerifyingKey) -> db::Result<Vec<Mark>> {
+/// under the key of its range in `ranges` and it was signed over a whole chain.
+fn checkpoints_in(conn: Conn<'_>, from: i64, to: i64, ranges: &KeyRanges) -> db::Result<Vec<Mark>> {
     if !conn.has_table("audit_checkpoints")? {
         return Ok(Vec::new());
     }
@@ -496,7 +516,7 @@ fn checkpoints_in(conn: Conn<'_>, from: i64, to: i64, key: &VerifyingKey) -> db:
                 seq, head_hash, record_count, time, public_key, signature
             });
             let cp = cp?;
-            let ok = cp.verifies(key) && cp.record_count == cp.seq;
+            let ok = cp.verifies(ranges.key_at(cp.seq)) && cp.record_count == cp.seq;
             let whose = "the stored checkpoint".to_string();
             Ok(Mark {
                 seq: cp.seq,
@@ -510,8 +530,14 @@ fn checkpoints_in(conn: Conn<'_>, from: i64, to: i64, key: &VerifyingKey) -> db:
 
 /// The deleting transaction: `Ok(false)` when the newest anchor moved since the plan (another
 /// run archived); otherwise checks the records still have the exported hashes and the next
-/// record links to the last, deletes them and stores the anchor.
-fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool, StoreError> {
+/// record links to the last, carries forward what must stay in the live chain (signing a
+/// carried take-over with `key`), deletes them and stores the anchor.
+fn commit(
+    tx: &db::Tx<'_>,
+    (p, key): (&Plan, &SigningKey),
+    m: &Manifest,
+    pairs: &[u8],
+) -> Result<bool, StoreError> {
     let (now_prev, _) = audit::anchor(**tx)?;
     if now_prev != p.prev_seq {
         return Ok(false);
@@ -544,8 +570,9 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
             m.last_seq
         )));
     }
-    carry_passkeys(tx, m)?;
-    carry_tools(tx, m)?;
+    crate::retention_carry::carry_passkeys(tx, m)?;
+    crate::retention_carry::carry_tools(tx, m)?;
+    crate::retention_carry::carry_takeovers(tx, m, key)?;
     let gone = tx.execute(
         "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",
         params![m.first_seq, m.last_seq],
@@ -575,87 +602,4 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
         ],
     )?;
     Ok(true)
-}
-
-/// Before the records `m` covers are deleted: each record among them that vouches for a
-/// standing tool pin or review (the newest `tool.pinned` / `tool.accepted` of a pin that still
-/// matches it, the `tool.new` / `tool.changed` that raised a review and the `tool.accepted` /
-/// `tool.rejected` that decided it, each matching its row), and the first report of each
-/// server in each scope ([`integrity_pins::to_carry`]), is written again at the chain's end
-/// (same kind, actor and data, plus `carried_from` and `carried_at`: the original record's
-/// `seq` and time, kept through later carries), so `assent audit verify` finds the records of
-/// every pin and review in the live chain and never excuses a row by its own (forgeable) date
-/// after a run that carried (before, a review row planted as accepted and dated before the
-/// cut-off passed, and the relay called its definition). Nothing to do when no tool record
-/// is due.
-fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
-    let any: Option<i64> = tx
-        .query_row(
-            "SELECT seq FROM audit WHERE seq >= ?1 AND seq <= ?2 AND kind IN ('tool.pinned', 'tool.accepted', 'tool.rejected', 'tool.new', 'tool.changed') LIMIT 1",
-            params![m.first_seq, m.last_seq],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if any.is_none() {
-        return Ok(());
-    }
-    let carry = integrity_pins::to_carry(**tx)?;
-    for seq in carry.range(m.first_seq..=m.last_seq) {
-        let (at, kind, actor, data): (i64, String, String, String) = tx.query_row(
-            "SELECT at, kind, actor, data FROM audit WHERE seq = ?1",
-            [*seq],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )?;
-        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
-            continue;
-        };
-        d.entry("carried_at").or_insert(at.into());
-        d.entry("carried_from").or_insert((*seq).into());
-        audit::append(**tx, m.archived_at, &kind, None, &actor, &d.into())?;
-    }
-    Ok(())
-}
-
-/// Before the records `m` covers are deleted: each `passkey.registered` record among them
-/// whose passkey is still registered (its row is there, same owner and public key) is
-/// written again at the chain's end (same actor and data, plus `carried_from`: the archived
-/// record's `seq`), so `assent audit verify` always finds a standing registration in the live
-/// chain and never has to excuse a passkey by the row's own (forgeable) `created_at`.
-fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
-    let regs: Vec<(i64, String, String)> = crate::sql::rows(
-        **tx,
-        "SELECT seq, actor, data FROM audit WHERE kind = 'passkey.registered' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
-        params![m.first_seq, m.last_seq],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
-    for (seq, actor, data) in regs {
-        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
-            continue;
-        };
-        let Some(id) = d
-            .get("credential_id")
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-        else {
-            continue;
-        };
-        // Carried only when it still describes the row (same owner and public key): a
-        // later removal, or a row changed since, is not vouched for again.
-        let row: Option<String> = tx
-            .query_row(
-                "SELECT public_key FROM passkeys WHERE credential_id = ?1 AND principal = ?2",
-                params![id, actor],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let standing = row
-            .and_then(|k| serde_json::from_str::<serde_json::Value>(&k).ok())
-            .is_some_and(|k| Some(&k) == d.get("public_key"));
-        if standing {
-            d.insert("carried_from".into(), seq.into());
-            let at = m.archived_at;
-            audit::append(**tx, at, "passkey.registered", None, &actor, &d.into())?;
-        }
-    }
-    Ok(())
 }

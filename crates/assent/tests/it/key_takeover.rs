@@ -11,6 +11,9 @@ use crate::{free_port, propose, serve_cmd, serve_with, stop};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// Checkpoints never due while a test runs: only the take-over signs one.
+const NOT_DUE: &str = "audit_checkpoints: {every_records: 1000000, every_seconds: 86400}\n";
+
 /// The row planted in `audit_checkpoints` after the take-over, past every other.
 #[derive(Clone, Copy)]
 enum Plant {
@@ -27,7 +30,9 @@ fn exec(db: &Path, schema: Option<&assent_testkit::pg::Schema>, q: &str) {
     match schema {
         Some(s) => s.client().batch_execute(q).unwrap(),
         None => {
+            // Waits out a replica's write transaction (a busy database is no finding here).
             let out = std::process::Command::new("sqlite3")
+                .args(["-cmd", ".timeout 10000"])
                 .arg(db)
                 .arg(q)
                 .output()
@@ -37,73 +42,163 @@ fn exec(db: &Path, schema: Option<&assent_testkit::pg::Schema>, q: &str) {
     }
 }
 
+/// What every take-over test sets up: the test's directory (config, `data`, `keys/{a,b,c}`),
+/// the public keys of A and B, the environment of every command (the PostgreSQL URL, when
+/// on PostgreSQL) and the config's `extra` lines.
+struct Setup {
+    dir: tempfile::TempDir,
+    keys: std::path::PathBuf,
+    a: String,
+    b: String,
+    env: Vec<(&'static str, String)>,
+    extra: String,
+    schema: Option<assent_testkit::pg::Schema>,
+}
+
+impl Setup {
+    /// Key sets A, B and C over a fresh database (SQLite, or the PostgreSQL `schema`), with
+    /// `extra` config lines.
+    fn new(schema: Option<assent_testkit::pg::Schema>, extra: &str) -> Setup {
+        let url = schema
+            .as_ref()
+            .map(|s| format!("{}&application_name={}", s.postgres_url, s.name));
+        let env = url
+            .iter()
+            .map(|u| ("ASSENT_DATABASE_URL", u.clone()))
+            .collect();
+        let db = if schema.is_some() {
+            "database: {url_env: ASSENT_DATABASE_URL}\n"
+        } else {
+            ""
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let keys = dir.path().join("keys");
+        let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
+        let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
+        keys_init(&keys.join("c"));
+        Setup {
+            a: a.as_str().unwrap().to_string(),
+            b: b.as_str().unwrap().to_string(),
+            dir,
+            keys,
+            env,
+            extra: format!("{db}{extra}"),
+            schema,
+        }
+    }
+
+    /// The environment of every command.
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+    }
+
+    /// The config of a replica serving under `keys_dir` (`keys/a`, …).
+    fn config(&self, keys_dir: &str) -> std::path::PathBuf {
+        config(self.dir.path(), free_port(), keys_dir, &self.extra)
+    }
+
+    /// A replica serving under `keys_dir`.
+    fn start(&self, keys_dir: &str) -> crate::Server {
+        let port = free_port();
+        let mut cmd = serve_cmd(&config(self.dir.path(), port, keys_dir, &self.extra));
+        cmd.envs(self.env());
+        serve_with(cmd, port)
+    }
+
+    /// `keys/<name>/audit-key-replaces` holding `key` (mode 0600).
+    fn replaces(&self, name: &str, key: &str) {
+        let f = self.keys.join(name).join("audit-key-replaces");
+        std::fs::write(&f, format!("{key}\n")).unwrap();
+        chmod(&f, 0o600);
+    }
+
+    /// Replica A serves (one approval proposed), then replica B takes the database over from
+    /// it (`audit-key-replaces` naming A) and serves (one more); A is left running when
+    /// `a_keeps_running`, else stopped before B starts. Returns A (when running) and B.
+    fn a_then_b(&self, a_keeps_running: bool) -> (Option<crate::Server>, crate::Server) {
+        let sa = self.start("keys/a");
+        assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
+        let sa = if a_keeps_running {
+            Some(sa)
+        } else {
+            stop(sa);
+            None
+        };
+        self.replaces("b", &self.a);
+        let sb = self.start("keys/b");
+        assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
+        (sa, sb)
+    }
+
+    /// A's keys directory is given an `audit-key-replaces` naming B: A's start is refused,
+    /// saying B replaced it.
+    fn a_cannot_take_it_back(&self) {
+        self.replaces("a", &self.b);
+        let err = crate::keys_guard::start_refused(serve_cmd(&self.config("keys/a")), &self.env());
+        let says = format!("audit key {} was replaced by audit key {}", self.a, self.b);
+        assert!(err.contains(&says), "{err}");
+    }
+
+    /// `assent audit verify --config cfg` passes.
+    fn verifies(&self, cfg: &Path) {
+        let out = crate::keys_guard::verify(cfg, &self.env());
+        let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+    }
+
+    /// Runs `q` against the test's database: `sqlite3` on its file, or the PostgreSQL schema.
+    fn exec(&self, q: &str) {
+        exec(
+            &self.dir.path().join("data").join("assent.db"),
+            self.schema.as_ref(),
+            q,
+        );
+    }
+
+    /// Plants checkpoint `cp` as a row of `audit_checkpoints`.
+    fn plant(&self, cp: &assent_store::checkpoint::Checkpoint) {
+        self.exec(&format!(
+            "INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) VALUES ({}, '{}', {}, {}, '{}', '{}')",
+            cp.seq, cp.head_hash, cp.record_count, cp.time, cp.public_key, cp.signature
+        ));
+    }
+
+    /// The audit signing key of `keys/<name>`.
+    fn signing_key(&self, name: &str) -> ed25519_dalek::SigningKey {
+        assent_store::checkpoint::read_key(&self.keys.join(name))
+            .unwrap()
+            .unwrap()
+    }
+}
+
+/// Kills a replica left running (its shutdown would try to write under a replaced key).
+fn kill(s: crate::Server) {
+    let mut s = s;
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+}
+
 /// Replica A serves; replica B takes the database over from it (`audit-key-replaces`) while A
 /// keeps running; `plant` is inserted at the head of `audit_checkpoints`. B keeps serving and
 /// its `/readyz` never says it was replaced (nor tells to copy A's keys); A still writes
 /// nothing (`503`).
 fn planted_past_a_take_over(plant: Plant, schema: Option<assent_testkit::pg::Schema>) {
-    let url = schema
-        .as_ref()
-        .map(|s| format!("{}&application_name={}", s.postgres_url, s.name));
-    let env: Vec<(&str, &str)> = url
-        .iter()
-        .map(|u| ("ASSENT_DATABASE_URL", u.as_str()))
-        .collect();
-    let extra = format!(
-        "{}audit_checkpoints: {{every_records: 1000000, every_seconds: 86400}}\n",
-        if schema.is_some() {
-            "database: {url_env: ASSENT_DATABASE_URL}\n"
-        } else {
-            ""
-        }
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    keys_init(&keys.join("b"));
-    keys_init(&keys.join("c"));
-    let a = a.as_str().unwrap();
-    let start = |keys: &str| {
-        let port = free_port();
-        let mut cmd = serve_cmd(&config(dir.path(), port, keys, &extra));
-        cmd.envs(env.iter().copied());
-        serve_with(cmd, port)
-    };
-    let sa = start("keys/a");
-    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
-    let replaces = keys.join("b").join("audit-key-replaces");
-    std::fs::write(&replaces, format!("{a}\n")).unwrap();
-    chmod(&replaces, 0o600);
-    let sb = start("keys/b");
-    assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
-    let read_key = |k: &str| {
-        assent_store::checkpoint::read_key(&keys.join(k))
-            .unwrap()
-            .unwrap()
-    };
+    let t = Setup::new(schema, NOT_DUE);
+    let (sa, sb) = t.a_then_b(true);
+    let sa = sa.expect("A keeps running");
     let head = "ab".repeat(32);
+    let signed_by =
+        |k: &str| assent_store::checkpoint::sign(&t.signing_key(k), 1_000_000, &head, 1_000_000, 1);
     let cp = match plant {
-        Plant::SignedByTheReplacedKey => {
-            assent_store::checkpoint::sign(&read_key("a"), 1_000_000, &head, 1_000_000, 1)
-        }
-        Plant::SignedByAStranger => {
-            assent_store::checkpoint::sign(&read_key("c"), 1_000_000, &head, 1_000_000, 1)
-        }
+        Plant::SignedByTheReplacedKey => signed_by("a"),
+        Plant::SignedByAStranger => signed_by("c"),
         Plant::UnverifiedNamingTheReplacedKey => {
-            let mut cp =
-                assent_store::checkpoint::sign(&read_key("a"), 1_000_000, &head, 1_000_000, 1);
+            let mut cp = signed_by("a");
             cp.signature = "00".repeat(64);
             cp
         }
     };
-    exec(
-        &dir.path().join("data").join("assent.db"),
-        schema.as_ref(),
-        &format!(
-            "INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) VALUES ({}, '{}', {}, {}, '{}', '{}')",
-            cp.seq, cp.head_hash, cp.record_count, cp.time, cp.public_key, cp.signature
-        ),
-    );
+    t.plant(&cp);
     // A, still running, writes nothing: the row naming it at the head changes nothing.
     let (status, body) = propose_status(&sa.url, 7000);
     assert_eq!(status, 503, "{body}");
@@ -117,7 +212,7 @@ fn planted_past_a_take_over(plant: Plant, schema: Option<assent_testkit::pg::Sch
         let (_, body) = readyz(&sb.url);
         assert_ne!(body["reason"], "audit_key_replaced", "{body}");
         assert!(
-            !body.to_string().contains(&format!("serving under {a}")),
+            !body.to_string().contains(&format!("serving under {}", t.a)),
             "{body}"
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -125,9 +220,7 @@ fn planted_past_a_take_over(plant: Plant, schema: Option<assent_testkit::pg::Sch
     let (status, body) = propose_status(&sb.url, 9000);
     assert_eq!(status, 202, "{body}");
     stop(sb);
-    let mut sa = sa;
-    let _ = sa.child.kill();
-    let _ = sa.child.wait();
+    kill(sa);
 }
 
 #[test]
@@ -171,49 +264,10 @@ fn an_unverified_row_naming_the_replaced_key_at_the_head_does_not_let_it_write_p
 /// nothing before A's newest checkpoint, so the file's "taking over only" rule alone let it).
 /// Refused: a key whose take-over is recorded never serves again, naming B.
 fn a_replaced_key_takes_nothing_back(schema: Option<assent_testkit::pg::Schema>) {
-    let url = schema
-        .as_ref()
-        .map(|s| format!("{}&application_name={}", s.postgres_url, s.name));
-    let env: Vec<(&str, &str)> = url
-        .iter()
-        .map(|u| ("ASSENT_DATABASE_URL", u.as_str()))
-        .collect();
-    let extra = if schema.is_some() {
-        "database: {url_env: ASSENT_DATABASE_URL}\n"
-    } else {
-        ""
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
-    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
-    let start = |keys: &str| {
-        let port = free_port();
-        let mut cmd = serve_cmd(&config(dir.path(), port, keys, extra));
-        cmd.envs(env.iter().copied());
-        serve_with(cmd, port)
-    };
-    let sa = start("keys/a");
-    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
-    stop(sa);
-    let replaces = keys.join("b").join("audit-key-replaces");
-    std::fs::write(&replaces, format!("{a}\n")).unwrap();
-    chmod(&replaces, 0o600);
-    let sb = start("keys/b");
-    assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
-    let mut sb = sb;
-    let _ = sb.child.kill();
-    let _ = sb.child.wait();
-    let back = keys.join("a").join("audit-key-replaces");
-    std::fs::write(&back, format!("{b}\n")).unwrap();
-    chmod(&back, 0o600);
-    let cfg_a = config(dir.path(), free_port(), "keys/a", extra);
-    let err = crate::keys_guard::start_refused(serve_cmd(&cfg_a), &env);
-    assert!(
-        err.contains(&format!("audit key {a} was replaced by audit key {b}")),
-        "{err}"
-    );
+    let t = Setup::new(schema, "");
+    let (_, sb) = t.a_then_b(false);
+    kill(sb);
+    t.a_cannot_take_it_back();
 }
 
 #[test]
@@ -234,45 +288,16 @@ fn a_replaced_key_cannot_take_the_database_back_through_audit_key_replaces_postg
 /// writing under its replaced key. Its watch never moves past the audit head: A writes
 /// nothing more (`503`) and its `/readyz` says `audit_key_replaced`.
 fn a_junk_row_far_ahead_then_a_take_over(schema: Option<assent_testkit::pg::Schema>) {
-    let url = schema
-        .as_ref()
-        .map(|s| format!("{}&application_name={}", s.postgres_url, s.name));
-    let env: Vec<(&str, &str)> = url
-        .iter()
-        .map(|u| ("ASSENT_DATABASE_URL", u.as_str()))
-        .collect();
-    let extra = format!(
-        "{}audit_checkpoints: {{every_records: 1000000, every_seconds: 86400}}\n",
-        if schema.is_some() {
-            "database: {url_env: ASSENT_DATABASE_URL}\n"
-        } else {
-            ""
-        }
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    keys_init(&keys.join("b"));
-    let a = a.as_str().unwrap();
-    let start = |keys: &str| {
-        let port = free_port();
-        let mut cmd = serve_cmd(&config(dir.path(), port, keys, &extra));
-        cmd.envs(env.iter().copied());
-        serve_with(cmd, port)
-    };
-    let sa = start("keys/a");
+    let t = Setup::new(schema, NOT_DUE);
+    let sa = t.start("keys/a");
     assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
-    exec(
-        &dir.path().join("data").join("assent.db"),
-        schema.as_ref(),
+    t.exec(
         "INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) VALUES (9000000000000000000, 'x', 0, 0, 'junk', 'junk')",
     );
     // A writes once more: its watch examines the junk row.
     assert_eq!(propose(&sa.url, 5500)["decision"], "pending");
-    let replaces = keys.join("b").join("audit-key-replaces");
-    std::fs::write(&replaces, format!("{a}\n")).unwrap();
-    chmod(&replaces, 0o600);
-    let sb = start("keys/b");
+    t.replaces("b", &t.a);
+    let sb = t.start("keys/b");
     assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
     let (status, body) = propose_status(&sa.url, 7000);
     assert_eq!(status, 503, "A kept writing under its replaced key: {body}");
@@ -285,9 +310,7 @@ fn a_junk_row_far_ahead_then_a_take_over(schema: Option<assent_testkit::pg::Sche
     }
     assert_eq!(said["reason"], "audit_key_replaced", "{said}");
     stop(sb);
-    let mut sa = sa;
-    let _ = sa.child.kill();
-    let _ = sa.child.wait();
+    kill(sa);
 }
 
 #[test]
@@ -300,4 +323,149 @@ fn a_junk_checkpoint_row_far_ahead_does_not_blind_the_replaced_replica_postgres(
     if let Some(schema) = assent_testkit::pg::schema() {
         a_junk_row_far_ahead_then_a_take_over(Some(schema));
     }
+}
+
+/// Attack (found by review): `audit-key-replaces` left in place after key set B took over
+/// from A accepted A again: a checkpoint A signed after B's (a replica of A on an older
+/// binary, or A's key, lost, in other hands) made A the newest foreign signer the file names,
+/// and B's restart served silently beside it. The file accepts taking over, never going
+/// back: B's restart is refused, naming the file and both keys.
+fn a_stale_replaces_file_takes_no_old_key_back(schema: Option<assent_testkit::pg::Schema>) {
+    let t = Setup::new(schema, NOT_DUE);
+    let (_, sb) = t.a_then_b(false);
+    stop(sb);
+    let head = "ab".repeat(32);
+    let cp = assent_store::checkpoint::sign(&t.signing_key("a"), 1_000_000, &head, 1_000_000, 1);
+    t.plant(&cp);
+    let err = crate::keys_guard::start_refused(serve_cmd(&t.config("keys/b")), &t.env());
+    let file = t.keys.join("b").join("audit-key-replaces");
+    assert!(
+        err.contains(file.to_str().unwrap())
+            && err.contains("never going back")
+            && err.contains(&t.a)
+            && err.contains(&t.b),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_stale_audit_key_replaces_file_takes_no_old_key_back_sqlite() {
+    a_stale_replaces_file_takes_no_old_key_back(None);
+}
+
+#[test]
+fn a_stale_audit_key_replaces_file_takes_no_old_key_back_postgres() {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        a_stale_replaces_file_takes_no_old_key_back(Some(schema));
+    }
+}
+
+/// The database of `t` as the store opens it.
+fn database(t: &Setup) -> assent_store::db::Database {
+    match &t.schema {
+        Some(_) => assent_store::db::Database::Postgres {
+            url: t.env[0].1.clone(),
+        },
+        None => assent_store::db::Database::Sqlite {
+            path: t.dir.path().join("data").join("assent.db"),
+        },
+    }
+}
+
+/// `keys/<name>`'s store over the database of `t`.
+fn store(t: &Setup, name: &str) -> assent_store::Store {
+    let data = t.dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let envelopes = std::sync::Arc::new(assent_server::WireEnvelopes);
+    assent_store::Store::open_database(&data, &t.keys.join(name), &database(t), 60_000, envelopes)
+        .unwrap()
+}
+
+/// Attacks (found by review): after B took the database over from A, whose key had signed
+/// checkpoints, `assent audit verify` under B failed on A's checkpoints (and retention stopped
+/// at them); and retention then archived the take-over record with the old ones, after which
+/// the take-over was recorded nowhere: A could take the database back through an
+/// `audit-key-replaces` naming B. A's checkpoints are judged under A up to the take-over
+/// (named by the record B signed), retention carries the record forward, signed by B: the
+/// audit verifies before and after retention, and A's start is refused.
+fn old_checkpoints_and_retention(schema: Option<assent_testkit::pg::Schema>) {
+    use assent_store::checkpoint::Due;
+    let t = Setup::new(schema, NOT_DUE);
+    let sa = store(&t, "a");
+    for i in 0..3 {
+        sa.append_audit(
+            "note",
+            None,
+            "test",
+            &serde_json::json!({"i": i}),
+            1_000 + i,
+        )
+        .unwrap();
+    }
+    sa.checkpoint_if_due(Due::NOW, 2_000)
+        .unwrap()
+        .expect("A signs");
+    drop(sa);
+    t.replaces("b", &t.a);
+    let sb = t.start("keys/b");
+    assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
+    stop(sb);
+    // Verified with no `audit-key-replaces` to lean on: only the recorded take-over counts.
+    std::fs::remove_file(t.keys.join("b").join("audit-key-replaces")).unwrap();
+    let cfg_b = t.config("keys/b");
+    t.verifies(&cfg_b);
+    // Retention past the take-over (the pending approval's records stay; A's go).
+    let sb = store(&t, "b");
+    let now = 10_000_000_000_000;
+    let archived = sb
+        .archive_audit(
+            &t.dir.path().join("data").join("archive"),
+            now,
+            1000,
+            now,
+            None,
+        )
+        .unwrap()
+        .expect("records archived");
+    assert!(archived.manifest.last_seq >= 4, "{:?}", archived.manifest);
+    drop(sb);
+    t.verifies(&cfg_b);
+    t.a_cannot_take_it_back();
+}
+
+#[test]
+fn the_replaced_keys_checkpoints_verify_and_retention_keeps_the_take_over_sqlite() {
+    old_checkpoints_and_retention(None);
+}
+
+#[test]
+fn the_replaced_keys_checkpoints_verify_and_retention_keeps_the_take_over_postgres() {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        old_checkpoints_and_retention(Some(schema));
+    }
+}
+
+/// Found by review: the take-over's checkpoint (signed by B at its start) reached the
+/// checkpoint file only with B's next due checkpoint, so the file vouched for nothing of B's
+/// until then. It is published as it is written: the file has it while no other is due.
+#[test]
+fn the_take_over_checkpoint_reaches_the_checkpoint_file_when_it_is_written() {
+    let t = Setup::new(
+        None,
+        "audit_checkpoints: {every_records: 1000000, every_seconds: 86400, file: checkpoints.jsonl}\n",
+    );
+    let (_, sb) = t.a_then_b(false);
+    let file = t.dir.path().join("checkpoints.jsonl");
+    let key = assent_store::checkpoint::parse_public_key(&t.b).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut found = None;
+    while found.is_none() && Instant::now() < until {
+        found = assent_store::checkpoint::newest_signed_in_jsonl(&file, &key)
+            .ok()
+            .flatten();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop(sb);
+    let cp = found.expect("B's take-over checkpoint in the file");
+    assert_eq!(cp.public_key, t.b);
 }

@@ -1,0 +1,128 @@
+//! What a retention run (`retention.rs`) writes again at the chain's end before it deletes
+//! the records it archived, so that what still stands stays recorded in the live chain: the
+//! registrations of standing passkeys, the records of standing tool pins and reviews, and
+//! the recorded take-overs of audit keys.
+
+use crate::archive::Manifest;
+use crate::audit;
+use crate::db::{self, OptionalExtension as _};
+use crate::error::StoreError;
+use crate::integrity_pins;
+use crate::params;
+use ed25519_dalek::SigningKey;
+
+/// Before the records `m` covers are deleted: each record among them that vouches for a
+/// standing tool pin or review (the newest `tool.pinned` / `tool.accepted` of a pin that still
+/// matches it, the `tool.new` / `tool.changed` that raised a review and the `tool.accepted` /
+/// `tool.rejected` that decided it, each matching its row), and the first report of each
+/// server in each scope ([`integrity_pins::to_carry`]), is written again at the chain's end
+/// (same kind, actor and data, plus `carried_from` and `carried_at`: the original record's
+/// `seq` and time, kept through later carries), so `assent audit verify` finds the records of
+/// every pin and review in the live chain and never excuses a row by its own (forgeable) date
+/// after a run that carried (before, a review row planted as accepted and dated before the
+/// cut-off passed, and the relay called its definition). Nothing to do when no tool record
+/// is due.
+pub(crate) fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let any: Option<i64> = tx
+        .query_row(
+            "SELECT seq FROM audit WHERE seq >= ?1 AND seq <= ?2 AND kind IN ('tool.pinned', 'tool.accepted', 'tool.rejected', 'tool.new', 'tool.changed') LIMIT 1",
+            params![m.first_seq, m.last_seq],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if any.is_none() {
+        return Ok(());
+    }
+    let carry = integrity_pins::to_carry(**tx)?;
+    for seq in carry.range(m.first_seq..=m.last_seq) {
+        let (at, kind, actor, data): (i64, String, String, String) = tx.query_row(
+            "SELECT at, kind, actor, data FROM audit WHERE seq = ?1",
+            [*seq],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
+            continue;
+        };
+        d.entry("carried_at").or_insert(at.into());
+        d.entry("carried_from").or_insert((*seq).into());
+        audit::append(**tx, m.archived_at, &kind, None, &actor, &d.into())?;
+    }
+    Ok(())
+}
+
+/// Before the records `m` covers are deleted: each `audit.key_replaced` record among them (a
+/// recorded take-over, `checkpoint::take_over`) is written again at the chain's end (same
+/// actor and data, plus `carried_from` and `carried_at`: the original record's `seq` and
+/// time, kept through later carries) and signed there by this gateway's audit `key`
+/// ([`crate::checkpoint::sign_carried`]), so that the take-over stays recorded: the replaced
+/// key never writes or serves again (`key_replaced.rs`), and `assent audit verify` still
+/// judges the replaced key's checkpoints under it (`key_ranges.rs`). Found by review: the
+/// record was archived with the old ones, after which the replaced key could take the
+/// database back through an `audit-key-replaces` naming the new key.
+pub(crate) fn carry_takeovers(
+    tx: &db::Tx<'_>,
+    m: &Manifest,
+    key: &SigningKey,
+) -> Result<(), StoreError> {
+    let found: Vec<(i64, i64, String, String)> = crate::sql::rows(
+        **tx,
+        "SELECT seq, at, actor, data FROM audit WHERE kind = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
+        params![crate::key_replaced::KEY_REPLACED, m.first_seq, m.last_seq],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    for (seq, at, actor, data) in found {
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
+            continue;
+        };
+        d.entry("carried_at").or_insert(at.into());
+        d.entry("carried_from").or_insert(seq.into());
+        let kind = crate::key_replaced::KEY_REPLACED;
+        audit::append(**tx, m.archived_at, kind, None, &actor, &d.into())?;
+        crate::checkpoint::sign_carried(**tx, key, m.archived_at)?;
+    }
+    Ok(())
+}
+
+/// Before the records `m` covers are deleted: each `passkey.registered` record among them
+/// whose passkey is still registered (its row is there, same owner and public key) is
+/// written again at the chain's end (same actor and data, plus `carried_from`: the archived
+/// record's `seq`), so `assent audit verify` always finds a standing registration in the live
+/// chain and never has to excuse a passkey by the row's own (forgeable) `created_at`.
+pub(crate) fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let regs: Vec<(i64, String, String)> = crate::sql::rows(
+        **tx,
+        "SELECT seq, actor, data FROM audit WHERE kind = 'passkey.registered' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
+        params![m.first_seq, m.last_seq],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    for (seq, actor, data) in regs {
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
+            continue;
+        };
+        let Some(id) = d
+            .get("credential_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        // Carried only when it still describes the row (same owner and public key): a
+        // later removal, or a row changed since, is not vouched for again.
+        let row: Option<String> = tx
+            .query_row(
+                "SELECT public_key FROM passkeys WHERE credential_id = ?1 AND principal = ?2",
+                params![id, actor],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let standing = row
+            .and_then(|k| serde_json::from_str::<serde_json::Value>(&k).ok())
+            .is_some_and(|k| Some(&k) == d.get("public_key"));
+        if standing {
+            d.insert("carried_from".into(), seq.into());
+            let at = m.archived_at;
+            audit::append(**tx, at, "passkey.registered", None, &actor, &d.into())?;
+        }
+    }
+    Ok(())
+}
