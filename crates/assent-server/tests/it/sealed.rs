@@ -31,6 +31,24 @@ async fn approving_is_refused_as_damaged(gw: &Gw, id: &str, key: &str, what: &st
     assert!(gw.as_agent(id).await["token"].is_null(), "{what}");
 }
 
+/// `GET /v1/approvals/{id}/receipt` as the operator: the status and the body.
+async fn receipt(gw: &Gw, id: &str) -> (StatusCode, serde_json::Value) {
+    gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await
+}
+
+/// Asserts that approval `id`'s receipt is refused `409 APPROVAL_DAMAGED` with no signature:
+/// the parts it names damaged.
+async fn receipt_refused_as_damaged(gw: &Gw, id: &str) -> serde_json::Value {
+    let (s, r) = receipt(gw, id).await;
+    assert_eq!(
+        (s, r["code"].as_str()),
+        (StatusCode::CONFLICT, Some("APPROVAL_DAMAGED")),
+        "{r}"
+    );
+    assert!(r.get("signature").is_none(), "{r}");
+    r["damaged"].clone()
+}
+
 /// A `pay` call held and approved by the operator; its approval id.
 async fn approved(gw: &Gw, to: &str) -> String {
     let id = gw.held("s1", "pay", json!({"amount": 500, "to": to})).await;
@@ -414,7 +432,7 @@ async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
     let edited = approved(&gw, "alice").await;
     let unsealed = approved(&gw, "bob").await;
     for id in [&edited, &unsealed] {
-        let (s, r) = gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await;
+        let (s, r) = receipt(&gw, id).await;
         assert_eq!(
             (s, r["approval_id"].as_str()),
             (StatusCode::OK, Some(id.as_str())),
@@ -424,17 +442,11 @@ async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
     tamper(&gw, &edited, "risk_tier = 'R1'");
     tamper(&gw, &unsealed, "seal = ''");
     for id in [&edited, &unsealed] {
-        let (s, r) = gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await;
-        assert_eq!(
-            (s, r["code"].as_str()),
-            (StatusCode::CONFLICT, Some("APPROVAL_DAMAGED")),
-            "{r}"
-        );
+        let damaged = receipt_refused_as_damaged(&gw, id).await;
         assert!(
-            r["damaged"].as_array().unwrap().contains(&json!("seal")),
-            "{r}"
+            damaged.as_array().unwrap().contains(&json!("seal")),
+            "{damaged}"
         );
-        assert!(r.get("signature").is_none(), "{r}");
     }
     gw.stop().await;
 }
@@ -458,22 +470,18 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
         .await;
     let (s, b) = gw.edit(&edited, json!({"amount": 90, "to": "bob"})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    let receipt = |id: String| {
-        let gw = &gw;
-        async move { gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await }
-    };
-    let (s, r) = receipt(rejected.clone()).await;
+    let (s, r) = receipt(&gw, &rejected).await;
     assert_eq!(
         (s, r["status"].as_str()),
         (StatusCode::OK, Some("rejected")),
         "{r}"
     );
-    let (s, r) = receipt(edited.clone()).await;
+    let (s, r) = receipt(&gw, &edited).await;
     assert!(
         s == StatusCode::OK && r["approved_call_hash"].is_string(),
         "{r}"
     );
-    let (s, r) = receipt(approved.clone()).await;
+    let (s, r) = receipt(&gw, &approved).await;
     assert_eq!(
         (s, r["status"].as_str()),
         (StatusCode::OK, Some("approved")),
@@ -496,14 +504,8 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
         assert_eq!(gw.sql().exec(sql, &[]), 1, "{sql}");
     }
     for id in [&rejected, &approved, &edited] {
-        let (s, r) = receipt(id.clone()).await;
-        assert_eq!(
-            (s, r["code"].as_str()),
-            (StatusCode::CONFLICT, Some("APPROVAL_DAMAGED")),
-            "{r}"
-        );
-        assert_eq!(r["damaged"], json!(["settlement_seal"]), "{r}");
-        assert!(r.get("signature").is_none(), "{r}");
+        let damaged = receipt_refused_as_damaged(&gw, id).await;
+        assert_eq!(damaged, json!(["settlement_seal"]), "{id}");
     }
     // A pending call's receipt with an edit planted on it (found by review: signed as its
     // `approved_call_hash`): damaged as settled yet pending, no receipt.
@@ -515,7 +517,7 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
         &pending,
         "edited_arguments = arguments, edited_canonical = canonical, edited_hash = call_hash",
     );
-    let (s, r) = receipt(pending.clone()).await;
+    let (s, r) = receipt(&gw, &pending).await;
     assert_eq!(
         (s, &r["damaged"]),
         (StatusCode::CONFLICT, &json!(["status.settled"])),
@@ -523,7 +525,7 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
     );
     let back = format!("UPDATE decisions SET actor = '{by}' WHERE approval_id = '{approved}'");
     assert_eq!(gw.sql().exec(&back, &[]), 1);
-    let (s, r) = receipt(approved.clone()).await;
+    let (s, r) = receipt(&gw, &approved).await;
     assert_eq!(
         (s, r["decisions"][0]["by"].as_str()),
         (StatusCode::OK, Some(by.as_str())),

@@ -18,6 +18,22 @@ async fn cast(gw: &crate::kit::Gw, id: &str) -> Vec<serde_json::Value> {
     a["votes"]["cast"].as_array().cloned().unwrap_or_default()
 }
 
+/// A gateway over `dir` with `rules`, gina linked to [`GINA`]: her single sign-on session
+/// (groups `opsgroup`, roles `ops`) approves a held `pay` call of session `s1` with a session
+/// grant, which then covers the same call; the gateway stopped.
+async fn grant_made_by_gina_signed_in(dir: &std::path::Path, rules: &str) {
+    let gw = linked_with(dir, rules, GOOD, GINA).await;
+    let id = gw.held("s1", "pay", json!({"amount": 500})).await;
+    let (gina, csrf) = sso_session(&gw, &format!("oidc:{GINA}"), (&["ops"], &["opsgroup"]));
+    let s = crate::sso::decide_scoped(&gw, &id, (&gina, &csrf), "session").await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert!(a["grant_id"].is_string(), "no grant: {a}");
+    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
+    assert_eq!(s, StatusCode::OK, "the grant does not cover the call: {b}");
+    gw.stop().await;
+}
+
 /// Attack (found by review): a restart with an `oidc.roles` map that no longer gives the
 /// `fin` group `finance` — to cut contractors off — signed their sessions out at the next
 /// request, but the vote one of them had cast by single sign-on on a quorum of two stood, so
@@ -99,16 +115,7 @@ async fn a_restart_keeps_a_grant_made_by_a_linked_sso_session() {
     let dir = tempfile::tempdir().unwrap();
     // `pay` is for `ops`; gina's file roles are `finance`, her provider's group gives `ops`.
     let rules = "- tool: pay\n  approvers: [ops]\n";
-    let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
-    let id = gw.held("s1", "pay", json!({"amount": 500})).await;
-    let (gina, csrf) = sso_session(&gw, &format!("oidc:{GINA}"), (&["ops"], &["opsgroup"]));
-    let s = crate::sso::decide_scoped(&gw, &id, (&gina, &csrf), "session").await;
-    assert!(s.is_success() || s.is_redirection(), "{s}");
-    let (_, a) = gw.approval(&id, "alice-key").await;
-    assert!(a["grant_id"].is_string(), "no grant: {a}");
-    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
-    assert_eq!(s, StatusCode::OK, "the grant does not cover the call: {b}");
-    gw.stop().await;
+    grant_made_by_gina_signed_in(dir.path(), rules).await;
 
     let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
     let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
@@ -130,14 +137,7 @@ async fn a_restart_without_its_linked_maker_revokes_the_sso_grant_of_an_any_oper
     let dir = tempfile::tempdir().unwrap();
     // No `approvers`: any operator may decide `pay`.
     let rules = "- tool: pay\n  risk_tier: R2\n";
-    let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
-    let id = gw.held("s1", "pay", json!({"amount": 500})).await;
-    let (gina, csrf) = sso_session(&gw, &format!("oidc:{GINA}"), (&["ops"], &["opsgroup"]));
-    let s = crate::sso::decide_scoped(&gw, &id, (&gina, &csrf), "session").await;
-    assert!(s.is_success() || s.is_redirection(), "{s}");
-    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
-    assert_eq!(s, StatusCode::OK, "the grant does not cover the call: {b}");
-    gw.stop().await;
+    grant_made_by_gina_signed_in(dir.path(), rules).await;
 
     let gw = linked_with(dir.path(), rules, GOOD, "").await;
     let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;

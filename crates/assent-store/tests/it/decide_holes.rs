@@ -4,12 +4,12 @@
 //! on an approval held for operators.
 
 use super::{audit_kinds, both_stores, fresh, hold, pay, pending, proposal};
+use crate::stricter::escalating;
 use assent_core::ToolCall;
 use assent_core::approval::{AlreadyDecided, Canceller};
 use assent_core::canonical::canonical_value;
 use assent_core::quorum::parse_approvers;
 use assent_core::session_risk::TRIGGER_UNTRUSTED;
-use assent_core::triggers::{Escalation, EscalationStep};
 use assent_core::{ApprovalStatus, CanonicalCall, RiskTier};
 use assent_store::{DecideError, DecisionInput, EditedCall, Proposed};
 use serde_json::json;
@@ -68,14 +68,7 @@ fn a_decision_at_or_after_the_deadline_is_refused_before_the_sweep() {
 fn an_escalated_approval_is_decided_until_its_schedules_deadline() {
     both_stores(|_, s| {
         let (call, mut v) = pay(1);
-        v.terms.approvers = vec!["finance".into()];
-        v.terms.escalation = Some(Escalation {
-            steps: vec![EscalationStep {
-                after_seconds: Some(100),
-                approvers: vec!["lead".into()],
-            }],
-            last_wait_seconds: None,
-        });
+        escalating(&mut v, &["finance"], (Some(100), &["lead"]), None);
         let finance = vec!["finance".to_string()];
         // Raised at 1 s, step at 101 s, deadline 50 s after it.
         let a = hold(s, "s1", &call, &v, 1_000, 51_000);

@@ -199,14 +199,20 @@ fn columns(c: Conn<'_>) -> Vec<(String, String, bool)> {
         .unwrap()
 }
 
+/// `read` of a freshly migrated database on each backend the tests run (SQLite, then
+/// PostgreSQL unless skipped): what it read, in that order.
+fn migrated_on_both<T>(mut read: impl FnMut(Conn<'_>) -> T) -> Vec<T> {
+    let mut seen = Vec::new();
+    both_connected(|_, c| {
+        migrate(c, "db").unwrap();
+        seen.push(read(c));
+    });
+    seen
+}
+
 #[test]
 fn both_dialects_build_the_same_tables_and_columns() {
-    let mut seen = Vec::new();
-    both(|db| {
-        let conn = db.connect().unwrap();
-        migrate(conn.conn(), "db").unwrap();
-        seen.push(columns(conn.conn()));
-    });
+    let seen = migrated_on_both(columns);
     if seen.len() == 2 {
         let (lite, pg) = (&seen[0], &seen[1]);
         let differ: Vec<_> = lite.iter().filter(|c| !pg.contains(c)).collect();
@@ -238,11 +244,8 @@ fn indexes(c: Conn<'_>) -> Vec<(String, bool)> {
 /// backends alike (fewer entries keyed by a random approval id per write).
 #[test]
 fn both_dialects_build_the_same_indexes_and_index_pending_approvals_alone() {
-    let mut seen = Vec::new();
-    both(|db| {
-        let conn = db.connect().unwrap();
-        migrate(conn.conn(), "db").unwrap();
-        let idx = indexes(conn.conn());
+    let seen = migrated_on_both(|c| {
+        let idx = indexes(c);
         for partial in [
             "approvals_pending",
             "approvals_pending_expires",
@@ -263,7 +266,7 @@ fn both_dialects_build_the_same_indexes_and_index_pending_approvals_alone() {
                 "{gone} still in {idx:?}"
             );
         }
-        seen.push(idx);
+        idx
     });
     if seen.len() == 2 {
         assert_eq!(seen[0], seen[1], "SQLite's indexes, then Postgres's");

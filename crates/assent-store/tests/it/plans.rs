@@ -35,6 +35,36 @@ fn submitted(s: &assent_store::Store, id: &str, step: &str) -> assent_store::App
     *approval
 }
 
+/// Plan `id` as [`submitted`], its Confirm then approved by alice at 3 s: a plan that runs
+/// calls. Its Confirm, approved.
+fn approved_plan(s: &assent_store::Store, id: &str, step: &str) -> assent_store::ApprovalRecord {
+    let confirm = submitted(s, id, step);
+    let approve = assent_store::DecisionInput::approve();
+    s.decide(&confirm.id, &approve, "alice", &[], 3_000)
+        .unwrap();
+    confirm
+}
+
+/// `call` under verdict `v`, proposed by `bot` in session `s1` at 4 s naming plan `id`
+/// (a 60 s timeout): its approval, which must be held.
+#[track_caller]
+fn held_under(
+    s: &assent_store::Store,
+    id: &str,
+    call: &CanonicalCall,
+    v: &Verdict,
+) -> assent_store::ApprovalRecord {
+    let ttl = |_: &Verdict| 60_000;
+    let p = Proposal {
+        plan_id: Some(id),
+        ..proposal(call, "s1", 4_000, &ttl)
+    };
+    let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
+        panic!("the call under the plan is held");
+    };
+    *approval
+}
+
 /// The attack (found by review): the server built a plan's Confirm from its own read of the
 /// plan, before the proposal's transaction; a revision (`PUT`) landing in between had a
 /// person approve the old body while the plan kept the new one, served afterwards as
@@ -153,7 +183,6 @@ fn a_confirm_settled_after_its_plan_was_cancelled_leaves_the_plan_cancelled() {
 #[test]
 fn cancelling_a_plan_cancels_the_calls_held_under_it() {
     use assent_core::approval::Canceller;
-    use assent_store::DecisionInput;
     let roles = ["ops".to_string()];
     let stoppers = [
         Canceller::Agent {
@@ -170,9 +199,7 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
             "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d",
             "8b7c6d5e-4f3a-4b2c-9d0e-1f2a3b4c5d6e",
         ]) {
-            let approval = submitted(s, id, "Pay it");
-            s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
-                .unwrap();
+            approved_plan(s, id, "Pay it");
             assert_eq!(s.plan(id).unwrap().unwrap().status, "approved");
             // The agent's call under the plan, which only finance may decide, and another
             // agent's naming the plan's id.
@@ -210,19 +237,9 @@ fn a_token_of_a_call_under_a_stopped_plan_is_not_redeemed() {
     use assent_store::{DecisionInput, RedeemError};
     both_stores(|_, s| {
         let id = "9c8d7e6f-5a4b-4c3d-8e2f-1a0b9c8d7e6f";
-        let approval = submitted(s, id, "Pay it");
-        s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
-            .unwrap();
+        approved_plan(s, id, "Pay it");
         let (call, v) = pay(700);
-        let call = CanonicalCall::new(call).unwrap();
-        let ttl = |_: &Verdict| 60_000;
-        let p = Proposal {
-            plan_id: Some(id),
-            ..proposal(&call, "s1", 4_000, &ttl)
-        };
-        let Ok((_, Proposed::Held { approval: held, .. })) = s.propose(&p, |_| v.clone()) else {
-            panic!("the call under the plan is held");
-        };
+        let held = held_under(s, id, &CanonicalCall::new(call).unwrap(), &v);
         s.decide(&held.id, &DecisionInput::approve(), "alice", &[], 5_000)
             .unwrap();
         let token = s.token_string(&held.id).unwrap().unwrap();
@@ -274,9 +291,7 @@ fn a_plan_registered_under_an_id_another_agents_calls_named_neither_cancels_nor_
         .unwrap();
         let token = s.token_string(&victim[1].id).unwrap().unwrap();
         // The squatter registers the id, has it approved, and cancels it.
-        let confirm = submitted(s, id, "Squat");
-        s.decide(&confirm.id, &DecisionInput::approve(), "alice", &[], 3_000)
-            .unwrap();
+        approved_plan(s, id, "Squat");
         let bot = Canceller::Agent {
             name: "bot",
             agent: "bot",
@@ -426,9 +441,7 @@ fn a_stopped_plan_reaches_the_delegate_calls_it_gated_after_the_delegation_is_re
         // Named before the plan existed: recorded without the plan's agent.
         let unowned = propose(early, 800);
         assert_eq!(s.confirm_context(&unowned.id).unwrap().plan_owner, None);
-        let confirm = submitted(s, id, "Pay it");
-        s.decide(&confirm.id, &DecisionInput::approve(), "alice", &[], 3_000)
-            .unwrap();
+        approved_plan(s, id, "Pay it");
         let held = propose(id, 801);
         let ctx = s.confirm_context(&held.id).unwrap();
         assert_eq!(ctx.plan_owner.as_deref(), Some("bot"), "{ctx:?}");
@@ -479,20 +492,12 @@ fn a_grant_made_after_its_plan_was_stopped_covers_nothing() {
     use assent_store::DecisionInput;
     both_stores(|db, s| {
         let id = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
-        let confirm = submitted(s, id, "Pay it");
-        s.decide(&confirm.id, &DecisionInput::approve(), "alice", &[], 3_000)
-            .unwrap();
+        approved_plan(s, id, "Pay it");
         let (call, mut v) = pay(5);
         v.terms.approvers = vec!["ops".into()];
         let canon = CanonicalCall::new(call).unwrap();
         let ttl = |_: &Verdict| 60_000;
-        let under = Proposal {
-            plan_id: Some(id),
-            ..proposal(&canon, "s1", 4_000, &ttl)
-        };
-        let Ok((_, Proposed::Held { approval, .. })) = s.propose(&under, |_| v.clone()) else {
-            panic!("the call under the plan is held");
-        };
+        let approval = held_under(s, id, &canon, &v);
         let session = db.connect().unwrap();
         let set = |status: &str| {
             (session.conn())

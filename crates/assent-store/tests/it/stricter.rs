@@ -7,25 +7,62 @@
 use super::{fresh, pay, proposal};
 use assent_core::CanonicalCall;
 use assent_core::approval::GrantScope;
-use assent_store::{DecisionInput, Proposed};
+use assent_core::gatekeeper::Verdict;
+use assent_store::{ApprovalRecord, DecisionInput, Proposed, Store};
+
+/// `canon` under verdict `v`, proposed by `bot` in session `s1` at 1 s (a held call waits
+/// `ttl`): its approval, which must be held.
+#[track_caller]
+fn held_at_1s(
+    s: &Store,
+    canon: &CanonicalCall,
+    v: &Verdict,
+    ttl: &dyn Fn(&Verdict) -> i64,
+) -> ApprovalRecord {
+    let p = proposal(canon, "s1", 1_000, ttl);
+    let Proposed::Held { approval, .. } = s.propose(&p, |_| v.clone()).unwrap().1 else {
+        panic!("held expected")
+    };
+    *approval
+}
+
+/// Sets `v`'s approvers to `first` and its escalation to one step adding `then` after `after`
+/// seconds (`None`: at the approval's timeout), the last wait `last_wait` seconds.
+pub(crate) fn escalating(
+    v: &mut Verdict,
+    first: &[&str],
+    (after, then): (Option<u64>, &[&str]),
+    last_wait: Option<u64>,
+) {
+    let names = |r: &[&str]| r.iter().map(|r| r.to_string()).collect::<Vec<_>>();
+    v.terms.approvers = names(first);
+    v.terms.escalation = Some(assent_core::triggers::Escalation {
+        steps: vec![assent_core::triggers::EscalationStep {
+            after_seconds: after,
+            approvers: names(then),
+        }],
+        last_wait_seconds: last_wait,
+    });
+}
+
+/// Approval `id` approved at `at` by `who` holding `roles`, with a grant of `scope`.
+fn approve_with_grant(s: &Store, id: &str, scope: GrantScope, who: &str, roles: &[&str], at: i64) {
+    let input = DecisionInput {
+        scope,
+        ..DecisionInput::approve()
+    };
+    let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
+    s.decide(id, &input, who, &roles, at).unwrap();
+}
 
 #[test]
 fn a_grant_or_a_weaker_pending_approval_does_not_cover_a_call_that_now_needs_a_passkey() {
     let (_dir, s) = fresh();
     let (call, v) = pay(5);
     let canon = CanonicalCall::new(call.clone()).unwrap();
-    let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
-    let p = proposal(&canon, "s1", 1_000, &ttl);
-    let (_, held) = s.propose(&p, |_| v.clone()).unwrap();
-    let Proposed::Held { approval, .. } = held else {
-        panic!("held expected")
-    };
-    let session = DecisionInput {
-        scope: GrantScope::Session,
-        ..DecisionInput::approve()
-    };
-    s.decide(&approval.id, &session, "alice", &[], 2_000)
-        .unwrap();
+    let ttl = |_: &Verdict| 60_000;
+    let approval = held_at_1s(&s, &canon, &v, &ttl);
+    approve_with_grant(&s, &approval.id, GrantScope::Session, "alice", &[], 2_000);
     // The session grant covers the same call under the same rules ...
     let p = proposal(&canon, "s1", 3_000, &ttl);
     let (_, again) = s.propose(&p, |_| v.clone()).unwrap();
@@ -90,20 +127,18 @@ fn a_grant_does_not_cover_a_call_whose_approvers_tier_or_duties_a_reload_tighten
     let (call, mut v) = pay(5);
     v.terms.approvers = vec!["ops".into()];
     let canon = CanonicalCall::new(call).unwrap();
-    let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
-    let p = proposal(&canon, "s1", 1_000, &ttl);
-    let (_, held) = s.propose(&p, |_| v.clone()).unwrap();
-    let Proposed::Held { approval, .. } = held else {
-        panic!("held expected")
-    };
-    let workspace = DecisionInput {
-        scope: GrantScope::Workspace,
-        ..DecisionInput::approve()
-    };
-    s.decide(&approval.id, &workspace, "olaf", &["ops".into()], 2_000)
-        .unwrap();
+    let ttl = |_: &Verdict| 60_000;
+    let approval = held_at_1s(&s, &canon, &v, &ttl);
+    approve_with_grant(
+        &s,
+        &approval.id,
+        GrantScope::Workspace,
+        "olaf",
+        &["ops"],
+        2_000,
+    );
     let mut at = 3_000;
-    let mut propose = |verdict: &assent_core::gatekeeper::Verdict| {
+    let mut propose = |verdict: &Verdict| {
         at += 1_000;
         let p = proposal(&canon, "s2", at, &ttl);
         s.propose(&p, |_| verdict.clone()).unwrap().1
@@ -137,36 +172,15 @@ fn a_grant_does_not_cover_a_call_whose_approvers_tier_or_duties_a_reload_tighten
 /// reload drops the escalation role.
 #[test]
 fn a_grant_made_after_an_escalation_step_covers_the_same_rules_calls() {
-    use assent_core::triggers::{Escalation, EscalationStep};
     let (_dir, s) = fresh();
     let (call, mut v) = pay(5);
-    v.terms.approvers = vec!["ops".into()];
-    v.terms.escalation = Some(Escalation {
-        steps: vec![EscalationStep {
-            after_seconds: Some(10),
-            approvers: vec!["security".into()],
-        }],
-        last_wait_seconds: None,
-    });
+    escalating(&mut v, &["ops"], (Some(10), &["security"]), None);
     let canon = CanonicalCall::new(call).unwrap();
-    let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
-    let p = proposal(&canon, "s1", 1_000, &ttl);
-    let Proposed::Held { approval, .. } = s.propose(&p, |_| v.clone()).unwrap().1 else {
-        panic!("held expected")
-    };
+    let ttl = |_: &Verdict| 60_000;
+    let approval = held_at_1s(&s, &canon, &v, &ttl);
     assert_eq!(s.expire_due(11_000).unwrap(), vec![approval.id.clone()]);
-    let workspace = DecisionInput {
-        scope: GrantScope::Workspace,
-        ..DecisionInput::approve()
-    };
-    s.decide(
-        &approval.id,
-        &workspace,
-        "sam",
-        &["security".into()],
-        12_000,
-    )
-    .unwrap();
+    let scope = GrantScope::Workspace;
+    approve_with_grant(&s, &approval.id, scope, "sam", &["security"], 12_000);
     let p = proposal(&canon, "s2", 13_000, &ttl);
     let again = s.propose(&p, |_| v.clone()).unwrap().1;
     assert!(matches!(again, Proposed::Granted(_)), "{again:?}");
@@ -184,14 +198,12 @@ fn a_grant_made_after_an_escalation_step_covers_the_same_rules_calls() {
     // Found by review of the rule: `cfo` alone for a day, `ops` and `security` after. Ops
     // could decide the grant's approval at once; under these rules not for a day: held.
     let mut later = v.clone();
-    later.terms.approvers = vec!["cfo".into()];
-    later.terms.escalation = Some(Escalation {
-        steps: vec![EscalationStep {
-            after_seconds: Some(86_400),
-            approvers: vec!["ops".into(), "security".into()],
-        }],
-        last_wait_seconds: None,
-    });
+    escalating(
+        &mut later,
+        &["cfo"],
+        (Some(86_400), &["ops", "security"]),
+        None,
+    );
     let p = proposal(&canon, "s5", 16_000, &ttl);
     let got = s.propose(&p, |_| later.clone()).unwrap().1;
     assert!(matches!(got, Proposed::Held { .. }), "{got:?}");
@@ -203,31 +215,16 @@ fn a_grant_made_after_an_escalation_step_covers_the_same_rules_calls() {
 /// time is taken from the approval's stored schedule and the new call's timeout.
 #[test]
 fn a_grant_made_at_an_on_timeout_step_does_not_cover_a_call_with_a_longer_timeout() {
-    use assent_core::triggers::{Escalation, EscalationStep};
     let (_dir, s) = fresh();
     let (call, mut v) = pay(5);
-    v.terms.approvers = vec!["cfo".into()];
-    v.terms.escalation = Some(Escalation {
-        steps: vec![EscalationStep {
-            after_seconds: None,
-            approvers: vec!["ops".into()],
-        }],
-        last_wait_seconds: Some(600),
-    });
+    escalating(&mut v, &["cfo"], (None, &["ops"]), Some(600));
     let canon = CanonicalCall::new(call).unwrap();
-    let five_minutes = |_: &assent_core::gatekeeper::Verdict| 300_000;
-    let a_day = |_: &assent_core::gatekeeper::Verdict| 86_400_000;
-    let p = proposal(&canon, "s1", 1_000, &five_minutes);
-    let Proposed::Held { approval, .. } = s.propose(&p, |_| v.clone()).unwrap().1 else {
-        panic!("held expected")
-    };
+    let five_minutes = |_: &Verdict| 300_000;
+    let a_day = |_: &Verdict| 86_400_000;
+    let approval = held_at_1s(&s, &canon, &v, &five_minutes);
     assert_eq!(s.expire_due(301_000).unwrap(), vec![approval.id.clone()]);
-    let workspace = DecisionInput {
-        scope: GrantScope::Workspace,
-        ..DecisionInput::approve()
-    };
-    s.decide(&approval.id, &workspace, "olaf", &["ops".into()], 302_000)
-        .unwrap();
+    let scope = GrantScope::Workspace;
+    approve_with_grant(&s, &approval.id, scope, "olaf", &["ops"], 302_000);
     let p = proposal(&canon, "s2", 303_000, &five_minutes);
     let same = s.propose(&p, |_| v.clone()).unwrap().1;
     assert!(matches!(same, Proposed::Granted(_)), "{same:?}");
@@ -235,7 +232,7 @@ fn a_grant_made_at_an_on_timeout_step_does_not_cover_a_call_with_a_longer_timeou
     let later = s.propose(&p, |_| v.clone()).unwrap().1;
     assert!(matches!(later, Proposed::Held { .. }), "{later:?}");
     // An AAEP subscriber's timeout extension lengthens the wait, not the rules: still covered.
-    let extended = |_: &assent_core::gatekeeper::Verdict| 420_000;
+    let extended = |_: &Verdict| 420_000;
     let p = assent_store::Proposal {
         extension_ms: 120_000,
         ..proposal(&canon, "s4", 305_000, &extended)

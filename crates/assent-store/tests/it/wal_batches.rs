@@ -4,7 +4,7 @@
 //! WAL stays bounded under batches as it does under single writes. SQLite only: the WAL is
 //! SQLite's.
 
-use assent_store::Store;
+use crate::wal::WalRig;
 use serde_json::json;
 
 /// One batch writing past the WAL limit: its answer is given while the database file is still
@@ -14,10 +14,10 @@ use serde_json::json;
 /// says the batch committed.
 #[test]
 fn a_batchs_answers_do_not_wait_for_its_wal_checkpoint_which_still_runs_after_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000, crate::wire()).unwrap();
+    let WalRig {
+        dir, s, wal, blob, ..
+    } = WalRig::open();
     let db = dir.path().join("assent.db");
-    let blob = "x".repeat(8 << 10);
     let size = || std::fs::metadata(&db).map_or(0, |m| m.len());
     let before = size();
     let at_answer = s.batch_then(
@@ -32,7 +32,7 @@ fn a_batchs_answers_do_not_wait_for_its_wal_checkpoint_which_still_runs_after_th
             size()
         },
     );
-    let wal = std::fs::metadata(dir.path().join("assent.db-wal")).map_or(0, |m| m.len());
+    let wal = std::fs::metadata(&wal).map_or(0, |m| m.len());
     assert!(
         wal > assent_store::wal::WAL_LIMIT || size() > before + (16 << 20),
         "the batch wrote past the WAL limit ({wal} bytes)"
@@ -55,13 +55,9 @@ fn a_batchs_answers_do_not_wait_for_its_wal_checkpoint_which_still_runs_after_th
 /// under batches: over 40 MiB here), and every record is committed and chained.
 #[test]
 fn sustained_batches_keep_the_wal_bounded() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000, crate::wire()).unwrap();
-    let wal = dir.path().join("assent.db-wal");
-    let bound = assent_store::wal::WAL_LIMIT + (4 << 20);
-    let blob = "x".repeat(8 << 10);
-    let mut largest = 0;
+    let mut rig = WalRig::open();
     for round in 0..20 {
+        let (s, blob) = (&rig.s, &rig.blob);
         let ((), outcome) = s.batch(|| {
             for i in 0..256 {
                 let data = json!({"round": round, "i": i, "blob": blob});
@@ -69,11 +65,7 @@ fn sustained_batches_keep_the_wal_bounded() {
             }
         });
         assert_eq!(outcome, Ok(()));
-        largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
-        assert!(
-            largest <= bound,
-            "the WAL reached {largest} bytes (bound {bound})"
-        );
+        rig.assert_bounded();
     }
-    assert_eq!(s.verify_audit().unwrap().records, 20 * 256);
+    assert_eq!(rig.s.verify_audit().unwrap().records, 20 * 256);
 }

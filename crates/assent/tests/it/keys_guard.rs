@@ -6,7 +6,8 @@
 //! runs all print the key kept; an existing directory keeps its mode.
 
 use crate::{
-    BIN, BOT_KEY, OP_KEY, free_port, ok, propose, run, serve_cmd, serve_with, stop, write_config,
+    BIN, BOT_KEY, OP_KEY, Server, free_port, ok, propose, run, serve_cmd, serve_with, stop,
+    write_config,
 };
 use serde_json::{Value, json};
 use std::path::Path;
@@ -61,15 +62,53 @@ pub(crate) fn config(dir: &Path, port: u16, keys: &str, extra: &str) -> std::pat
     write_config(dir, port, &format!("keys_dir: {keys}\n{extra}"))
 }
 
+/// `f` (a test's body taking a config's `extra` lines and the environment of every command)
+/// over a throw-away PostgreSQL schema: the `database:` line and `ASSENT_DATABASE_URL`. Does
+/// nothing where PostgreSQL is skipped (`ASSENT_TEST_NO_PG=1`).
+pub(crate) fn on_postgres(f: impl FnOnce(&str, &[(&str, &str)])) {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    f(
+        "database: {url_env: ASSENT_DATABASE_URL}\n",
+        &[("ASSENT_DATABASE_URL", &url)],
+    );
+}
+
+/// A key set made by `assent keys init` in `keys/NAME` for each of `names`: their audit public
+/// keys (hex), in that order.
+pub(crate) fn key_sets<const N: usize>(keys: &Path, names: [&str; N]) -> [String; N] {
+    names.map(|n| {
+        let report = keys_init(&keys.join(n));
+        report["audit_public_key"].as_str().unwrap().to_string()
+    })
+}
+
+/// A gateway (on a free port) serving the test config in `dir` with `keys_dir: KEYS` and
+/// `extra` lines, `env` set; waited for until healthy.
+pub(crate) fn serve_keys(dir: &Path, keys: &str, extra: &str, env: &[(&str, &str)]) -> Server {
+    let port = free_port();
+    let mut cmd = serve_cmd(&config(dir, port, keys, extra));
+    cmd.envs(env.iter().copied());
+    serve_with(cmd, port)
+}
+
+/// `assent keys init --config CFG` with `env`.
+pub(crate) fn keys_init_config(cfg: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["keys", "init", "--config"])
+        .arg(cfg)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
 /// A gateway serving `dir`'s config with keys `keys` (`keys/a`: key set A), an approval
 /// proposed through it, then stopped (its shutdown checkpoint signs the chain under that key
 /// set's audit key); `env` for every command.
 fn served_once(dir: &Path, keys: &str, extra: &str, env: &[(&str, &str)]) {
-    let port = free_port();
-    let cfg = config(dir, port, keys, extra);
-    let mut cmd = serve_cmd(&cfg);
-    cmd.envs(env.iter().copied());
-    let s = serve_with(cmd, port);
+    let s = serve_keys(dir, keys, extra, env);
     assert_eq!(propose(&s.url, 5000)["decision"], "pending");
     stop(s);
 }
@@ -92,9 +131,8 @@ pub(crate) fn chmod(path: &Path, mode: u32) {
 fn another_key_set_is_refused(extra: &str, env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
-    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
+    let [a, b] = key_sets(&keys, ["a", "b"]);
+    let (a, b) = (a.as_str(), b.as_str());
     assert_ne!(a, b);
     served_once_under_a(dir.path(), extra, env);
     let cfg = config(dir.path(), free_port(), "keys/b", extra);
@@ -105,12 +143,7 @@ fn another_key_set_is_refused(extra: &str, env: &[(&str, &str)]) {
     );
     // `keys init --config` over the served database makes no new key set.
     let cfg = config(dir.path(), free_port(), "keys/c", extra);
-    let out = Command::new(BIN)
-        .args(["keys", "init", "--config"])
-        .arg(&cfg)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let out = keys_init_config(&cfg, env);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() == Some(1) && err.contains("copy keys_dir"),
@@ -166,13 +199,9 @@ fn another_key_set_is_refused(extra: &str, env: &[(&str, &str)]) {
 fn two_key_sets_over_a_fresh_database(extra: &str, env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
-    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
-    let port = free_port();
-    let mut cmd = serve_cmd(&config(dir.path(), port, "keys/a", extra));
-    cmd.envs(env.iter().copied());
-    let sa = serve_with(cmd, port);
+    let [a, b] = key_sets(&keys, ["a", "b"]);
+    let (a, b) = (a.as_str(), b.as_str());
+    let sa = serve_keys(dir.path(), "keys/a", extra, env);
     let refused = || {
         let cfg = config(dir.path(), free_port(), "keys/b", extra);
         let err = start_refused(serve_cmd(&cfg), env);
@@ -190,14 +219,7 @@ fn two_key_sets_over_a_fresh_database(extra: &str, env: &[(&str, &str)]) {
 
 #[test]
 fn a_second_replica_with_its_own_key_set_over_a_fresh_database_is_refused_at_start_postgres() {
-    let Some(schema) = assent_testkit::pg::schema() else {
-        return;
-    };
-    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
-    two_key_sets_over_a_fresh_database(
-        "database: {url_env: ASSENT_DATABASE_URL}\n",
-        &[("ASSENT_DATABASE_URL", &url)],
-    );
+    on_postgres(two_key_sets_over_a_fresh_database);
 }
 
 #[test]
@@ -282,14 +304,7 @@ fn a_replica_given_a_new_key_set_is_refused_over_a_database_checkpointed_under_a
 
 #[test]
 fn a_replica_given_a_new_key_set_is_refused_over_a_database_checkpointed_under_another_postgres() {
-    let Some(schema) = assent_testkit::pg::schema() else {
-        return;
-    };
-    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
-    another_key_set_is_refused(
-        "database: {url_env: ASSENT_DATABASE_URL}\n",
-        &[("ASSENT_DATABASE_URL", &url)],
-    );
+    on_postgres(another_key_set_is_refused);
 }
 
 /// After a lost `audit.key` the gateway refuses to start; `assent audit key` (which the README
@@ -553,15 +568,9 @@ fn a_replaced_key_writes_nothing_more(extra: &str, env: &[(&str, &str)]) {
     let extra = extra.as_str();
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    let b = keys_init(&keys.join("b"))["audit_public_key"].clone();
-    let (a, b) = (a.as_str().unwrap(), b.as_str().unwrap());
-    let start = |keys: &str| {
-        let port = free_port();
-        let mut cmd = serve_cmd(&config(dir.path(), port, keys, extra));
-        cmd.envs(env.iter().copied());
-        serve_with(cmd, port)
-    };
+    let [a, b] = key_sets(&keys, ["a", "b"]);
+    let (a, b) = (a.as_str(), b.as_str());
+    let start = |keys: &str| serve_keys(dir.path(), keys, extra, env);
     let sa = start("keys/a");
     assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
     assert_eq!(readyz(&sa.url).0, 200);
@@ -627,12 +636,5 @@ fn a_replica_whose_audit_key_was_taken_over_writes_nothing_more_sqlite() {
 
 #[test]
 fn a_replica_whose_audit_key_was_taken_over_writes_nothing_more_postgres() {
-    let Some(schema) = assent_testkit::pg::schema() else {
-        return;
-    };
-    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
-    a_replaced_key_writes_nothing_more(
-        "database: {url_env: ASSENT_DATABASE_URL}\n",
-        &[("ASSENT_DATABASE_URL", &url)],
-    );
+    on_postgres(a_replaced_key_writes_nothing_more);
 }

@@ -5,8 +5,10 @@
 //! init --config` refuses new keys over another key set's claim, and `assent audit verify`
 //! names who claimed the database and fails on a claim no take-over accounts for.
 
-use crate::keys_guard::{chmod, config, keys_init, verify};
-use crate::{BIN, free_port, ok, propose, serve_cmd, serve_with, stop};
+use crate::keys_guard::{
+    chmod, config, key_sets, keys_init_config, on_postgres, serve_keys, verify,
+};
+use crate::{BIN, free_port, ok, propose, serve_cmd, stop};
 use serde_json::Value;
 use std::process::Command;
 
@@ -159,23 +161,14 @@ fn a_link_planted_as_the_temporary_key_file_is_not_written_through() {
 fn keys_init_over_a_claim_only(extra: &str, env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    let a = a.as_str().unwrap();
-    let port = free_port();
-    let mut cmd = serve_cmd(&config(dir.path(), port, "keys/a", extra));
-    cmd.envs(env.iter().copied());
-    stop(serve_with(cmd, port));
+    let [a] = key_sets(&keys, ["a"]);
+    stop(serve_keys(dir.path(), "keys/a", extra, env));
     let cfg = config(dir.path(), free_port(), "keys/c", extra);
-    let out = Command::new(BIN)
-        .args(["keys", "init", "--config"])
-        .arg(&cfg)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let out = keys_init_config(&cfg, env);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() == Some(1)
-            && err.contains(a)
+            && err.contains(&a)
             && err.contains("claimed by audit key")
             && err.contains("audit-key-replaces"),
         "{err}"
@@ -185,12 +178,7 @@ fn keys_init_over_a_claim_only(extra: &str, env: &[(&str, &str)]) {
     }
     // The claiming key set's own directory is no new key set: init over it is fine.
     let cfg = config(dir.path(), free_port(), "keys/a", extra);
-    let out = Command::new(BIN)
-        .args(["keys", "init", "--config"])
-        .arg(&cfg)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let out = keys_init_config(&cfg, env);
     ok(&out);
 }
 
@@ -201,14 +189,7 @@ fn keys_init_refuses_new_keys_over_a_database_only_claimed_by_another_key_set_sq
 
 #[test]
 fn keys_init_refuses_new_keys_over_a_database_only_claimed_by_another_key_set_postgres() {
-    let Some(schema) = assent_testkit::pg::schema() else {
-        return;
-    };
-    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
-    keys_init_over_a_claim_only(
-        "database: {url_env: ASSENT_DATABASE_URL}\n",
-        &[("ASSENT_DATABASE_URL", &url)],
-    );
+    on_postgres(keys_init_over_a_claim_only);
 }
 
 /// Attack (found by review): `assent audit verify` accepted a claim at record 0 signed by any
@@ -220,14 +201,12 @@ fn keys_init_refuses_new_keys_over_a_database_only_claimed_by_another_key_set_po
 fn audit_verify_fails_on_a_claim_swapped_in_from_another_key_set() {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
-    let a = keys_init(&keys.join("a"))["audit_public_key"].clone();
-    let x = keys_init(&keys.join("x"))["audit_public_key"].clone();
-    let (a, x) = (a.as_str().unwrap(), x.as_str().unwrap());
+    let [a, x] = key_sets(&keys, ["a", "x"]);
+    let (a, x) = (a.as_str(), x.as_str());
     let (ours, theirs) = (dir.path().join("ours"), dir.path().join("theirs"));
     for (home, k) in [(&ours, "../keys/a"), (&theirs, "../keys/x")] {
         std::fs::create_dir(home).unwrap();
-        let port = free_port();
-        let s = serve_with(serve_cmd(&config(home, port, k, "")), port);
+        let s = serve_keys(home, k, "", &[]);
         if k.ends_with('a') {
             assert_eq!(propose(&s.url, 5000)["decision"], "pending");
         }
