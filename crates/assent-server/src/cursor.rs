@@ -97,11 +97,41 @@ pub(crate) async fn advance(st: &AppState, name: &str, holder: &str, seq: i64) -
         .unwrap_or(false)
 }
 
+/// Takes or renews `holder`'s lease of cursor `name` for delivering audit record `seq`:
+/// whether `holder` holds it and the cursor is still before `seq`. A cursor at or past `seq`
+/// means another replica delivered (or gave up on) the record while this one had lost the
+/// lease: it is not sent again, out of order (found by review: the cursor the lease returned
+/// was ignored); the caller answers `false` and [`follow`] goes on from the cursor.
+pub(crate) async fn lease_for(st: &AppState, name: &str, holder: &str, seq: i64) -> bool {
+    take_lease(st, name, holder).await.is_some_and(|c| c < seq)
+}
+
+/// Whether `holder` should try cursor `name`'s lease now, and the cursor to read past
+/// otherwise. Read without a write: `Ok(())` when `holder` holds the lease, its lease is free
+/// or lapsed (judged by the database's clock on PostgreSQL), or the cursor was never
+/// started; `Err(Some(cursor))` while another replica's lease runs; `Err(None)` when the store
+/// failed.
+async fn worth_a_lease(st: &AppState, name: &str, holder: &str) -> Result<(), Option<i64>> {
+    let (n, h) = (name.to_string(), holder.to_string());
+    match store(st, move |s| s.webhook_cursor(&n, now_ms())).await {
+        None => Err(None),
+        Some(None) => Ok(()),
+        Some(Some(c)) if c.free || c.holder.as_deref() == Some(h.as_str()) => Ok(()),
+        Some(Some(c)) => Err(Some(c.last_seq)),
+    }
+}
+
 /// Follows cursor `name` for `holder` forever: whenever an audit record of `kinds` lies past
 /// it and the lease is held, hands the records in order (100 at a time) to `deliver`, which
 /// delivers one and moves the cursor, answering `false` when the lease was lost (the new
 /// holder goes on from the cursor). Between batches it waits for a change, or 2 s (a holder
 /// that died leaves its lease to run out).
+///
+/// A replica that does not hold the lease reads the shared cursor (a read, no transaction)
+/// and follows it; it tries the lease — a write under the database's write lock — only when
+/// records lie past the shared cursor and the lease is free or lapsed (found by review: it
+/// tried the lease at every wake-up, at every write and `NOTIFY` of every replica, for each
+/// webhook and the Slack bot: a write storm growing with replicas × followers).
 pub(crate) async fn follow<F, Fut>(
     st: &AppState,
     name: &str,
@@ -113,14 +143,27 @@ pub(crate) async fn follow<F, Fut>(
     Fut: Future<Output = bool>,
 {
     let mut changes = st.changes.subscribe();
-    // The cursor as last read: a hint for when to take the lease (the lease gives the truth).
-    let mut seen = take_lease(st, name, holder).await.unwrap_or(0);
+    // The cursor as last read: records past it are worth a look (the lease gives the truth).
+    let mut seen = match take_lease(st, name, holder).await {
+        Some(c) => c,
+        None => match worth_a_lease(st, name, holder).await {
+            Err(Some(c)) => c,
+            _ => 0,
+        },
+    };
     loop {
         let any = store(st, move |s| s.audit_after(seen, kinds, 1))
             .await
             .is_some_and(|b| !b.is_empty());
         let lease = match any {
-            true => take_lease(st, name, holder).await,
+            true => match worth_a_lease(st, name, holder).await {
+                Ok(()) => take_lease(st, name, holder).await,
+                Err(Some(shared)) => {
+                    seen = shared;
+                    None
+                }
+                Err(None) => None,
+            },
             false => None,
         };
         let Some(cursor) = lease else {

@@ -395,6 +395,9 @@ impl Throttle {
         };
         let labels: Vec<String> = who.iter().map(Who::label).collect();
         let interval = 1000 / i64::from(FAILURES_PER_SECOND);
+        // SQLite's clock; on PostgreSQL the store counts by the database's clock, which every
+        // replica shares (found by review: a replica with a skewed clock locked callers out,
+        // or handed out a fresh allowance, against the `tat`s its peers wrote).
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);

@@ -203,7 +203,7 @@ async fn deliver(
     let mut delay = Duration::from_millis(hook.retry_initial_ms).min(MAX_BACKOFF);
     let last_error = loop {
         attempt += 1;
-        if take_lease(st, &hook.name, holder).await.is_none() {
+        if !crate::cursor::lease_for(st, &hook.name, holder, rec.seq).await {
             return false;
         }
         let ts = now_ms() / 1000;

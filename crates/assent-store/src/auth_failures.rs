@@ -15,7 +15,8 @@ const MAX_WHO: usize = 4;
 const FORGET_AFTER_MS: i64 = 60_000;
 
 impl Store {
-    /// Counts one failed authentication of each of `who` at `now` (Unix ms), allowing one
+    /// Counts one failed authentication of each of `who` at `now` (Unix ms; on PostgreSQL the
+    /// database's clock, the caller's ignored, as replicas' clocks differ), allowing one
     /// failure per `interval_ms` with bursts of `burst`; returns, for each of `who` in order,
     /// how long (ms) it is now locked out for (`0`: within its allowance). Written without
     /// waiting for a flush on Postgres (an UNLOGGED table), and without the schema's write
@@ -38,8 +39,18 @@ impl Store {
         let guard = self.lock();
         let conn = guard.conn();
         Ok(conn.write_unserialised(|tx| {
+            // On PostgreSQL the database's clock is `now`: the `tat` values are written by every
+            // replica and compared by every other, so each replica's own clock would lock
+            // callers out (one running slow) or hand out a fresh allowance (one running fast)
+            // (found by review). SQLite's one process has one clock.
+            let mut now = now;
             if tx.backend() == Backend::Postgres {
                 tx.execute("SET LOCAL synchronous_commit = off", [])?;
+                now = tx.query_row(
+                    "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                    [],
+                    |r| r.get(0),
+                )?;
             }
             // Rows are taken in one order by every count, so two counts never wait on each
             // other in a circle.

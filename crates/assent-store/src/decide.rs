@@ -285,7 +285,8 @@ impl Settle<'_> {
 /// quorum` nor decided after its deadline ([`lone_no_or_late`]), is approved neither by a
 /// timeout that may not nor under a stopped plan ([`no_approval_without_consent`]), and is
 /// still pending ([`approval::transition`]). Each
-/// refusal but `NotFound` is audited (`decision.refused`, `decision.late`) for the caller to
+/// refusal but `NotFound`, and an expiry of an approval no longer pending (`AlreadyDecided`:
+/// a sweep is never late), is audited (`decision.refused`, `decision.late`) for the caller to
 /// commit. `Ok`: the approval and its next status.
 fn admit(
     tx: Conn<'_>,
@@ -296,6 +297,13 @@ fn admit(
     let Some(mut rec) = read_approval(tx, s.id)? else {
         return Err(DecideError::NotFound);
     };
+    // A sweep is never late: the expiry of an approval no longer pending is another sweep's
+    // (or a decision's) that committed between this sweep's read and now, and nothing is
+    // audited (found by review: two replicas' sweeps interleaving left a `decision.late` by
+    // `system:expiry` that never happened).
+    if matches!(s.event, Event::Expire(_)) && rec.status != ApprovalStatus::Pending {
+        return Err(AlreadyDecided(rec.status).into());
+    }
     // Attack: vote rows planted under approvers' names so that the next genuine vote meets
     // the quorum: they are not counted, and one with a seal not its own refuses approving.
     let mis_sealed = votes::vouch(&mut rec, s.votes);

@@ -34,6 +34,17 @@ pub struct DeadLetter {
     pub failed_at: i64,
 }
 
+/// A delivery cursor as read by [`Store::webhook_cursor`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorState {
+    /// The last audit `seq` delivered or given up on.
+    pub last_seq: i64,
+    /// The lease's holder (a random id per process), if any.
+    pub holder: Option<String>,
+    /// Whether the lease is free: no holder, or its lease ran out.
+    pub free: bool,
+}
+
 impl Store {
     /// Audit records with `seq > after` whose kind is in `kinds` (all kinds when empty),
     /// oldest first, at most `limit`.
@@ -139,6 +150,43 @@ impl Store {
         })?)
     }
 
+    /// `webhook`'s delivery cursor as any replica reads it, without a write (no transaction,
+    /// no write lock): `None` when it was never started. Whether its lease is free is judged
+    /// at `now` (Unix ms) — on PostgreSQL by the database's clock, the caller's ignored, as
+    /// [`Store::lease_webhook`] judges it. A replica that does not hold the lease reads this
+    /// on each wake-up and tries [`Store::lease_webhook`] only when records lie past the
+    /// cursor and the lease is free or lapsed (found by review: every replica not holding
+    /// the lease took the write transaction, under the cluster-wide write lock, at every
+    /// local write and `NOTIFY`, for each webhook and the Slack bot).
+    pub fn webhook_cursor(
+        &self,
+        webhook: &str,
+        now: i64,
+    ) -> Result<Option<CursorState>, StoreError> {
+        let guard = self.lock();
+        let conn = guard.conn();
+        let clock = match conn.backend() {
+            db::Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            db::Backend::Sqlite => "CAST(?2 AS BIGINT)",
+        };
+        let sql = format!(
+            "SELECT last_seq, holder, CASE WHEN holder IS NULL OR lease_until < {clock} THEN 1 ELSE 0 END
+             FROM webhook_cursors WHERE webhook = ?1"
+        );
+        let read = |r: &db::Row<'_>| {
+            Ok(CursorState {
+                last_seq: r.get(0)?,
+                holder: r.get(1)?,
+                free: r.get::<i64>(2)? == 1,
+            })
+        };
+        Ok(match conn.backend() {
+            db::Backend::Postgres => conn.query_row(&sql, [webhook], read),
+            db::Backend::Sqlite => conn.query_row(&sql, params![webhook, now], read),
+        }
+        .optional()?)
+    }
+
     /// Moves `webhook`'s cursor forward to `seq` (delivered, or skipped, up to there) if
     /// `holder` still holds its lease. `false`: another replica took the lease (this one was
     /// paused past it) and delivers from its own reading of the cursor; stop delivering.
@@ -153,16 +201,18 @@ impl Store {
 
     /// Records a delivery that failed every attempt and moves the cursor past it, in one
     /// transaction, if `holder` still holds the webhook's lease (`false`: it does not, and
-    /// nothing was written).
+    /// nothing was written). Its `last_error` is kept to [`MAX_LAST_ERROR`] characters, control
+    /// characters replaced by spaces.
     pub fn dead_letter(&self, d: &DeadLetter, holder: &str) -> Result<bool, StoreError> {
         Ok(self.write_unannounced(|tx| {
             if !advance(tx, &d.webhook, holder, d.audit_seq)? {
                 return Ok::<_, db::DbError>(false);
             }
+            let last_error = capped_error(&d.last_error);
             tx.execute(
                 "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![d.webhook, d.audit_seq, d.event, d.body, d.attempts, d.last_error, d.failed_at],
+                params![d.webhook, d.audit_seq, d.event, d.body, d.attempts, last_error, d.failed_at],
             )?;
             Ok(true)
         })?)
@@ -307,25 +357,53 @@ impl Store {
     }
 
     /// Dead letters newest first: at most `limit`, only those with `id < before_id` when given
-    /// (paging: pass the last id of one page to get the next).
+    /// (paging: pass the last id of one page to get the next), each `last_error` read to at
+    /// most [`MAX_LAST_ERROR`] characters; the page ends early once its bodies and errors
+    /// reach [`DEAD_LETTER_PAGE_BYTES`] (at least one dead letter), so a page may hold fewer
+    /// than `limit` with more below it. Found by review: `?limit=1000` read every row whole,
+    /// 1 MiB errors included.
     pub fn dead_letters(
         &self,
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<DeadLetter>, StoreError> {
-        Ok(sql::rows(
-            self.lock().conn(),
-            "SELECT id, webhook, audit_seq, event, body, attempts, last_error, failed_at
+        let guard = self.lock();
+        let mut stmt = guard.conn().prepare_cached(
+            "SELECT id, webhook, audit_seq, event, body, attempts, SUBSTR(last_error, 1, 2000) AS last_error, failed_at
              FROM webhook_dead_letters WHERE CAST(?1 AS BIGINT) IS NULL OR id < ?1
              ORDER BY id DESC LIMIT ?2",
-            crate::params![before_id, limit],
-            |r| {
-                from_row!(r => DeadLetter {
-                    id, webhook, audit_seq, event, body, attempts, last_error, failed_at
-                })
-            },
-        )?)
+        )?;
+        let (mut out, mut bytes) = (Vec::new(), 0usize);
+        stmt.for_each(crate::params![before_id, limit], |r| {
+            let d: db::Result<DeadLetter> = from_row!(r => DeadLetter {
+                id, webhook, audit_seq, event, body, attempts, last_error, failed_at
+            });
+            let d = d?;
+            bytes = bytes.saturating_add(d.body.len() + d.last_error.len());
+            out.push(d);
+            Ok(match bytes >= DEAD_LETTER_PAGE_BYTES {
+                true => std::ops::ControlFlow::Break(()),
+                false => std::ops::ControlFlow::Continue(()),
+            })
+        })?;
+        Ok(out)
     }
+}
+
+/// The most characters of a dead letter's `last_error` kept.
+pub const MAX_LAST_ERROR: usize = 2_000;
+
+/// About the most bytes of bodies and errors one page of [`Store::dead_letters`] holds (as
+/// the approvals listing's page, 1 MiB).
+pub const DEAD_LETTER_PAGE_BYTES: usize = 1 << 20;
+
+/// `e` as a dead letter keeps it: control characters replaced by spaces, at most
+/// [`MAX_LAST_ERROR`] characters.
+fn capped_error(e: &str) -> String {
+    e.chars()
+        .take(MAX_LAST_ERROR)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// Moves the cursor to `seq` when `holder` holds the lease and it is behind `seq`; whether

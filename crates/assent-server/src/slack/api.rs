@@ -85,10 +85,34 @@ pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, Fa
     }
     let v = read_answer(r, method).await?;
     if v["ok"] != Value::Bool(true) {
-        let why = v["error"].as_str().unwrap_or("not ok");
+        let why = short_error(v["error"].as_str().unwrap_or("not ok"));
         return Err(format!("{method}: {why}").into());
     }
     Ok(v)
+}
+
+/// The most characters of Slack's `error` kept (its real codes are a few words:
+/// `channel_not_found`, `ratelimited`).
+pub const MAX_ERROR_CHARS: usize = 200;
+
+/// Slack's `error` text as logs and dead letters keep it: control characters (newlines
+/// among them) and line separators replaced by spaces, cut to [`MAX_ERROR_CHARS`] (then `…`).
+/// Attack (found by review): an `api_url` answering `{"ok":false,"error":"<1 MiB with
+/// newlines>"}` had the whole text logged at every attempt (forging log lines) and kept in
+/// each dead letter.
+fn short_error(e: &str) -> String {
+    let mut out: String = e
+        .chars()
+        .take(MAX_ERROR_CHARS)
+        .map(|c| {
+            let odd = c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+            if odd { ' ' } else { c }
+        })
+        .collect();
+    if e.chars().nth(MAX_ERROR_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// The most bytes of a Web API answer read: far above any real one (`chat.postMessage` answers

@@ -81,7 +81,7 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
     let (mut attempt, mut delay) = (0u32, Duration::from_secs(1));
     let last_error = loop {
         attempt += 1;
-        if take_lease(st, holder).await.is_none() {
+        if !crate::cursor::lease_for(st, CURSOR, holder, rec.seq).await {
             return false;
         }
         let Ok(read) = crate::cursor::approval_for_delivery(st, id.clone()).await else {

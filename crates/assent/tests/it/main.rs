@@ -50,6 +50,7 @@ mod paged_lists;
 mod receipt;
 mod reload;
 mod replay;
+mod replica_leases;
 mod replicas;
 mod replicas_aaep;
 mod restore_forged;

@@ -7,6 +7,7 @@
 
 mod answers;
 mod config;
+mod error_text;
 mod redacted;
 mod refusals;
 mod votes;

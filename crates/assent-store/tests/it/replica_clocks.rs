@@ -1,0 +1,89 @@
+//! Replicas of one database that race or whose clocks differ (issue 13 §2): the expiry sweeps
+//! of two replicas settling the same approvals, and the shared failed-authentication count
+//! kept by the database's clock. Two `Store`s over one database stand for two replicas.
+
+use crate::pgkit::both;
+use assent_store::Store;
+use assent_store::db::Database;
+
+/// Two stores (replicas) over `db`, with one keys directory.
+fn two(db: &Database) -> (tempfile::TempDir, Store, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
+    (dir, a, b)
+}
+
+/// Review finding: two replicas' sweeps (each sweeps every second, and before decisions and
+/// listings) both read an approval as due and pending; the loser's expiry reached the
+/// settlement once the winner's had committed and was recorded as a `decision.late` by
+/// `system:expiry` that never happened. A sweep is never late: the loser records nothing.
+/// The two sweeps run at once over many due approvals, so that they interleave.
+#[test]
+fn two_racing_expiry_sweeps_record_no_late_decision_that_never_happened() {
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let ids: Vec<String> = (0..60)
+            .map(|n| crate::pending(&a, n, 1_000, 1_000, false).0)
+            .collect();
+        let start = std::sync::Barrier::new(2);
+        let sweep = |s: &Store| {
+            start.wait();
+            s.expire_due(5_000).unwrap()
+        };
+        let (done_a, done_b) = std::thread::scope(|t| {
+            let ha = t.spawn(|| sweep(&a));
+            let hb = t.spawn(|| sweep(&b));
+            (ha.join().unwrap(), hb.join().unwrap())
+        });
+        let tail = a.audit_tail(1_000).unwrap();
+        let late = tail.iter().filter(|r| r.kind == "decision.late").count();
+        assert_eq!(late, 0, "late decisions by the sweep that never happened");
+        let expired = tail.iter().filter(|r| r.kind == "approval.expired").count();
+        assert_eq!(expired, ids.len(), "each approval expired once");
+        assert_eq!(
+            done_a.len() + done_b.len(),
+            ids.len(),
+            "each settled by one sweep"
+        );
+        for id in &ids {
+            let rec = a.get_approval(id).unwrap().unwrap();
+            assert_eq!(rec.status, assent_core::ApprovalStatus::Expired);
+        }
+    });
+}
+
+/// Review finding (PostgreSQL): the shared failed-authentication allowance compared the `tat`
+/// values one replica wrote against another replica's own clock. A guesser alternating
+/// between a replica on time and one whose clock runs an hour fast got a fresh allowance at
+/// the fast one (its `now` lay past every `tat`), and a replica an hour slow locked out a
+/// caller with one failure for an hour. On PostgreSQL the database's clock counts.
+#[test]
+fn a_replica_with_a_skewed_clock_neither_resets_nor_inflates_the_shared_login_allowance() {
+    let Some(db) = crate::pgkit::fresh_pg() else {
+        return; // SQLite's writers are one process with one clock
+    };
+    let (_dir, a, b) = two(&db);
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let hour = 3_600_000;
+    let who = vec!["guesser".to_string()];
+    // Five failures through the replica on time use the burst up.
+    for _ in 0..5 {
+        assert_eq!(a.count_auth_failure(&who, real, 200, 5).unwrap(), vec![0]);
+    }
+    // The sixth, through the replica an hour fast, is over the allowance, not a fresh start.
+    let over = b.count_auth_failure(&who, real + hour, 200, 5).unwrap();
+    assert!(over[0] > 0, "a fast replica reset the allowance: {over:?}");
+    // A replica an hour slow does not lock a new caller out for its first failure.
+    let other = vec!["someone".to_string()];
+    assert_eq!(
+        b.count_auth_failure(&other, real - hour, 200, 5).unwrap(),
+        vec![0],
+        "a slow replica locked a caller out on its first failure"
+    );
+    // Nor does it lock out, for an hour, the guesser the replica on time counted.
+    let over = b.count_auth_failure(&who, real - hour, 200, 5).unwrap();
+    assert!(over[0] <= 1_000, "locked out for {} ms", over[0]);
+}
