@@ -118,28 +118,34 @@ pub fn direct_to_loopback(b: reqwest::ClientBuilder, url: &str) -> reqwest::Clie
 /// Whether this host gives reqwest's platform verifier no CA certificate to trust (none in the
 /// system store, `SSL_CERT_FILE` or `SSL_CERT_DIR`, as `rustls-native-certs` reads them), so
 /// that no client built with it can be made at all — not even one for plain http to this
-/// machine. Found once per process by building reqwest's default client, and a client with
-/// an empty root store if that fails (the one difference: a failure there is the
-/// platform verifier's), logging a warning that names the missing CA bundle.
+/// machine ([`no_ca_roots_error`]).
 pub fn no_ca_roots() -> bool {
-    static MISSING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *MISSING.get_or_init(|| {
-        let Err(e) = reqwest::Client::builder().build() else {
-            return false;
-        };
-        let missing = reqwest::Client::builder()
-            .tls_certs_only(Vec::<reqwest::Certificate>::new())
-            .build()
-            .is_ok();
-        if missing {
-            tracing::warn!(error = %format!("{e:#}"), "{NO_CA_ROOTS}");
-        }
-        missing
-    })
+    no_ca_roots_error().is_some()
+}
+
+/// On a host without CA certificates ([`no_ca_roots`]), why reqwest's default client could not
+/// be built (its error's text); `None` on a host with them. Found once per process by building
+/// reqwest's default client, and a client with an empty root store if that fails (the one
+/// difference: a failure there is the platform verifier's). Nothing is logged here: the first
+/// call may come before the process's log subscriber is installed (the OTel exporter's
+/// client is built first), and a warning then would go nowhere, never to come again (found
+/// by review); `assent serve` logs [`NO_CA_ROOTS`] with this text once it logs.
+pub fn no_ca_roots_error() -> Option<&'static str> {
+    static MISSING: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MISSING
+        .get_or_init(|| {
+            let e = reqwest::Client::builder().build().err()?;
+            let missing = reqwest::Client::builder()
+                .tls_certs_only(Vec::<reqwest::Certificate>::new())
+                .build()
+                .is_ok();
+            missing.then(|| format!("{e:#}"))
+        })
+        .as_deref()
 }
 
 /// Why every https connection fails on a host without CA certificates ([`no_ca_roots`]).
-pub const NO_CA_ROOTS: &str = "this host has no CA certificates (none in the system store, SSL_CERT_FILE or SSL_CERT_DIR): plain http to this machine works, but every https connection fails, no certificate verifiable, until a CA bundle is installed (e.g. the ca-certificates package) or SSL_CERT_FILE names one";
+pub const NO_CA_ROOTS: &str = "this host has no CA certificates (none in the system store, SSL_CERT_FILE or SSL_CERT_DIR): plain http to this machine works, but every https connection fails, no certificate verifiable, until a CA bundle is installed (e.g. the ca-certificates package, or one SSL_CERT_FILE names) and the gateway restarted";
 
 /// `reqwest::Client::builder()`, the one every HTTP client of assent is built from (this API
 /// client, the MCP hub's upstreams, webhooks, Slack, single sign-on): with the system's roots

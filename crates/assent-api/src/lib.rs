@@ -42,7 +42,7 @@ pub mod schema;
 
 pub use client::{
     Client, ClientError, NO_CA_ROOTS, RawResponse, direct_to_loopback, http_builder, loopback_host,
-    no_ca_roots,
+    no_ca_roots, no_ca_roots_error,
 };
 pub use error::ApiErrorBody;
 pub use kit::{

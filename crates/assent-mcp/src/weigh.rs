@@ -99,7 +99,61 @@ pub(crate) fn answerable(line: &[u8], bound_answers: bool) -> Option<(Value, boo
         );
         return None;
     }
+    if method && !answerable_id(&id) {
+        tracing::warn!("dropped a request too heavy to parse: its id is no integer or string");
+        return None;
+    }
     Some((id, method))
+}
+
+/// Whether an upstream's request under `id` may be taken in and answered, by the hub and by
+/// the stdio proxy alike: `null`, an integer, or a string of at most [`MAX_ANSWER_ID`] bytes
+/// — never a longer string, a fraction, an array, an object or a boolean. Found by review:
+/// the 1 KiB bound held only for lines too heavy to parse, so an upstream sent pings under
+/// 16 MiB ids while reading its stdin slowly, each answer (repeating its id) waited for it
+/// in the gateway, and the gateway ran out of memory; the stdio proxy kept such ids (and
+/// objects of up to 64 MiB) for each of 10,000 open requests.
+pub(crate) fn answerable_id(id: &Value) -> bool {
+    match id {
+        Value::Null => true,
+        Value::Number(n) => n.is_i64() || n.is_u64(),
+        Value::String(s) => s.len() <= MAX_ANSWER_ID,
+        _ => false,
+    }
+}
+
+/// What a line within [`MAX_LINE_WEIGHT`] is to a reader about to pass it on
+/// ([`upstream_line`]).
+#[derive(Debug, PartialEq)]
+pub(crate) enum Line {
+    /// A request (a `method` and an `id`) under an id [`answerable_id`] takes.
+    Request,
+    /// A request under an id it does not take: dropped (logged) unread by whatever is past.
+    Unanswerable,
+    /// Anything else (an answer, a notification, a text that is no JSON object).
+    Other,
+}
+
+/// What the upstream's line `text` is ([`Line`]), read for its id and method only
+/// ([`envelope`]); an [`Line::Unanswerable`] one is logged.
+pub(crate) fn upstream_line(text: &[u8]) -> Line {
+    match envelope(text) {
+        Some(Envelope {
+            id: Id::Is(id),
+            method: true,
+        }) if answerable_id(&id) => Line::Request,
+        Some(Envelope {
+            id: Id::Is(_) | Id::Odd,
+            method: true,
+        }) => {
+            tracing::warn!(
+                max_id_bytes = MAX_ANSWER_ID,
+                "dropped an upstream request: its id is no integer or string of at most 1 KiB"
+            );
+            Line::Unanswerable
+        }
+        _ => Line::Other,
+    }
 }
 
 struct EnvelopeVisitor;
@@ -270,5 +324,40 @@ mod tests {
         assert_eq!(got, Some((json!(over), false)));
         assert_eq!(answerable(line(&over, false).as_bytes(), true), None);
         assert_eq!(answerable(br#"{"id":[1],"method":"m"}"#, false), None);
+        assert_eq!(answerable(br#"{"id":1.5,"method":"m"}"#, false), None);
+    }
+
+    /// Attack (memory): an upstream's request is taken in only under `null`, an integer or a
+    /// string of at most [`MAX_ANSWER_ID`] bytes; an answer or a notification is not judged.
+    #[test]
+    fn an_upstream_request_is_taken_only_under_a_short_id() {
+        let within = format!(
+            r#"{{"id":"{}","method":"ping"}}"#,
+            "a".repeat(MAX_ANSWER_ID)
+        );
+        let over = format!(
+            r#"{{"id":"{}","method":"ping"}}"#,
+            "a".repeat(MAX_ANSWER_ID + 1)
+        );
+        assert_eq!(upstream_line(within.as_bytes()), Line::Request);
+        assert_eq!(upstream_line(over.as_bytes()), Line::Unanswerable);
+        for ok in [r#"{"id":null,"method":"m"}"#, r#"{"id":-3,"method":"m"}"#] {
+            assert_eq!(upstream_line(ok.as_bytes()), Line::Request, "{ok}");
+        }
+        for odd in [
+            r#"{"id":{"a":1},"method":"m"}"#,
+            r#"{"id":[1],"method":"m"}"#,
+            r#"{"id":true,"method":"m"}"#,
+            r#"{"id":0.5,"method":"m"}"#,
+        ] {
+            assert_eq!(upstream_line(odd.as_bytes()), Line::Unanswerable, "{odd}");
+        }
+        let answer = format!(
+            r#"{{"id":"{}","result":{{}}}}"#,
+            "a".repeat(MAX_ANSWER_ID + 1)
+        );
+        for other in [answer.as_str(), r#"{"method":"n"}"#, "[1]", "nope"] {
+            assert_eq!(upstream_line(other.as_bytes()), Line::Other, "{other:.40}");
+        }
     }
 }

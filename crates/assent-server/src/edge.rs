@@ -39,6 +39,7 @@ pub fn wrap<S: Clone + Send + Sync + 'static>(router: Router<S>, max_body: usize
                 .into_response()
             },
         ))
+        .layer(middleware::from_fn(mcp_errors))
 }
 
 /// Marks a request whose bearer key [`throttle`] found to be a principal's, or whose
@@ -163,6 +164,69 @@ fn mcp_too_large(limit: usize, unverified: bool) -> Response {
     (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error)).into_response()
 }
 
+/// The largest error body on `/mcp` that [`mcp_errors`] reads to reword (the edge's own and
+/// rmcp's are a few hundred bytes); a larger one passes as it is.
+const MCP_ERROR_BYTES: usize = 64 * 1024;
+
+/// Words every error response on `/mcp` (the outermost layer: the edge's `408`, `429`,
+/// `414`, the panic's `500`, and rmcp's own plain-text refusals such as `406` and `404`) as
+/// a JSON-RPC error object under id `null`, which an MCP client can read: `-32000` for
+/// `408`, `429` and a `5xx` (try again later), else `-32600`; its message the API body's
+/// `message`, or the text the response had, or its status's reason. The status and every
+/// other header (`Retry-After`, `WWW-Authenticate`, the session's id) are kept; a body that
+/// is JSON-RPC already, or is no JSON or text (or over [`MCP_ERROR_BYTES`]), passes as it
+/// is. Found by review: those refusals had the API's `{"code", "message"}` body, and rmcp's
+/// plain-text ones were rewritten into it, no JSON-RPC message at all.
+async fn mcp_errors(req: Request, next: Next) -> Response {
+    let mcp = is_mcp(req.uri().path());
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !mcp || !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let wordable = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|t| t.starts_with("application/json") || t.starts_with("text/plain"));
+    if !wordable {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MCP_ERROR_BYTES).await else {
+        return mcp_error(status, status.canonical_reason().unwrap_or("refused"));
+    };
+    let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+    if json.as_ref().is_some_and(|v| v.get("jsonrpc").is_some()) {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let message = match json.as_ref().and_then(|v| v.get("message")?.as_str()) {
+        Some(m) => m.to_string(),
+        None if !text.trim().is_empty() => text.trim().to_string(),
+        None => status.canonical_reason().unwrap_or("refused").to_string(),
+    };
+    let mut out = mcp_error(status, &message);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    for (k, v) in parts.headers.iter() {
+        out.headers_mut().append(k.clone(), v.clone());
+    }
+    out
+}
+
+/// A `/mcp` refusal of `status` as a JSON-RPC error object under id `null` ([`mcp_errors`]).
+fn mcp_error(status: StatusCode, message: &str) -> Response {
+    let later = matches!(
+        status,
+        StatusCode::REQUEST_TIMEOUT | StatusCode::TOO_MANY_REQUESTS
+    ) || status.is_server_error();
+    let code = if later { -32000 } else { -32600 };
+    let error = serde_json::json!({"jsonrpc": "2.0", "id": null,
+        "error": {"code": code, "message": message}});
+    (status, axum::Json(error)).into_response()
+}
+
 /// `414 URI_TOO_LONG` for a URI over [`MAX_URI_BYTES`].
 async fn uri_limit(req: Request, next: Next) -> Response {
     let len = req.uri().to_string().len();
@@ -194,11 +258,13 @@ fn code_for(status: StatusCode) -> &'static str {
 }
 
 /// Gives every error response without a JSON (or the dashboard's HTML) body the API's
-/// `{"code", "message"}` body, keeping its status and the text it had as the message.
+/// `{"code", "message"}` body, keeping its status and the text it had as the message; not on
+/// `/mcp`, whose refusals [`mcp_errors`] words in JSON-RPC.
 async fn json_errors(req: Request, next: Next) -> Response {
+    let mcp = is_mcp(req.uri().path());
     let resp = next.run(req).await;
     let status = resp.status();
-    if !(status.is_client_error() || status.is_server_error()) {
+    if mcp || !(status.is_client_error() || status.is_server_error()) {
         return resp;
     }
     let typed = resp

@@ -23,6 +23,11 @@ pub(crate) async fn serve(
     insecure_demo_keys: bool,
 ) -> Result<i32> {
     init_tracing("info");
+    // Logged here, once the log subscriber is installed (found by review: logged where it
+    // was first found, before the subscriber with OTel on, it went nowhere).
+    if let Some(e) = assent_api::no_ca_roots_error() {
+        tracing::warn!(error = %e, "{}", assent_api::NO_CA_ROOTS);
+    }
     // Before anything else: a SIGTERM during start-up ends the gateway gracefully.
     let stop = shutdown();
     let mut cfg = Config::load_with(&config, strict)?;

@@ -38,6 +38,14 @@ const MAX_REFUSAL_BYTES: usize = 1 << 20;
 /// rmcp's queued sends past the call's end.
 const STALL: Duration = Duration::from_secs(30);
 
+/// How many of rmcp's answers to the upstream's own requests (`ping`, sampling, roots…) may
+/// wait to be written to its stdin before [`weigh_upstream`] hands rmcp no further request
+/// of the upstream's, and so stops reading its stdout: 64. Found by review: rmcp answers each
+/// request in a task of its own, not awaited, so an upstream that wrote pings as fast as it
+/// could while reading its stdin slowly (never slowly enough for [`STALL`]) had the gateway
+/// hold an answer for each, without bound ([`Replies`]).
+const MAX_REPLIES: usize = 64;
+
 /// How long a closing upstream is given to end once its stdin is closed, then again once it
 /// was sent `SIGTERM`, before it is killed (`SIGKILL`): 1 s and 2 s, so that closing every
 /// upstream (side by side) fits in [`CLOSE_WITHIN`].
@@ -66,6 +74,8 @@ pub(super) struct ChildTransport {
     /// Cancelled to end both tasks: by [`ChildTransport::close`] (stdin closed whatever rmcp's
     /// sends hold), or by the writer when the child stalls ([`STALL`]).
     stop: CancellationToken,
+    /// rmcp's answers to the upstream's requests not yet written ([`MAX_REPLIES`]).
+    replies: Arc<Replies>,
 }
 
 impl ChildTransport {
@@ -98,12 +108,15 @@ impl ChildTransport {
             queued: queued.clone(),
         };
         let refusals = (rx, queued);
+        let replies = Arc::new(Replies::default());
+        let reader = weigh_upstream(stdout, feed, (refuse, replies.clone()), stop.clone());
         Ok(Self {
             rw: AsyncRwTransport::new(rmcp_in, rmcp_out),
             child,
-            reader: tokio::spawn(weigh_upstream(stdout, feed, refuse, stop.clone())),
+            reader: tokio::spawn(reader),
             writer: Some(tokio::spawn(to_child(drain, stdin, refusals, stop.clone()))),
             stop,
+            replies,
         })
     }
 
@@ -133,11 +146,21 @@ impl Drop for ChildTransport {
 impl Transport<RoleClient> for ChildTransport {
     type Error = std::io::Error;
 
+    /// Sends `item` through rmcp's line transport; an answer (a result or an error) is
+    /// counted among the [`Replies`] waiting until it is written (or its send dropped).
     fn send(
         &mut self,
         item: rmcp::service::TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.rw.send(item)
+        use rmcp::model::JsonRpcMessage;
+        let answer = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
+        let waiting = answer.then(|| Waiting::new(&self.replies));
+        let send = self.rw.send(item);
+        async move {
+            let sent = send.await;
+            drop(waiting);
+            sent
+        }
     }
 
     fn receive(
@@ -183,6 +206,42 @@ impl Transport<RoleClient> for ChildTransport {
 /// Whether `child` ends within `wait`.
 async fn ended(child: &mut tokio::process::Child, wait: Duration) -> bool {
     tokio::time::timeout(wait, child.wait()).await.is_ok()
+}
+
+/// rmcp's answers to the upstream's requests that wait to be written ([`ChildTransport`]'s
+/// `send`), and a wake-up for [`weigh_upstream`] each time one is.
+#[derive(Default)]
+struct Replies {
+    waiting: AtomicUsize,
+    written: tokio::sync::Notify,
+}
+
+impl Replies {
+    /// Waits until fewer than [`MAX_REPLIES`] answers wait to be written.
+    async fn room(&self) {
+        while self.waiting.load(Ordering::SeqCst) >= MAX_REPLIES {
+            // `notify_one` keeps its wake-up for a waiter yet to come: none is lost between
+            // the count read and this wait.
+            self.written.notified().await;
+        }
+    }
+}
+
+/// One answer counted among the [`Replies`] while it waits to be written.
+struct Waiting(Arc<Replies>);
+
+impl Waiting {
+    fn new(replies: &Arc<Replies>) -> Self {
+        replies.waiting.fetch_add(1, Ordering::SeqCst);
+        Self(replies.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.0.written.notify_one();
+    }
 }
 
 /// The refusals' queue as [`weigh_upstream`] fills it: at most [`MAX_REFUSALS`] answers
@@ -304,11 +363,15 @@ async fn to_child(
 /// stdio proxy answers it (found by review: it was dropped, and the upstream waited for its
 /// answer for ever); a notification, a line under no usable id or under one longer than
 /// [`crate::weigh::MAX_ANSWER_ID`] ([`crate::weigh::answerable`]), or an answer past the
-/// refusals' bounds, is dropped with a warning.
+/// refusals' bounds, is dropped with a warning. A line within the weight that is a request
+/// is read for its id first ([`crate::weigh::upstream_line`]): one under an id rmcp's
+/// answer could not repeat cheaply is dropped with a warning, and any other is passed on
+/// only once fewer than [`MAX_REPLIES`] of rmcp's answers wait to be written (`replies`):
+/// the child's stdout is read no further until then.
 async fn weigh_upstream(
     out: tokio::process::ChildStdout,
     mut feed: DuplexStream,
-    refuse: Refusals,
+    (refuse, replies): (Refusals, Arc<Replies>),
     stop: CancellationToken,
 ) {
     use tokio::io::AsyncWriteExt;
@@ -350,6 +413,15 @@ async fn weigh_upstream(
             let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
                 "message": format!("assent: the upstream's answer was refused: {why}")}});
             buf = error.to_string().into_bytes();
+        } else {
+            match crate::weigh::upstream_line(&buf) {
+                crate::weigh::Line::Unanswerable => continue,
+                crate::weigh::Line::Request => tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = replies.room() => {}
+                },
+                crate::weigh::Line::Other => {}
+            }
         }
         let fed = tokio::select! {
             () = stop.cancelled() => break,

@@ -142,8 +142,8 @@ impl Relay {
 
     /// The client's answer `msg` (no method) to a request: to one of the proxy's own
     /// elicitations, kept here; to one of the upstream's requests, sent upstream under the
-    /// upstream's own id; any other (no id, an id nobody asked under, one answered already)
-    /// is dropped with a warning.
+    /// upstream's own id, when that queue has room ([`super::lines::Lines::full`]); any other
+    /// (no id, an id nobody asked under, one answered already) is dropped with a warning.
     fn on_client_answer(&self, mut msg: Value) {
         let st = &self.state;
         let own = msg["id"]
@@ -156,6 +156,11 @@ impl Relay {
         let key = msg.get("id").map(Value::to_string).unwrap_or_default();
         let upstream_id = st.from_upstream.lock().expect("from upstream").remove(&key);
         match upstream_id {
+            // Dropped when the upstream's queue is full (found by review: an upstream sending
+            // requests while reading nothing had every answer queued for it, without bound).
+            Some(_) if self.to_upstream.full() => {
+                tracing::warn!(id = %key, "dropped a client answer: the upstream's queue is full");
+            }
             Some(id) => {
                 msg["id"] = id;
                 let _ = self.to_upstream.send(msg.to_string());

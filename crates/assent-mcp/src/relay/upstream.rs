@@ -216,8 +216,19 @@ impl UpstreamSide {
     /// One of the upstream's own requests (sampling, elicitation, ping…), relayed to the
     /// client under an id of the relay's (`assent-upstream-N`), so that it can never name one
     /// of the relay's own requests; the client's answer goes back under the upstream's id.
-    /// With [`MAX_FROM_UPSTREAM`] open already, it is dropped (with a warning).
+    /// With [`MAX_FROM_UPSTREAM`] open already, or under an id that is no `null`, integer or
+    /// string of at most [`crate::weigh::MAX_ANSWER_ID`] bytes ([`crate::weigh::answerable_id`],
+    /// the hub's rule), it is dropped (with a warning). Found by review: an id of any type and
+    /// length was kept, so 10,000 open requests under 16 MiB ids (or objects of up to 64 MiB)
+    /// were held, and each answer repeating one queued for an upstream that read nothing.
     fn upstream_request(&self, mut v: Value) -> ControlFlow<()> {
+        if !crate::weigh::answerable_id(&v["id"]) {
+            tracing::warn!(
+                max_id_bytes = crate::weigh::MAX_ANSWER_ID,
+                "dropped an upstream request: its id is no integer or string of at most 1 KiB"
+            );
+            return ControlFlow::Continue(());
+        }
         let st = &self.state;
         let mut open = st.from_upstream.lock().expect("from upstream");
         if open.len() >= MAX_FROM_UPSTREAM {

@@ -41,6 +41,7 @@ mod mcp_relay_parse;
 mod mcp_relay_results;
 mod mcp_server_words;
 mod mcp_upstream_attacks;
+mod mcp_upstream_requests;
 mod migrate;
 mod operator;
 mod outbound_cleartext;

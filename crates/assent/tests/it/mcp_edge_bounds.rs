@@ -2,9 +2,12 @@
 //! answers an upstream's request too heavy to parse only under an id within the hub's 1 KiB
 //! bound (never building and queueing an answer under an id of any length), and the hub's
 //! `/mcp` answers a body past the gateway's body bound with a JSON-RPC error an MCP client
-//! reads, not the API's `{"code", "message"}` body.
+//! reads, not the API's `{"code", "message"}` body — nor does it for any other refusal of
+//! the edge (a body that stalls, too many requests, a URI too long, a panic) or of rmcp.
 
-use crate::hub_kit::{hub_gateway, hub_post, hub_session, py_text, py_tools, py_upstream};
+use crate::hub_kit::{
+    hub_gateway, hub_gateway_with, hub_post, hub_session, py_text, py_tools, py_upstream,
+};
 use crate::mcp_held_settle::{KEY, answer, stdio_proxy};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -125,4 +128,58 @@ fn a_hub_body_past_the_edge_bound_gets_a_json_rpc_error_an_mcp_client_reads() {
         .text()
         .unwrap();
     assert!(body.contains("done"), "{body:.300}");
+}
+
+/// The JSON-RPC error object of a `/mcp` refusal `body` of `status`, checked for its shape:
+/// version `2.0`, id `null`, code `code`; its message.
+#[track_caller]
+fn rpc_error(status: u16, want: u16, code: i64, body: &str) -> String {
+    assert_eq!(status, want, "{body:.300}");
+    let v: Value = serde_json::from_str(body).expect("a JSON body");
+    assert_eq!(v["jsonrpc"], "2.0", "{v}");
+    assert!(v.get("id").is_some_and(Value::is_null), "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert!(v.get("code").is_none(), "the API's body: {v}");
+    v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Found by review: the edge's other refusals on `/mcp` kept the API's `{"code", "message"}`
+/// body, and rmcp's own plain-text ones were rewritten into it: no JSON-RPC message an MCP
+/// client reads. A POST whose body stalls past `body_read_timeout_seconds` now gets `408`
+/// with a JSON-RPC error (`-32000`, try again) under id `null`; a GET without
+/// `text/event-stream` in its `Accept` gets rmcp's `406` as a JSON-RPC error (`-32600`).
+#[test]
+fn the_edges_refusals_on_mcp_are_json_rpc_errors_an_mcp_client_reads() {
+    use std::io::Read;
+    let source = py_upstream(&py_tools("read"), &py_text("done"));
+    let extra = "body_read_timeout_seconds: 1\n";
+    let (_dir, server) = hub_gateway_with(KEY, &[("up", Some("[read]"), &source)], extra);
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        tcp,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\""
+    )
+    .unwrap();
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tcp.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got);
+    let (head, body) = got.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let why = rpc_error(status, 408, -32000, body);
+    assert!(why.contains("did not arrive within 1 seconds"), "{why}");
+    let r = reqwest::blocking::Client::new()
+        .get(format!("{}/mcp", server.url))
+        .bearer_auth(KEY)
+        .header("accept", "application/json")
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    let why = rpc_error(status, 406, -32600, &r.text().unwrap());
+    assert!(why.contains("text/event-stream"), "{why}");
 }

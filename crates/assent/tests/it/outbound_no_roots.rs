@@ -167,3 +167,48 @@ fn a_gateway_without_ca_certificates_delivers_loopback_http_webhooks_and_refuses
         c.wait().unwrap();
     }
 }
+
+/// Found by review: the warning naming the missing CA bundle was logged where the host was
+/// first found to have none — with OpenTelemetry on, while the exporter's client was built,
+/// before the log subscriber was installed — so it went nowhere and never came again, and
+/// an operator learnt of it only from each failed https delivery. `assent serve` with the
+/// OTel exporter on now prints it on stderr at start-up, once it logs.
+#[test]
+fn a_gateway_without_ca_certificates_says_so_at_start_up_with_opentelemetry_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "");
+    let roots = no_roots();
+    let mut cmd = serve_cmd(&cfg);
+    let mut child = without_roots(&mut cmd, &roots)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let found = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("no CA certificates") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = found.unwrap_or_else(|| panic!("no warning on stderr: {seen:#?}"));
+    assert!(line.contains("gateway restarted"), "{line}");
+}

@@ -1,0 +1,241 @@
+//! An MCP upstream's own requests (`ping` here) as the hub and the stdio proxy take them in:
+//! only under an id of at most 1 KiB (an integer, a string or `null`), with the hub reading
+//! no further requests of an upstream while 64 of its answers wait for its stdin, and the
+//! proxy queueing its client's answers for an upstream only while that queue has room — so
+//! that an upstream that writes requests faster than it reads its answers cannot drive the
+//! gateway (which serves every agent) or the agent's proxy out of memory.
+
+use crate::hub_kit::{hub_gateway, hub_post, hub_session, memory, within};
+use crate::mcp_held_settle::{KEY, answer, stdio_proxy};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::time::Duration;
+
+/// What a process's memory may peak at in these tests: 300 MiB (the attacks took it to
+/// some 800 MiB and more).
+const PEAK: usize = 300 << 20;
+
+/// A stdio upstream with tools `flood` and `seen`, writing its stdout on a thread of its own
+/// (so that its reading never waits on its writing). `flood` is answered at once, then `FLOOD`
+/// (Python lines indented four spaces, queueing lines with `w`) runs on a thread of its own, and
+/// after it a `ping` under a 2 KiB id and one under `"short"`. Its stdin is read `CHUNK`
+/// bytes at a time, `SLEEP` s apart, and not at all for `PAUSE` s from `flood`'s call.
+/// `seen` answers what it got answers under: `short` and `long` (an id over 1 KiB) as seen.
+const UPSTREAM: &str = r#"import json,sys,threading,time,os
+import queue
+out=queue.Queue()
+def writer():
+    while True:
+        s=out.get(); sys.stdout.write(s+"\n"); sys.stdout.flush()
+threading.Thread(target=writer,daemon=True).start()
+def w(s): out.put(s)
+got=set()
+pause=[0]
+def flood():
+FLOOD
+    w('{"jsonrpc":"2.0","id":"'+'y'*2048+'","method":"ping"}')
+    w('{"jsonrpc":"2.0","id":"short","method":"ping"}')
+def lines():
+    buf=b""
+    while True:
+        if pause[0]>time.time():
+            time.sleep(0.05); continue
+        c=os.read(0,CHUNK)
+        if not c: return
+        parts=(buf+c).split(b"\n")
+        buf=parts.pop()
+        yield from parts
+        time.sleep(SLEEP)
+def text(t): return {"content":[{"type":"text","text":t}]}
+for line in lines():
+    m=json.loads(line)
+    i=m.get("id"); meth=m.get("method")
+    if meth is None:
+        s=str(i); got.add(s if len(s)<=1024 else "long"); continue
+    if i is None: continue
+    if meth=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
+    elif meth=="tools/list":
+        r={"tools":[{"name":n,"description":n+".","inputSchema":{"type":"object"}} for n in ("flood","seen")]}
+    elif meth=="tools/call" and m["params"]["name"]=="flood":
+        w(json.dumps({"jsonrpc":"2.0","id":i,"result":text("started")}))
+        pause[0]=time.time()+PAUSE
+        threading.Thread(target=flood,daemon=True).start()
+        continue
+    elif meth=="tools/call":
+        r=text(" ".join(x for x in sorted(got) if x in ("short","long")) or "none")
+    else:
+        r={}
+    w(json.dumps({"jsonrpc":"2.0","id":i,"result":r}))
+"#;
+
+/// [`UPSTREAM`] with its flood, reading pace and pause filled in.
+fn upstream(flood: &str, chunk: usize, sleep: f64, pause: u32) -> String {
+    UPSTREAM
+        .replace("FLOOD", flood)
+        .replace("CHUNK", &chunk.to_string())
+        .replace("SLEEP", &sleep.to_string())
+        .replace("PAUSE", &pause.to_string())
+}
+
+/// A hub gateway in front of `source`, `flood` called through it, then `seen` called until
+/// the upstream got an answer to its `"short"` ping (within 120 s), the gateway's peak memory
+/// checked against [`PEAK`] all along; what `seen` answered last.
+fn flood_the_hub(source: &str) -> String {
+    let (_dir, server) = hub_gateway(KEY, &[("up", Some("[flood, seen]"), source)]);
+    let (url, pid) = (server.url.clone(), server.child.id());
+    let session = hub_session(&url, KEY);
+    let call = |name: &str, id: u32| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": format!("up__{name}"), "arguments": {}}})
+    };
+    let body = hub_post(&url, KEY, Some(&session), call("flood", 1));
+    assert!(body.text().unwrap().contains("started"));
+    let mut n = 1;
+    let seen = within(120, "the upstream's short ping was never answered", || {
+        let (_, peak) = memory(pid);
+        assert!(peak < PEAK, "the gateway peaked at {} MiB", peak >> 20);
+        n += 1;
+        let body = hub_post(&url, KEY, Some(&session), call("seen", n))
+            .text()
+            .ok()?;
+        body.contains("short").then_some(body)
+    });
+    let (_, peak) = memory(pid);
+    eprintln!("gateway peak {} MiB", peak >> 20);
+    assert!(peak < PEAK, "the gateway peaked at {} MiB", peak >> 20);
+    seen
+}
+
+/// Attack (memory, found by review): a stdio upstream of the hub writes 100 pings under
+/// distinct 8 MiB ids (within the line weight, so parsed by rmcp), reading its stdin at some
+/// 1.3 MB/s (never slowly enough for the 30 s stall clock). rmcp answered each in a task of
+/// its own, each answer repeating its 8 MiB id, all waiting for the upstream's stdin: the
+/// gateway ran out of memory. Now a request under an id over 1 KiB is dropped unanswered:
+/// the gateway stays small, the ping under a 2 KiB id gets no answer, the one under
+/// `"short"` does.
+#[test]
+fn an_upstreams_pings_under_huge_ids_leave_the_hub_small_and_unanswered() {
+    let flood = "    for k in range(100): w('{\"jsonrpc\":\"2.0\",\"id\":\"'+str(k)+'x'*(8<<20)+'\",\"method\":\"ping\"}')";
+    let seen = flood_the_hub(&upstream(flood, 65536, 0.05, 0));
+    assert!(!seen.contains("long"), "{seen:.300}");
+}
+
+/// Attack (memory, found by review): a stdio upstream of the hub writes 200,000 pings under
+/// 1000-byte ids as fast as it can while reading nothing of its stdin for 12 s. rmcp answered
+/// each in a task of its own, not awaited, so the gateway held an answer for every one (some
+/// 400 MiB). Now the hub hands rmcp no further request of the upstream's while 64 answers wait
+/// for its stdin, and reads its stdout no further: the gateway stays small, and once the
+/// upstream reads again every ping is answered, the short one too.
+#[test]
+fn an_upstream_flooding_pings_while_reading_nothing_is_not_read_further_by_the_hub() {
+    let flood = "    for b in range(200):\n        w('\\n'.join('{\"jsonrpc\":\"2.0\",\"id\":\"%07d%s\",\"method\":\"ping\"}' % (b*1000+k,'z'*993) for k in range(1000)))";
+    let seen = flood_the_hub(&upstream(flood, 1 << 20, 0.0, 12));
+    assert!(!seen.contains("long"), "{seen:.300}");
+}
+
+/// A stdio upstream for the proxy with one tool `ask` which, called, is answered at once;
+/// then it writes `FLOOD` (a Python expression: the lines to write) and a ping under id
+/// `{"a":1}` tagged `obj`, then one under `"short"` tagged `short`, and reads nothing more.
+const STDIO_UPSTREAM: &str = r#"import json,sys
+def w(s):
+    sys.stdout.write(s+"\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
+    elif meth=="tools/list":
+        r={"tools":[{"name":"ask","description":"ask.","inputSchema":{"type":"object"}}]}
+    elif meth=="tools/call":
+        w(json.dumps({"jsonrpc":"2.0","id":i,"result":{"content":[{"type":"text","text":"started"}]}}))
+        for l in FLOOD: w(l)
+        w('{"jsonrpc":"2.0","id":{"a":1},"method":"ping","params":{"_meta":{"tag":"obj"}}}')
+        w('{"jsonrpc":"2.0","id":"short","method":"ping","params":{"_meta":{"tag":"short"}}}')
+        break
+    else:
+        r={}
+    w(json.dumps({"jsonrpc":"2.0","id":i,"result":r}))
+import time
+time.sleep(600)
+"#;
+
+/// The stdio proxy in front of [`STDIO_UPSTREAM`] with `flood`: `ask` called, then every
+/// upstream request it relays answered with `result` (until the `short` one), the proxy's
+/// peak memory checked against [`PEAK`]; the tags of the requests relayed.
+fn flood_the_proxy(flood: &str, result: &Value) -> Vec<String> {
+    let source = STDIO_UPSTREAM.replace("FLOOD", flood);
+    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[ask]"), &source)]);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let call = json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
+                      "params": {"name": "ask", "arguments": {}}});
+    writeln!(stdin, "{call}").unwrap();
+    let mut tags = Vec::new();
+    let mut asked = false;
+    while !tags.iter().any(|t| t == "short") {
+        let line = lines.recv_timeout(Duration::from_secs(120));
+        let line = line
+            .ok()
+            .flatten()
+            .expect("the proxy relays the short ping");
+        let m: Value = serde_json::from_str(&line).unwrap();
+        asked |= m["id"] == "ask";
+        let Some(id) = m["id"]
+            .as_str()
+            .filter(|i| i.starts_with("assent-upstream-"))
+        else {
+            continue;
+        };
+        let tag = m["params"]["_meta"]["tag"].as_str().unwrap_or("flood");
+        tags.push(tag.to_string());
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "result": result})
+        )
+        .unwrap();
+        let (_, peak) = memory(proxy.id());
+        assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
+    }
+    assert!(asked || answer(&lines, &json!("ask"))["result"].is_object());
+    std::thread::sleep(Duration::from_secs(2));
+    let (_, peak) = memory(proxy.id());
+    eprintln!("proxy peak {} MiB", peak >> 20);
+    assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
+    drop(stdin);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    tags
+}
+
+/// Attack (memory, found by review): an upstream behind the stdio proxy (on the agent's
+/// host) sends 50 pings under distinct 8 MiB ids and reads nothing; the client answers each.
+/// The proxy kept each id for its open request and queued each answer, repeating it, for the
+/// upstream's stdin: the proxy ran out of memory. Now a request under an id that is no
+/// integer, `null` or string of at most 1 KiB is dropped unrelayed: none of the 50 reaches
+/// the client, nor the ping under id `{"a":1}`; the short one does, and the proxy stays small.
+#[test]
+fn an_upstreams_pings_under_huge_or_object_ids_never_reach_the_proxys_client() {
+    let flood =
+        r#"('{"jsonrpc":"2.0","id":"'+str(k)+'x'*(8<<20)+'","method":"ping"}' for k in range(50))"#;
+    let tags = flood_the_proxy(flood, &json!({}));
+    assert_eq!(tags, ["short"]);
+}
+
+/// Attack (memory, found by review): an upstream behind the stdio proxy sends 400 pings
+/// under short ids and reads nothing; the client answers each with 1 MiB. The answers were
+/// queued for the upstream's stdin without any bound (some 400 MiB). Now an answer finding
+/// that queue full (64 MiB) is dropped with a warning: the proxy stays small.
+#[test]
+fn a_clients_answers_to_an_upstream_reading_nothing_are_not_queued_without_bound() {
+    let flood = r#"('{"jsonrpc":"2.0","id":%d,"method":"ping"}' % k for k in range(400))"#;
+    let tags = flood_the_proxy(flood, &json!({"pad": "p".repeat(1 << 20)}));
+    assert_eq!(
+        tags.len(),
+        401,
+        "{:?}",
+        &tags[tags.len().saturating_sub(3)..]
+    );
+    assert_eq!(tags.last().map(String::as_str), Some("short"));
+}
