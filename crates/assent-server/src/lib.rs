@@ -270,8 +270,14 @@ async fn close_orphan_subscriptions(state: &AppState) {
 /// voter is no operator of it (removed or renamed in the file before a restart), no longer
 /// holds a role they voted with (from the file, or for a single sign-on from the groups it
 /// was cast with under the `oidc.roles` map in force), or voted with a key that is not
-/// theirs any more (rotated by the restart). A store error stops start-up (fail closed: the
-/// vote would count).
+/// theirs any more (rotated by the restart). Then voids, by the same rule, the unredeemed
+/// tokens of approvals whose consent rested on such a decision or needed vote
+/// ([`assent_store::Store::void_unbacked_tokens`], `token.voided`), as a reload removing or
+/// changing the operator does: found by review, removing a stolen key from the file and
+/// restarting left the tokens of the calls it had approved redeemable. A single decision
+/// keeps no key binding: it falls when its decider is no operator of the configuration; a
+/// call a grant let through is weighed by the grant's maker and the binding it keeps. A
+/// store error stops start-up (fail closed: the vote would count, the token redeem).
 async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
     let live = state.principals();
     let oidc = state.oidc.clone();
@@ -282,15 +288,20 @@ async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
                 decide::vote_stands(&live, oidc, (voter, roles, key))
             };
             let why = "the configuration no longer has the voter as an operator with the roles they voted with";
-            s.withdraw_votes(stands, "system:start-up", why, state::now_ms())
+            let now = state::now_ms();
+            let n = s.withdraw_votes(stands, "system:start-up", why, now)?;
+            let why = "the configuration no longer has the operator who approved it (or cast a vote it needed) as an operator with that key and roles";
+            let voided = s.void_unbacked_tokens(&stands, "system:start-up", why, now)?;
+            Ok::<_, assent_store::StoreError>((n, voided))
         })
         .await;
     match withdrawn {
-        Ok(Ok(0)) => Ok(()),
-        Ok(Ok(n)) => {
+        Ok(Ok((0, 0))) => Ok(()),
+        Ok(Ok((n, voided))) => {
             tracing::info!(
                 withdrawn = n,
-                "votes of operators no longer configured withdrawn"
+                voided,
+                "votes of operators no longer configured withdrawn, tokens they approved voided"
             );
             Ok(())
         }

@@ -147,7 +147,14 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     // record, before the new configuration is in force (found by review: they went first, and
     // a failed audit write then refused the reload with the old principals in force but their
     // votes withdrawn); and again after it, for a session started with the old key in between.
-    let gone = with_sso_names(&old, answer.changed.iter().chain(&answer.removed));
+    // Only a change that takes something back withdraws what the principal stood behind: a
+    // role added or a Slack account given leaves their votes, grants and tokens standing
+    // ([`withdraws_consent`]; found by review: any change voided every token they approved).
+    let weakened = answer
+        .changed
+        .iter()
+        .filter(|n| withdraws_consent(&old, &principals, n));
+    let gone = with_sso_names(&old, weakened.chain(&answer.removed));
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
@@ -279,6 +286,37 @@ fn describe(
 /// owned agents): compared whole, so a field added to [`Principal`] is compared too.
 fn same_principal(a: &Principal, b: &Principal) -> bool {
     format!("{a:?}") == format!("{b:?}")
+}
+
+/// Whether the reload changing principal `name` from its entry in `old` to its entry in `new`
+/// takes back anything their consent rested on: anything but roles added, a Slack account
+/// given where none was, or owned agents dropped (each only widens what they may do, or
+/// loosens separation of duties). The rest — the principal compared whole, so a field added
+/// to [`Principal`] counts — withdraws it: a key changed (perhaps stolen), a role removed, a
+/// single sign-on identity given, moved or removed (an `oidc:` name may have voted as someone
+/// else before), a Slack account moved or removed, an agent now owned, the kind changed.
+/// `true` when either entry is missing.
+fn withdraws_consent(old: &Live, new: &[Principal], name: &str) -> bool {
+    let before = old.principals.iter().find(|p| p.name == name);
+    let Some((before, after)) = before.zip(new.iter().find(|p| p.name == name)) else {
+        return true;
+    };
+    let mut harmless = after.clone();
+    if let (
+        crate::config::PrincipalKind::Operator { roles: was },
+        crate::config::PrincipalKind::Operator { roles: now },
+    ) = (&before.kind, &mut harmless.kind)
+        && was.iter().all(|r| now.contains(r))
+    {
+        now.clone_from(was);
+    }
+    if before.slack_user_id.is_none() {
+        harmless.slack_user_id = None;
+    }
+    if harmless.owns.iter().all(|a| before.owns.contains(a)) {
+        harmless.owns.clone_from(&before.owns);
+    }
+    !same_principal(before, &harmless)
 }
 
 /// Why an agent key cannot reload.

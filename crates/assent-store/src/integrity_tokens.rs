@@ -112,7 +112,30 @@ pub(crate) fn grants(
             "audit record {seq} (grant.created) names grant {g}, which is not in the grants table"
         )));
     }
-    Ok(())
+    grant_uses(conn, out)
+}
+
+/// Every call a grant let through (`grant.used`, naming the approval and `grant_id`) must
+/// still name that grant in `approvals.grant_id`, which no seal covers. Found by review: a
+/// writer who cleared it hid the call's token from the voiding when the grant was revoked
+/// (the redemption reads the grant from the sealed decision too, `crate::consent`), with
+/// `audit verify` green. An approval that is gone is reported by the approvals' check.
+fn grant_uses(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
+    conn.prepare_cached(
+        "SELECT au.seq, au.approval_id, au.data, a.grant_id FROM audit au \
+         JOIN approvals a ON a.id = au.approval_id WHERE au.kind = 'grant.used' ORDER BY au.seq",
+    )?
+    .for_each([], |r| {
+        let (seq, aid, row): (i64, String, Option<String>) = (r.get(0)?, r.get(1)?, r.get(3)?);
+        let recorded = text_at(&json_of(r)?, "grant_id");
+        if recorded.is_some() && row != recorded {
+            let (g, now) = (recorded.unwrap_or_default(), row.as_deref().unwrap_or("none"));
+            out.push((Some(seq), format!(
+                "approval {aid} was let through by grant {g} (audit record {seq}, grant.used), but its row names grant {now}: its token would escape that grant's revocation"
+            )));
+        }
+        Ok(ControlFlow::Continue(()))
+    })
 }
 
 /// Whether grant `gid`'s `grant.created` record may have been archived: created before the
@@ -179,7 +202,8 @@ pub(crate) fn tokens(
         Ok(ControlFlow::Continue(()))
     })?;
     let mut redeemed = records_by(conn, "token.redeemed", "token_id")?;
-    // A token a restore voided (`crate::voided`) is used with this record instead.
+    // A token voided (`crate::voided`: by a restore, or its consent withdrawn) is used with
+    // this record instead.
     let mut voided = records_by(conn, "token.voided", "token_id")?;
     let rows: Vec<TokenRow> = sql::rows(
         conn,
@@ -216,14 +240,18 @@ pub(crate) fn tokens(
             Some(_) => {}
         }
         let void = voided.remove(tid);
+        let how = void
+            .as_ref()
+            .map(|(_, d, _)| voided_how(d))
+            .unwrap_or_default();
         match (t.used, redeemed.remove(tid)) {
             // Found by review: a voided token set unused again (its seal leaves `used_at` out)
             // could be redeemed a second time; voided and then redeemed means it was.
             (None, _) if let Some((seq, ..)) = &void => out.push((Some(*seq), format!(
-                "token {tid} (approval {aid}) was voided by a restore (audit record {seq}) but is not marked used: it could be redeemed again"
+                "token {tid} (approval {aid}) was voided {how} (audit record {seq}) but is not marked used: it could be redeemed again"
             ))),
             (Some(_), Some((seq, ..))) if void.is_some() => out.push((Some(seq), format!(
-                "token {tid} (approval {aid}) was voided by a restore but redeemed afterwards (audit record {seq})"
+                "token {tid} (approval {aid}) was voided {how} but redeemed afterwards (audit record {seq})"
             ))),
             (Some(_), None) if void.is_some() => {}
             (Some(u), None) if archived && gone.before(u) => {}
@@ -255,6 +283,20 @@ pub(crate) fn tokens(
         .map(|(t, (seq, ..))| (seq, t, "token.voided"));
     orphans("token", minted.chain(redeemed).chain(voided), out);
     Ok(())
+}
+
+/// How a `token.voided` record with data `d` says its token was voided, as a phrase after
+/// "was voided": `by a restore` (`restored_at`, [`crate::voided`]), or `because <why>` (the
+/// consent it was minted under withdrawn: a revoked grant, an operator removed), or `(no
+/// reason recorded)`.
+fn voided_how(d: &Value) -> String {
+    if d.get("restored_at").is_some() {
+        return "by a restore".into();
+    }
+    match text_at(d, "why") {
+        Some(why) => format!("because {why}"),
+        None => "(no reason recorded)".into(),
+    }
 }
 
 /// The fields of an approval that its `approval.requested` record fixes, that check

@@ -56,6 +56,7 @@ mod batch;
 pub mod checkpoint;
 mod clarifications;
 pub mod confirm;
+mod consent;
 pub mod db;
 mod db_listen;
 mod db_pg;

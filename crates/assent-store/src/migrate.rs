@@ -92,6 +92,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(47, "0047_confirm_context_plan_owner"),
     migration!(48, "0048_grant_key_binding"),
     migration!(49, "0049_listing_order"),
+    migration!(50, "0050_outstanding_tokens"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -581,11 +581,11 @@ fn consume(
         },
     })?;
     // Beside the voiding in the revoking transaction (`crate::voided::void_grant_tokens`): a
-    // token minted under a grant revoked since (by a gateway before that fix, or in a race
-    // between replicas) is voided now, by whoever revoked the grant.
-    if let Some((gid, by)) = revoked_grant(tx, &c.aid)? {
-        let data = json!({"grant_id": gid, "why": "the grant was revoked"});
-        crate::voided::void_token(tx, (&c.jti, &c.aid), &by, data, p.now)?;
+    // token minted under a grant revoked since (by a gateway before that fix, in a race between
+    // replicas, or with `approvals.grant_id` cleared behind the gateway's back) is voided now,
+    // by the redemption (who revoked the grant is in the record).
+    if let Some(data) = crate::consent::withdrawn_grant(tx, &c.aid)? {
+        crate::voided::void_token(tx, (&c.jti, &c.aid), "system:redeem", data, p.now)?;
         return Err(RedeemError::Used);
     }
     let n = tx
@@ -597,16 +597,4 @@ fn consume(
     // The call may run now: its session takes in what it brings (issue 16 §3).
     crate::session_risk::on_redeem(tx, &c.aid, p.now)?;
     Ok(c)
-}
-
-/// The grant that covered approval `aid`'s call, with who revoked it, when it was revoked:
-/// `None` for an approval no grant covered (decided by a person, or the approval whose
-/// decision made its grant) or whose grant stands. Two primary-key reads.
-fn revoked_grant(tx: Conn<'_>, aid: &str) -> db::Result<Option<(String, String)>> {
-    tx.prepare_cached(
-        "SELECT g.id, COALESCE(g.revoked_by, 'system') FROM approvals a JOIN grants g ON g.id = a.grant_id \
-         WHERE a.id = ?1 AND g.approval_id <> a.id AND g.revoked_at IS NOT NULL",
-    )?
-    .query_row([aid], |r| Ok((r.get(0)?, r.get(1)?)))
-    .optional()
 }

@@ -26,7 +26,10 @@
 //! Withdrawn consent voids the same way ([`void_token`]: marked used, `token.voided`): a
 //! revoked grant's outstanding tokens ([`void_grant_tokens`], in the revoking transaction),
 //! and those of approvals that rested on an operator a reload removed or changed
-//! ([`void_approved_by`]).
+//! ([`void_approved_by`]), or that the configuration a gateway starts with no longer has as
+//! that operator ([`Store::void_unbacked_tokens`]); both through [`void_unbacked`]. The
+//! outstanding tokens are read through a partial index (`tokens_outstanding`, migration
+//! 0050), so the voiding, in a write transaction, costs what is outstanding, not the history.
 
 use crate::audit;
 use crate::db::{self, Conn};
@@ -185,12 +188,19 @@ pub(crate) fn void_grant_tokens(
     Ok(n)
 }
 
+/// Whether one approving decision or vote stands, as [`void_unbacked`] asks:
+/// `(principal, roles it was cast with, key binding)` — a vote's roles and binding as its row
+/// keeps them (`votes.roles`, `votes.key_binding`, migration 0038); a single decision keeps
+/// neither (no roles, `None`). The shape of the question [`crate::Store::withdraw_votes`] asks
+/// of a pending vote, so the server answers both with one rule.
+pub type ConsentStands<'a> = dyn Fn(&str, &[String], Option<&str>) -> bool + 'a;
+
 /// Voids ([`void_token`]; actor and reason `(by, why)`) the tokens neither redeemed nor
 /// expired at `now` whose approval's consent rested on one of the principals `names` (a reload
-/// removed them or changed their key or roles): approved by their decision, or by a quorum
-/// their approving vote was needed to meet ([`consent_stands`]). Called in the transaction
-/// that withdraws their votes and revokes their grants. Found by review: the unredeemed
-/// tokens of calls a removed (perhaps stolen) key approved stayed redeemable. How many.
+/// removed them or changed their key or roles): [`void_unbacked`] with every decision and vote
+/// of theirs, and only theirs, fallen. Called in the transaction that withdraws their votes
+/// and revokes their grants. Found by review: the unredeemed tokens of calls a removed
+/// (perhaps stolen) key approved stayed redeemable. How many.
 pub(crate) fn void_approved_by(
     tx: Conn<'_>,
     names: &[String],
@@ -200,45 +210,115 @@ pub(crate) fn void_approved_by(
     if names.is_empty() {
         return Ok(0);
     }
+    let stands = |p: &str, _: &[String], _: Option<&str>| !names.iter().any(|n| n == p);
+    void_unbacked(tx, &stands, (by, why), now)
+}
+
+/// Voids ([`void_token`]; actor and reason `(by, why)`, the fallen principals recorded as
+/// `principals`) the tokens neither redeemed nor expired at `now` whose approval's consent no
+/// longer stands ([`unbacked`]). What a reload that removes or changes operators does
+/// ([`void_approved_by`]) and what start-up does for the configuration it starts with
+/// ([`Store::void_unbacked_tokens`]): one rule for both. How many.
+pub(crate) fn void_unbacked(
+    tx: Conn<'_>,
+    stands: &ConsentStands<'_>,
+    (by, why): (&str, &str),
+    now: i64,
+) -> db::Result<usize> {
+    let mut n = 0;
+    for (token, approval, fallen) in unbacked(tx, stands, now)? {
+        let data = json!({"principals": fallen, "why": why});
+        n += usize::from(void_token(tx, (&token, &approval), by, data, now)?);
+    }
+    Ok(n)
+}
+
+/// The tokens neither redeemed nor expired at `now` (read through the partial index
+/// `tokens_outstanding`, migration 0050: what is outstanding, not the whole history) whose
+/// approval's consent does not stand under `stands` ([`consent_stands`]), oldest first:
+/// `(token id, approval id, the principals whose decision or vote fell)`. Reads only.
+fn unbacked(
+    conn: Conn<'_>,
+    stands: &ConsentStands<'_>,
+    now: i64,
+) -> db::Result<Vec<(String, String, Vec<String>)>> {
     let outstanding: Vec<(String, String)> = crate::sql::rows(
-        tx,
+        conn,
         "SELECT token_id, approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?1 \
          ORDER BY issued_at, token_id",
         params![now],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let mut n = 0;
-    for (token, approval) in &outstanding {
-        if consent_stands(tx, approval, names)? {
-            continue;
+    let mut out = Vec::new();
+    for (token, approval) in outstanding {
+        if let Some(fallen) = consent_stands(conn, &approval, stands)? {
+            out.push((token, approval, fallen));
         }
-        let data = json!({"principals": names, "why": why});
-        n += usize::from(void_token(tx, (token, approval), by, data, now)?);
     }
-    Ok(n)
+    Ok(out)
 }
 
-/// Whether approval `aid`'s approval stands without the principals `names`: none of them made
-/// an approving decision or cast an approving vote on it, or it needs a quorum that the
-/// approving votes of the others still meet (a vote beyond what a group needed was not
-/// needed). An approval no longer readable stands not.
-fn consent_stands(tx: Conn<'_>, aid: &str, names: &[String]) -> db::Result<bool> {
-    let deciders: Vec<String> = crate::sql::column(
-        tx,
-        "SELECT actor FROM decisions WHERE approval_id = ?1 AND decision = 'approve'",
+/// Whether approval `aid`'s approval stands under `stands`: `None` when every approving
+/// decision and vote on it stands, or when it needs a quorum that the approving votes still
+/// standing meet (a vote beyond what a group needed was not needed); else the principals whose
+/// decision or vote fell (an approval no longer readable stands not). The deciders are read as
+/// [`crate::consent::approving_deciders`] reads them: a call a grant let through rests on the
+/// grant's maker, weighed with the key binding the grant was made with (found by review: the
+/// tokens minted under a removed operator's grant that had already expired, so nothing
+/// revoked it and [`void_grant_tokens`] never ran, stayed redeemable).
+fn consent_stands(
+    conn: Conn<'_>,
+    aid: &str,
+    stands: &ConsentStands<'_>,
+) -> db::Result<Option<Vec<String>>> {
+    let deciders = crate::consent::approving_deciders(conn, aid)?;
+    let voters: Vec<(String, String, Option<String>)> = crate::sql::rows(
+        conn,
+        "SELECT principal, roles, key_binding FROM votes WHERE approval_id = ?1 AND decision = 'approve'",
         [aid],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
-    let voters: Vec<String> = crate::sql::column(
-        tx,
-        "SELECT principal FROM votes WHERE approval_id = ?1 AND decision = 'approve'",
-        [aid],
-    )?;
-    if !deciders.iter().chain(&voters).any(|p| names.contains(p)) {
-        return Ok(true);
+    let mut fallen: Vec<String> = Vec::new();
+    for (p, key) in deciders {
+        if !stands(&p, &[], key.as_deref()) && !fallen.contains(&p) {
+            fallen.push(p);
+        }
     }
-    let Some(mut rec) = crate::record::read_approval(tx, aid)? else {
-        return Ok(false);
+    for (p, roles, key) in voters {
+        // Roles that do not read are none a vote can still hold: it falls unless it needs none.
+        let roles: Vec<String> = serde_json::from_str(&roles).unwrap_or_default();
+        if !stands(&p, &roles, key.as_deref()) && !fallen.contains(&p) {
+            fallen.push(p);
+        }
+    }
+    if fallen.is_empty() {
+        return Ok(None);
+    }
+    let Some(mut rec) = crate::record::read_approval(conn, aid)? else {
+        return Ok(Some(fallen));
     };
-    rec.votes.retain(|v| !names.contains(&v.principal));
-    Ok(rec.quorum_tally().is_some_and(|(_, t)| t.met))
+    rec.votes.retain(|v| !fallen.contains(&v.principal));
+    let met = rec.quorum_tally().is_some_and(|(_, t)| t.met);
+    Ok((!met).then_some(fallen))
+}
+
+impl Store {
+    /// Voids the unredeemed tokens whose approval's consent the configuration in force no
+    /// longer stands behind ([`void_unbacked`], each approving decision and vote weighed by
+    /// `stands`; actor `by`, reason `why`): what start-up does for operators removed from the
+    /// file, or whose key (the binding a vote keeps) or roles changed, before a restart, as a
+    /// reload does for them ([`Store::revoke_and_audit`]). Read first, written only when there
+    /// is something to void (most start-ups void nothing). How many. Errors: the store's.
+    pub fn void_unbacked_tokens(
+        &self,
+        stands: &ConsentStands<'_>,
+        by: &str,
+        why: &str,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        if unbacked(self.lock().conn(), stands, now)?.is_empty() {
+            return Ok(0);
+        }
+        self.write(|tx| Ok::<_, StoreError>(void_unbacked(**tx, stands, (by, why), now)?))
+    }
 }

@@ -64,3 +64,4 @@ mod tools_words;
 mod webhook_steps;
 mod webhooks;
 mod withdrawn_consent;
+mod withdrawn_consent_holes;

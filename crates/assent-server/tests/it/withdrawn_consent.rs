@@ -1,7 +1,8 @@
 //! Withdrawn consent stops the tokens already minted under it: revoking a grant
 //! (`DELETE /v1/grants/{id}`) voids the unredeemed tokens of the calls it covered, and a reload
-//! that removes an operator voids those of the approvals that rested on them (their decision,
-//! or a quorum vote that was needed), each audited `token.voided` in the revoking transaction;
+//! that removes an operator, or a restart without them or with their key rotated, voids those
+//! of the approvals that rested on them (their decision, or a quorum vote that was needed),
+//! each audited `token.voided` in the revoking transaction;
 //! redeeming one is `409 TOKEN_USED`, and the audit chain still verifies. And a notification's
 //! single-use card link is used only by a signed-in request, not by a link preview. Either
 //! backend.
@@ -214,6 +215,89 @@ async fn a_quorum_token_is_void_only_when_a_removed_operators_vote_was_needed() 
         StatusCode::OK,
         "fred's and sam's votes still meet it: {b}"
     );
+    assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
+    assert_verifies(&gw);
+    gw.stop().await;
+}
+
+/// The principals `ops` (name, roles, key), each an operator, and the kit's `bot` agent.
+fn operators(ops: &[(&str, &str, &str)]) -> String {
+    let roles: Vec<String> = ops
+        .iter()
+        .map(|(_, r, _)| format!("kind: operator, roles: [{r}]"))
+        .collect();
+    let mut list: Vec<(&str, &str, &str)> = ops
+        .iter()
+        .zip(&roles)
+        .map(|((n, _, k), r)| (*n, r.as_str(), *k))
+        .collect();
+    list.push(("bot", "kind: agent, agent_id: bot", BOT));
+    principals(&list)
+}
+
+/// Attack (found by review, the restart path): alice's key is stolen and approves a held call
+/// once; its token waits unredeemed. The theft is found, alice is removed from the file and
+/// the gateway restarted instead of reloaded. Start-up voids the token (`token.voided`, actor
+/// `system:start-up`), as the reload would: redeeming it is `409 TOKEN_USED`. The token of a
+/// call olaf approved, whom the file still has, redeems; the audit chain verifies.
+#[tokio::test]
+async fn a_restart_that_removes_an_operator_voids_the_tokens_of_the_calls_they_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = ("alice", "finance", OP);
+    let olaf = ("olaf", "ops", "olaf-key");
+    let gw = reloading_gateway(dir.path(), &gov(), &operators(&[alice, olaf])).await;
+    let once = json!({"decision": "approve"});
+    let by_alice = approved(&gw, "s1", "/x", OP, once.clone()).await;
+    let by_olaf = approved(&gw, "s1", "/y", "olaf-key", once).await;
+    let alices = token_of(&gw.as_agent(&by_alice).await);
+    let olafs = token_of(&gw.as_agent(&by_olaf).await);
+    gw.stop().await;
+    let gw = reloading_gateway(dir.path(), &gov(), &operators(&[olaf])).await;
+    let (s, b) = redeem_read(&gw, &alices, "/x").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let (s, b) = redeem_read(&gw, &olafs, "/y").await;
+    assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
+    assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
+    assert_verifies(&gw);
+    gw.stop().await;
+}
+
+/// Attack (found by review, the restart path with a rotated key): `pay` needs one finance and
+/// one security vote. Alice's stolen key voted for the first call with sam (her vote needed),
+/// for the second beside fred and sam (not needed). Alice's key is rotated in the file — same
+/// name, same `finance` role, a new key — and the gateway restarted. Her votes kept the
+/// binding of the key that cast them (migration 0038), not hers now: the first call's token is
+/// void (`TOKEN_USED`), the second's, met by fred and sam without her, redeems.
+#[tokio::test]
+async fn a_restart_with_a_rotated_key_voids_the_tokens_its_needed_votes_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |alice_key| {
+        operators(&[
+            ("alice", "finance", alice_key),
+            ("fred", "finance", "fred-key"),
+            ("sam", "security", "sam-key"),
+        ])
+    };
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-stolen-key")).await;
+    let pay = |amount: u64| json!({"amount": amount, "to": "acme"});
+    let mut tokens = Vec::new();
+    for (session, amount, keys) in [
+        ("s1", 500, &["alice-stolen-key", "sam-key"][..]),
+        ("s2", 501, &["alice-stolen-key", "fred-key", "sam-key"][..]),
+    ] {
+        let id = gw.held(session, "pay", pay(amount)).await;
+        for k in keys {
+            let (s, b) = gw.decide(&id, k, "approve").await;
+            assert_eq!(s, StatusCode::OK, "{b}");
+        }
+        tokens.push(token_of(&gw.as_agent(&id).await));
+    }
+    gw.stop().await;
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-new-key")).await;
+    let (s, b) = gw.redeem(&tokens[0], "pay", pay(500), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let (s, b) = gw.redeem(&tokens[1], "pay", pay(501), None).await;
+    assert_eq!(s, StatusCode::OK, "fred's and sam's votes meet it: {b}");
     assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
     assert_verifies(&gw);
     gw.stop().await;

@@ -1,0 +1,221 @@
+//! The holes a review found in withdrawing consent from issued tokens
+//! (`withdrawn_consent.rs`): a call a grant let through rests on the grant's maker even once
+//! the grant has expired (a reload removing the maker voids its token); the covering grant is
+//! read from the sealed decision (`grant:<gid>`), not only from the unsealed
+//! `approvals.grant_id`, at redemption, and `audit verify` reports that column changed; a
+//! token voided at redemption is voided by `system:redeem`, naming who revoked the grant; and
+//! `audit verify` says why a voided token was voided. Either backend.
+
+use crate::backend::audit_count;
+use crate::grant_revocation::write_config;
+use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, policy, start_gov, token_of};
+use crate::reload::principals;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// `read` is held for a person.
+fn gov() -> String {
+    policy(
+        "acme.test.withdrawn-consent-holes",
+        "- tool: read\n  approval: true\n",
+    )
+}
+
+/// The first problem `audit verify` reports, if any.
+fn verify_problem(gw: &Gw) -> Option<String> {
+    let db = crate::backend::database(&gw.data_dir);
+    let report = crate::backend::off_runtime(|| {
+        let opts = Default::default();
+        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
+    });
+    report.problem.map(|p| p.reason)
+}
+
+/// `read(path)` as bot in session `s1`, let through by a grant: its token.
+async fn granted(gw: &Gw, path: &str) -> String {
+    let (s, b) = gw.propose("read", json!({"path": path})).await;
+    assert_eq!(s, StatusCode::OK, "a grant should cover it: {b}");
+    token_of(&b)
+}
+
+/// Redeems `token` for `read(path)` as bot: the status and body.
+async fn redeem_read(gw: &Gw, token: &str, path: &str) -> (StatusCode, Value) {
+    gw.redeem(token, "read", json!({"path": path}), None).await
+}
+
+/// Holds `read(path)` in `s1` and has `key` approve it with `body`: the approval id.
+async fn approved(gw: &Gw, path: &str, key: &str, body: Value) -> String {
+    let id = gw.held("s1", "read", json!({"path": path})).await;
+    let (s, b) = gw.decide_with(&id, key, body).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    id
+}
+
+/// The `token.voided` records: `(actor, data)` each, oldest first.
+fn voided_records(gw: &Gw) -> Vec<(String, Value)> {
+    let sql = "SELECT actor, data FROM audit WHERE kind = 'token.voided' ORDER BY seq";
+    gw.sql()
+        .rows(sql, &[])
+        .into_iter()
+        .map(|r| (r[0].clone(), serde_json::from_str(&r[1]).unwrap()))
+        .collect()
+}
+
+/// A gateway on `dir` reloading `conf/assent.yaml` (principals `list`) whose session grants
+/// lapse 1.5 s after they are made.
+async fn reloading_with_short_grants(dir: &std::path::Path, list: &str) -> Gw {
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
+    write_config(dir, list);
+    let cfg = assent_server::config::Config::load(&conf.join("assent.yaml")).unwrap();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    start_gov(&data, &gov(), |st| {
+        let live = assent_server::Live::new(cfg.registry.clone(), cfg.principals().unwrap());
+        st.swap_live(live);
+        st.reload = Some(std::sync::Arc::new(
+            assent_server::config::ReloadSource::new(&cfg, false),
+        ));
+        st.settings.session_grant_max_ms = 1_500;
+    })
+    .await
+}
+
+/// Attack (found by review): alice's stolen key approves a call "for this session, the whole
+/// tool"; the agent stockpiles covered tokens just before the grant lapses. The grant expires,
+/// so the reload that removes alice revokes nothing, and the covered call's decision is
+/// `grant:<gid>`, not alice's name: the token stayed redeemable. It rests on the grant's maker
+/// now: the reload voids it (`TOKEN_USED`), and the audit chain verifies.
+#[tokio::test]
+async fn a_token_under_an_expired_grant_of_an_operator_a_reload_removes_is_void() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let gw = reloading_with_short_grants(dir.path(), &principals(&[alice, olaf, bot])).await;
+    let body = json!({"decision": "approve", "scope": "session", "whole_tool": true});
+    approved(&gw, "/a", OP, body).await;
+    let stockpiled = granted(&gw, "/b").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_700)).await;
+    let (s, b) = gw.propose("read", json!({"path": "/c"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "the grant has lapsed: {b}");
+    write_config(dir.path(), &principals(&[olaf, bot]));
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = redeem_read(&gw, &stockpiled, "/b").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    assert_eq!(audit_count(&gw.data_dir, "token.redeemed"), 0);
+    assert_eq!(verify_problem(&gw), None);
+    gw.stop().await;
+}
+
+/// Attack (found by review): a database writer clears `approvals.grant_id` (no seal covers
+/// it) on the calls a `workspace` grant let through; the grant's revocation then found none
+/// of their tokens to void, and the redemption's check of the grant joined on that column:
+/// the token redeemed. The covering grant is read from the sealed decision (`grant:<gid>`) as
+/// well: the redemption voids it (`TOKEN_USED`, actor `system:redeem`, who revoked it in the
+/// record), and `audit verify` reports the cleared column against the `grant.used` record.
+#[tokio::test]
+async fn a_grant_id_cleared_in_the_database_does_not_let_a_revoked_grants_token_redeem() {
+    let gw = crate::kit::serve_policy(AGENTS, &gov()).await;
+    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    approved(&gw, "/w", OP, body).await;
+    let token = granted(&gw, "/b").await;
+    let clear = "UPDATE approvals SET grant_id = NULL";
+    assert!(gw.sql().exec(clear, &[]) >= 1);
+    let problem = verify_problem(&gw).expect("the cleared grant_id is reported");
+    assert!(
+        problem.contains("grant.used") && problem.contains("names grant none"),
+        "{problem}"
+    );
+    let (s, b) = gw.get("/v1/grants", OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let gid = b["grants"][0]["id"].as_str().unwrap().to_string();
+    let (s, b) = gw
+        .req("DELETE", &format!("/v1/grants/{gid}"), Some(OP), None)
+        .await;
+    assert!(s.is_success(), "{s} {b}");
+    let (s, b) = redeem_read(&gw, &token, "/b").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    assert_eq!(audit_count(&gw.data_dir, "token.redeemed"), 0);
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    let (actor, data) = &voided[0];
+    assert_eq!(actor, "system:redeem", "{data}");
+    assert_eq!(data["grant_id"], gid.as_str(), "{data}");
+    assert_eq!(data["revoked_by"], "alice", "{data}");
+    gw.stop().await;
+}
+
+/// A token voided because its grant was revoked and then set unused again in the database
+/// (it could be redeemed a second time) is reported by `audit verify` with the reason its
+/// record gives, not as one "voided by a restore".
+#[tokio::test]
+async fn verify_names_why_a_token_was_voided_when_it_is_set_unused_again() {
+    let gw = crate::kit::serve_policy(AGENTS, &gov()).await;
+    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    approved(&gw, "/w", OP, body).await;
+    let token = granted(&gw, "/b").await;
+    let (_, b) = gw.get("/v1/grants", OP).await;
+    let gid = b["grants"][0]["id"].as_str().unwrap().to_string();
+    let (s, b) = gw
+        .req("DELETE", &format!("/v1/grants/{gid}"), Some(OP), None)
+        .await;
+    assert!(s.is_success(), "{s} {b}");
+    assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
+    assert_eq!(verify_problem(&gw), None);
+    let unuse = "UPDATE tokens SET used_at = NULL";
+    assert!(gw.sql().exec(unuse, &[]) >= 1);
+    let problem = verify_problem(&gw).expect("a voided token set unused is reported");
+    assert!(
+        problem.contains("was voided because the grant was revoked")
+            && problem.contains("could be redeemed again")
+            && !problem.contains("restore"),
+        "{problem}"
+    );
+    let (s, b) = redeem_read(&gw, &token, "/b").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    gw.stop().await;
+}
+
+/// Found by review: any change to a principal in a reload (a role added, a Slack account
+/// given) withdrew everything they stood behind, voiding every outstanding token they
+/// approved. Adding a role to alice takes nothing back: her approved call's token still
+/// redeems, and her `workspace` grant still covers the tool; removing the role again does
+/// withdraw (her next token is void).
+#[tokio::test]
+async fn a_reload_that_only_adds_a_role_leaves_the_operators_tokens_standing() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let gw = reloading_with_short_grants(dir.path(), &principals(&[alice, olaf, bot])).await;
+    let once = approved(&gw, "/x", OP, json!({"decision": "approve"})).await;
+    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    approved(&gw, "/w", OP, body).await;
+    let covered = granted(&gw, "/b").await;
+    let alices = token_of(&gw.as_agent(&once).await);
+    let more = ("alice", "kind: operator, roles: [finance, ops]", OP);
+    write_config(dir.path(), &principals(&[more, olaf, bot]));
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["changed"], json!(["alice"]), "{b}");
+    let (s, b) = redeem_read(&gw, &alices, "/x").await;
+    assert_eq!(s, StatusCode::OK, "a role added takes nothing back: {b}");
+    let (s, b) = redeem_read(&gw, &covered, "/b").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let later = granted(&gw, "/c").await;
+    assert_eq!(audit_count(&gw.data_dir, "token.voided"), 0);
+    write_config(
+        dir.path(),
+        &principals(&[("alice", "kind: operator, roles: [ops]", OP), olaf, bot]),
+    );
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = redeem_read(&gw, &later, "/c").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    assert_eq!(verify_problem(&gw), None);
+    gw.stop().await;
+}
