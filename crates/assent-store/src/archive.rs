@@ -128,8 +128,22 @@ pub fn check_exports(
     dirs: &[PathBuf],
     key: &VerifyingKey,
 ) -> Result<(usize, Option<(i64, String)>), StoreError> {
+    check_exports_under(anchors, dirs, &KeyRanges::only(*key))
+}
+
+/// [`check_exports`] once the database was taken over: each export's manifest is verified
+/// under the key its anchor verifies under ([`anchor_key`]; found by review: every export
+/// was verified under the newest key only, so an export the replaced key wrote failed
+/// `assent audit verify --archive-dir` after a take-over). Errors: as [`check_exports`].
+pub(crate) fn check_exports_under(
+    anchors: &[Manifest],
+    dirs: &[PathBuf],
+    ranges: &KeyRanges,
+) -> Result<(usize, Option<(i64, String)>), StoreError> {
+    let spans = ranges.spans();
     let mut verified = 0;
     for a in anchors {
+        let key = &anchor_key(a, &spans).unwrap_or(*ranges.key_at(a.last_seq));
         let range = format!("records {}..{}", a.first_seq, a.last_seq);
         let plain = Path::new(&a.file)
             .file_name()
@@ -211,18 +225,32 @@ pub fn check_anchors(anchors: &[Manifest], key: &VerifyingKey) -> Option<(i64, S
 /// [`check_anchors`] once the database was taken over: an anchor must verify under the key
 /// of the range its last record lies in, or under a key of a later range (a run of the key
 /// that took over archives records of the key it replaced), never under an older one
-/// ([`crate::key_ranges`]). A key's anchor over records before its take-over binds nothing
-/// new: the take-over's checkpoint signed their hashes.
+/// ([`crate::key_ranges`]); and a replaced key's anchor only as the take-over that replaced
+/// it found the archive ([`crate::key_ranges::Archived`]: up to its newest anchor then, each
+/// as it was, by the digest of their signatures). Found by review: the stolen old key could
+/// sign an anchor over the records before the take-over (with any cut-off) and so permit
+/// deleting them unseen.
 pub(crate) fn check_anchors_under(
     anchors: &[Manifest],
     ranges: &KeyRanges,
 ) -> Option<(i64, String)> {
-    let spans = ranges.spans();
+    let spans = ranges.anchor_spans();
     let (mut seq, mut hash) = (0, GENESIS.to_string());
+    let mut digest = Sha256::new();
     for a in anchors {
-        let why = if !anchor_verifies(a, &spans) {
+        digest.update(a.signature.as_bytes());
+        digest.update(b"\n");
+        let so_far = hex::encode(digest.clone().finalize());
+        let judged = spans.iter().find(|(k, to, arch)| {
+            *to > a.last_seq
+                && a.verifies(k)
+                && arch.as_ref().is_none_or(|(upto, d)| {
+                    a.last_seq < *upto || (a.last_seq == *upto && so_far == *d)
+                })
+        });
+        let why = if judged.is_none() {
             format!(
-                "the archive anchor ending at record {}: its signature does not verify under audit key {} (forged or edited)",
+                "the archive anchor ending at record {}: its signature does not verify under audit key {}, nor under a replaced key as the take-over found the archive (forged or edited)",
                 a.last_seq,
                 hex::encode(ranges.key_at(a.last_seq).to_bytes())
             )
@@ -248,12 +276,25 @@ pub(crate) fn check_anchors_under(
     None
 }
 
-/// Whether anchor `a` verifies under a key of `spans` ([`KeyRanges::spans`]) whose range
-/// reaches past its last record ([`check_anchors_under`]).
-pub(crate) fn anchor_verifies(a: &Manifest, spans: &[(VerifyingKey, i64, i64)]) -> bool {
+/// The digest of `anchors` ([`crate::key_ranges::Archived`]): SHA-256 over each one's
+/// signature followed by `\n`, oldest first, 64 hex.
+pub(crate) fn anchors_digest(anchors: &[Manifest]) -> String {
+    let mut digest = Sha256::new();
+    for a in anchors {
+        digest.update(a.signature.as_bytes());
+        digest.update(b"\n");
+    }
+    hex::encode(digest.finalize())
+}
+
+/// The key of `spans` ([`KeyRanges::spans`]) whose range reaches past anchor `a`'s last
+/// record and under which `a` verifies, if any: the key its export is verified under
+/// ([`check_exports_under`], after [`check_anchors_under`] accepted the anchors).
+pub(crate) fn anchor_key(a: &Manifest, spans: &[(VerifyingKey, i64, i64)]) -> Option<VerifyingKey> {
     spans
         .iter()
-        .any(|(k, _, to)| *to > a.last_seq && a.verifies(k))
+        .find(|(k, _, to)| *to > a.last_seq && a.verifies(k))
+        .map(|(k, ..)| *k)
 }
 
 /// Result of [`verify_export`].

@@ -317,10 +317,21 @@ impl Store {
         // Read first: the write lock is taken only when a checkpoint is due. A stored one of
         // this key newer than `published` (the take-over's, signed at start-up, or one whose
         // publishing was cut short) is returned to be published first, as it was written.
-        let stored = latest(self.lock().conn(), &self.audit_key.verifying_key())?;
+        let public = self.audit_key.verifying_key();
+        let guard = self.lock();
+        let stored = latest(guard.conn(), &public)?;
         if let Some(cp) = stored.filter(|s| published.is_none_or(|p| s.seq > p.seq)) {
+            // It is published only over a chain that still extends what was published
+            // (found by review: it was returned unchecked).
+            if let Some(why) = extends(guard.conn(), published, &public)? {
+                return Err(StoreError::Invalid(format!(
+                    "audit chain altered since the published checkpoint at record {}: {why}; nothing published (run assent audit verify)",
+                    published.map_or(0, |p| p.seq)
+                )));
+            }
             return Ok(Some(cp));
         }
+        drop(guard);
         self.sign_if_due(due, now, published)
     }
 
@@ -559,6 +570,7 @@ fn sign_due(
             "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
         )));
     }
+    crate::key_replaced::refuse_unsigned(conn, last_seq, &public)?;
     Ok(Some(store_signed(conn, key, seq, &hash, now)?))
 }
 
@@ -581,10 +593,11 @@ fn store_signed(
 
 /// In the write transaction `conn` of a retention run (`retention.rs`) that carried an
 /// `audit.key_replaced` record forward to the head: signs the head with `key` at `now` (Unix
-/// ms), after checking that the chain extends the newest checkpoint of `key`, so that the
-/// carried take-over is signed at its own record, as `take_over` signed the first. Errors:
-/// `Invalid` when the chain does not extend it (nothing is signed or archived); the
-/// database's.
+/// ms), after checking that the chain extends the newest checkpoint of `key`, and signs
+/// the carried record with a take-over signature
+/// ([`crate::key_replaced::sign_takeover`]), as `take_over` signed the first. Errors:
+/// `Invalid` when the chain does not extend it or holds a take-over record this key did not
+/// sign (nothing is signed or archived); the database's.
 pub(crate) fn sign_carried(
     conn: Conn<'_>,
     key: &SigningKey,
@@ -600,6 +613,8 @@ pub(crate) fn sign_carried(
     let (head, hash): (i64, String) = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    crate::key_replaced::sign_takeover(conn, key, head)?;
+    crate::key_replaced::refuse_unsigned(conn, prev.as_ref().map_or(0, |p| p.seq), &public)?;
     Ok(store_signed(conn, key, head, &hash, now)?)
 }
 
@@ -609,9 +624,13 @@ pub use crate::key_replaced::KEY_REPLACED;
 /// (`open.rs`), that audit `key` takes the database over from the key `theirs` (64 hex),
 /// whose newest verifying checkpoint (or claim, at 0) is at record `seq`: after checking
 /// that the chain still extends that checkpoint (under `theirs`), it appends an
-/// [`KEY_REPLACED`] record (`{"public_key", "replaces", "replaced_at_record"}`, actor
-/// `system:audit-key`, no approval) and signs the new head — that record — with `key`, at
-/// `now` (Unix ms). That record with its checkpoint is the recorded take-over
+/// [`KEY_REPLACED`] record (`{"public_key", "replaces", "replaced_at_record",
+/// "archived_through", "archived_anchors_sha256"}`: the archive as found,
+/// [`crate::key_ranges::Archived`]; actor
+/// `system:audit-key`, no approval) and signs that record with `key` twice, at `now` (Unix
+/// ms): a take-over signature ([`crate::key_replaced::sign_takeover`], which only a
+/// take-over makes) and the checkpoint of the new head. That record with its take-over
+/// signature is the recorded take-over
 /// ([`crate::key_replaced::replaced_by`]): a replica still serving under the old key writes
 /// and signs nothing more from that transaction on
 /// ([`crate::key_replaced::refuse_if_replaced`]), and never starts again. Found by review: the take-over was
@@ -643,13 +662,17 @@ pub(crate) fn take_over(
         )));
     }
     let ours = public_key_hex(&key.verifying_key());
-    let data =
-        serde_json::json!({"public_key": ours, "replaces": theirs, "replaced_at_record": seq});
+    // The archive as found: the replaced key's anchors are accepted up to here, as they are.
+    let anchors = archive::stored(conn)?;
+    let data = serde_json::json!({"public_key": ours, "replaces": theirs, "replaced_at_record": seq,
+        "archived_through": anchors.last().map_or(0, |a| a.last_seq),
+        "archived_anchors_sha256": archive::anchors_digest(&anchors)});
     audit::append(conn, now, KEY_REPLACED, None, "system:audit-key", &data)?;
     let (head, hash): (i64, String) = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     tracing::warn!(audit_key = %ours, replaces = %theirs, at_record = head, "the database taken over from the replaced audit key: a replica still serving under it writes nothing more");
+    crate::key_replaced::sign_takeover(conn, key, head)?;
     Ok(store_signed(conn, key, head, &hash, now)?)
 }
 

@@ -268,7 +268,7 @@ fn check_signed(
     head_seq: i64,
 ) -> Result<(), StoreError> {
     if !opts.archive_dirs.is_empty() && rep.problem.is_none() {
-        let (n, found) = archive::check_exports(anchors, opts.archive_dirs, key)?;
+        let (n, found) = archive::check_exports_under(anchors, opts.archive_dirs, ranges)?;
         rep.exports_verified = n;
         rep.problem = found.map(|(seq, reason)| Problem {
             check: "archive",

@@ -93,6 +93,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(48, "0048_grant_key_binding"),
     migration!(49, "0049_listing_order"),
     migration!(50, "0050_outstanding_tokens"),
+    migration!(51, "0051_audit_takeovers"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

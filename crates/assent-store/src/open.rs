@@ -459,8 +459,9 @@ pub struct ClaimReport {
     /// The audit public key of the claim (64 hex).
     pub public_key: String,
     /// How it stands to the key the verification checks with: `checked_key` (that key),
-    /// `taken_over` (take-overs recorded on the database lead from it to that key: each an
-    /// `audit.key_replaced` record signed at its record by the key that took over),
+    /// `taken_over` (take-overs recorded on the database lead from it to that key: it is
+    /// the oldest key of `key_ranges`, each take-over an `audit.key_replaced` record with its
+    /// take-over signature),
     /// `declared_replaced` (`<keys_dir>/audit-key-replaces` names it), `unchecked` (no key to
     /// check with) or `foreign` (none of these: [`ClaimReport::problem`]).
     pub standing: &'static str,
@@ -500,19 +501,21 @@ pub fn claim_report(
             problem,
         }))
     };
-    let Some(ours) = key.map(public_key_hex) else {
+    let Some(k) = key else {
         return report("unchecked", None);
     };
+    let ours = public_key_hex(k);
     if theirs == ours {
         return report("checked_key", None);
     }
-    let mut led_to = theirs.clone();
-    for (_, old, new) in crate::key_replaced::recorded_takeovers(conn)? {
-        if old == led_to {
-            led_to = new;
-        }
-    }
-    if led_to == ours {
+    // Taken over: the oldest key of the ranges the recorded take-overs make, each signed as
+    // one, is the claim's (found by review: a foreign claim counted as taken over through a
+    // take-over row signed only by a routine checkpoint; and after A→B→C a take-over carried
+    // by C, signed by C, was not followed).
+    let oldest = crate::key_ranges::key_ranges(conn, k)?
+        .ok()
+        .and_then(|r| r.spans().first().map(|s| public_key_hex(&s.0)));
+    if oldest.as_deref() == Some(theirs.as_str()) {
         return report("taken_over", None);
     }
     if keys::read_replaced_key(keys_dir)?.as_deref() == Some(theirs.as_str()) {
@@ -522,7 +525,7 @@ pub fn claim_report(
     report(
         "foreign",
         Some(format!(
-            "the database is claimed at record 0 by audit key {theirs}, not by the key this verification checks with ({ours}), and no take-over from that key to this one is recorded (an audit.key_replaced record signed by the key that took over) or declared ({} names it not): the database was claimed by another key set, or the claim was swapped in by someone who can write the database. If this key took the database over from {theirs} knowingly (before take-overs were recorded), write {theirs} into {}",
+            "the database is claimed at record 0 by audit key {theirs}, not by the key this verification checks with ({ours}), and no take-over from that key to this one is recorded (audit.key_replaced records, each with its take-over signature) or declared ({} names it not): the database was claimed by another key set, or the claim was swapped in by someone who can write the database. If this key took the database over from {theirs} knowingly (before take-overs were recorded), write {theirs} into {}",
             accept.display(),
             accept.display()
         )),

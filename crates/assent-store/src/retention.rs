@@ -241,23 +241,21 @@ impl Store {
         self.prune_outbox(cutoff, max_records, now)?;
         self.prune_aaep(cutoff, max_records)?;
         let key = self.audit_key.verifying_key();
-        let (p, newest, ranges) = {
+        let (p, anchors, ranges) = {
             let guard = self.lock();
             let conn = guard.conn();
             (
                 plan(conn, cutoff, now, max_records.max(1))?,
-                crate::archive::stored(conn)?.pop(),
+                crate::archive::stored(conn)?,
                 crate::key_ranges::key_ranges(conn, &key)?,
             )
         };
         // Each checkpoint among the records is judged under the key of its range (the key
         // this gateway took the database over from, before the take-over).
         let ranges = ranges.map_err(|(_, why)| refuse(format!("{why}; nothing archived")))?;
-        let spans = ranges.spans();
-        if let Some(a) = newest.filter(|a| !crate::archive::anchor_verifies(a, &spans)) {
+        if let Some((seq, why)) = crate::archive::check_anchors_under(&anchors, &ranges) {
             return Err(refuse(format!(
-                "the archive anchor ending at record {} does not verify under this gateway's audit key; nothing archived (run assent audit verify)",
-                a.last_seq
+                "the archive anchor ending at record {seq} is not one this gateway's audit keys signed ({why}); nothing archived (run assent audit verify)"
             )));
         }
         let Some(mut p) = p else { return Ok(None) };

@@ -12,6 +12,7 @@ use serde_json::json;
 mod aaep_grace;
 mod batch;
 mod ceremonies;
+mod checkpoint_publish;
 mod checkpoints;
 mod db;
 mod dead_letter_bounds;

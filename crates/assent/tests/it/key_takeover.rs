@@ -163,6 +163,23 @@ impl Setup {
         ));
     }
 
+    /// The first row of query `q` (every column cast to text), as strings.
+    fn row(&self, q: &str) -> Vec<String> {
+        match &self.schema {
+            Some(s) => {
+                let r = s.client().query_one(q, &[]).unwrap();
+                (0..r.len()).map(|i| r.get::<_, String>(i)).collect()
+            }
+            None => {
+                let db = self.dir.path().join("data").join("assent.db");
+                let mut cmd = std::process::Command::new("sqlite3");
+                cmd.args(["-cmd", ".timeout 10000", "-separator", "|"]);
+                let text = crate::ok(&cmd.arg(db).arg(q).output().unwrap());
+                text.trim_end().split('|').map(str::to_string).collect()
+            }
+        }
+    }
+
     /// The audit signing key of `keys/<name>`.
     fn signing_key(&self, name: &str) -> ed25519_dalek::SigningKey {
         assent_store::checkpoint::read_key(&self.keys.join(name))
@@ -468,4 +485,216 @@ fn the_take_over_checkpoint_reaches_the_checkpoint_file_when_it_is_written() {
     stop(sb);
     let cp = found.expect("B's take-over checkpoint in the file");
     assert_eq!(cp.public_key, t.b);
+}
+
+/// Appends at the head of the audit chain of `t`, correctly chained, an `audit.key_replaced`
+/// record saying `new` (64 hex) took over from `old` — as a database writer without any
+/// gateway key can. Returns its `seq`.
+fn append_takeover_row(t: &Setup, new: &str, old: &str) -> i64 {
+    let head = t.row("SELECT CAST(seq AS TEXT), hash FROM audit ORDER BY seq DESC LIMIT 1");
+    let seq: i64 = head[0].parse::<i64>().unwrap() + 1;
+    let data = assent_core::canonical::canonical_value(
+        &serde_json::json!({"public_key": new, "replaces": old, "replaced_at_record": seq - 1}),
+    )
+    .unwrap();
+    let (kind, actor, at) = ("audit.key_replaced", "system:audit-key", 1_700_000_000_000);
+    let hash = assent_store::audit::record_hash(&head[1], seq, at, kind, None, actor, &data);
+    t.exec(&format!(
+        "INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash) VALUES ({seq}, {at}, '{kind}', NULL, '{actor}', '{data}', '{}', '{hash}')",
+        head[1]
+    ));
+    seq
+}
+
+/// Plants an archive anchor over records `1..=last` signed by `key` (cut-off `i64::MAX`) and
+/// deletes those records and the stored checkpoints at them, as a database writer holding
+/// `key` would to remove that history.
+fn plant_anchor_and_delete(t: &Setup, key: &ed25519_dalek::SigningKey, last: i64) {
+    use ed25519_dalek::Signer;
+    let h = &t.row(&format!("SELECT hash FROM audit WHERE seq = {last}"))[0];
+    let g = assent_store::audit::GENESIS;
+    let k = hex::encode(key.verifying_key().to_bytes());
+    let mut m: assent_store::archive::Manifest = serde_json::from_value(serde_json::json!({"first_seq": 1, "last_seq": last, "first_prev_hash": g, "last_hash": h, "record_count": last, "records_sha256": "0".repeat(64), "file": "forged.jsonl", "cutoff": i64::MAX, "archived_at": 1, "public_key": k, "signature": ""})).unwrap();
+    m.signature = hex::encode(key.sign(&m.signed_bytes()).to_bytes());
+    t.exec(&format!(
+        "INSERT INTO audit_archives (first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature, carries) VALUES (1, {last}, '{g}', '{h}', {last}, '{}', 'forged.jsonl', {}, 1, '{}', '{}', '')",
+        m.records_sha256, i64::MAX, m.public_key, m.signature
+    ));
+    t.exec(&format!(
+        "DELETE FROM audit WHERE seq <= {last}; DELETE FROM audit_checkpoints WHERE seq > 0 AND seq <= {last}"
+    ));
+}
+
+/// `assent audit verify --config cfg` fails (exit 1), saying `says`.
+fn verify_fails(t: &Setup, cfg: &Path, says: &str) {
+    let out = crate::keys_guard::verify(cfg, &t.env());
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains(says), "{said}");
+}
+
+/// Attack (found by review): a database writer without any gateway key appends at the head a
+/// chained take-over row naming the gateway's key A as new and their own key X as replaced;
+/// A's shutdown checkpoint signed that head, which counted as the take-over's signature, so
+/// an archive anchor signed by X let them delete history unseen. Now the routine signer refuses to sign over a
+/// take-over it did not write, and only a take-over signature (which only a take-over makes)
+/// counts: `audit verify` fails naming the planted record.
+fn planted_takeover_row(schema: Option<assent_testkit::pg::Schema>) {
+    use assent_store::checkpoint::Due;
+    let t = Setup::new(schema, NOT_DUE);
+    let sa = t.start("keys/a");
+    assert_eq!(propose(&sa.url, 5000)["decision"], "pending");
+    stop(sa);
+    let x = t.signing_key("c");
+    let xh = hex::encode(x.verifying_key().to_bytes());
+    let planted = append_takeover_row(&t, &t.a, &xh);
+    // The shutdown checkpoint of a start and stop signs nothing over it.
+    stop(t.start("keys/a"));
+    let sa = store(&t, "a");
+    let err = sa
+        .checkpoint_if_due(Due::NOW, 2_000_000_000_000)
+        .unwrap_err();
+    let says = format!(
+        "audit record {planted} (audit.key_replaced) records a take-over this gateway did not write"
+    );
+    assert!(err.to_string().contains(&says), "{err}");
+    let newest = sa.latest_checkpoint().unwrap().expect("A signed before");
+    assert!(newest.seq < planted, "{newest:?}");
+    drop(sa);
+    plant_anchor_and_delete(&t, &x, 1);
+    let says = format!("audit record {planted} (audit.key_replaced) is not accounted for");
+    verify_fails(&t, &t.config("keys/a"), &says);
+}
+
+#[test]
+fn a_planted_take_over_row_the_checkpoint_timer_signs_hands_no_history_to_its_key_sqlite() {
+    planted_takeover_row(None);
+}
+
+#[test]
+fn a_planted_take_over_row_the_checkpoint_timer_signs_hands_no_history_to_its_key_postgres() {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        planted_takeover_row(Some(schema));
+    }
+}
+
+/// Found by review: `audit verify --archive-dir` checked every export's manifest under the
+/// trusted key only, so after B took the database over from A an export A had written failed
+/// the verification. Each export is verified like its anchor, under the key of its range.
+fn export_of_the_replaced_key(schema: Option<assent_testkit::pg::Schema>) {
+    use assent_store::checkpoint::Due;
+    let t = Setup::new(schema, NOT_DUE);
+    let sa = store(&t, "a");
+    for i in 0..3 {
+        let data = serde_json::json!({"i": i});
+        sa.append_audit("note", None, "test", &data, 1_000 + i)
+            .unwrap();
+    }
+    sa.checkpoint_if_due(Due::NOW, 2_000)
+        .unwrap()
+        .expect("A signs");
+    let archive = t.dir.path().join("data").join("archive");
+    let now = 10_000_000_000_000;
+    assert!(
+        sa.archive_audit(&archive, now, 1000, now, None)
+            .unwrap()
+            .is_some()
+    );
+    drop(sa);
+    t.replaces("b", &t.a);
+    stop(t.start("keys/b"));
+    let mut cmd = std::process::Command::new(crate::BIN);
+    cmd.args(["audit", "verify", "--archive-dir"]).arg(&archive);
+    let out = cmd
+        .arg("--config")
+        .arg(t.config("keys/b"))
+        .envs(t.env())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+}
+
+#[test]
+fn an_export_the_replaced_key_wrote_verifies_after_the_take_over_sqlite() {
+    export_of_the_replaced_key(None);
+}
+
+#[test]
+fn an_export_the_replaced_key_wrote_verifies_after_the_take_over_postgres() {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        export_of_the_replaced_key(Some(schema));
+    }
+}
+
+/// Attack (found by review): the replaced key A, stolen, signs an archive anchor over the
+/// records before B's take-over (with any cut-off) and a database writer deletes them: A's
+/// anchors were accepted below the take-over whatever they were. The take-over record now
+/// names the archive as it found it (none here), and A's anchors count only up to there.
+fn old_key_anchor_before_the_take_over(schema: Option<assent_testkit::pg::Schema>) {
+    let t = Setup::new(schema, NOT_DUE);
+    let (_, sb) = t.a_then_b(false);
+    stop(sb);
+    let at = t.row("SELECT CAST(max(seq) AS TEXT) FROM audit WHERE kind = 'audit.key_replaced'");
+    let at: i64 = at[0].parse().unwrap();
+    plant_anchor_and_delete(&t, &t.signing_key("a"), at - 1);
+    let says = format!("the archive anchor ending at record {}", at - 1);
+    verify_fails(&t, &t.config("keys/b"), &says);
+}
+
+#[test]
+fn an_anchor_the_replaced_key_signs_before_the_take_over_deletes_no_history_sqlite() {
+    old_key_anchor_before_the_take_over(None);
+}
+
+#[test]
+fn an_anchor_the_replaced_key_signs_before_the_take_over_deletes_no_history_postgres() {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        old_key_anchor_before_the_take_over(Some(schema));
+    }
+}
+
+/// Found by review: after A→B→C, C's retention carried the A→B record (signed by C), and
+/// `audit verify` took A's claim at record 0 for a foreign one. The claim's standing is
+/// decided from the key ranges: the claim's key is the oldest range's.
+fn a_then_b_then_c_carried(schema: Option<assent_testkit::pg::Schema>) {
+    let t = Setup::new(schema, NOT_DUE);
+    let sa = store(&t, "a");
+    for i in 0..3 {
+        let data = serde_json::json!({"i": i});
+        sa.append_audit("note", None, "test", &data, 1_000 + i)
+            .unwrap();
+    }
+    drop(sa);
+    t.replaces("b", &t.a);
+    stop(t.start("keys/b"));
+    t.replaces("c", &t.b);
+    stop(t.start("keys/c"));
+    let sc = store(&t, "c");
+    let now = 10_000_000_000_000;
+    let archive = t.dir.path().join("data").join("archive");
+    let archived = sc
+        .archive_audit(&archive, now, 1000, now, None)
+        .unwrap()
+        .unwrap();
+    drop(sc);
+    let first = t.row("SELECT CAST(min(seq) AS TEXT) FROM audit WHERE kind = 'audit.key_replaced'");
+    assert!(
+        first[0].parse::<i64>().unwrap() > archived.manifest.last_seq,
+        "{first:?}"
+    );
+    std::fs::remove_file(t.keys.join("c").join("audit-key-replaces")).unwrap();
+    t.verifies(&t.config("keys/c"));
+}
+
+#[test]
+fn a_take_over_carried_by_a_later_key_keeps_the_first_keys_claim_sqlite() {
+    a_then_b_then_c_carried(None);
+}
+
+#[test]
+fn a_take_over_carried_by_a_later_key_keeps_the_first_keys_claim_postgres() {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        a_then_b_then_c_carried(Some(schema));
+    }
 }
