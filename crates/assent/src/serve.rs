@@ -30,6 +30,9 @@ pub(crate) async fn serve(
     }
     // Before anything else: a SIGTERM during start-up ends the gateway gracefully.
     let stop = shutdown();
+    // And a SIGHUP (default action: end the process) during start-up, which would orphan the
+    // upstream children: it is kept, and reloads once the gateway serves.
+    let hup = hangup();
     let mut cfg = Config::load_with(&config, strict)?;
     cfg.insecure_demo_keys = insecure_demo_keys;
     // What a reload compares the file with: as read, before the command line's overrides.
@@ -65,7 +68,7 @@ pub(crate) async fn serve(
         let dir = cfg.data_dir.join(assent_store::retention::ARCHIVE_DIR);
         assent_server::retention::spawn(state.clone(), d, dir, assent_server::retention::EVERY)
     });
-    let hangups = on_hangup(state.clone());
+    let hangups = on_hangup(hup, state.clone());
     let own = private.as_mut().and_then(|p| p.listener.take());
     assent_server::run_with(listener, own, state, extra, stop).await?;
     drop(private);
@@ -242,20 +245,39 @@ async fn hub_settled_after(stop: impl std::future::Future<Output = ()>, hub: Opt
     }
 }
 
-/// On Unix, reloads the configuration's principals, agents and policies on every SIGHUP
-/// (issue 14 §8; the outcome is logged, a refused file keeps the old set) until aborted;
-/// `None` elsewhere, or when the handler cannot be installed (logged).
-fn on_hangup(state: assent_server::AppState) -> Option<tokio::task::JoinHandle<()>> {
+/// SIGHUP's handler on Unix (`None` when it cannot be installed, logged; `()` elsewhere).
+/// Installed at the top of [`serve`], next to [`shutdown`]: until then a SIGHUP had its
+/// default action and ended the process during start-up (store open, migrations, bind, the
+/// MCP upstreams' start), orphaning the upstream children (found by review). A SIGHUP that
+/// arrives before [`on_hangup`] runs is kept and reloads once the gateway serves.
+#[cfg(unix)]
+type Hangup = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangup = ();
+
+/// Installs [`Hangup`]. Must be called on the runtime.
+fn hangup() -> Hangup {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut hup = match signal(SignalKind::hangup()) {
-            Ok(s) => s,
+        match signal(SignalKind::hangup()) {
+            Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot handle SIGHUP: reload with `assent reload`");
-                return None;
+                None
             }
-        };
+        }
+    }
+}
+
+/// On Unix, reloads the configuration's principals, agents and policies on every SIGHUP
+/// `hup` receives (issue 14 §8; the outcome is logged, a refused file keeps the old set; one
+/// that came during start-up reloads now) until aborted; `None` elsewhere, or when the
+/// handler could not be installed.
+fn on_hangup(hup: Hangup, state: assent_server::AppState) -> Option<tokio::task::JoinHandle<()>> {
+    #[cfg(unix)]
+    {
+        let mut hup = hup?;
         Some(tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 tracing::info!("SIGHUP: reloading the configuration");
@@ -267,7 +289,7 @@ fn on_hangup(state: assent_server::AppState) -> Option<tokio::task::JoinHandle<(
     }
     #[cfg(not(unix))]
     {
-        let _ = state;
+        let _ = (hup, state);
         None
     }
 }

@@ -30,6 +30,10 @@ pub const TRIGGER_DENY_UNEVALUABLE: &str = "deny_unevaluable";
 /// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
 const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
 
+/// The note of a rule whose policy applies only because the agent's own file references it,
+/// beside a policy that selects the agent: it tightens only.
+const BY_REFERENCE_NOTE: &str = "applies by the agent's own reference beside a policy that selects it, so it only tightens: its timeout, approvers, escalation, approving default, in-client approval and `false` duties or passkey do not apply";
+
 /// Every source consulted so far, composed: the reasons in order, whether any requires a
 /// human, and the keys the covering rules merge (highest tier, shortest timeout, union of
 /// approvers, …). `'a` is the registry's lifetime (templates and notes are borrowed from it).
@@ -101,13 +105,19 @@ impl<'a> Composed<'a> {
     }
 
     /// Adds one covering governance rule of policy file `file`, with its notes as one reason;
-    /// `Err` when its `deny` matches.
+    /// `Err` when its `deny` matches. `loosens: false` (a policy the agent's own file pulls in
+    /// by reference while a policy its selector picks covers the call too, see
+    /// `gatekeeper::compose`) keeps only what tightens: its approval, tier, irreversibility,
+    /// deny, triggers, `separation_of_duties: true`, `require_passkey: true`, a `reject`
+    /// default and the notes; not its timeout, an `approve` default, approvers, quorum,
+    /// escalation, in-client approval, or a `false` duties or passkey.
     pub fn add_rule(
         &mut self,
         file: &str,
         r: &'a Rule,
         ctx: &TemplateContext<'_>,
         obs: &Observations<'_>,
+        loosens: bool,
     ) -> Result<(), Denial> {
         let args = ctx.tool_args;
         let mut notes = Vec::new();
@@ -142,12 +152,33 @@ impl<'a> Composed<'a> {
             self.require(None);
             notes.push(IRREVERSIBLE_NOTE.into());
         }
-        if let Some(t) = r.timeout_seconds {
-            self.timeout = Some(self.timeout.map_or(t, |x| x.min(t)));
-        }
         if let Some(d) = r.default_decision {
             let a = d == DefaultDecision::Approve;
-            self.approve_default = Some(self.approve_default.unwrap_or(true) && a);
+            // Found by review: an approving default of a policy the agent pulled in by
+            // reference approved, at a 5 s timeout, calls its governing policy left to reject.
+            if loosens || !a {
+                self.approve_default = Some(self.approve_default.unwrap_or(true) && a);
+            }
+        }
+        if loosens {
+            self.add_deciders(r);
+        } else {
+            notes.push(BY_REFERENCE_NOTE.into());
+        }
+        self.add_triggers(r, args, obs, &mut notes);
+        self.merge(r, loosens);
+        if notes.is_empty() {
+            notes.push("rule covers this tool".into());
+        }
+        self.reasons.push(reason(file, &r.label, notes.join("; ")));
+        Ok(())
+    }
+
+    /// Who decides, and when, as rule `r` says: its timeout (the shortest wins), its approver
+    /// roles (a union: one more role that may decide), its quorum and its escalation roles.
+    fn add_deciders(&mut self, r: &'a Rule) {
+        if let Some(t) = r.timeout_seconds {
+            self.timeout = Some(self.timeout.map_or(t, |x| x.min(t)));
         }
         push_new(&mut self.approvers, &r.approvers);
         // Found by review: one rule's escalation widened every rule's quorum groups; a group
@@ -166,13 +197,12 @@ impl<'a> Composed<'a> {
                 push_new(&mut self.plain_escalation, &escalates);
             }
         }
-        self.add_triggers(r, args, obs, &mut notes);
-        self.merge(r);
-        if notes.is_empty() {
-            notes.push("rule covers this tool".into());
+        if let Some(e) = &r.escalation {
+            match &mut self.escalation {
+                Some(m) => m.merge(e),
+                None => self.escalation = Some(e.clone()),
+            }
         }
-        self.reasons.push(reason(file, &r.label, notes.join("; ")));
-        Ok(())
     }
 
     /// Rate, cost and scope triggers of rule `r`: each that fires requires confirmation, is
@@ -230,14 +260,18 @@ impl<'a> Composed<'a> {
     }
 
     /// The keys that only accumulate: in-client approval, side effects, rollback, dry run,
-    /// redaction, output size, alternatives, escalation.
-    fn merge(&mut self, r: &'a Rule) {
+    /// redaction, output size, alternatives. Unless `loosens`, not the keys that only
+    /// loosen: `in_client_approval: true`, `separation_of_duties: false`,
+    /// `require_passkey: false`.
+    fn merge(&mut self, r: &'a Rule, loosens: bool) {
         self.effects = self.effects.union(r.effects);
-        self.in_client |= r.in_client_approval;
         self.duties_on |= r.separation_of_duties == Some(true);
-        self.duties_off |= r.separation_of_duties == Some(false);
         self.passkey_on |= r.require_passkey == Some(true);
-        self.passkey_off |= r.require_passkey == Some(false);
+        if loosens {
+            self.in_client |= r.in_client_approval;
+            self.duties_off |= r.separation_of_duties == Some(false);
+            self.passkey_off |= r.require_passkey == Some(false);
+        }
         self.side_effects.extend(r.side_effects.as_deref());
         self.rollback.extend(r.rollback.as_deref());
         if self.dry_run_tool.is_none() {
@@ -248,12 +282,6 @@ impl<'a> Composed<'a> {
             self.output_bytes = Some(self.output_bytes.map_or(n, |x| x.min(n)));
         }
         push_new(&mut self.alternatives, &r.suggested_alternatives);
-        if let Some(e) = &r.escalation {
-            match &mut self.escalation {
-                Some(m) => m.merge(e),
-                None => self.escalation = Some(e.clone()),
-            }
-        }
     }
 
     /// The last step: the risk tier (R3/R4 always need confirmation, seed 002), the default
@@ -505,6 +533,61 @@ mod tests {
         assert!(rules[2].starts_with("a.fold-v1 rules[1]"), "{rules:?}");
         assert_eq!(rules[3], "risk tier");
         assert!(!v.terms.in_client_approval);
+    }
+
+    /// The attack: `bot`'s own file references an opt-in policy (no selector) that turns
+    /// duties and passkey off, approves at a 5 s timeout, lets the client approve and names
+    /// an approver role of its own. Where the policy that governs `bot` covers the call, it
+    /// tightens only: R4's duties and passkey stay, the default is reject, the timeout and
+    /// approvers are the governing policy's. A call only the opt-in policy covers still gets
+    /// its keys.
+    #[test]
+    fn a_referenced_opt_in_policy_never_loosens_a_governing_policy() {
+        let gov = "policies:
+  - id: acme.finance.payments-v1
+    selector: {agents: [bot]}
+    rules:
+      - {tool: pay, risk_tier: R4, approvers: [cfo], timeout_seconds: 600}
+  - id: acme.sandbox.relaxed-v1
+    rules:
+      - tool: \"*\"
+        approval: true
+        default_decision: approve
+        timeout_seconds: 5
+        separation_of_duties: false
+        require_passkey: false
+        in_client_approval: true
+        approvers: [intern]
+        on_timeout: {escalate_to: [intern], after_seconds: 1}
+";
+        let agent = "metadata: {id: bot}\nconstraints:\n  governance_policies:\n    - policy_ref: acme.sandbox.relaxed-v1
+action_space:\n  local_tools:\n    - alias: pay\n    - alias: note\n";
+        let reg = Registry::load(
+            &[("a.yaml".into(), agent.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, json!({})).unwrap());
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert_eq!(v.terms.risk_tier, RiskTier::R4);
+        assert!(v.terms.separation_of_duties && v.terms.require_passkey);
+        assert_eq!(v.terms.default_decision.as_str(), "reject");
+        assert_eq!(v.timeout_seconds, Some(600));
+        assert_eq!(v.terms.approvers, ["cfo"]);
+        assert_eq!(v.terms.escalation, None);
+        assert!(!v.terms.in_client_approval);
+        // Its reason is still there, and its `approval: true` still holds a call.
+        assert_eq!(v.terms.reasons.len(), 3, "{:?}", v.terms.reasons);
+        assert!(v.terms.reasons[2].text.contains("it only tightens"));
+        let v = evaluate(
+            &reg,
+            "bot",
+            &ToolCall::new("note", None, json!({})).unwrap(),
+        );
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert_eq!(v.terms.default_decision.as_str(), "approve");
+        assert_eq!(v.timeout_seconds, Some(5));
+        assert_eq!(v.terms.approvers, ["intern"]);
     }
 
     /// Under `redact`, the message, side effects and rollback notes are rendered from the

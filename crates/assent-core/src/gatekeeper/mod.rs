@@ -189,8 +189,14 @@ fn compose<'a>(
 ) -> Result<Composed<'a>, Denial> {
     let mut verdict = Composed::default();
     verdict.add_declaration(agent, call, mode)?;
-    for (p, r) in reg.covering_rules(agent, &call.tool, call.server.as_deref()) {
-        verdict.add_rule(&p.file, r, ctx, obs)?;
+    let rules = reg.covering_rules(agent, &call.tool, call.server.as_deref());
+    // Tighten only: a policy that applies only because the agent's own file references it
+    // (its owner's choice, not governance's) may not loosen what a policy whose selector picks
+    // the agent says of the call (its duties, passkey, default, timeout, who decides).
+    let governed = rules.iter().any(|(p, _)| p.selector.selects(agent));
+    for (p, r) in rules {
+        let loosens = !governed || p.selector.selects(agent);
+        verdict.add_rule(&p.file, r, ctx, obs, loosens)?;
     }
     verdict.add_session(call, obs);
     Ok(verdict)

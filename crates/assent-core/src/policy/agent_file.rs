@@ -24,7 +24,7 @@ struct RawAgentFile {
 }
 #[derive(Deserialize)]
 struct RawMeta {
-    id: String,
+    id: Spanned<String>,
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
@@ -81,7 +81,7 @@ struct RawMcpServer {
 #[derive(Deserialize, Default)]
 struct RawConstraints {
     #[serde(default)]
-    governance_policies: Vec<RawPolicyRef>,
+    governance_policies: Vec<Spanned<RawPolicyRef>>,
 }
 #[derive(Deserialize)]
 struct RawPolicyRef {
@@ -102,6 +102,14 @@ fn identifier_ok(s: &str) -> bool {
     let mut c = s.chars();
     matches!(c.next(), Some(x) if x.is_ascii_alphabetic() || x == '_')
         && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+/// Whether `s` is an agent id: `^[a-z0-9][a-z0-9_-]*$` (found by review: a leading `_` or
+/// `-` was let through though the error message said otherwise).
+fn agent_id_ok(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(x) if x.is_ascii_lowercase() || x.is_ascii_digit())
+        && c.all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || x == '_' || x == '-')
 }
 
 /// Where an agent file's errors go: each with the file and, when known, its line.
@@ -187,21 +195,20 @@ pub(super) fn load_agent(
         }
     };
     let mut sink = Sink { file, errs };
-    let id = raw.metadata.id.clone();
-    if id.is_empty()
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-    {
+    let (id, id_line) = (
+        raw.metadata.id.value.clone(),
+        Some(raw.metadata.id.referenced.line()),
+    );
+    if !agent_id_ok(&id) {
         sink.push(
-            None,
+            id_line,
             format!("metadata.id `{id}` must match ^[a-z0-9][a-z0-9_-]*$"),
         );
         return None;
     }
     if let Some(prev) = agents.get(&id) {
         sink.push(
-            None,
+            id_line,
             format!("agent id `{id}` is already defined in {}", prev.file),
         );
         return None;
@@ -215,8 +222,9 @@ pub(super) fn load_agent(
         .governance_policies
         .iter()
         .map(|r| PolicyRef {
-            id: r.policy_ref.clone(),
-            required: r.required,
+            id: r.value.policy_ref.clone(),
+            required: r.value.required,
+            line: Some(r.referenced.line()),
         })
         .collect();
     Some(Agent {

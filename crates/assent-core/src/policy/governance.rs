@@ -325,44 +325,94 @@ pub(super) fn load_governance(
             selector: p.selector,
             rules,
         };
-        warnings.extend(quorum_defaults(&policy, policies));
         policies.insert(policy.id.clone(), policy);
     }
 }
 
-/// Load-time warnings for each pair of rules that may cover the same call where one needs a
-/// quorum and the other says `default_decision: approve` ([`QUORUM_DEFAULT_NOTE`]): a rule of
-/// policy `new` with another of `new` or of a policy loaded before it (`loaded`), each pair
-/// once, as `FILE: RULE needs a quorum and RULE (ITS FILE) says default_decision: approve …`.
-/// Warnings, not errors: the gatekeeper and the expiry sweep make the timeout of a quorum call
-/// reject whatever the rules' defaults ([`crate::approval::default_at_timeout`]), and
-/// refusing would skip a rule that asks for a quorum. Approximate: selectors are not compared
-/// and two tool globs meet when either matches the other's text, so it may warn for rules
-/// that never cover one call and misses globs that meet otherwise (`pay*`, `*ment`).
-fn quorum_defaults(new: &Policy, loaded: &BTreeMap<String, Policy>) -> Vec<String> {
-    let approves = |r: &Rule| r.default_decision == Some(DefaultDecision::Approve);
+/// Partners a pair warning lists by name; the rest are counted (`… and N more`).
+const PARTNERS_NAMED: usize = 3;
+
+/// The rules of `partners` (each with its file) that meet `rule` ([`may_meet`], itself
+/// excluded), named as `LABEL (FILE)`: at most [`PARTNERS_NAMED`] of them, then `and N more`;
+/// `None` when there is none. Its cost is one [`may_meet`] a partner.
+fn partners_of(rule: &Rule, partners: &[(&Rule, &str)]) -> Option<String> {
+    let mut named = Vec::new();
+    let mut more = 0usize;
+    for (o, file) in partners {
+        if std::ptr::eq(rule, *o) || !may_meet(rule, o) {
+            continue;
+        }
+        if named.len() < PARTNERS_NAMED {
+            named.push(format!("{} ({file})", o.label));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        named.push(format!("{more} more"));
+    }
+    match named.len() {
+        0 => None,
+        1 => named.pop(),
+        n => {
+            let last = named.pop().unwrap_or_default();
+            Some(format!("{} and {last}", named[..n - 1].join(", ")))
+        }
+    }
+}
+
+/// The pair warnings of the loaded governance `policies`, once every file is loaded: one for
+/// each rule that needs a quorum and may cover a call with rules that say `default_decision:
+/// approve` ([`QUORUM_DEFAULT_NOTE`]), and one for each rule saying `default_decision:
+/// approve` that may cover a call with other rules whose `thresholds` or `scope` hold it (a
+/// call a trigger holds defaults to reject; the rule's own are warned of by `build_rule`).
+/// Each names the rule and at most [`PARTNERS_NAMED`] partners (`… and N more`), so a file of
+/// N quorum rules and N approving ones gives N warnings, not N² (found by review: 3,000 and
+/// 3,000 rules made 9 M warnings, gigabytes that killed the gateway on reload). Warnings,
+/// not errors: the gatekeeper and the expiry sweep make such a call's timeout reject
+/// ([`crate::approval::default_at_timeout`], [`crate::grant::default_on_timeout`]).
+/// Approximate: selectors are not compared and two tool globs meet when either matches the
+/// other's text, so it may warn for rules that never cover one call and misses globs that
+/// meet otherwise (`pay*`, `*ment`).
+pub(super) fn pair_warnings(policies: &BTreeMap<String, Policy>) -> Vec<String> {
+    let rules = || {
+        policies
+            .values()
+            .flat_map(|p| p.rules.iter().map(move |r| (r, p.file.as_str())))
+    };
+    let approving: Vec<(&Rule, &str)> = rules()
+        .filter(|(r, _)| r.default_decision == Some(DefaultDecision::Approve))
+        .collect();
+    let holding: Vec<(&Rule, &str)> = rules()
+        .filter(|(r, _)| holds(&r.thresholds, &r.scope))
+        .collect();
     let mut out = Vec::new();
-    let mut warn = |(q, q_file): (&Rule, &str), (a, a_file): (&Rule, &str)| {
-        if q.quorum.is_some() && approves(a) && !std::ptr::eq(q, a) && may_meet(q, a) {
+    for (q, file) in rules().filter(|(r, _)| r.quorum.is_some()) {
+        if let Some(named) = partners_of(q, &approving) {
             out.push(format!(
-                "{q_file}: {} needs a quorum and {} ({a_file}) says `default_decision: approve`, and they may cover the same call: {QUORUM_DEFAULT_NOTE}",
-                q.label, a.label
+                "{file}: {} needs a quorum and {named} say `default_decision: approve`, and they may cover the same call: {QUORUM_DEFAULT_NOTE}",
+                q.label
             ));
         }
-    };
-    for r in &new.rules {
-        let r = (r, new.file.as_str());
-        for o in &new.rules {
-            warn(r, (o, &new.file));
-        }
-        for p in loaded.values() {
-            for o in &p.rules {
-                warn(r, (o, &p.file));
-                warn((o, &p.file), r);
-            }
+    }
+    for (a, file) in &approving {
+        if let Some(named) = partners_of(a, &holding) {
+            out.push(format!(
+                "{file}: {} says `default_decision: approve` and the thresholds or scope of {named} may hold the same call: a call held by a trigger is held so a person decides, and its default on timeout is reject",
+                a.label
+            ));
         }
     }
     out
+}
+
+/// Whether `thresholds` or `scope` may hold a call ([`trigger_default_warning`]'s keys).
+fn holds(t: &Thresholds, scope: &ScopeSpec) -> bool {
+    t.rate.is_some()
+        || t.cost.is_some()
+        || t.output_bytes.is_some()
+        || scope.paths.is_some()
+        || scope.domains.is_some()
 }
 
 /// Whether rules `a` and `b` may cover one call: no server, or the same, and either's tool
@@ -508,5 +558,89 @@ mod tests {
                 .iter()
                 .all(|w| w.contains("default on timeout is reject"))
         );
+    }
+
+    /// The trap across rules: rule A says `default_decision: approve` for `pay*`; rule B of
+    /// another policy holds `pay` by a cost threshold, so a call B holds defaults to reject
+    /// whatever A says. The load warns at A, naming B; a rule whose tools B never covers,
+    /// and B itself (no approving default), do not.
+    #[test]
+    fn an_approving_default_beside_another_rules_thresholds_is_a_load_warning() {
+        let gov = "policies:
+  - id: a.lenient-v1
+    selector: {agents: [bot]}
+    rules:
+      - {tool: \"pay*\", approval: true, default_decision: approve}
+      - {tool: note, approval: true, default_decision: approve}
+  - id: b.cost-v1
+    selector: {agents: [bot]}
+    rules:
+      - {tool: pay, thresholds: {cost: {argument: amount, max_per_session: 100}}}
+";
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+        let reg = Registry::load(
+            &[("a.yaml".into(), agent.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let warned: Vec<&String> = reg
+            .warnings
+            .iter()
+            .filter(|w| w.contains("may hold the same call"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
+        assert!(
+            warned[0].starts_with("g.yaml: a.lenient-v1 rules[0] (line 5) says")
+                && warned[0].contains("b.cost-v1 rules[0] (line 10) (g.yaml)")
+                && warned[0].contains("default on timeout is reject"),
+            "{warned:?}"
+        );
+    }
+
+    /// The attack: N rules needing a quorum and N approving rules for the same tool gave N²
+    /// warnings (3,000 each: 9 M, gigabytes copied into the reload reply and the log). One
+    /// warning a quorum rule, naming three partners and counting the rest, one an approving
+    /// rule beside thresholds; and never more than 1,000 warnings in all.
+    #[test]
+    fn many_quorum_and_approving_rules_give_a_bounded_number_of_warnings() {
+        let gov = |n: usize| {
+            let mut g = String::from(
+                "policies:\n  - id: a.many-v1\n    selector: {agents: [bot]}\n    rules:\n",
+            );
+            for _ in 0..n {
+                g.push_str("      - {tool: pay, approvers: {roles: [finance], count: 2}}\n");
+                g.push_str("      - {tool: pay, default_decision: approve, thresholds: {output_bytes: 10}}\n");
+            }
+            g
+        };
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+        let load = |n| {
+            Registry::load(
+                &[("a.yaml".into(), agent.into())],
+                &[("g.yaml".into(), gov(n))],
+            )
+            .unwrap()
+        };
+        let reg = load(5);
+        let quorum: Vec<&String> = reg
+            .warnings
+            .iter()
+            .filter(|w| w.contains("needs a quorum"))
+            .collect();
+        assert_eq!(quorum.len(), 5, "{:?}", reg.warnings);
+        assert!(
+            quorum[0].contains("rules[5] (line 10) (g.yaml) and 2 more say"),
+            "{quorum:?}"
+        );
+        let beside: Vec<&String> = reg
+            .warnings
+            .iter()
+            .filter(|w| w.contains("may hold the same call"))
+            .collect();
+        assert_eq!(beside.len(), 5, "{:?}", reg.warnings);
+        assert!(beside[0].contains(" and 1 more may hold"), "{beside:?}");
+        let reg = load(1_500);
+        assert_eq!(reg.warnings.len(), 1_000);
+        assert_eq!(reg.warnings[999], "3501 more warnings not shown");
     }
 }

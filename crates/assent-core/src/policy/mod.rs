@@ -14,6 +14,7 @@
 //! nothing (the gatekeeper does).
 
 mod agent_file;
+mod coverage;
 mod delegations;
 mod error;
 mod governance;

@@ -169,6 +169,8 @@ pub struct PolicyRef {
     pub id: String,
     /// `required` (default true): the agent is refused when the id does not resolve.
     pub required: bool,
+    /// The 1-based line of the entry in the agent file, for load errors.
+    pub line: Option<u64>,
 }
 
 /// Whether glob `pattern` matches exactly one name, itself: no metacharacter of the `glob`
@@ -195,8 +197,31 @@ pub struct Selector {
 }
 
 impl Selector {
-    fn is_empty(&self) -> bool {
+    /// Whether no field is given: such a policy selects no agent and applies only to the
+    /// agents that reference it.
+    pub fn is_empty(&self) -> bool {
         self.agents.is_empty() && self.namespace.is_none() && self.labels.is_empty()
+    }
+
+    /// The selector as a one-line text for messages, e.g. `{agents: [payments-bot],
+    /// namespace: finance, labels: {team: treasury}}` (only the fields given; `{}` when empty).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.agents.is_empty() {
+            parts.push(format!("agents: [{}]", self.agents.join(", ")));
+        }
+        if let Some(ns) = &self.namespace {
+            parts.push(format!("namespace: {ns}"));
+        }
+        if !self.labels.is_empty() {
+            let labels: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            parts.push(format!("labels: {{{}}}", labels.join(", ")));
+        }
+        format!("{{{}}}", parts.join(", "))
     }
     /// Whether this selector picks `agent`.
     pub fn selects(&self, agent: &Agent) -> bool {

@@ -8,7 +8,7 @@
 use super::agent_file::load_agent;
 use super::delegations::Delegations;
 use super::error::{LoadError, LoadErrors};
-use super::governance::load_governance;
+use super::governance::{load_governance, pair_warnings};
 use super::index::RuleIndex;
 use super::model::{Agent, ApprovalSpec, Policy, Rule};
 use crate::verdict::Reason;
@@ -45,6 +45,62 @@ pub struct Registry {
 pub(crate) fn applies(p: &Policy, agent: &Agent) -> bool {
     agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
 }
+
+/// Load step 4b: a reference (`constraints.governance_policies[]`) to a policy whose selector
+/// names agents and does not pick the referencing agent is a load error (`FILE:LINE: agent
+/// `ID` references governance policy `P` (its file), whose selector {…} does not select it;
+/// …`). A reference applies the policy whatever its selector says, so without this an agent
+/// file's owner could pull in a policy written for another agent (a sandbox's
+/// `separation_of_duties: false`, `default_decision: approve`) and weaken its own calls
+/// (found by review). A policy with an empty selector applies only by reference: referencing
+/// it is what it is for; one whose selector picks the agent applies anyway.
+fn foreign_policy_refs(
+    agents: &BTreeMap<String, Agent>,
+    policies: &BTreeMap<String, Policy>,
+) -> Vec<LoadError> {
+    let mut errs = Vec::new();
+    for a in agents.values() {
+        for r in &a.policy_refs {
+            let Some(p) = policies.get(&r.id) else {
+                continue; // resolve_policy_refs refuses or warns
+            };
+            if p.selector.is_empty() || p.selector.selects(a) {
+                continue;
+            }
+            errs.push(LoadError {
+                file: a.file.clone(),
+                line: r.line,
+                message: format!(
+                    "agent `{}` references governance policy `{}` ({}), whose selector {} does not select it; a policy is for the agents its selector picks (an empty selector: for those that reference it): remove the reference, or have the policy's owner select this agent",
+                    a.id,
+                    p.id,
+                    p.file,
+                    crate::template::visible(&p.selector.describe())
+                ),
+            });
+        }
+    }
+    errs
+}
+
+/// Most load warnings a [`Registry`] keeps: the rest are counted in one last warning (found
+/// by review: a file's warnings were copied into the configuration, the reload reply and the
+/// log, so millions of them killed the gateway).
+const MAX_WARNINGS: usize = 1_000;
+
+/// Keeps the first [`MAX_WARNINGS`]` - 1` of `warnings` and a last one that counts the rest
+/// (`N more warnings not shown`), when there are more than [`MAX_WARNINGS`].
+fn cap_warnings(warnings: &mut Vec<String>) {
+    if warnings.len() > MAX_WARNINGS {
+        let more = warnings.len() - (MAX_WARNINGS - 1);
+        warnings.truncate(MAX_WARNINGS - 1);
+        warnings.push(format!("{more} more warnings not shown"));
+    }
+}
+
+/// At most this many unknown fields are listed per agent file (warnings or, strict, errors);
+/// the rest are counted in one more line, so a file of many thousands cannot flood the log.
+const MAX_UNKNOWN_FIELDS: usize = 100;
 
 /// [`Registry::policy_set_sha256`] of these agent and governance files.
 fn policy_set_sha256(
@@ -111,19 +167,26 @@ impl Registry {
         for (file, text) in governance_files {
             load_governance(file, text, &mut reg.policies, &mut reg.warnings, &mut errs);
         }
+        reg.warnings.extend(pair_warnings(&reg.policies));
         reg.index = RuleIndex::build(&reg.policies);
         for (file, text) in agent_files {
             if let Some(a) = load_agent(file, text, &reg.agents, &mut errs) {
                 reg.agents.insert(a.id.clone(), a);
             }
         }
+        errs.extend(foreign_policy_refs(&reg.agents, &reg.policies));
         let mut warnings = reg.resolve_policy_refs();
         warnings.extend(reg.pattern_warnings());
         let (delegations, unresolved) = Delegations::resolve(&reg.agents);
         reg.delegations = delegations;
         warnings.extend(unresolved);
+        let (unmatchable, uncovered) =
+            super::coverage::check(&reg.agents, &reg.policies, governance_files, applies);
+        errs.extend(unmatchable);
+        warnings.extend(uncovered);
         reg.warnings.extend(warnings);
         // They quote the files' ids, names and values: one line each, nothing a terminal runs.
+        cap_warnings(&mut reg.warnings);
         for w in &mut reg.warnings {
             if let std::borrow::Cow::Owned(e) = crate::template::visible(w) {
                 *w = e;
@@ -145,9 +208,9 @@ impl Registry {
             let Ok(doc) = serde_saphyr::from_str::<Value>(text) else {
                 continue; // the typed parse reports it
             };
-            for path in crate::agf::unknown_fields(&doc) {
-                let key = path.rsplit(['.', ']']).next().unwrap_or(&path);
-                let line = crate::agf::line_of_key(text, key);
+            let found = crate::agf::unknown_fields_at(text, &doc);
+            let more = found.len().saturating_sub(MAX_UNKNOWN_FIELDS);
+            for (path, line) in found.into_iter().take(MAX_UNKNOWN_FIELDS) {
                 if strict {
                     errs.push(LoadError {
                         file: file.to_string(),
@@ -161,6 +224,18 @@ impl Registry {
                     self.warnings.push(format!(
                         "{at}: unknown field `{path}` (not in Agent Format 1.0); ignored (--strict makes this an error)"
                     ));
+                }
+            }
+            if more > 0 {
+                let message = format!("{more} more unknown fields not listed");
+                if strict {
+                    errs.push(LoadError {
+                        file: file.to_string(),
+                        line: None,
+                        message,
+                    });
+                } else {
+                    self.warnings.push(format!("{file}: {message}"));
                 }
             }
         }
@@ -373,5 +448,57 @@ impl Registry {
         Ok(s.allowed_tools
             .as_ref()
             .map(|l| l.iter().map(|t| t.name.clone()).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Registry;
+
+    const GOV: &str = "policies:
+  - id: acme.finance.payments-v1
+    selector: {agents: [bot]}
+    rules:
+      - {tool: pay, risk_tier: R4}
+  - id: acme.sandbox.relaxed-v1
+    selector: {agents: [sandbox-bot], labels: {tier: sandbox}}
+    rules:
+      - {tool: \"*\", default_decision: approve, separation_of_duties: false}
+  - id: acme.opt-in.strict-v1
+    rules:
+      - {tool: pay, require_passkey: true}
+";
+
+    fn agent(refs: &[&str]) -> String {
+        let mut s = String::from("metadata: {id: bot}\nconstraints:\n  governance_policies:\n");
+        for r in refs {
+            s.push_str(&format!("    - {{policy_ref: {r}, required: false}}\n"));
+        }
+        s + "action_space:\n  local_tools:\n    - alias: pay\n"
+    }
+
+    /// The attack: `bot`'s file references the policy written for `sandbox-bot`, which a
+    /// reference applied whatever its selector said. A load error with the agent file, the
+    /// reference's line, the policy and its selector (`required: false` too); a reference to a
+    /// policy with an empty selector (opt-in) or to one that selects the agent loads.
+    #[test]
+    fn a_reference_to_a_policy_selecting_other_agents_is_a_load_error() {
+        let load = |refs: &[&str]| {
+            Registry::load(
+                &[("bot.agf.yaml".into(), agent(refs))],
+                &[("g.yaml".into(), GOV.into())],
+            )
+        };
+        let e = load(&["acme.opt-in.strict-v1", "acme.sandbox.relaxed-v1"]).unwrap_err();
+        assert_eq!(e.0.len(), 1, "{e}");
+        assert_eq!(e.0[0].file, "bot.agf.yaml");
+        assert_eq!(e.0[0].line, Some(5));
+        let m = &e.0[0].message;
+        assert!(
+            m.contains("`acme.sandbox.relaxed-v1` (g.yaml)")
+                && m.contains("{agents: [sandbox-bot], labels: {tier: sandbox}}"),
+            "{m}"
+        );
+        assert!(load(&["acme.opt-in.strict-v1", "acme.finance.payments-v1"]).is_ok());
     }
 }

@@ -313,7 +313,7 @@ fn control_characters_from_a_file_are_escaped_in_load_errors_and_warnings() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with(r"a\u202e.agf.yaml: metadata.id `a\u001b[2J\u000ag.yaml:1: fine`")
+        e.starts_with(r"a\u202e.agf.yaml:2: metadata.id `a\u001b[2J\u000ag.yaml:1: fine`")
             && !e.contains(['\u{1b}', '\n', '\u{202e}']),
         "{e:?}"
     );

@@ -117,7 +117,10 @@ fn registry(policies: &[GenPolicy]) -> Registry {
     let mut refs = Vec::new();
     for (i, p) in policies.iter().enumerate() {
         let id = format!("{}{i}.gen-v1", p.key);
-        if p.referenced {
+        // A reference to a policy whose selector does not pick `bot` is a load error.
+        // (`{agents: [other]}`, `{labels: {team: u}}`).
+        let foreign = matches!(p.selector, 3 | 5);
+        if p.referenced && !foreign {
             refs.push(id.clone());
         }
         let rules: Vec<_> = p

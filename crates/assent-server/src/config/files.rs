@@ -168,7 +168,7 @@ fn plain_path(f: &Path) -> Result<(), String> {
 }
 
 /// The files `patterns` (paths or globs relative to `base`) name, in order, without
-/// repeats: a missing plain path is an error of `file`. A glob match that is neither a regular
+/// repeats (a file named twice, by any path or link, is kept where first named): a missing plain path is an error of `file`. A glob match that is neither a regular
 /// file nor a directory (a dangling symbolic link, a FIFO, a device), or an entry the glob
 /// cannot read, is an error naming the match and why (found by review: such matches were
 /// skipped, so a governance file behind a dangling link — a moved mount — silently went
@@ -236,6 +236,11 @@ pub(crate) fn expand(
         }
         out.extend(found);
     }
-    out.dedup();
+    // Each file once, however it is named (`a.yaml` and `./a.yaml`, a second glob, a symbolic
+    // link to it), the first place it is named kept (found by review: only adjacent repeats
+    // were dropped, so the same file was read twice and the load failed with an `already
+    // defined` error naming that one file).
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())));
     Ok(out)
 }

@@ -47,14 +47,21 @@ pub struct Webhook {
     pub line: Option<u64>,
 }
 
+/// Every field but the resolved secret (shown `<redacted>`) and the config line. A reload
+/// compares webhooks by this text (`config::restart_only`), so a field left out
+/// here is a change a reload does not notice (found by review: a rotated `secret_env` answered
+/// `needs_restart: []` while the old secret stayed in use).
 impl std::fmt::Debug for Webhook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Webhook")
             .field("name", &self.name)
             .field("url", &self.url)
+            .field("secret_env", &self.secret_env)
             .field("secret", &"<redacted>")
             .field("format", &self.format)
             .field("events", &self.events)
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_initial_ms", &self.retry_initial_ms)
             .finish()
     }
 }

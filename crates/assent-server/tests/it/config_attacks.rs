@@ -419,9 +419,8 @@ async fn an_escape_sequence_or_a_line_break_in_an_agent_file_arrives_escaped() {
     let errors = b["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "one problem, none forged: {b}");
     assert_eq!(
-        errors[0]["line"],
-        Value::Null,
-        "no line taken from the id: {b}"
+        errors[0]["line"], 2,
+        "the id's own line, none taken from its text: {b}"
     );
     assert!(!errors[0]["reason"].as_str().unwrap().contains(raw), "{b}");
     // A file name from a glob is quoted the same way, in a policy's problem and in a refused

@@ -41,6 +41,7 @@ mod paged_lists;
 mod passkeys;
 mod pin_scope;
 mod plans;
+mod policy_refs;
 mod protocol;
 mod quorum;
 mod quorum_timeout;

@@ -270,7 +270,7 @@ fn an_escape_sequence_in_an_agent_file_reaches_the_terminal_escaped() {
         "metadata:\n  id: \"evil\\e[2J\\nassent.yaml:1: all good\"\naction_space:\n  local_tools: [{alias: pay, approval: true}]\n",
     )
     .unwrap();
-    let quoted = r"evil.agf.yaml: metadata.id `evil\u001b[2J\u000aassent.yaml:1: all good`";
+    let quoted = r"evil.agf.yaml:2: metadata.id `evil\u001b[2J\u000aassent.yaml:1: all good`";
     let (code, err) = serve_on(&cfg, "listen: 127.0.0.1:0\nagents: [evil.agf.yaml]\n", None);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(quoted) && !err.contains('\u{1b}'), "{err:?}");

@@ -1,0 +1,49 @@
+//! Load warnings of governance files through the real binary (`assent check`): however many
+//! rules a file has, the pair warnings (a quorum rule beside approving defaults, an approving
+//! default beside another rule's thresholds) are one a rule and at most 1,000 in all.
+
+use crate::BIN;
+use std::process::Command;
+
+/// Attack (found by review): 3,000 rules needing a quorum and 3,000 approving rules for the
+/// same tool (a ~300 KB file, under the file size limit) made 9 M warnings of ~380 bytes,
+/// copied into the configuration, the reload reply and the log: the gateway died on reload.
+/// `assent check` ends with at most 1,000 warnings, the last counting the rest.
+#[test]
+fn thousands_of_quorum_and_approving_rules_give_at_most_a_thousand_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut gov =
+        String::from("policies:\n  - id: a.many-v1\n    selector: {agents: [bot]}\n    rules:\n");
+    for _ in 0..3_000 {
+        gov.push_str("      - {tool: pay, approvers: {roles: [fin], count: 2}}\n");
+        gov.push_str("      - {tool: pay, default_decision: approve}\n");
+    }
+    std::fs::write(dir.path().join("gov.yaml"), gov).unwrap();
+    let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+    std::fs::write(dir.path().join("bot.agf.yaml"), agent).unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(&cfg, "agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&cfg)
+        .args(["--agent", "bot", "--tool", "pay"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("assent: warning: "))
+        .collect();
+    assert!(out.status.success(), "{err}");
+    assert_eq!(warnings.len(), 1_000, "{}", &err[..err.len().min(2_000)]);
+    assert!(
+        warnings[0].contains("needs a quorum") && warnings[0].contains(" and 2997 more say"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(
+        warnings[999],
+        "assent: warning: 2001 more warnings not shown"
+    );
+    assert!(err.len() < 1_000_000, "{} bytes of warnings", err.len());
+}
