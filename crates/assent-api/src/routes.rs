@@ -416,7 +416,11 @@ impl Client {
     }
 
     /// `GET /v1/webhooks/dead-letters[?limit=N&before_id=I]` (operator): newest first, at
-    /// most `limit` (1–1000, default 100), only ids below `before_id` when given.
+    /// most `limit` (1–1000, default 100) and about 1 MiB of bodies and errors, so a page may
+    /// hold fewer than `limit` with more below it (a short page is not the last); only ids
+    /// below `before_id` when given. More follow while the answer has `Link:
+    /// </v1/webhooks/dead-letters?limit=N&before_id=I>; rel="next"` (not read here): pass
+    /// that `before_id` — or this page's last id, until a page comes back empty.
     pub async fn dead_letters(
         &self,
         limit: Option<u32>,

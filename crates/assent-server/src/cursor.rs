@@ -108,12 +108,14 @@ pub(crate) async fn lease_for(st: &AppState, name: &str, holder: &str, seq: i64)
 
 /// Whether `holder` should try cursor `name`'s lease now, and the cursor to read past
 /// otherwise. Read without a write: `Ok(())` when `holder` holds the lease, its lease is free
-/// or lapsed (judged by the database's clock on PostgreSQL), or the cursor was never
+/// or lapsed (judged by the database's clock on PostgreSQL; a lease ending more than 2 ×
+/// [`LEASE`] ahead, which no replica writes, is lapsed), or the cursor was never
 /// started; `Err(Some(cursor))` while another replica's lease runs; `Err(None)` when the store
 /// failed.
 async fn worth_a_lease(st: &AppState, name: &str, holder: &str) -> Result<(), Option<i64>> {
     let (n, h) = (name.to_string(), holder.to_string());
-    match store(st, move |s| s.webhook_cursor(&n, now_ms())).await {
+    let ms = LEASE.as_millis() as i64;
+    match store(st, move |s| s.webhook_cursor(&n, now_ms(), ms)).await {
         None => Err(None),
         Some(None) => Ok(()),
         Some(Some(c)) if c.free || c.holder.as_deref() == Some(h.as_str()) => Ok(()),

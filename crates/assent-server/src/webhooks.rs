@@ -356,22 +356,31 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
 
 /// `GET /v1/webhooks/dead-letters[?limit=N&before_id=I]` (operator): deliveries that failed
 /// every attempt, newest first, with their bodies (already redacted) and last errors; a page
-/// of at most `limit` (1–1000, default 100), below `before_id` when given (the last id of the
-/// page before). A receiver down for days leaves many; the list is never read whole.
+/// of at most `limit` (1–1000, default 100) and about 1 MiB of bodies and errors
+/// ([`assent_store::outbox::DEAD_LETTER_PAGE_BYTES`]), so a page may hold fewer; below
+/// `before_id` when given (the last id of the page before). While more follow (the store read
+/// a dead letter below a page that was full or cut by bytes), the answer has `Link:
+/// </v1/webhooks/dead-letters?limit=N&before_id=I>; rel="next"`; the last page has none.
+/// Found by review: a page cut by bytes gave no sign, and a client taking a short page for the
+/// last stopped early. A receiver down for days leaves many; the list is never read whole.
 #[utoipa::path(get, path = "/v1/webhooks/dead-letters", tag = "around",
-    params(("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100)"), ("before_id" = Option<i64>, Query, description = "Only dead letters with a lower id (the next page)")),
-    responses((status = 200, description = "OK", body = assent_api::audit::DeadLetterList)),
+    params(("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100); a page also ends after about 1 MiB of bodies and errors"),
+           ("before_id" = Option<i64>, Query, description = "Only dead letters with a lower id: the next page, as the previous answer's `Link` header (`rel=\"next\"`) gives it")),
+    responses((status = 200, description = "OK", body = assent_api::audit::DeadLetterList,
+        headers(("Link" = String, description = "`</v1/webhooks/dead-letters?limit=N&before_id=I>; rel=\"next\"` while more may follow; absent on the last page")))),
     security(("operator_key" = [])))]
 pub(crate) async fn dead_letters(
     axum::extract::State(st): axum::extract::State<AppState>,
     _op: Operator<ReadDeadLetters>,
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
-) -> Result<crate::body::Body<api::DeadLetterList>, crate::error::ApiError> {
+) -> Result<axum::response::Response, crate::error::ApiError> {
+    use axum::response::IntoResponse as _;
     let (before, limit) = crate::extract::page(&q, "before_id")?;
-    let list = st
+    let page = st
         .store_call_apart(move |s| s.dead_letters(before, limit))
         .await?;
-    let dead_letters = list
+    let dead_letters = page
+        .letters
         .into_iter()
         .map(|d| api::DeadLetter {
             body: serde_json::from_str::<Value>(&d.body).unwrap_or(Value::Null),
@@ -384,5 +393,14 @@ pub(crate) async fn dead_letters(
             last_error: d.last_error,
         })
         .collect();
-    Ok(crate::body::Body(api::DeadLetterList { dead_letters }))
+    let mut resp = crate::body::Body(api::DeadLetterList { dead_letters }).into_response();
+    if let Some(next) = page.next {
+        // Two integers: a valid header value and URL as is; nothing the client sent is echoed.
+        let link =
+            format!("</v1/webhooks/dead-letters?limit={limit}&before_id={next}>; rel=\"next\"");
+        let value = axum::http::HeaderValue::from_str(&link)
+            .map_err(crate::error::ApiError::unavailable)?;
+        resp.headers_mut().insert(axum::http::header::LINK, value);
+    }
+    Ok(resp)
 }

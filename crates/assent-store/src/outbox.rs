@@ -7,6 +7,7 @@ use crate::error::StoreError;
 use crate::params;
 use crate::sql::{self, from_row};
 use crate::store::Store;
+use assent_core::template::is_default_ignorable;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -105,8 +106,9 @@ impl Store {
     /// event once because only the lease's holder delivers and moves the cursor. A webhook
     /// never started begins at the end of the log (it gets the events from now on). Returns
     /// the cursor (the last audit record delivered or given up on) when `holder` holds the
-    /// lease now, `None` while another holder's lease runs. Writes without waking the event
-    /// streams (renewals would wake every replica's delivery loop).
+    /// lease now, `None` while another holder's lease runs. A lease that ends more than
+    /// `2 × lease_ms` after `now` is taken as lapsed (no holder writes one: a planted lease). Writes without
+    /// waking the event streams (renewals would wake every replica's delivery loop).
     pub fn lease_webhook(
         &self,
         webhook: &str,
@@ -127,6 +129,7 @@ impl Store {
                 db::Backend::Sqlite => now,
             };
             let until = now.saturating_add(lease_ms);
+            let beyond = now.saturating_add(lease_ms.saturating_mul(2));
             tx.execute(
                 "INSERT INTO webhook_cursors (webhook, last_seq)
                  SELECT CAST(?1 AS TEXT), COALESCE(MAX(seq), 0) FROM audit WHERE true
@@ -134,9 +137,12 @@ impl Store {
                 [webhook],
             )?;
             let taken = tx.execute(
-                "UPDATE webhook_cursors SET holder = ?2, lease_until = ?4
-                 WHERE webhook = ?1 AND (holder = ?2 OR holder IS NULL OR lease_until < ?3)",
-                params![webhook, holder, now, until],
+                &format!(
+                    "UPDATE webhook_cursors SET holder = ?2, lease_until = ?4
+                     WHERE webhook = ?1 AND (holder = ?2 OR {})",
+                    lapsed_lease_sql("?3", "?5")
+                ),
+                params![webhook, holder, now, until, beyond],
             )?;
             if taken == 0 {
                 return Ok::<_, db::DbError>(None);
@@ -152,8 +158,9 @@ impl Store {
 
     /// `webhook`'s delivery cursor as any replica reads it, without a write (no transaction,
     /// no write lock): `None` when it was never started. Whether its lease is free is judged
-    /// at `now` (Unix ms) — on PostgreSQL by the database's clock, the caller's ignored, as
-    /// [`Store::lease_webhook`] judges it. A replica that does not hold the lease reads this
+    /// at `now` (Unix ms) — on PostgreSQL by the database's clock, the caller's ignored — for
+    /// leases of `lease_ms`, as [`Store::lease_webhook`] judges it (one ending more than
+    /// `2 × lease_ms` ahead is lapsed). A replica that does not hold the lease reads this
     /// on each wake-up and tries [`Store::lease_webhook`] only when records lie past the
     /// cursor and the lease is free or lapsed (found by review: every replica not holding
     /// the lease took the write transaction, under the cluster-wide write lock, at every
@@ -162,16 +169,23 @@ impl Store {
         &self,
         webhook: &str,
         now: i64,
+        lease_ms: i64,
     ) -> Result<Option<CursorState>, StoreError> {
         let guard = self.lock();
         let conn = guard.conn();
-        let clock = match conn.backend() {
-            db::Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-            db::Backend::Sqlite => "CAST(?2 AS BIGINT)",
+        let ahead = lease_ms.saturating_mul(2);
+        // PostgreSQL: the clock in the text, `?2` the allowed run; SQLite: `?2` the clock.
+        let (clock, run) = match conn.backend() {
+            db::Backend::Postgres => (
+                "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                "CAST(?2 AS BIGINT)",
+            ),
+            db::Backend::Sqlite => ("CAST(?2 AS BIGINT)", "CAST(?3 AS BIGINT)"),
         };
         let sql = format!(
-            "SELECT last_seq, holder, CASE WHEN holder IS NULL OR lease_until < {clock} THEN 1 ELSE 0 END
-             FROM webhook_cursors WHERE webhook = ?1"
+            "SELECT last_seq, holder, CASE WHEN {} THEN 1 ELSE 0 END
+             FROM webhook_cursors WHERE webhook = ?1",
+            lapsed_lease_sql(clock, &format!("{clock} + {run}"))
         );
         let read = |r: &db::Row<'_>| {
             Ok(CursorState {
@@ -181,8 +195,8 @@ impl Store {
             })
         };
         Ok(match conn.backend() {
-            db::Backend::Postgres => conn.query_row(&sql, [webhook], read),
-            db::Backend::Sqlite => conn.query_row(&sql, params![webhook, now], read),
+            db::Backend::Postgres => conn.query_row(&sql, params![webhook, ahead], read),
+            db::Backend::Sqlite => conn.query_row(&sql, params![webhook, now, ahead], read),
         }
         .optional()?)
     }
@@ -201,8 +215,8 @@ impl Store {
 
     /// Records a delivery that failed every attempt and moves the cursor past it, in one
     /// transaction, if `holder` still holds the webhook's lease (`false`: it does not, and
-    /// nothing was written). Its `last_error` is kept to [`MAX_LAST_ERROR`] characters, control
-    /// characters replaced by spaces.
+    /// nothing was written). Its `last_error` is kept to [`MAX_LAST_ERROR`] characters, control,
+    /// line-separating and invisible (bidirectional, zero-width) characters replaced by spaces.
     pub fn dead_letter(&self, d: &DeadLetter, holder: &str) -> Result<bool, StoreError> {
         Ok(self.write_unannounced(|tx| {
             if !advance(tx, &d.webhook, holder, d.audit_seq)? {
@@ -357,37 +371,64 @@ impl Store {
     }
 
     /// Dead letters newest first: at most `limit`, only those with `id < before_id` when given
-    /// (paging: pass the last id of one page to get the next), each `last_error` read to at
-    /// most [`MAX_LAST_ERROR`] characters; the page ends early once its bodies and errors
-    /// reach [`DEAD_LETTER_PAGE_BYTES`] (at least one dead letter), so a page may hold fewer
+    /// (paging: pass [`DeadLetterPage::next`] to get the next page), each `last_error` read to
+    /// at most [`MAX_LAST_ERROR`] characters and cleaned as [`Store::dead_letter`] keeps it
+    /// (rows written before that, or by another writer, too); the page ends early once its
+    /// bodies and errors reach [`DEAD_LETTER_PAGE_BYTES`] (at least one), so a page may hold fewer
     /// than `limit` with more below it. Found by review: `?limit=1000` read every row whole,
-    /// 1 MiB errors included.
+    /// 1 MiB errors included; and a page cut by bytes gave no sign that more followed, so a
+    /// client taking a short page for the last stopped early — [`DeadLetterPage::next`] says
+    /// whether one does (checked by reading whether any dead letter lies below the page).
     pub fn dead_letters(
         &self,
         before_id: Option<i64>,
         limit: i64,
-    ) -> Result<Vec<DeadLetter>, StoreError> {
+    ) -> Result<DeadLetterPage, StoreError> {
         let guard = self.lock();
-        let mut stmt = guard.conn().prepare_cached(
+        let conn = guard.conn();
+        let limit = limit.max(1);
+        let (mut letters, mut bytes) = (Vec::new(), 0usize);
+        conn.prepare_cached(
             "SELECT id, webhook, audit_seq, event, body, attempts, SUBSTR(last_error, 1, 2000) AS last_error, failed_at
              FROM webhook_dead_letters WHERE CAST(?1 AS BIGINT) IS NULL OR id < ?1
              ORDER BY id DESC LIMIT ?2",
-        )?;
-        let (mut out, mut bytes) = (Vec::new(), 0usize);
-        stmt.for_each(crate::params![before_id, limit], |r| {
+        )?
+        .for_each(crate::params![before_id, limit], |r| {
             let d: db::Result<DeadLetter> = from_row!(r => DeadLetter {
                 id, webhook, audit_seq, event, body, attempts, last_error, failed_at
             });
-            let d = d?;
+            // Rows written before errors were cleaned, or by another writer, are cleaned here.
+            let mut d = d?;
+            d.last_error = capped_error(&d.last_error);
             bytes = bytes.saturating_add(d.body.len() + d.last_error.len());
-            out.push(d);
+            letters.push(d);
             Ok(match bytes >= DEAD_LETTER_PAGE_BYTES {
                 true => std::ops::ControlFlow::Break(()),
                 false => std::ops::ControlFlow::Continue(()),
             })
         })?;
-        Ok(out)
+        let stopped = letters.len() as i64 >= limit || bytes >= DEAD_LETTER_PAGE_BYTES;
+        let last = letters.last().map(|d| d.id);
+        let next = match (stopped, last) {
+            (true, Some(last)) => conn
+                .prepare_cached("SELECT id FROM webhook_dead_letters WHERE id < ?1 LIMIT 1")?
+                .query_row([last], |r| r.get::<i64>(0))
+                .optional()?
+                .map(|_| last),
+            _ => None,
+        };
+        Ok(DeadLetterPage { letters, next })
     }
+}
+
+/// One page of [`Store::dead_letters`].
+#[derive(Debug, Clone)]
+pub struct DeadLetterPage {
+    /// The dead letters, newest first.
+    pub letters: Vec<DeadLetter>,
+    /// The `before_id` of the next page (this page's last id) when more dead letters lie
+    /// below this page (it was full or cut by bytes and some remain); `None` on the last page.
+    pub next: Option<i64>,
 }
 
 /// The most characters of a dead letter's `last_error` kept.
@@ -397,13 +438,28 @@ pub const MAX_LAST_ERROR: usize = 2_000;
 /// the approvals listing's page, 1 MiB).
 pub const DEAD_LETTER_PAGE_BYTES: usize = 1 << 20;
 
-/// `e` as a dead letter keeps it: control characters replaced by spaces, at most
-/// [`MAX_LAST_ERROR`] characters.
+/// `e` as a dead letter keeps it: control characters, the line separators U+2028/2029 and
+/// the default-ignorable (invisible) characters ([`is_default_ignorable`]: the bidirectional
+/// marks, embeddings, overrides and isolates U+200E/F, U+061C, U+202A–202E, U+2066–2069, the
+/// zero-width characters, U+FEFF…) replaced by spaces, at most [`MAX_LAST_ERROR`] characters.
+/// Attack (found by review): a receiver's error holding U+202E reversed how the rest of the
+/// line reads wherever an operator reads the dead letter (terminal, dashboard, log viewer).
 fn capped_error(e: &str) -> String {
+    let odd =
+        |c: char| c.is_control() || is_default_ignorable(c) || matches!(c, '\u{2028}' | '\u{2029}');
     e.chars()
         .take(MAX_LAST_ERROR)
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if odd(c) { ' ' } else { c })
         .collect()
+}
+
+/// The SQL condition under which a webhook cursor's lease is free to take at `now` (an SQL
+/// expression): no holder, its lease ran out, or it ends after `beyond` (`now + 2 × LEASE`),
+/// which no holder renewing every attempt writes. Attack (found by review): a database writer
+/// planting `holder = 'ghost', lease_until = 9e18` stopped the webhook's (or Slack bot's)
+/// delivery silently for ever; such a lease is now taken as lapsed.
+fn lapsed_lease_sql(now: &str, beyond: &str) -> String {
+    format!("(holder IS NULL OR lease_until < {now} OR lease_until > {beyond})")
 }
 
 /// Moves the cursor to `seq` when `holder` holds the lease and it is behind `seq`; whether

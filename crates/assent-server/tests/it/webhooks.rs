@@ -2,6 +2,8 @@
 //! raised while the receiver is down arrive once it is up (in order), redacted arguments never
 //! leave, the Slack format, dead letters, and the single-use card link.
 
+mod dead_letter_pages;
+
 use crate::kit::{BOT, OP, add_principals, assert_error, assert_says, redacting_gov, start_gov};
 use assent_server::config::{Webhook, WebhookFormat};
 use axum::http::HeaderMap;

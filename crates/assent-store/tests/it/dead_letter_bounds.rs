@@ -1,6 +1,7 @@
 //! What the webhooks' dead letters keep and one listing page reads (on both backends): a
-//! `last_error` of at most `MAX_LAST_ERROR` characters on one line, and pages of about
-//! `DEAD_LETTER_PAGE_BYTES`.
+//! `last_error` of at most `MAX_LAST_ERROR` characters on one line, pages of about
+//! `DEAD_LETTER_PAGE_BYTES` that say whether more follow; and a delivery lease planted far in
+//! the future, which is taken as lapsed.
 
 use crate::pgkit::both;
 use assent_store::outbox::{DEAD_LETTER_PAGE_BYTES, DeadLetter, MAX_LAST_ERROR};
@@ -21,8 +22,11 @@ fn letter(hook: &str, seq: i64, body: String, last_error: String) -> DeadLetter 
 
 /// Attack (found by review): a receiver's (or Slack's) error text of a mebibyte with line
 /// breaks was kept whole in each dead letter, and `GET /v1/webhooks/dead-letters?limit=1000`
-/// read up to a thousand of them whole. The error is kept to 2,000 characters on one line,
-/// and a page ends once it holds about a mebibyte (at least one dead letter).
+/// read up to a thousand of them whole. The error is kept to 2,000 characters on one line
+/// (without bidirectional overrides, which reversed how the line reads: found by review), and
+/// a page ends once it holds about a mebibyte (at least one dead letter), saying whether more
+/// follow (a page cut by bytes gave no sign, and a client taking a short page for the last
+/// stopped early: found by review).
 #[test]
 fn a_mebibyte_error_is_kept_short_and_a_dead_letter_page_is_bounded_in_bytes() {
     both(|db| {
@@ -33,24 +37,116 @@ fn a_mebibyte_error_is_kept_short_and_a_dead_letter_page_is_bounded_in_bytes() {
                 .unwrap()
                 .is_some()
         );
-        let huge = "line\r\nforged ".repeat(100_000);
+        let huge = "line\r\nforged \u{202e}lmth.exe\u{2066}\u{200e}\u{feff} ".repeat(100_000);
         let body = "x".repeat(DEAD_LETTER_PAGE_BYTES / 2);
         for seq in 1..=4 {
             let d = letter("hook", seq, format!("\"{body}\""), huge.clone());
             assert!(s.dead_letter(&d, "me").unwrap());
         }
-        let page = s.dead_letters(None, 1_000).unwrap();
+        let first = s.dead_letters(None, 1_000).unwrap();
+        let page = &first.letters;
         assert_eq!(page.len(), 2, "a page ends once it holds about a mebibyte");
-        for d in &page {
+        assert_eq!(
+            first.next,
+            Some(page[1].id),
+            "a page cut by bytes says more follow"
+        );
+        for d in page {
             assert!(d.last_error.chars().count() <= MAX_LAST_ERROR);
             assert!(
                 !d.last_error.contains(['\n', '\r']),
                 "a line break was kept"
             );
+            assert!(
+                !d.last_error
+                    .contains(['\u{202e}', '\u{2066}', '\u{200e}', '\u{feff}']),
+                "a bidirectional override or mark was kept"
+            );
         }
         // The next page goes on below the last id.
-        let next = s.dead_letters(Some(page[1].id), 1_000).unwrap();
-        assert_eq!(next.len(), 2);
-        assert!(next.iter().all(|d| d.id < page[1].id));
+        let next = s.dead_letters(first.next, 1_000).unwrap();
+        assert_eq!(next.letters.len(), 2);
+        assert!(next.letters.iter().all(|d| d.id < page[1].id));
+        assert_eq!(
+            next.next, None,
+            "the last page, though cut by bytes, says none follow"
+        );
+        // A page full by `limit` says more follow only while some do.
+        let full = s.dead_letters(None, 1).unwrap();
+        assert_eq!(full.next, Some(page[0].id));
+        let oldest = next.letters[1].id;
+        let last = s.dead_letters(Some(oldest + 1), 1).unwrap();
+        assert_eq!((last.letters.len(), last.next), (1, None));
+    });
+}
+
+/// Attack (found by review): a database writer planting `holder = 'ghost', lease_until = 9e18`
+/// on a webhook's (or the Slack bot's) cursor stopped its delivery silently for ever: no
+/// replica's lease check ever saw the lease run out. A lease ending more than twice the lease
+/// length ahead (which no holder writes) is lapsed: the read says it is free and a replica
+/// takes it; a lease within that bound still runs.
+#[test]
+fn a_lease_planted_far_in_the_future_is_lapsed_and_taken() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::open(dir.path(), db);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let lease = 30_000;
+        assert!(s.lease_webhook("hook", "me", now, lease).unwrap().is_some());
+        let raw = db.connect().unwrap();
+        let plant = |until: i64| {
+            raw.conn()
+                .execute(
+                    "UPDATE webhook_cursors SET holder = 'ghost', lease_until = ?1 WHERE webhook = 'hook'",
+                    assent_store::params![until],
+                )
+                .unwrap();
+        };
+        // An honest lease of another holder, running: neither free nor taken.
+        plant(now + lease);
+        assert!(!s.webhook_cursor("hook", now, lease).unwrap().unwrap().free);
+        assert!(s.lease_webhook("hook", "me", now, lease).unwrap().is_none());
+        // Planted to end in 292 million years.
+        plant(9_000_000_000_000_000_000);
+        let c = s.webhook_cursor("hook", now, lease).unwrap().unwrap();
+        assert_eq!(c.holder.as_deref(), Some("ghost"));
+        assert!(c.free, "a lease planted far in the future read as running");
+        assert!(
+            s.lease_webhook("hook", "me", now, lease).unwrap().is_some(),
+            "a lease planted far in the future was not taken"
+        );
+        let c = s.webhook_cursor("hook", now, lease).unwrap().unwrap();
+        assert_eq!(c.holder.as_deref(), Some("me"));
+    });
+}
+
+/// Attack (found by review): a dead letter whose `last_error` holds a right-to-left override
+/// (written before errors were cleaned, or by another database writer) reversed how the rest
+/// of its line reads in the listing. The listing shows it cleaned, as new ones are kept.
+#[test]
+fn a_stored_bidi_override_in_a_dead_letter_error_is_not_listed() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::open(dir.path(), db);
+        assert!(
+            s.lease_webhook("hook", "me", 1_000, 60_000)
+                .unwrap()
+                .is_some()
+        );
+        let d = letter("hook", 1, "{}".into(), "refused".into());
+        assert!(s.dead_letter(&d, "me").unwrap());
+        db.connect()
+            .unwrap()
+            .conn()
+            .execute(
+                "UPDATE webhook_dead_letters SET last_error = ?1",
+                ["refused \u{202e}exe.txt\nforged"],
+            )
+            .unwrap();
+        let page = s.dead_letters(None, 10).unwrap();
+        assert_eq!(page.letters[0].last_error, "refused  exe.txt forged");
     });
 }
