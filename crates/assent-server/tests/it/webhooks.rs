@@ -296,10 +296,18 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
         .unwrap();
     let open = async || {
         let url = format!("{}{path}", gw.url);
-        signed_in.get(url).header("cookie", &cookie).send().await.unwrap()
+        signed_in
+            .get(url)
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap()
     };
     let r = open().await;
-    assert_eq!(r.headers()["location"], format!("/ui/approvals/{a}").as_str());
+    assert_eq!(
+        r.headers()["location"],
+        format!("/ui/approvals/{a}").as_str()
+    );
     assert_eq!(open().await.status(), StatusCode::GONE);
     let r = open_link(&gw, link).await;
     assert_eq!(r.status(), StatusCode::GONE);
