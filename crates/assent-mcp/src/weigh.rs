@@ -122,26 +122,44 @@ pub(crate) fn answerable_id(id: &Value) -> bool {
     }
 }
 
+/// The UTF-8 byte order mark, `EF BB BF`: RFC 8259 §8.1 lets a parser ignore one leading a
+/// JSON text, and rmcp's line transport does.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// `text` without one leading UTF-8 byte order mark ([`BOM`]), as rmcp reads a line
+/// (`try_parse_with_compatibility` strips one, and only one). Found by review: the hub read a
+/// line's id with serde_json, which refuses a BOM, took the line for no request and passed
+/// it on whole, and rmcp, stripping the BOM, answered a ping under an 8 MiB id: every reader
+/// of an upstream's lines strips it first, so that what is judged is what is parsed.
+pub(crate) fn without_bom(text: &[u8]) -> &[u8] {
+    text.strip_prefix(BOM).unwrap_or(text)
+}
+
 /// What a line within [`MAX_LINE_WEIGHT`] is to a reader about to pass it on
 /// ([`upstream_line`]).
 #[derive(Debug, PartialEq)]
 pub(crate) enum Line {
-    /// A request (a `method` and an `id`) under an id [`answerable_id`] takes.
-    Request,
-    /// A request under an id it does not take: dropped (logged) unread by whatever is past.
+    /// A request (a `method` and an `id`) under this id, one [`answerable_id`] takes.
+    Request(Value),
+    /// A request under an id it does not take, or a text [`envelope`] cannot read (no JSON
+    /// object, a key named twice, a byte order mark left on it): dropped (logged), never
+    /// passed on to a reader past this one, which might read it otherwise.
     Unanswerable,
-    /// Anything else (an answer, a notification, a text that is no JSON object).
+    /// An answer or a notification (a JSON object with no `method` or no `id`).
     Other,
 }
 
 /// What the upstream's line `text` is ([`Line`]), read for its id and method only
-/// ([`envelope`]); an [`Line::Unanswerable`] one is logged.
+/// ([`envelope`]); an [`Line::Unanswerable`] one is logged. A text [`envelope`] cannot read is
+/// [`Line::Unanswerable`], not [`Line::Other`] (fail closed): rmcp, which takes no batches,
+/// parses nothing valid that `envelope` refuses once a leading BOM is gone ([`without_bom`]),
+/// so nothing is lost; found by review, such a line was passed on unjudged.
 pub(crate) fn upstream_line(text: &[u8]) -> Line {
     match envelope(text) {
         Some(Envelope {
             id: Id::Is(id),
             method: true,
-        }) if answerable_id(&id) => Line::Request,
+        }) if answerable_id(&id) => Line::Request(id),
         Some(Envelope {
             id: Id::Is(_) | Id::Odd,
             method: true,
@@ -152,7 +170,11 @@ pub(crate) fn upstream_line(text: &[u8]) -> Line {
             );
             Line::Unanswerable
         }
-        _ => Line::Other,
+        Some(_) => Line::Other,
+        None => {
+            tracing::warn!("dropped an upstream line that is no JSON object read whole");
+            Line::Unanswerable
+        }
     }
 }
 
@@ -339,10 +361,14 @@ mod tests {
             r#"{{"id":"{}","method":"ping"}}"#,
             "a".repeat(MAX_ANSWER_ID + 1)
         );
-        assert_eq!(upstream_line(within.as_bytes()), Line::Request);
+        let want = Line::Request(json!("a".repeat(MAX_ANSWER_ID)));
+        assert_eq!(upstream_line(within.as_bytes()), want);
         assert_eq!(upstream_line(over.as_bytes()), Line::Unanswerable);
-        for ok in [r#"{"id":null,"method":"m"}"#, r#"{"id":-3,"method":"m"}"#] {
-            assert_eq!(upstream_line(ok.as_bytes()), Line::Request, "{ok}");
+        for (ok, id) in [
+            (r#"{"id":null,"method":"m"}"#, json!(null)),
+            (r#"{"id":-3,"method":"m"}"#, json!(-3)),
+        ] {
+            assert_eq!(upstream_line(ok.as_bytes()), Line::Request(id), "{ok}");
         }
         for odd in [
             r#"{"id":{"a":1},"method":"m"}"#,
@@ -356,8 +382,50 @@ mod tests {
             r#"{{"id":"{}","result":{{}}}}"#,
             "a".repeat(MAX_ANSWER_ID + 1)
         );
-        for other in [answer.as_str(), r#"{"method":"n"}"#, "[1]", "nope"] {
+        for other in [
+            answer.as_str(),
+            r#"{"method":"n"}"#,
+            r#"{"id":1,"result":{}}"#,
+        ] {
             assert_eq!(upstream_line(other.as_bytes()), Line::Other, "{other:.40}");
+        }
+    }
+
+    /// Attack (memory, found by review): a request behind a UTF-8 byte order mark, which
+    /// serde_json refuses and rmcp strips, under an id over 1 KiB. A line `envelope` cannot
+    /// read is dropped, not passed on unjudged as an answer or a notification would be; with
+    /// its BOM taken off ([`without_bom`], as every reader does first) it is judged as rmcp
+    /// would parse it. Batches, other JSON values and text that is no JSON are dropped too.
+    #[test]
+    fn an_upstream_line_behind_a_byte_order_mark_is_never_passed_on_unjudged() {
+        let over = format!(
+            "\u{feff}{{\"jsonrpc\":\"2.0\",\"id\":\"{}\",\"method\":\"ping\"}}",
+            "a".repeat(MAX_ANSWER_ID + 1)
+        );
+        assert!(over.as_bytes().starts_with(b"\xEF\xBB\xBF"));
+        assert_eq!(upstream_line(over.as_bytes()), Line::Unanswerable);
+        assert_eq!(
+            upstream_line(without_bom(over.as_bytes())),
+            Line::Unanswerable
+        );
+        let short = "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"ping\"}";
+        assert_eq!(upstream_line(short.as_bytes()), Line::Unanswerable);
+        let stripped = without_bom(short.as_bytes());
+        assert_eq!(upstream_line(stripped), Line::Request(json!("s")));
+        // Only one BOM goes, as rmcp strips only one.
+        let twice = format!("\u{feff}{short}");
+        assert_eq!(
+            upstream_line(without_bom(twice.as_bytes())),
+            Line::Unanswerable
+        );
+        for bad in [
+            "[1]",
+            r#"[{"id":1,"method":"ping"}]"#,
+            "nope",
+            "\"s\"",
+            r#"{"id":1,"id":2,"method":"m"}"#,
+        ] {
+            assert_eq!(upstream_line(bad.as_bytes()), Line::Unanswerable, "{bad}");
         }
     }
 }

@@ -2,9 +2,9 @@
 //! over two pipes of the hub's own — the child's stdout weighed line by line before rmcp
 //! parses it ([`weigh_upstream`]), the child's stdin written by [`to_child`], which passes
 //! rmcp's lines and, between them, the hub's answers to upstream requests too heavy to parse
-//! (bounded in count, bytes and id length), and which lets a child that keeps a line waiting
-//! [`STALL`] go as gone — and its end in a graceful order: stdin closed, then `SIGTERM`, then
-//! `SIGKILL` ([`ChildTransport::close`]).
+//! or past [`MAX_REPLIES`] (bounded in count, bytes and id length), and which lets a child that
+//! keeps a line waiting [`STALL`] go as gone — and its end in a graceful order: stdin closed,
+//! then `SIGTERM`, then `SIGKILL` ([`ChildTransport::close`]).
 
 use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
@@ -40,10 +40,15 @@ const STALL: Duration = Duration::from_secs(30);
 
 /// How many of rmcp's answers to the upstream's own requests (`ping`, sampling, roots…) may
 /// wait to be written to its stdin before [`weigh_upstream`] hands rmcp no further request
-/// of the upstream's, and so stops reading its stdout: 64. Found by review: rmcp answers each
-/// request in a task of its own, not awaited, so an upstream that wrote pings as fast as it
-/// could while reading its stdin slowly (never slowly enough for [`STALL`]) had the gateway
-/// hold an answer for each, without bound ([`Replies`]).
+/// of the upstream's: 64. Past it, each request is answered `-32000` ("busy") through the
+/// refusals' queue (bounded: [`MAX_REFUSALS`], [`MAX_REFUSAL_BYTES`]), or dropped with a
+/// warning when that is full; the upstream's answers and notifications still pass, and its
+/// stdout is read on. Found by review: rmcp answers each request in a task of its own, not
+/// awaited, so an upstream that wrote pings as fast as it could while reading its stdin slowly
+/// (never slowly enough for [`STALL`]) had the gateway hold an answer for each, without bound
+/// ([`Replies`]); then, that stopping to read its stdout there could deadlock a
+/// single-threaded upstream (its stdout write blocked while the hub's write to its stdin
+/// waited behind a big call), taken for gone after [`STALL`].
 const MAX_REPLIES: usize = 64;
 
 /// How long a closing upstream is given to end once its stdin is closed, then again once it
@@ -209,21 +214,16 @@ async fn ended(child: &mut tokio::process::Child, wait: Duration) -> bool {
 }
 
 /// rmcp's answers to the upstream's requests that wait to be written ([`ChildTransport`]'s
-/// `send`), and a wake-up for [`weigh_upstream`] each time one is.
+/// `send`).
 #[derive(Default)]
 struct Replies {
     waiting: AtomicUsize,
-    written: tokio::sync::Notify,
 }
 
 impl Replies {
-    /// Waits until fewer than [`MAX_REPLIES`] answers wait to be written.
-    async fn room(&self) {
-        while self.waiting.load(Ordering::SeqCst) >= MAX_REPLIES {
-            // `notify_one` keeps its wake-up for a waiter yet to come: none is lost between
-            // the count read and this wait.
-            self.written.notified().await;
-        }
+    /// Whether [`MAX_REPLIES`] answers or more wait to be written.
+    fn full(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) >= MAX_REPLIES
     }
 }
 
@@ -240,7 +240,6 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::SeqCst);
-        self.0.written.notify_one();
     }
 }
 
@@ -363,11 +362,15 @@ async fn to_child(
 /// stdio proxy answers it (found by review: it was dropped, and the upstream waited for its
 /// answer for ever); a notification, a line under no usable id or under one longer than
 /// [`crate::weigh::MAX_ANSWER_ID`] ([`crate::weigh::answerable`]), or an answer past the
-/// refusals' bounds, is dropped with a warning. A line within the weight that is a request
-/// is read for its id first ([`crate::weigh::upstream_line`]): one under an id rmcp's
-/// answer could not repeat cheaply is dropped with a warning, and any other is passed on
-/// only once fewer than [`MAX_REPLIES`] of rmcp's answers wait to be written (`replies`):
-/// the child's stdout is read no further until then.
+/// refusals' bounds, is dropped with a warning. Every line has one leading UTF-8 byte order
+/// mark taken off first ([`crate::weigh::without_bom`]), so that the hub judges the text rmcp
+/// parses, and rmcp is fed the line without it. A line within the weight is read for its id
+/// and method first ([`crate::weigh::upstream_line`]): one `envelope` cannot read, or a
+/// request under an id rmcp's answer could not repeat cheaply, is dropped with a warning
+/// (fail closed); a request is passed on only while fewer than [`MAX_REPLIES`] of rmcp's
+/// answers wait to be written (`replies`), and past that answered `-32000` ("busy") through
+/// `refuse` (or dropped with a warning when its queue is full). The child's stdout is read
+/// on all along: its answers and notifications are never held back.
 async fn weigh_upstream(
     out: tokio::process::ChildStdout,
     mut feed: DuplexStream,
@@ -395,6 +398,13 @@ async fn weigh_upstream(
             }
             Ok(None) | Err(_) => break,
         }
+        if buf.starts_with(b"\xEF\xBB\xBF") {
+            let n = buf.len() - crate::weigh::without_bom(&buf).len();
+            buf.drain(..n);
+        }
+        if buf.trim_ascii().is_empty() {
+            continue;
+        }
         let weight = crate::weigh::raw_weight(&buf);
         if weight > crate::weigh::MAX_LINE_WEIGHT {
             tracing::warn!(weight, "refused an upstream line too heavy to parse");
@@ -413,15 +423,8 @@ async fn weigh_upstream(
             let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
                 "message": format!("assent: the upstream's answer was refused: {why}")}});
             buf = error.to_string().into_bytes();
-        } else {
-            match crate::weigh::upstream_line(&buf) {
-                crate::weigh::Line::Unanswerable => continue,
-                crate::weigh::Line::Request => tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = replies.room() => {}
-                },
-                crate::weigh::Line::Other => {}
-            }
+        } else if !passes(&buf, &refuse, &replies) {
+            continue;
         }
         let fed = tokio::select! {
             () = stop.cancelled() => break,
@@ -430,5 +433,30 @@ async fn weigh_upstream(
         if fed.is_err() {
             break;
         }
+    }
+}
+
+/// Whether the upstream's line `text`, within the weight, goes on to rmcp
+/// ([`crate::weigh::upstream_line`]): an answer or a notification does, and a request while
+/// fewer than [`MAX_REPLIES`] of rmcp's answers wait (`replies`); a request past that is
+/// answered `-32000` ("busy") through `refuse`, or dropped with a warning when its queue is
+/// full; a line `envelope` cannot read, or a request under an id it does not take, is
+/// dropped (logged there).
+fn passes(text: &[u8], refuse: &Refusals, replies: &Replies) -> bool {
+    use crate::weigh::Line;
+    match crate::weigh::upstream_line(text) {
+        Line::Unanswerable => false,
+        Line::Request(id) if replies.full() => {
+            let busy = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000,
+                "message": format!("assent: busy: {MAX_REPLIES} answers wait for the upstream to read them")}});
+            if !refuse.queue(busy.to_string()) {
+                tracing::warn!(
+                    max = MAX_REPLIES,
+                    "dropped an upstream request: too many answers wait for it to read"
+                );
+            }
+            false
+        }
+        Line::Request(_) | Line::Other => true,
     }
 }

@@ -127,6 +127,13 @@ impl UpstreamSide {
                 }
                 Ok(None) | Err(_) => break,
             }
+            // One leading BOM off, as the hub takes it (`crate::weigh::without_bom`): the
+            // strict parse below refuses one, so such a line was dropped, never passed on;
+            // now an upstream writing one (some Windows tools do) is read, and judged whole.
+            if buf.starts_with(b"\xEF\xBB\xBF") {
+                let n = buf.len() - crate::weigh::without_bom(&buf).len();
+                buf.drain(..n);
+            }
             let Ok(line) = String::from_utf8(std::mem::take(&mut buf)) else {
                 tracing::warn!("dropped an upstream line that is not UTF-8");
                 continue;

@@ -1,6 +1,7 @@
 //! An MCP upstream's own requests (`ping` here) as the hub and the stdio proxy take them in:
-//! only under an id of at most 1 KiB (an integer, a string or `null`), with the hub reading
-//! no further requests of an upstream while 64 of its answers wait for its stdin, and the
+//! only under an id of at most 1 KiB (an integer, a string or `null`) — a line behind a UTF-8
+//! byte order mark judged as rmcp parses it — with the hub answering "busy" to an upstream's
+//! requests while 64 of its answers wait for its stdin (its stdout read on), and the
 //! proxy queueing its client's answers for an upstream only while that queue has room — so
 //! that an upstream that writes requests faster than it reads its answers cannot drive the
 //! gateway (which serves every agent) or the agent's proxy out of memory.
@@ -17,28 +18,40 @@ const PEAK: usize = 300 << 20;
 
 /// A stdio upstream with tools `flood` and `seen`, writing its stdout on a thread of its own
 /// (so that its reading never waits on its writing). `flood` is answered at once, then `FLOOD`
-/// (Python lines indented four spaces, queueing lines with `w`) runs on a thread of its own, and
-/// after it a `ping` under a 2 KiB id and one under `"short"`. Its stdin is read `CHUNK`
-/// bytes at a time, `SLEEP` s apart, and not at all for `PAUSE` s from `flood`'s call.
-/// `seen` answers what it got answers under: `short` and `long` (an id over 1 KiB) as seen.
+/// (Python lines indented four spaces, queueing lines with `w`, all behind `B`) runs on
+/// a thread of its own, and after it — once the flood is written whole (or the pause is over),
+/// and a second more — a `ping` under a 2 KiB id and one under `"short"`. Its stdin is read
+/// `CHUNK` bytes at a time, `SLEEP` s apart, and not at all from `flood`'s call until the
+/// flood is written whole or `PAUSE` s have passed.
+/// `seen` answers what it got answers under: `short` and `long` (an id over 1 KiB) as seen,
+/// and `drained` when the flood was all written (taken off its stdout) before the pause ended,
+/// `late` when not.
 const UPSTREAM: &str = r#"import json,sys,threading,time,os
 import queue
 out=queue.Queue()
+drained=[0]
 def writer():
     while True:
-        s=out.get(); sys.stdout.write(s+"\n"); sys.stdout.flush()
+        s=out.get()
+        if s is None:
+            drained[0]=time.time(); continue
+        sys.stdout.buffer.write((s+"\n").encode()); sys.stdout.flush()
 threading.Thread(target=writer,daemon=True).start()
-def w(s): out.put(s)
+B=BOM
+def w(s): out.put(B+s)
 got=set()
 pause=[0]
 def flood():
 FLOOD
+    out.put(None)
+    while pause[0]>time.time() and not drained[0]: time.sleep(0.05)
+    time.sleep(1)
     w('{"jsonrpc":"2.0","id":"'+'y'*2048+'","method":"ping"}')
     w('{"jsonrpc":"2.0","id":"short","method":"ping"}')
 def lines():
     buf=b""
     while True:
-        if pause[0]>time.time():
+        if pause[0]>time.time() and not drained[0]:
             time.sleep(0.05); continue
         c=os.read(0,CHUNK)
         if not c: return
@@ -63,16 +76,20 @@ for line in lines():
         threading.Thread(target=flood,daemon=True).start()
         continue
     elif meth=="tools/call":
-        r=text(" ".join(x for x in sorted(got) if x in ("short","long")) or "none")
+        d="drained" if 0<drained[0]<pause[0] else "late"
+        r=text(" ".join([x for x in sorted(got) if x in ("short","long")]+[d]))
     else:
         r={}
     w(json.dumps({"jsonrpc":"2.0","id":i,"result":r}))
 "#;
 
-/// [`UPSTREAM`] with its flood, reading pace and pause filled in.
-fn upstream(flood: &str, chunk: usize, sleep: f64, pause: u32) -> String {
+/// [`UPSTREAM`] with its flood, reading pace and pause filled in, each line written behind a
+/// UTF-8 byte order mark when `bom`.
+fn upstream(flood: &str, chunk: usize, sleep: f64, pause: u32, bom: bool) -> String {
+    let bom = if bom { r#""\ufeff""# } else { r#""""# };
     UPSTREAM
         .replace("FLOOD", flood)
+        .replace("B=BOM", &format!("B={bom}"))
         .replace("CHUNK", &chunk.to_string())
         .replace("SLEEP", &sleep.to_string())
         .replace("PAUSE", &pause.to_string())
@@ -107,6 +124,12 @@ fn flood_the_hub(source: &str) -> String {
     seen
 }
 
+/// 100 pings under distinct 8 MiB ids, written as fast as the upstream can.
+const HUGE_IDS: &str = "    for k in range(100): w('{\"jsonrpc\":\"2.0\",\"id\":\"'+str(k)+'x'*(8<<20)+'\",\"method\":\"ping\"}')";
+
+/// 200,000 pings under 1000-byte ids, written as fast as the upstream can, 1000 to a write.
+const MANY_PINGS: &str = "    for b in range(200):\n        w(('\\n'+B).join('{\"jsonrpc\":\"2.0\",\"id\":\"%07d%s\",\"method\":\"ping\"}' % (b*1000+k,'z'*993) for k in range(1000)))";
+
 /// Attack (memory, found by review): a stdio upstream of the hub writes 100 pings under
 /// distinct 8 MiB ids (within the line weight, so parsed by rmcp), reading its stdin at some
 /// 1.3 MB/s (never slowly enough for the 30 s stall clock). rmcp answered each in a task of
@@ -116,22 +139,49 @@ fn flood_the_hub(source: &str) -> String {
 /// `"short"` does.
 #[test]
 fn an_upstreams_pings_under_huge_ids_leave_the_hub_small_and_unanswered() {
-    let flood = "    for k in range(100): w('{\"jsonrpc\":\"2.0\",\"id\":\"'+str(k)+'x'*(8<<20)+'\",\"method\":\"ping\"}')";
-    let seen = flood_the_hub(&upstream(flood, 65536, 0.05, 0));
+    let seen = flood_the_hub(&upstream(HUGE_IDS, 65536, 0.05, 0, false));
+    assert!(!seen.contains("long"), "{seen:.300}");
+}
+
+/// Attack (memory, found by review): as above, every line of the upstream's behind a UTF-8
+/// byte order mark. The hub read each line's id with serde_json, which refuses a BOM, took
+/// it for no request and passed it on whole to rmcp, which strips the BOM and answered each
+/// ping under its 8 MiB id: the id bound did not hold. Now the BOM is taken off before the
+/// line is judged (and rmcp gets it without), and a line the hub cannot read is dropped, not
+/// passed on: the gateway stays small, the 2 KiB ping unanswered, the short one answered.
+#[test]
+fn an_upstreams_pings_under_huge_ids_behind_a_byte_order_mark_leave_the_hub_small() {
+    let seen = flood_the_hub(&upstream(HUGE_IDS, 65536, 0.05, 0, true));
     assert!(!seen.contains("long"), "{seen:.300}");
 }
 
 /// Attack (memory, found by review): a stdio upstream of the hub writes 200,000 pings under
 /// 1000-byte ids as fast as it can while reading nothing of its stdin for 12 s. rmcp answered
 /// each in a task of its own, not awaited, so the gateway held an answer for every one (some
-/// 400 MiB). Now the hub hands rmcp no further request of the upstream's while 64 answers wait
-/// for its stdin, and reads its stdout no further: the gateway stays small, and once the
-/// upstream reads again every ping is answered, the short one too.
-#[test]
-fn an_upstream_flooding_pings_while_reading_nothing_is_not_read_further_by_the_hub() {
-    let flood = "    for b in range(200):\n        w('\\n'.join('{\"jsonrpc\":\"2.0\",\"id\":\"%07d%s\",\"method\":\"ping\"}' % (b*1000+k,'z'*993) for k in range(1000)))";
-    let seen = flood_the_hub(&upstream(flood, 1 << 20, 0.0, 12));
+/// 400 MiB). (Here it reads nothing until its whole flood is written, within 90 s.) Now, while
+/// 64 of rmcp's answers wait for the upstream's stdin, its further
+/// requests are answered "busy" through the hub's bounded refusals (or dropped once those are
+/// full), and its stdout is read on all along (found by review: stopping to read it there
+/// could deadlock a single-threaded upstream): the gateway stays small, the flood is taken
+/// off the upstream's stdout before it reads again (not so when the hub stops reading at 64),
+/// and its short ping is answered.
+fn flood_of_pings_while_reading_nothing(bom: bool) {
+    let seen = flood_the_hub(&upstream(MANY_PINGS, 1 << 20, 0.0, 90, bom));
     assert!(!seen.contains("long"), "{seen:.300}");
+    assert!(seen.contains("drained"), "{seen:.300}");
+}
+
+/// [`flood_of_pings_while_reading_nothing`].
+#[test]
+fn an_upstream_flooding_pings_while_reading_nothing_is_answered_busy_and_read_on() {
+    flood_of_pings_while_reading_nothing(false);
+}
+
+/// [`flood_of_pings_while_reading_nothing`], every line behind a UTF-8 byte order mark
+/// (which let each ping past the hub's bounds to rmcp, found by review).
+#[test]
+fn an_upstream_flooding_pings_behind_a_byte_order_mark_is_answered_busy_and_read_on() {
+    flood_of_pings_while_reading_nothing(true);
 }
 
 /// A stdio upstream for the proxy with one tool `ask` which, called, is answered at once;
