@@ -165,7 +165,8 @@ fn mcp_too_large(limit: usize, unverified: bool) -> Response {
 }
 
 /// The largest error body on `/mcp` that [`mcp_errors`] reads to reword (the edge's own and
-/// rmcp's are a few hundred bytes); a larger one passes as it is.
+/// rmcp's are a few hundred bytes); a larger one (or one whose body fails) is worded by its
+/// status's reason, its headers kept.
 const MCP_ERROR_BYTES: usize = 64 * 1024;
 
 /// Words every error response on `/mcp` (the outermost layer: the edge's `408`, `429`,
@@ -174,7 +175,7 @@ const MCP_ERROR_BYTES: usize = 64 * 1024;
 /// `408`, `429` and a `5xx` (try again later), else `-32600`; its message the API body's
 /// `message`, or the text the response had, or its status's reason. The status and every
 /// other header (`Retry-After`, `WWW-Authenticate`, the session's id) are kept; a body that
-/// is JSON-RPC already, or is no JSON or text (or over [`MCP_ERROR_BYTES`]), passes as it
+/// is JSON-RPC already, or is no JSON or text, passes as it
 /// is. Found by review: those refusals had the API's `{"code", "message"}` body, and rmcp's
 /// plain-text ones were rewritten into it, no JSON-RPC message at all.
 async fn mcp_errors(req: Request, next: Next) -> Response {
@@ -193,18 +194,23 @@ async fn mcp_errors(req: Request, next: Next) -> Response {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MCP_ERROR_BYTES).await else {
-        return mcp_error(status, status.canonical_reason().unwrap_or("refused"));
-    };
-    let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
-    if json.as_ref().is_some_and(|v| v.get("jsonrpc").is_some()) {
-        return Response::from_parts(parts, axum::body::Body::from(bytes));
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let message = match json.as_ref().and_then(|v| v.get("message")?.as_str()) {
-        Some(m) => m.to_string(),
-        None if !text.trim().is_empty() => text.trim().to_string(),
-        None => status.canonical_reason().unwrap_or("refused").to_string(),
+    let reason = || status.canonical_reason().unwrap_or("refused").to_string();
+    // A body over the bound, or one that fails, is worded by the status's reason; its
+    // headers are kept all the same (found by review: they were dropped, `Retry-After` too).
+    let message = match axum::body::to_bytes(body, MCP_ERROR_BYTES).await {
+        Err(_) => reason(),
+        Ok(bytes) => {
+            let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+            if json.as_ref().is_some_and(|v| v.get("jsonrpc").is_some()) {
+                return Response::from_parts(parts, axum::body::Body::from(bytes));
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            match json.as_ref().and_then(|v| v.get("message")?.as_str()) {
+                Some(m) => m.to_string(),
+                None if !text.trim().is_empty() => text.trim().to_string(),
+                None => reason(),
+            }
+        }
     };
     let mut out = mcp_error(status, &message);
     parts.headers.remove(header::CONTENT_LENGTH);
