@@ -16,8 +16,10 @@ import hashlib
 import http.client
 import json
 import os
+import random
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
@@ -37,6 +39,24 @@ PROBE_KEYS = [f"probe-{i}-" + os.urandom(16).hex() for i in range(16)]
 CADDY = shutil.which("caddy") or "/usr/bin/caddy"
 
 
+def free_listen_port():
+    """A port below the kernel's ephemeral range, free on every interface, for caddy (which
+    listens on `:PORT`). A `free_port()` port is ephemeral: any outgoing connection of the
+    parallel workers could take it between the check and caddy's bind — seen in CI as caddy's
+    "bind: address already in use" and a fixture that never came up."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    for _ in range(200):
+        p = random.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("", p))
+            except OSError:
+                continue
+            return p
+    return free_port()
+
+
 @pytest.fixture()
 def stack(tmp_path):
     if not os.path.exists(CADDY):
@@ -46,7 +66,7 @@ def stack(tmp_path):
         "metadata: {id: ops_bot, name: Ops Bot, version: 1.0.0, description: proxy e2e}\n"
         "action_space:\n  local_tools:\n    - alias: deploy\n      approval: true\n"
     )
-    port, tls_port = free_port(), free_port()
+    port, tls_port = free_port(), free_listen_port()
     (tmp_path / "assent.yaml").write_text(f"""
 listen: 127.0.0.1:{port}
 data_dir: data
