@@ -506,11 +506,7 @@ mod tests {
         thresholds: {output_bytes: 900}
         suggested_alternatives: [quote, wait]
 ";
-        let reg = Registry::load(
-            &[("a.yaml".into(), AGENT.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
+        let reg = Registry::of(AGENT, gov);
         let call = ToolCall::new("pay", None, json!({})).unwrap();
         let v = evaluate(&reg, "bot", &call);
         assert_eq!(v.kind, VerdictKind::Confirm);
@@ -562,11 +558,7 @@ mod tests {
 ";
         let agent = "metadata: {id: bot}\nconstraints:\n  governance_policies:\n    - policy_ref: acme.sandbox.relaxed-v1
 action_space:\n  local_tools:\n    - alias: pay\n    - alias: note\n";
-        let reg = Registry::load(
-            &[("a.yaml".into(), agent.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
+        let reg = Registry::of(agent, gov);
         let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, json!({})).unwrap());
         assert_eq!(v.kind, VerdictKind::Confirm);
         assert_eq!(v.terms.risk_tier, RiskTier::R4);
@@ -617,11 +609,7 @@ action_space:\n  local_tools:\n    - alias: pay\n    - alias: note\n";
     - alias: exec
       source: exec.agf.yaml
       approval: {message_template: \"Run {{parent.input.action}} in {{parent.input.env}}\"}\n";
-        let reg = Registry::load(
-            &[("a.yaml".into(), agent.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
+        let reg = Registry::of(agent, gov);
         let card = "4111 1111\n1111\t1111";
         let call = ToolCall::new("pay", None, json!({"card": card, "amount": 5})).unwrap();
         let v = evaluate(&reg, "bot", &call);

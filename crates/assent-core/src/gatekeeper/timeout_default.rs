@@ -87,16 +87,8 @@ mod tests {
         default_decision: approve
 ";
         let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: quote\n";
-        let reg = Registry::load(
-            &[("a.yaml".into(), agent.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
-        let warned: Vec<&String> = reg
-            .warnings
-            .iter()
-            .filter(|w| w.contains("needs a quorum"))
-            .collect();
+        let reg = Registry::of(agent, gov);
+        let warned = reg.warnings_with("needs a quorum");
         assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
         assert!(warned[0].contains("a.quorum-v1 rules[0]"), "{warned:?}");
         assert!(warned[0].contains("b.lenient-v1 rules[0]"), "{warned:?}");
@@ -134,11 +126,7 @@ mod tests {
         scope: {paths: {arguments: [path], roots: [/srv/data]}}
         thresholds: {cost: {argument: amount, max_per_session: 100}}
 ";
-        let reg = Registry::load(
-            &[("a.yaml".into(), AGENT.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
+        let reg = Registry::of(AGENT, gov);
         let plain = json!({"path": "/srv/data/a", "amount": 5});
         let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, plain).unwrap());
         let plain_terms = (v.terms.triggers.is_empty(), v.terms.in_client_approval);

@@ -510,6 +510,8 @@ fn seconds_of(text: &str) -> Result<u64, String> {
 mod tests {
     use crate::policy::Registry;
 
+    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+
     /// The trap: a rule says `default_decision: approve` beside `thresholds` or `scope`; an
     /// operator reads it as "approved at the timeout", but every call they hold defaults to
     /// reject. The load warns, naming the rule and what holds; the same default on a rule with
@@ -532,17 +534,8 @@ mod tests {
         default_decision: reject
         scope: {domains: {arguments: [url], allow: [example.com]}}
 ";
-        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
-        let reg = Registry::load(
-            &[("a.yaml".into(), agent.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
-        let warned: Vec<&String> = reg
-            .warnings
-            .iter()
-            .filter(|w| w.contains("does not apply to a call its"))
-            .collect();
+        let reg = Registry::of(AGENT, gov);
+        let warned = reg.warnings_with("does not apply to a call its");
         assert_eq!(warned.len(), 2, "{:?}", reg.warnings);
         assert!(
             warned[0].contains("g.yaml:5: policy `a.lenient-v1` rules[0]"),
@@ -577,17 +570,8 @@ mod tests {
     rules:
       - {tool: pay, thresholds: {cost: {argument: amount, max_per_session: 100}}}
 ";
-        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
-        let reg = Registry::load(
-            &[("a.yaml".into(), agent.into())],
-            &[("g.yaml".into(), gov.into())],
-        )
-        .unwrap();
-        let warned: Vec<&String> = reg
-            .warnings
-            .iter()
-            .filter(|w| w.contains("may hold the same call"))
-            .collect();
+        let reg = Registry::of(AGENT, gov);
+        let warned = reg.warnings_with("may hold the same call");
         assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
         assert!(
             warned[0].starts_with("g.yaml: a.lenient-v1 rules[0] (line 5) says")
@@ -613,30 +597,15 @@ mod tests {
             }
             g
         };
-        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
-        let load = |n| {
-            Registry::load(
-                &[("a.yaml".into(), agent.into())],
-                &[("g.yaml".into(), gov(n))],
-            )
-            .unwrap()
-        };
+        let load = |n| Registry::of(AGENT, &gov(n));
         let reg = load(5);
-        let quorum: Vec<&String> = reg
-            .warnings
-            .iter()
-            .filter(|w| w.contains("needs a quorum"))
-            .collect();
+        let quorum = reg.warnings_with("needs a quorum");
         assert_eq!(quorum.len(), 5, "{:?}", reg.warnings);
         assert!(
             quorum[0].contains("rules[5] (line 10) (g.yaml) and 2 more say"),
             "{quorum:?}"
         );
-        let beside: Vec<&String> = reg
-            .warnings
-            .iter()
-            .filter(|w| w.contains("may hold the same call"))
-            .collect();
+        let beside = reg.warnings_with("may hold the same call");
         assert_eq!(beside.len(), 5, "{:?}", reg.warnings);
         assert!(beside[0].contains(" and 1 more may hold"), "{beside:?}");
         let reg = load(1_500);

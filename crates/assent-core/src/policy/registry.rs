@@ -451,6 +451,28 @@ impl Registry {
     }
 }
 
+/// Test set-up shared by the policy's and the gatekeeper's unit tests.
+#[cfg(test)]
+impl Registry {
+    /// The registry of one agent file `a.yaml` and one governance file `g.yaml` (panics on a
+    /// load error).
+    pub(crate) fn of(agent: &str, gov: &str) -> Registry {
+        Registry::load(
+            &[("a.yaml".into(), agent.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap()
+    }
+
+    /// The load warnings that contain `phrase`, in order.
+    pub(crate) fn warnings_with(&self, phrase: &str) -> Vec<&String> {
+        self.warnings
+            .iter()
+            .filter(|w| w.contains(phrase))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Registry;
