@@ -91,18 +91,21 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
     } else {
         body_limit(&st, parts.uri.path(), max_body)
     };
-    // A declared length over the limit is refused before a byte of the body is read.
+    // A declared length over the limit is refused, read only as [`read_body`] says.
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let read = async {
-        match declared {
-            Some(n) if n > limit as u64 => None,
-            _ => axum::body::to_bytes(body, limit).await.ok(),
-        }
+    // A known sender's body past the limit is read to its end and dropped ([`DRAIN_FACTOR`])
+    // before the `413` is sent, so that the client reads it.
+    let drain = if known {
+        limit.saturating_mul(DRAIN_FACTOR)
+    } else {
+        0
     };
+    let over = std::sync::atomic::AtomicBool::new(false);
+    let read = read_body(body, declared, (limit, drain), &over);
     let bytes = match tokio::time::timeout(read_timeout, read).await {
         Ok(Some(b)) => b,
         // An AAEP reply that fails a check is ignored with no reason given (§6.3.4).
@@ -123,6 +126,13 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
             .into_response();
         }
         Ok(None) => return crate::extract::too_large().into_response(),
+        // Over the limit, and its rest still arriving when the time ran out.
+        Err(_) if over.load(std::sync::atomic::Ordering::Relaxed) && is_mcp(parts.uri.path()) => {
+            return mcp_too_large(limit, limit < max_body);
+        }
+        Err(_) if over.load(std::sync::atomic::Ordering::Relaxed) => {
+            return crate::extract::too_large().into_response();
+        }
         Err(_) => {
             return ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
@@ -137,6 +147,53 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// How far past its limit a known sender's body ([`KnownKey`]) is read and dropped before
+/// the `413` that refuses it: up to this many times the limit in all (within the body-read
+/// timeout), so that the client, still writing, reads the answer. Found by CI: the `413` for a
+/// 7 MiB `/mcp` body was sent unread and the connection closed under the writing client,
+/// which got a broken pipe, not the answer naming `max_arguments_bytes`. A body declared
+/// longer than this, or one from a sender that has shown no key, is refused unread.
+pub const DRAIN_FACTOR: usize = 4;
+
+/// The body `body` (declared `declared` bytes long, if it says) when it is at most `limit`
+/// bytes, else `None`, after reading and dropping the rest up to `drain` bytes in all (none
+/// when the declared length is past `drain`); `over` is set once the body is known to be past
+/// `limit`. `None` too for a body that fails to read.
+async fn read_body(
+    body: axum::body::Body,
+    declared: Option<u64>,
+    (limit, drain): (usize, usize),
+    over: &std::sync::atomic::AtomicBool,
+) -> Option<axum::body::Bytes> {
+    use futures_util::StreamExt;
+    let past = |n: u64| n > limit as u64;
+    if declared.is_some_and(past) {
+        over.store(true, std::sync::atomic::Ordering::Relaxed);
+        if declared.is_some_and(|n| n > drain as u64) {
+            return None;
+        }
+    }
+    let mut stream = body.into_data_stream();
+    // Room for what is declared, up to 64 KiB: a length declared is not yet a byte sent.
+    let room = declared.map_or(0, |n| n.min(limit.min(64 * 1024) as u64) as usize);
+    let mut kept = Vec::with_capacity(room);
+    let mut seen: usize = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.ok()?;
+        seen = seen.saturating_add(chunk.len());
+        if seen > limit {
+            over.store(true, std::sync::atomic::Ordering::Relaxed);
+            kept = Vec::new();
+            if seen > drain {
+                return None;
+            }
+        } else {
+            kept.extend_from_slice(&chunk);
+        }
+    }
+    (!over.load(std::sync::atomic::Ordering::Relaxed)).then(|| kept.into())
 }
 
 /// Whether `path` is the MCP hub's (`/mcp`, streamable HTTP), which answers in JSON-RPC.

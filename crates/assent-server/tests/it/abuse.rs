@@ -1,7 +1,8 @@
 //! Attacks on the HTTP API's limits, each test named for the attack it stops (issue 10): the
 //! pending cap dodged through clarifications, an operator saying no by cancelling, guessing
 //! keys, one principal flooding the gateway or pinning long-polls, draft plans piled up, a body trickled slowly, a
-//! standing grant for an irreversible call, and an edit raising an amount past its threshold.
+//! standing grant for an irreversible call, an edit raising an amount past its threshold, and
+//! a known sender's over-limit body whose `413` was lost under its writes.
 
 use crate::kit::{
     BOT, COST_RULE, Gw, OLGA, OP, assert_answer, assert_error, assert_says, assert_within,
@@ -468,5 +469,54 @@ async fn a_request_head_over_64_kib_is_refused_before_it_ends() {
     )
     .await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    gw.stop().await;
+}
+
+/// Found by CI (a broken pipe, no answer): a known sender's body past the body limit was
+/// refused with a `413` sent before its body was read, and the connection closed under the
+/// client still writing it — its writes failed and the answer naming the bound was lost. Now
+/// the rest of such a body, up to four times the limit, is read and dropped first, so the
+/// client finishes writing and reads the JSON `413`; a body declared past that is refused
+/// unread, as is any over-limit body from a sender that shows no key.
+#[tokio::test]
+async fn a_known_sender_whose_body_is_over_the_limit_reads_the_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = serve_with(|s| s.max_arguments_bytes = 60 * 1024).await;
+    let limit = 60 * 1024 + assent_server::edge::BODY_OVERHEAD_BYTES;
+    let host = gw.url.trim_start_matches("http://").to_string();
+    let head = |len: usize| {
+        format!(
+            "POST /v1/tool-calls HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {BOT}\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n"
+        )
+    };
+    let len = limit * 2 + 7;
+    let mut tcp = tokio::net::TcpStream::connect(&host).await.unwrap();
+    tcp.write_all(head(len).as_bytes()).await.unwrap();
+    // Written in pieces, slowly enough that an early answer and close come before the end.
+    let piece = vec![b' '; 16 * 1024];
+    let mut sent = 0;
+    while sent < len {
+        let n = piece.len().min(len - sent);
+        let wrote = tcp.write_all(&piece[..n]).await;
+        assert!(
+            wrote.is_ok(),
+            "writing the body failed after {sent} bytes: {wrote:?}"
+        );
+        sent += n;
+        tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+    }
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), tcp.read(&mut buf))
+        .await
+        .expect("an answer within 10 s")
+        .expect("the answer reads");
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains(r#""code":"PAYLOAD_TOO_LARGE""#), "{text}");
+    // Declared past four times the limit: refused before a byte of it is sent.
+    let far = limit * assent_server::edge::DRAIN_FACTOR + 1;
+    let (text, took) = answer_to_head(&gw, &head(far), 10).await;
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
     gw.stop().await;
 }
