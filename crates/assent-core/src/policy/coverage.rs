@@ -82,31 +82,54 @@ fn id_char(c: char) -> bool {
 }
 
 /// Whether selector entry `pattern` (a literal or a `glob` pattern) can match some agent id:
-/// every character outside `*`, `?` and bracket expressions may be in an id.
+/// every character outside `*`, `?` and bracket expressions may be in an id, every bracket
+/// expression matches some character an id may hold there (`[A-Z]` matches none, so `[A-Z]*`
+/// can never match), and the pattern does not begin with a character no id begins with
+/// (`_`, `-`). Bracket expressions are weighed by `glob` itself, one character at a time.
 pub(super) fn may_match_an_id(pattern: &str) -> bool {
     if is_literal_glob(pattern) {
         let mut c = pattern.chars();
         return c.next().is_some_and(|x| id_char(x) && x != '_' && x != '-') && c.all(id_char);
     }
-    let mut in_class = false;
-    let mut first_in_class = false;
+    let mut class: Option<String> = None;
+    let mut first = true;
     for c in pattern.chars() {
-        if in_class {
+        if let Some(text) = class.as_mut() {
             // `]` right after `[` or `[!` is a member, not the end.
-            if c == ']' && !first_in_class {
-                in_class = false;
+            let opened = text == "[" || text == "[!";
+            text.push(c);
+            if c == ']' && !opened {
+                if !class_admits_id_char(text, first) {
+                    return false;
+                }
+                class = None;
+                first = false;
             }
-            first_in_class = first_in_class && c == '!';
             continue;
         }
         match c {
-            '[' => (in_class, first_in_class) = (true, true),
-            '*' | '?' => {}
-            c if id_char(c) => {}
+            '[' => class = Some("[".into()),
+            // What follows a `*` need not begin the id (the `*` may match its start).
+            '*' | '?' => first = false,
+            c if id_char(c) && !(first && (c == '_' || c == '-')) => first = false,
             _ => return false,
         }
     }
     true
+}
+
+/// Whether bracket expression `class` (`[…]`, as `glob` reads it) matches some character an
+/// agent id may hold — at its start when `first` (`[a-z0-9]`), else anywhere. A class `glob`
+/// cannot read is taken as matching (the pattern's own parse reports it).
+fn class_admits_id_char(class: &str, first: bool) -> bool {
+    let Ok(p) = glob::Pattern::new(class) else {
+        return true;
+    };
+    let mut buf = [0u8; 4];
+    ('a'..='z')
+        .chain('0'..='9')
+        .chain(if first { "" } else { "_-" }.chars())
+        .any(|c| p.matches(c.encode_utf8(&mut buf)))
 }
 
 /// The load errors and warnings of step 6 (see the module) for `policies` over the loaded
@@ -190,9 +213,12 @@ mod tests {
             "pay*",
             "*",
             "?x",
-            "[A-Z]*",
             "[!a]b",
-            "[]]x",
+            "[]a]x",
+            "[A-Za-z]*",
+            "[!A-Z]*",
+            "*-[_]",
+            "?_*",
         ] {
             assert!(may_match_an_id(ok), "{ok}");
         }
@@ -205,6 +231,12 @@ mod tests {
             "pay.*",
             "*Bot",
             "a b",
+            "[A-Z]*",
+            "pay-[A-Z]",
+            "[_-]*",
+            "-*",
+            "[.]x",
+            "[]]x",
         ] {
             assert!(!may_match_an_id(never), "{never}");
         }
