@@ -62,6 +62,25 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// `text` as one plain line for a log or a stored error: every character [`visible`] escapes
+/// (control characters, newlines among them, the line separators U+2028/2029 and the
+/// default-ignorable characters — bidirectional marks, embeddings, overrides and isolates,
+/// zero-width characters, U+FEFF…) replaced by a space, cut to `max_chars` characters, with
+/// `cut_mark` added when it was cut. For text a remote party wrote (a webhook receiver's or
+/// Slack's error): one holding a newline forged log lines, one holding U+202E reversed how the
+/// rest of the line reads in a terminal or the dashboard (found by review).
+pub fn plain_line(text: &str, max_chars: usize, cut_mark: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(max_chars)
+        .map(|c| if acts_on_display(c) { ' ' } else { c })
+        .collect();
+    if text.chars().nth(max_chars).is_some() {
+        out.push_str(cut_mark);
+    }
+    out
+}
+
 /// Whether `c` changes how the text around it is shown, or is not shown at all, rather than
 /// being shown: a control character or a default-ignorable code point.
 fn acts_on_display(c: char) -> bool {
@@ -277,7 +296,7 @@ mod tests {
 
 #[cfg(test)]
 mod visible_tests {
-    use super::{visible, visible_json, visible_json_pretty};
+    use super::{plain_line, visible, visible_json, visible_json_pretty};
     use serde_json::Value;
 
     #[test]
@@ -320,5 +339,21 @@ mod visible_tests {
         // Visible text around them, and characters that are merely rare, stay as they are.
         assert_eq!(visible("Zürich 日本 😀 \u{2065}"), "Zürich 日本 😀 \\u2065");
         assert_eq!(visible("\u{e1000}"), "\u{e1000}");
+    }
+
+    /// A remote party's error kept as one line: newlines, carriage returns, a right-to-left
+    /// override, a zero-width space, a tag character and U+2028 become spaces; other text,
+    /// accents and emoji included, is kept; the cut counts characters, not bytes, and the mark
+    /// is added only when something was cut.
+    #[test]
+    fn plain_line_blanks_what_acts_on_display_and_cuts_by_characters() {
+        let evil = "a\nb\r\u{202e}c\u{200b}d\u{e0065}\u{2028}é😀";
+        assert_eq!(plain_line(evil, 100, "…"), "a b  c d  é😀");
+        assert_eq!(plain_line("Zürich 日本", 100, "…"), "Zürich 日本");
+        assert_eq!(plain_line("éééé", 3, "…"), "ééé…");
+        assert_eq!(plain_line("éééé", 3, ""), "ééé");
+        assert_eq!(plain_line("ééé", 3, "…"), "ééé");
+        assert_eq!(plain_line("", 0, "…"), "");
+        assert_eq!(plain_line("x", 0, "…"), "…");
     }
 }

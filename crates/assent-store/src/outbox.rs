@@ -7,7 +7,7 @@ use crate::error::StoreError;
 use crate::params;
 use crate::sql::{self, from_row};
 use crate::store::Store;
-use assent_core::template::is_default_ignorable;
+use assent_core::template::plain_line;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -438,19 +438,13 @@ pub const MAX_LAST_ERROR: usize = 2_000;
 /// the approvals listing's page, 1 MiB).
 pub const DEAD_LETTER_PAGE_BYTES: usize = 1 << 20;
 
-/// `e` as a dead letter keeps it: control characters, the line separators U+2028/2029 and
-/// the default-ignorable (invisible) characters ([`is_default_ignorable`]: the bidirectional
-/// marks, embeddings, overrides and isolates U+200E/F, U+061C, U+202A–202E, U+2066–2069, the
-/// zero-width characters, U+FEFF…) replaced by spaces, at most [`MAX_LAST_ERROR`] characters.
-/// Attack (found by review): a receiver's error holding U+202E reversed how the rest of the
-/// line reads wherever an operator reads the dead letter (terminal, dashboard, log viewer).
+/// `e` as a dead letter keeps it: one plain line ([`plain_line`]: control characters, the
+/// line separators U+2028/2029 and the default-ignorable (invisible) characters replaced by
+/// spaces), at most [`MAX_LAST_ERROR`] characters. Attack (found by review): a receiver's error
+/// holding U+202E reversed how the rest of the line reads wherever an operator reads the dead
+/// letter (terminal, dashboard, log viewer).
 fn capped_error(e: &str) -> String {
-    let odd =
-        |c: char| c.is_control() || is_default_ignorable(c) || matches!(c, '\u{2028}' | '\u{2029}');
-    e.chars()
-        .take(MAX_LAST_ERROR)
-        .map(|c| if odd(c) { ' ' } else { c })
-        .collect()
+    plain_line(e, MAX_LAST_ERROR, "")
 }
 
 /// The SQL condition under which a webhook cursor's lease is free to take at `now` (an SQL

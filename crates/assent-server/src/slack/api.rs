@@ -95,31 +95,16 @@ pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, Fa
 /// `channel_not_found`, `ratelimited`).
 pub const MAX_ERROR_CHARS: usize = 200;
 
-/// Slack's `error` text as logs and dead letters keep it: control characters (newlines
-/// among them), line separators and default-ignorable (invisible) characters — the
-/// bidirectional marks, embeddings, overrides and isolates (U+200E/F, U+061C, U+202A–202E,
-/// U+2066–2069), zero-width characters, U+FEFF ([`is_default_ignorable`]) — replaced by
-/// spaces, cut to [`MAX_ERROR_CHARS`] (then `…`). Attack (found by review): an `api_url`
-/// answering `{"ok":false,"error":"<1 MiB with newlines>"}` had the whole text logged at every
-/// attempt (forging log lines) and kept in each dead letter; one holding U+202E reversed how
-/// the rest of the line reads in a terminal or the dashboard.
+/// Slack's `error` text as logs and dead letters keep it: one plain line
+/// ([`plain_line`]: control and invisible characters replaced by spaces), cut to
+/// [`MAX_ERROR_CHARS`] (then `…`). Attack (found by review): an `api_url` answering
+/// `{"ok":false,"error":"<1 MiB with newlines>"}` had the whole text logged at every attempt
+/// (forging log lines) and kept in each dead letter; one holding U+202E reversed how the rest
+/// of the line reads in a terminal or the dashboard.
 ///
-/// [`is_default_ignorable`]: assent_core::template::is_default_ignorable
+/// [`plain_line`]: assent_core::template::plain_line
 fn short_error(e: &str) -> String {
-    use assent_core::template::is_default_ignorable;
-    let mut out: String = e
-        .chars()
-        .take(MAX_ERROR_CHARS)
-        .map(|c| {
-            let odd =
-                c.is_control() || is_default_ignorable(c) || matches!(c, '\u{2028}' | '\u{2029}');
-            if odd { ' ' } else { c }
-        })
-        .collect();
-    if e.chars().nth(MAX_ERROR_CHARS).is_some() {
-        out.push('…');
-    }
-    out
+    assent_core::template::plain_line(e, MAX_ERROR_CHARS, "…")
 }
 
 /// The most bytes of a Web API answer read: far above any real one (`chat.postMessage` answers
