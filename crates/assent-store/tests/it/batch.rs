@@ -5,7 +5,6 @@
 //! is committed, and a write that panics inside a batch undoes every write of the batch and
 //! says so, so no answer computed in it is given.
 
-use crate::pgkit::both;
 use crate::proposal;
 use assent_core::canonical::CanonicalCall;
 use assent_core::{ToolCall, Verdict};
@@ -16,8 +15,8 @@ use std::time::Duration;
 
 /// The `test.batch` audit records (newest first), read through a store of its own (a connection that sees
 /// only committed writes), after checking that the chain verifies.
-fn committed(dir: &tempfile::TempDir, db: &assent_store::db::Database) -> Vec<String> {
-    let other = crate::open(dir.path(), db);
+fn committed(dir: &std::path::Path, db: &assent_store::db::Database) -> Vec<String> {
+    let other = crate::open(dir, db);
     assert_eq!(other.verify_audit().unwrap().broken, None);
     other
         .audit_tail(1_000)
@@ -38,9 +37,8 @@ fn append(s: &Store, n: i64) {
 /// the commit. Then everything is committed once, in order.
 #[test]
 fn a_batchs_writes_are_read_by_its_own_calls_and_by_nobody_else_before_its_commit() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
         assert!(s.runs_batches());
         let read_done = AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -58,7 +56,7 @@ fn a_batchs_writes_are_read_by_its_own_calls_and_by_nobody_else_before_its_commi
                     2,
                     "read by its own calls"
                 );
-                assert!(committed(&dir, db).is_empty(), "nothing committed yet");
+                assert!(committed(dir, db).is_empty(), "nothing committed yet");
                 scope.spawn(|| {
                     let seen = s.audit_tail(10).unwrap();
                     read_done.store(true, Ordering::SeqCst);
@@ -74,7 +72,7 @@ fn a_batchs_writes_are_read_by_its_own_calls_and_by_nobody_else_before_its_commi
         });
         assert!(read_done.load(Ordering::SeqCst));
         assert_eq!(
-            committed(&dir, db),
+            committed(dir, db),
             [r#"{"n":2}"#, r#"{"n":1}"#],
             "newest first"
         );
@@ -85,9 +83,8 @@ fn a_batchs_writes_are_read_by_its_own_calls_and_by_nobody_else_before_its_commi
 /// batch committed; both are kept and chained.
 #[test]
 fn another_threads_write_during_a_batch_returns_only_after_its_commit() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
         let joined_done = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let ((), outcome) = s.batch(|| {
@@ -101,12 +98,12 @@ fn another_threads_write_during_a_batch_returns_only_after_its_commit() {
                     !joined_done.load(Ordering::SeqCst),
                     "not acknowledged before the commit"
                 );
-                assert!(committed(&dir, db).is_empty());
+                assert!(committed(dir, db).is_empty());
             });
             assert_eq!(outcome, Ok(()));
         });
         assert!(joined_done.load(Ordering::SeqCst));
-        assert_eq!(committed(&dir, db).len(), 2);
+        assert_eq!(committed(dir, db).len(), 2);
     });
 }
 
@@ -115,9 +112,8 @@ fn another_threads_write_during_a_batch_returns_only_after_its_commit() {
 /// withholds them). The store stays usable.
 #[test]
 fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
         let call =
             CanonicalCall::new(ToolCall::new("pay", None, json!({"amount": 5})).unwrap()).unwrap();
         let ttl = |_: &Verdict| 30_000;
@@ -130,7 +126,7 @@ fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
             })
         }));
         assert!(panicked.is_err(), "the panic reaches the batch's caller");
-        let kept = committed(&dir, db);
+        let kept = committed(dir, db);
         if s.runs_batches() {
             assert!(kept.is_empty(), "nothing of the batch is kept: {kept:?}");
             let ((), outcome) = s.batch(|| {
@@ -150,7 +146,7 @@ fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
         // Usable afterwards.
         let ((), outcome) = s.batch(|| append(&s, 3));
         assert_eq!(outcome, Ok(()));
-        assert!(committed(&dir, db).contains(&r#"{"n":3}"#.to_string()));
+        assert!(committed(dir, db).contains(&r#"{"n":3}"#.to_string()));
     });
 }
 
@@ -160,9 +156,8 @@ fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
 /// acknowledged, then lost). The batch now fails, and what it wrote after is rolled back too.
 #[test]
 fn a_joined_write_that_panics_on_another_thread_fails_the_whole_batch() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
         let ((), outcome) = s.batch(|| {
             append(&s, 1);
             std::thread::scope(|scope| {
@@ -184,12 +179,12 @@ fn a_joined_write_that_panics_on_another_thread_fails_the_whole_batch() {
             "the batch says its writes are not durable"
         );
         assert!(
-            committed(&dir, db).is_empty(),
+            committed(dir, db).is_empty(),
             "nothing of the failed batch is kept"
         );
         let ((), outcome) = s.batch(|| append(&s, 3));
         assert_eq!(outcome, Ok(()));
-        assert_eq!(committed(&dir, db), [r#"{"n":3}"#]);
+        assert_eq!(committed(dir, db), [r#"{"n":3}"#]);
     });
 }
 
@@ -200,9 +195,7 @@ fn a_joined_write_that_panics_on_another_thread_fails_the_whole_batch() {
 #[test]
 fn a_rotated_keys_sessions_end_even_inside_a_batch() {
     use assent_store::ui_sessions::UiSession;
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_stores(|_, s| {
         let session = UiSession {
             operator: "alice".into(),
             csrf: "cc".repeat(32),
@@ -212,7 +205,7 @@ fn a_rotated_keys_sessions_end_even_inside_a_batch() {
         s.start_ui_session(&id, &session, &"00".repeat(32), 0)
             .unwrap();
         let (ended, outcome) = s.batch(|| {
-            append(&s, 1);
+            append(s, 1);
             s.end_ui_sessions_of("alice")
         });
         assert_eq!(outcome, Ok(()));
@@ -226,9 +219,8 @@ fn a_rotated_keys_sessions_end_even_inside_a_batch() {
 /// nothing else, and the batch goes on — its later writes commit, and it does not fail.
 #[test]
 fn a_failed_first_write_of_a_batch_is_undone_alone() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
         let input = assent_store::DecisionInput::approve();
         let ((), outcome) = s.batch(|| {
             let missing = s.decide("no-such-approval", &input, "alice", &[], 1);
@@ -236,6 +228,6 @@ fn a_failed_first_write_of_a_batch_is_undone_alone() {
             append(&s, 1);
         });
         assert_eq!(outcome, Ok(()));
-        assert_eq!(committed(&dir, db), [r#"{"n":1}"#]);
+        assert_eq!(committed(dir, db), [r#"{"n":1}"#]);
     });
 }

@@ -3,7 +3,6 @@
 //! `DEAD_LETTER_PAGE_BYTES` that say whether more follow; and a delivery lease planted far in
 //! the future, which is taken as lapsed.
 
-use crate::pgkit::both;
 use assent_store::outbox::{DEAD_LETTER_PAGE_BYTES, DeadLetter, MAX_LAST_ERROR};
 
 /// A dead letter of audit record `seq` for webhook `hook` with `body` and `last_error`.
@@ -20,6 +19,19 @@ fn letter(hook: &str, seq: i64, body: String, last_error: String) -> DeadLetter 
     }
 }
 
+/// Leases webhook `hook` to `me` (at 1 s, for a minute) and dead-letters `letters` under that
+/// lease.
+fn dead_lettered(s: &assent_store::Store, letters: &[DeadLetter]) {
+    assert!(
+        s.lease_webhook("hook", "me", 1_000, 60_000)
+            .unwrap()
+            .is_some()
+    );
+    for d in letters {
+        assert!(s.dead_letter(d, "me").unwrap());
+    }
+}
+
 /// Attack (found by review): a receiver's (or Slack's) error text of a mebibyte with line
 /// breaks was kept whole in each dead letter, and `GET /v1/webhooks/dead-letters?limit=1000`
 /// read up to a thousand of them whole. The error is kept to 2,000 characters on one line
@@ -29,20 +41,13 @@ fn letter(hook: &str, seq: i64, body: String, last_error: String) -> DeadLetter 
 /// stopped early: found by review).
 #[test]
 fn a_mebibyte_error_is_kept_short_and_a_dead_letter_page_is_bounded_in_bytes() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
-        assert!(
-            s.lease_webhook("hook", "me", 1_000, 60_000)
-                .unwrap()
-                .is_some()
-        );
+    crate::both_stores(|_, s| {
         let huge = "line\r\nforged \u{202e}lmth.exe\u{2066}\u{200e}\u{feff} ".repeat(100_000);
         let body = "x".repeat(DEAD_LETTER_PAGE_BYTES / 2);
-        for seq in 1..=4 {
-            let d = letter("hook", seq, format!("\"{body}\""), huge.clone());
-            assert!(s.dead_letter(&d, "me").unwrap());
-        }
+        let letters: Vec<DeadLetter> = (1..=4)
+            .map(|seq| letter("hook", seq, format!("\"{body}\""), huge.clone()))
+            .collect();
+        dead_lettered(s, &letters);
         let first = s.dead_letters(None, 1_000).unwrap();
         let page = &first.letters;
         assert_eq!(page.len(), 2, "a page ends once it holds about a mebibyte");
@@ -87,9 +92,7 @@ fn a_mebibyte_error_is_kept_short_and_a_dead_letter_page_is_bounded_in_bytes() {
 /// takes it; a lease within that bound still runs.
 #[test]
 fn a_lease_planted_far_in_the_future_is_lapsed_and_taken() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_stores(|db, s| {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -128,16 +131,8 @@ fn a_lease_planted_far_in_the_future_is_lapsed_and_taken() {
 /// of its line reads in the listing. The listing shows it cleaned, as new ones are kept.
 #[test]
 fn a_stored_bidi_override_in_a_dead_letter_error_is_not_listed() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
-        assert!(
-            s.lease_webhook("hook", "me", 1_000, 60_000)
-                .unwrap()
-                .is_some()
-        );
-        let d = letter("hook", 1, "{}".into(), "refused".into());
-        assert!(s.dead_letter(&d, "me").unwrap());
+    crate::both_stores(|db, s| {
+        dead_lettered(s, &[letter("hook", 1, "{}".into(), "refused".into())]);
         db.connect()
             .unwrap()
             .conn()

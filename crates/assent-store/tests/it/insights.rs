@@ -3,7 +3,6 @@
 //! outright allows and denies; records outside the range), and the figures read back exactly;
 //! the per-dimension lists cut at 50 with the true total; bad ranges refused.
 
-use crate::pgkit::both;
 use assent_core::gatekeeper::Verdict;
 use assent_core::{CanonicalCall, ToolCall};
 use assent_store::insights::{DAY_MS, Figures, LIST_CAP, MAX_RANGE_MS, Outright};
@@ -45,14 +44,12 @@ fn figures(key: &str) -> Figures {
 /// verdicts, and one prompt and one verdict on day 5, outside the range.
 #[test]
 fn the_figures_of_a_small_history_are_exact_on_both_backends() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_stores(|_, s| {
         let t0 = 10 * DAY_MS + 1_000;
         let (a, b, c) = (
-            hold(&s, "bot", "pay", 1, t0, 600_000),
-            hold(&s, "bot", "pay", 2, t0, 600_000),
-            hold(&s, "bot", "pay", 3, t0, 600_000),
+            hold(s, "bot", "pay", 1, t0, 600_000),
+            hold(s, "bot", "pay", 2, t0, 600_000),
+            hold(s, "bot", "pay", 3, t0, 600_000),
         );
         let approve = DecisionInput::approve();
         s.decide(&a, &approve, "alice", &[], t0 + 1_000).unwrap();
@@ -66,18 +63,18 @@ fn the_figures_of_a_small_history_are_exact_on_both_backends() {
         )
         .unwrap();
         let t1 = t0 + DAY_MS;
-        hold(&s, "bot2", "ship", 1, t1, 5_000);
-        let e = hold(&s, "bot2", "ship", 2, t1, 600_000);
-        hold(&s, "bot2", "ship", 3, t1, 600_000);
+        hold(s, "bot2", "ship", 1, t1, 5_000);
+        let e = hold(s, "bot2", "ship", 2, t1, 600_000);
+        hold(s, "bot2", "ship", 3, t1, 600_000);
         assert_eq!(s.expire_due(t1 + 5_000).unwrap().len(), 1);
         s.cancel(&e, None, "bot2", t1 + 6_000).unwrap();
-        outright(&s, "read", true, t0);
-        outright(&s, "read", true, t1);
-        outright(&s, "rm", false, t1);
-        let old = hold(&s, "bot", "pay", 9, 5 * DAY_MS, 600_000);
+        outright(s, "read", true, t0);
+        outright(s, "read", true, t1);
+        outright(s, "rm", false, t1);
+        let old = hold(s, "bot", "pay", 9, 5 * DAY_MS, 600_000);
         s.decide(&old, &approve, "carol", &[], 5 * DAY_MS + 500)
             .unwrap();
-        outright(&s, "rm", false, 5 * DAY_MS);
+        outright(s, "rm", false, 5 * DAY_MS);
 
         let got = s.insights(10 * DAY_MS, 12 * DAY_MS).unwrap();
         let days: Vec<(i64, u64)> = got.days.iter().map(|d| (d.day, d.prompts)).collect();
@@ -172,14 +169,12 @@ fn the_figures_of_a_small_history_are_exact_on_both_backends() {
 /// overall figures still count them all.
 #[test]
 fn each_list_is_cut_to_fifty_with_the_true_total() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_stores(|_, s| {
         let t = 3 * DAY_MS;
         for i in 0..55 {
-            hold(&s, "bot", &format!("tool{i:02}"), i, t, 600_000);
+            hold(s, "bot", &format!("tool{i:02}"), i, t, 600_000);
         }
-        hold(&s, "bot", "tool54", 99, t, 600_000);
+        hold(s, "bot", "tool54", 99, t, 600_000);
         let got = s.insights(t, t + 1).unwrap();
         assert_eq!(got.tools.rows.len(), LIST_CAP);
         assert_eq!(got.tools.total, 55);

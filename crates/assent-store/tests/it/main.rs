@@ -87,13 +87,19 @@ fn audit_kinds(s: &Store, limit: u32) -> Vec<String> {
         .collect()
 }
 
-/// Runs `f` with a store (see [`open`], in a temporary directory of its own) over a fresh
-/// SQLite file and then over a fresh Postgres schema ([`pgkit::both`]).
-fn both_stores(mut f: impl FnMut(&assent_store::db::Database, &Store)) {
+/// Runs `f` with a fresh temporary data directory over a fresh SQLite file and then over a
+/// fresh Postgres schema ([`pgkit::both`]), for a test that opens its stores there itself.
+fn both_in_dirs(mut f: impl FnMut(&assent_store::db::Database, &std::path::Path)) {
     pgkit::both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        f(db, &open(dir.path(), db));
+        f(db, dir.path());
     });
+}
+
+/// Runs `f` with a store (see [`open`], in a temporary directory of its own) over a fresh
+/// SQLite file and then over a fresh Postgres schema ([`both_in_dirs`]).
+fn both_stores(mut f: impl FnMut(&assent_store::db::Database, &Store)) {
+    both_in_dirs(|db, dir| f(db, &open(dir, db)));
 }
 
 /// A store in a fresh temporary data directory (kept while the `TempDir` lives), tokens valid

@@ -3,7 +3,6 @@
 //! whole and unexpired only, and by no store with other keys; a finished sign-in's `state` is
 //! spent once across replicas; an SSO dashboard session carries its roles, a key's none.
 
-use crate::pgkit::both;
 use assent_store::oidc_logins::{SPENT_KEPT_MS, SignIn};
 use assent_store::ui_sessions::{SignedInWith, SsoGrant, UiSession};
 
@@ -26,9 +25,8 @@ fn sign_in(state: &str, expires_at: i64) -> SignIn {
 /// sign-in differ (each has its own random key material and nonce).
 #[test]
 fn a_sealed_sign_in_opens_on_any_replica_only_whole_and_unexpired() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
+    crate::both_in_dirs(|db, dir| {
+        let (a, b) = (crate::open(dir, db), crate::open(dir, db));
         let s = sign_in("st-1", 10_000);
         let sealed = a.seal_sign_in(&s).unwrap();
         assert_ne!(sealed, a.seal_sign_in(&s).unwrap());
@@ -68,9 +66,8 @@ fn a_sealed_sign_in_opens_on_any_replica_only_whole_and_unexpired() {
 /// racing with one cookie on two replicas exactly one spends it: the others are refused.
 #[test]
 fn of_callbacks_racing_with_one_sign_in_exactly_one_spends_it() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let stores = [crate::open(dir.path(), db), crate::open(dir.path(), db)];
+    crate::both_in_dirs(|db, dir| {
+        let stores = [crate::open(dir, db), crate::open(dir, db)];
         for round in 0..5u8 {
             let state = format!("{round:02x}").repeat(32);
             let barrier = std::sync::Barrier::new(8);
@@ -99,9 +96,8 @@ fn of_callbacks_racing_with_one_sign_in_exactly_one_spends_it() {
 /// removed by the next spend.
 #[test]
 fn a_finished_sign_in_is_spent_once_on_every_replica() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
+    crate::both_in_dirs(|db, dir| {
+        let (a, b) = (crate::open(dir, db), crate::open(dir, db));
         let (s1, s2) = ("01".repeat(32), "02".repeat(32));
         assert!(!b.oidc_state_spent(&s1).unwrap());
         assert!(a.spend_oidc_state(&s1, 10_000, 5_000).unwrap());
@@ -137,9 +133,7 @@ fn a_finished_sign_in_is_spent_once_on_every_replica() {
 
 #[test]
 fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let store = crate::open(dir.path(), db);
+    crate::both_stores(|db, store| {
         let s = UiSession {
             operator: "oidc:alice".into(),
             csrf: "cd".repeat(32),
@@ -231,9 +225,7 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
 /// by, so such sign-ins never removed any and an SSO-only gateway kept every expired row.
 #[test]
 fn an_sso_sign_in_without_auth_time_still_removes_expired_sessions() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let store = crate::open(dir.path(), db);
+    crate::both_stores(|db, store| {
         let session = |expires_at| UiSession {
             operator: "oidc:alice".into(),
             csrf: "cd".repeat(32),

@@ -84,16 +84,15 @@ fn archived_store(dir: &Path, db: &Database) -> (Store, Archived) {
 
 #[test]
 fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_verifies() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (s, a) = archived_store(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let (s, a) = archived_store(dir, db);
         // Per approval: requested, confirm.requested, confirm.approved, decision, token.minted.
         assert_eq!((a.manifest.first_seq, a.manifest.last_seq), (1, 15));
         assert!(!a.more);
         use std::os::unix::fs::PermissionsExt;
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&a.path), 0o600);
-        assert_eq!(mode(&dir.path().join("archive")), 0o700);
+        assert_eq!(mode(&dir.join("archive")), 0o700);
         let exp = verify_export(&a.path, &s.audit_public_key()).unwrap();
         assert_eq!((exp.records, exp.problem.clone()), (15, None), "{exp:?}");
         assert_eq!(exp.manifest.as_ref(), Some(&a.manifest));
@@ -115,7 +114,7 @@ fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_veri
         // Nothing more is due; the chain goes on, checkpoints are still signed over it, and
         // it still verifies (the checkpoint's record count includes the archived records).
         assert!(
-            s.archive_audit(&dir.path().join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+            s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
                 .unwrap()
                 .is_none()
         );
@@ -167,9 +166,8 @@ fn retention_archives_a_backlog_in_runs_that_chain() {
 #[test]
 fn retention_refuses_a_record_deleted_from_the_remainder() {
     for victim in [16, 17] {
-        both(|db| {
-            let dir = tempfile::tempdir().unwrap();
-            let (s, _) = archived_store(dir.path(), db);
+        crate::both_in_dirs(|db, dir| {
+            let (s, _) = archived_store(dir, db);
             tamper(db, &format!("DELETE FROM audit WHERE seq = {victim}"));
             let p = verify(&s, db).problem.expect("detected");
             assert_eq!((p.check, p.seq), ("chain", Some(victim + 1)), "{p:?}");
@@ -180,9 +178,8 @@ fn retention_refuses_a_record_deleted_from_the_remainder() {
 /// Attack: deleting more records and moving the anchor over them (or removing the anchor).
 #[test]
 fn retention_refuses_an_edited_anchor() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (s, a) = archived_store(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let (s, a) = archived_store(dir, db);
         let next_hash: String = scalar(db, "SELECT hash FROM audit WHERE seq = 16", []);
         tamper(
             db,
@@ -218,9 +215,8 @@ fn edit_line(path: &Path, n: usize, f: impl Fn(&mut serde_json::Value)) {
 /// next record relinked, so the chain inside the file holds; the signed manifest does not).
 #[test]
 fn retention_refuses_an_edited_export_record() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (s, a) = archived_store(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let (s, a) = archived_store(dir, db);
         let key = s.audit_public_key();
         edit_line(&a.path, 3, |v| v["actor"] = "mallory".into());
         let r = verify_export(&a.path, &key).unwrap();
@@ -261,10 +257,9 @@ fn retention_refuses_an_edited_export_record() {
 /// anchor replaced by its manifest.
 #[test]
 fn retention_refuses_an_export_signed_by_another_key() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (s, a) = archived_store(dir.path(), db);
-        let other = Store::open(&dir.path().join("other"), 60_000, wire()).unwrap();
+    crate::both_in_dirs(|db, dir| {
+        let (s, a) = archived_store(dir, db);
+        let other = Store::open(&dir.join("other"), 60_000, wire()).unwrap();
         let r = verify_export(&a.path, &other.audit_public_key()).unwrap();
         assert!(r.problem.unwrap().contains("does not verify"));
         // A manifest signed by another key: edit the public key and signature in place.
@@ -283,7 +278,7 @@ fn retention_refuses_an_export_signed_by_another_key() {
         assert_eq!(p.check, "archive", "{p:?}");
         // A retention run refuses to build on an anchor it cannot verify.
         let e = s
-            .archive_audit(&dir.path().join("archive"), 20 * DAY, 1_000, 20 * DAY, None)
+            .archive_audit(&dir.join("archive"), 20 * DAY, 1_000, 20 * DAY, None)
             .unwrap_err();
         assert!(e.to_string().contains("does not verify"), "{e}");
     });
@@ -484,9 +479,8 @@ fn a_rewritten_chain_is_not_signed_past_the_checkpoint_the_file_has() {
 /// archives the records of anything live, so both are still refused.
 #[test]
 fn retention_does_not_excuse_a_planted_live_grant_or_token_as_archived() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (s, _) = archived_store(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let (s, _) = archived_store(dir, db);
         let aid: String = scalar(
             db,
             "SELECT min(id) FROM approvals WHERE status = 'approved'",
@@ -547,9 +541,8 @@ fn retention_refuses_an_archive_directory_that_is_a_symlink() {
 /// passkey still verifies after its record was archived, the planted one is reported.
 #[test]
 fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = open(dir.path(), db);
+    crate::both_in_dirs(|db, dir| {
+        let s = open(dir, db);
         let key = assent_core::passkey::PublicJwk {
             kty: "OKP".into(),
             crv: "Ed25519".into(),
@@ -569,13 +562,7 @@ fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
         s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
             .unwrap();
         let a = s
-            .archive_audit(
-                &dir.path().join(ARCHIVE_DIR),
-                5 * DAY,
-                1_000,
-                10 * DAY,
-                None,
-            )
+            .archive_audit(&dir.join(ARCHIVE_DIR), 5 * DAY, 1_000, 10 * DAY, None)
             .unwrap()
             .expect("records were due");
         assert!(

@@ -3,7 +3,6 @@
 //! could still find its timestamp inside Slack's 5-minute window. Two `Store`s over one
 //! database stand for two replicas.
 
-use crate::pgkit::both;
 use assent_store::slack::SKEW_MARGIN_MS;
 
 /// Slack's window (`slack::verify::WINDOW_S` of the server), in ms.
@@ -15,9 +14,8 @@ const WINDOW_MS: i64 = 300_000;
 /// sent to A was accepted. A signature is now kept [`SKEW_MARGIN_MS`] past its window.
 #[test]
 fn a_replica_with_a_fast_clock_cannot_prune_a_signature_another_replica_still_accepts() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
+    crate::both_in_dirs(|db, dir| {
+        let (a, b) = (crate::open(dir, db), crate::open(dir, db));
         let t = 1_700_000_000_000_i64;
         let (sig, other) = ("ab".repeat(32), "cd".repeat(32));
         // A accepts a request signed at `t`: remembered until the window ends (+1 s).
