@@ -25,6 +25,14 @@ enum Plant {
     UnverifiedNamingTheReplacedKey,
 }
 
+/// `f` over a throw-away PostgreSQL schema; nothing where PostgreSQL is skipped
+/// (`ASSENT_TEST_NO_PG=1`).
+fn on_postgres(f: impl FnOnce(Option<assent_testkit::pg::Schema>)) {
+    if let Some(schema) = assent_testkit::pg::schema() {
+        f(Some(schema));
+    }
+}
+
 /// Runs `q` against the test's database: `sqlite3` on `db`, or the PostgreSQL `schema`.
 fn exec(db: &Path, schema: Option<&assent_testkit::pg::Schema>, q: &str) {
     match schema {
@@ -112,6 +120,13 @@ impl Setup {
         chmod(&f, 0o600);
     }
 
+    /// `keys/<name>` takes the database over from `old` (`audit-key-replaces`): served, then
+    /// stopped.
+    fn take_over(&self, name: &str, old: &str) {
+        self.replaces(name, old);
+        stop(self.start(&format!("keys/{name}")));
+    }
+
     /// Replica A serves (one approval proposed), then replica B takes the database over from
     /// it (`audit-key-replaces` naming A) and serves (one more); A is left running when
     /// `a_keeps_running`, else stopped before B starts. Returns A (when running) and B.
@@ -142,8 +157,7 @@ impl Setup {
     /// `assent audit verify --config cfg` passes.
     fn verifies(&self, cfg: &Path) {
         let out = crate::keys_guard::verify(cfg, &self.env());
-        let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{said}");
+        assert!(out.status.success(), "{}", said(&out));
     }
 
     /// Runs `q` against the test's database: `sqlite3` on its file, or the PostgreSQL schema.
@@ -186,6 +200,13 @@ impl Setup {
             .unwrap()
             .unwrap()
     }
+
+    /// A checkpoint signed by `keys/<name>` at `seq` 1,000,000, far past every other.
+    fn checkpoint_far_ahead(&self, name: &str) -> assent_store::checkpoint::Checkpoint {
+        let head = "ab".repeat(32);
+        let key = self.signing_key(name);
+        assent_store::checkpoint::sign(&key, 1_000_000, &head, 1_000_000, 1)
+    }
 }
 
 /// Kills a replica left running (its shutdown would try to write under a replaced key).
@@ -203,14 +224,11 @@ fn planted_past_a_take_over(plant: Plant, schema: Option<assent_testkit::pg::Sch
     let t = Setup::new(schema, NOT_DUE);
     let (sa, sb) = t.a_then_b(true);
     let sa = sa.expect("A keeps running");
-    let head = "ab".repeat(32);
-    let signed_by =
-        |k: &str| assent_store::checkpoint::sign(&t.signing_key(k), 1_000_000, &head, 1_000_000, 1);
     let cp = match plant {
-        Plant::SignedByTheReplacedKey => signed_by("a"),
-        Plant::SignedByAStranger => signed_by("c"),
+        Plant::SignedByTheReplacedKey => t.checkpoint_far_ahead("a"),
+        Plant::SignedByAStranger => t.checkpoint_far_ahead("c"),
         Plant::UnverifiedNamingTheReplacedKey => {
-            let mut cp = signed_by("a");
+            let mut cp = t.checkpoint_far_ahead("a");
             cp.signature = "00".repeat(64);
             cp
         }
@@ -247,9 +265,7 @@ fn a_row_the_replaced_key_signs_past_the_take_over_does_not_stop_the_new_key_sql
 
 #[test]
 fn a_row_the_replaced_key_signs_past_the_take_over_does_not_stop_the_new_key_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        planted_past_a_take_over(Plant::SignedByTheReplacedKey, Some(schema));
-    }
+    on_postgres(|schema| planted_past_a_take_over(Plant::SignedByTheReplacedKey, schema));
 }
 
 #[test]
@@ -259,9 +275,7 @@ fn a_row_a_strangers_key_signs_past_the_take_over_does_not_stop_the_new_key_sqli
 
 #[test]
 fn a_row_a_strangers_key_signs_past_the_take_over_does_not_stop_the_new_key_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        planted_past_a_take_over(Plant::SignedByAStranger, Some(schema));
-    }
+    on_postgres(|schema| planted_past_a_take_over(Plant::SignedByAStranger, schema));
 }
 
 #[test]
@@ -271,9 +285,7 @@ fn an_unverified_row_naming_the_replaced_key_at_the_head_does_not_let_it_write_s
 
 #[test]
 fn an_unverified_row_naming_the_replaced_key_at_the_head_does_not_let_it_write_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        planted_past_a_take_over(Plant::UnverifiedNamingTheReplacedKey, Some(schema));
-    }
+    on_postgres(|schema| planted_past_a_take_over(Plant::UnverifiedNamingTheReplacedKey, schema));
 }
 
 /// Attack: after replica B took the database over from key A (recorded), A's keys directory
@@ -294,9 +306,7 @@ fn a_replaced_key_cannot_take_the_database_back_through_audit_key_replaces_sqlit
 
 #[test]
 fn a_replaced_key_cannot_take_the_database_back_through_audit_key_replaces_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        a_replaced_key_takes_nothing_back(Some(schema));
-    }
+    on_postgres(a_replaced_key_takes_nothing_back);
 }
 
 /// Attack: while replica A serves, one junk row is planted in `audit_checkpoints` at a huge
@@ -337,9 +347,7 @@ fn a_junk_checkpoint_row_far_ahead_does_not_blind_the_replaced_replica_sqlite() 
 
 #[test]
 fn a_junk_checkpoint_row_far_ahead_does_not_blind_the_replaced_replica_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        a_junk_row_far_ahead_then_a_take_over(Some(schema));
-    }
+    on_postgres(a_junk_row_far_ahead_then_a_take_over);
 }
 
 /// Attack (found by review): `audit-key-replaces` left in place after key set B took over
@@ -351,9 +359,7 @@ fn a_stale_replaces_file_takes_no_old_key_back(schema: Option<assent_testkit::pg
     let t = Setup::new(schema, NOT_DUE);
     let (_, sb) = t.a_then_b(false);
     stop(sb);
-    let head = "ab".repeat(32);
-    let cp = assent_store::checkpoint::sign(&t.signing_key("a"), 1_000_000, &head, 1_000_000, 1);
-    t.plant(&cp);
+    t.plant(&t.checkpoint_far_ahead("a"));
     let err = crate::keys_guard::start_refused(serve_cmd(&t.config("keys/b")), &t.env());
     let file = t.keys.join("b").join("audit-key-replaces");
     assert!(
@@ -372,9 +378,7 @@ fn a_stale_audit_key_replaces_file_takes_no_old_key_back_sqlite() {
 
 #[test]
 fn a_stale_audit_key_replaces_file_takes_no_old_key_back_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        a_stale_replaces_file_takes_no_old_key_back(Some(schema));
-    }
+    on_postgres(a_stale_replaces_file_takes_no_old_key_back);
 }
 
 /// The database of `t` as the store opens it.
@@ -398,6 +402,38 @@ fn store(t: &Setup, name: &str) -> assent_store::Store {
         .unwrap()
 }
 
+/// [`store`] with three `note` records appended to its audit chain.
+fn store_with_notes(t: &Setup, name: &str) -> assent_store::Store {
+    let s = store(t, name);
+    for i in 0..3 {
+        let data = serde_json::json!({"i": i});
+        s.append_audit("note", None, "test", &data, 1_000 + i)
+            .unwrap();
+    }
+    s
+}
+
+/// [`store_with_notes`] under key A, a checkpoint signed over the notes.
+fn notes_signed_by_a(t: &Setup) -> assent_store::Store {
+    let sa = store_with_notes(t, "a");
+    sa.checkpoint_if_due(assent_store::checkpoint::Due::NOW, 2_000)
+        .unwrap()
+        .expect("A signs");
+    sa
+}
+
+/// Retention by `s` into `data/archive` with every record past its cut-off.
+fn archive_all(t: &Setup, s: &assent_store::Store) -> Option<assent_store::retention::Archived> {
+    let now = 10_000_000_000_000;
+    let archive = t.dir.path().join("data").join("archive");
+    s.archive_audit(&archive, now, 1000, now, None).unwrap()
+}
+
+/// What a command said: its stdout, then its stderr.
+fn said(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
 /// Attacks (found by review): after B took the database over from A, whose key had signed
 /// checkpoints, `assent audit verify` under B failed on A's checkpoints (and retention stopped
 /// at them); and retention then archived the take-over record with the old ones, after which
@@ -406,23 +442,8 @@ fn store(t: &Setup, name: &str) -> assent_store::Store {
 /// (named by the record B signed), retention carries the record forward, signed by B: the
 /// audit verifies before and after retention, and A's start is refused.
 fn old_checkpoints_and_retention(schema: Option<assent_testkit::pg::Schema>) {
-    use assent_store::checkpoint::Due;
     let t = Setup::new(schema, NOT_DUE);
-    let sa = store(&t, "a");
-    for i in 0..3 {
-        sa.append_audit(
-            "note",
-            None,
-            "test",
-            &serde_json::json!({"i": i}),
-            1_000 + i,
-        )
-        .unwrap();
-    }
-    sa.checkpoint_if_due(Due::NOW, 2_000)
-        .unwrap()
-        .expect("A signs");
-    drop(sa);
+    drop(notes_signed_by_a(&t));
     t.replaces("b", &t.a);
     let sb = t.start("keys/b");
     assert_eq!(propose(&sb.url, 6000)["decision"], "pending");
@@ -433,17 +454,7 @@ fn old_checkpoints_and_retention(schema: Option<assent_testkit::pg::Schema>) {
     t.verifies(&cfg_b);
     // Retention past the take-over (the pending approval's records stay; A's go).
     let sb = store(&t, "b");
-    let now = 10_000_000_000_000;
-    let archived = sb
-        .archive_audit(
-            &t.dir.path().join("data").join("archive"),
-            now,
-            1000,
-            now,
-            None,
-        )
-        .unwrap()
-        .expect("records archived");
+    let archived = archive_all(&t, &sb).expect("records archived");
     assert!(archived.manifest.last_seq >= 4, "{:?}", archived.manifest);
     drop(sb);
     t.verifies(&cfg_b);
@@ -457,9 +468,7 @@ fn the_replaced_keys_checkpoints_verify_and_retention_keeps_the_take_over_sqlite
 
 #[test]
 fn the_replaced_keys_checkpoints_verify_and_retention_keeps_the_take_over_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        old_checkpoints_and_retention(Some(schema));
-    }
+    on_postgres(old_checkpoints_and_retention);
 }
 
 /// Found by review: the take-over's checkpoint (signed by B at its start) reached the
@@ -528,7 +537,7 @@ fn plant_anchor_and_delete(t: &Setup, key: &ed25519_dalek::SigningKey, last: i64
 /// `assent audit verify --config cfg` fails (exit 1), saying `says`.
 fn verify_fails(t: &Setup, cfg: &Path, says: &str) {
     let out = crate::keys_guard::verify(cfg, &t.env());
-    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    let said = said(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains(says), "{said}");
 }
@@ -573,36 +582,19 @@ fn a_planted_take_over_row_the_checkpoint_timer_signs_hands_no_history_to_its_ke
 
 #[test]
 fn a_planted_take_over_row_the_checkpoint_timer_signs_hands_no_history_to_its_key_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        planted_takeover_row(Some(schema));
-    }
+    on_postgres(planted_takeover_row);
 }
 
 /// Found by review: `audit verify --archive-dir` checked every export's manifest under the
 /// trusted key only, so after B took the database over from A an export A had written failed
 /// the verification. Each export is verified like its anchor, under the key of its range.
 fn export_of_the_replaced_key(schema: Option<assent_testkit::pg::Schema>) {
-    use assent_store::checkpoint::Due;
     let t = Setup::new(schema, NOT_DUE);
-    let sa = store(&t, "a");
-    for i in 0..3 {
-        let data = serde_json::json!({"i": i});
-        sa.append_audit("note", None, "test", &data, 1_000 + i)
-            .unwrap();
-    }
-    sa.checkpoint_if_due(Due::NOW, 2_000)
-        .unwrap()
-        .expect("A signs");
-    let archive = t.dir.path().join("data").join("archive");
-    let now = 10_000_000_000_000;
-    assert!(
-        sa.archive_audit(&archive, now, 1000, now, None)
-            .unwrap()
-            .is_some()
-    );
+    let sa = notes_signed_by_a(&t);
+    assert!(archive_all(&t, &sa).is_some());
     drop(sa);
-    t.replaces("b", &t.a);
-    stop(t.start("keys/b"));
+    t.take_over("b", &t.a);
+    let archive = t.dir.path().join("data").join("archive");
     let mut cmd = std::process::Command::new(crate::BIN);
     cmd.args(["audit", "verify", "--archive-dir"]).arg(&archive);
     let out = cmd
@@ -611,8 +603,7 @@ fn export_of_the_replaced_key(schema: Option<assent_testkit::pg::Schema>) {
         .envs(t.env())
         .output()
         .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
+    assert!(out.status.success(), "{}", said(&out));
 }
 
 #[test]
@@ -622,9 +613,7 @@ fn an_export_the_replaced_key_wrote_verifies_after_the_take_over_sqlite() {
 
 #[test]
 fn an_export_the_replaced_key_wrote_verifies_after_the_take_over_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        export_of_the_replaced_key(Some(schema));
-    }
+    on_postgres(export_of_the_replaced_key);
 }
 
 /// Attack (found by review): the replaced key A, stolen, signs an archive anchor over the
@@ -649,9 +638,7 @@ fn an_anchor_the_replaced_key_signs_before_the_take_over_deletes_no_history_sqli
 
 #[test]
 fn an_anchor_the_replaced_key_signs_before_the_take_over_deletes_no_history_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        old_key_anchor_before_the_take_over(Some(schema));
-    }
+    on_postgres(old_key_anchor_before_the_take_over);
 }
 
 /// Found by review: after A→B→C, C's retention carried the A→B record (signed by C), and
@@ -659,24 +646,11 @@ fn an_anchor_the_replaced_key_signs_before_the_take_over_deletes_no_history_post
 /// decided from the key ranges: the claim's key is the oldest range's.
 fn a_then_b_then_c_carried(schema: Option<assent_testkit::pg::Schema>) {
     let t = Setup::new(schema, NOT_DUE);
-    let sa = store(&t, "a");
-    for i in 0..3 {
-        let data = serde_json::json!({"i": i});
-        sa.append_audit("note", None, "test", &data, 1_000 + i)
-            .unwrap();
-    }
-    drop(sa);
-    t.replaces("b", &t.a);
-    stop(t.start("keys/b"));
-    t.replaces("c", &t.b);
-    stop(t.start("keys/c"));
+    drop(store_with_notes(&t, "a"));
+    t.take_over("b", &t.a);
+    t.take_over("c", &t.b);
     let sc = store(&t, "c");
-    let now = 10_000_000_000_000;
-    let archive = t.dir.path().join("data").join("archive");
-    let archived = sc
-        .archive_audit(&archive, now, 1000, now, None)
-        .unwrap()
-        .unwrap();
+    let archived = archive_all(&t, &sc).unwrap();
     drop(sc);
     let first = t.row("SELECT CAST(min(seq) AS TEXT) FROM audit WHERE kind = 'audit.key_replaced'");
     assert!(
@@ -694,7 +668,5 @@ fn a_take_over_carried_by_a_later_key_keeps_the_first_keys_claim_sqlite() {
 
 #[test]
 fn a_take_over_carried_by_a_later_key_keeps_the_first_keys_claim_postgres() {
-    if let Some(schema) = assent_testkit::pg::schema() {
-        a_then_b_then_c_carried(Some(schema));
-    }
+    on_postgres(a_then_b_then_c_carried);
 }
