@@ -56,6 +56,28 @@ fn migrated_service_dir() -> Option<(tempfile::TempDir, PathBuf)> {
     Some((dir, data))
 }
 
+/// [`migrated_service_dir`] backed up by root (`assent backup` under umask 022) to
+/// `copy.db` beside the data directory: the directory, the data directory and the copy.
+fn backed_up_service_dir() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    let (dir, data) = migrated_service_dir()?;
+    let copy = dir.path().join("copy.db");
+    umask_ok(&[
+        "backup",
+        "--data-dir",
+        data.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]);
+    Some((dir, data, copy))
+}
+
+/// [`migrated_service_dir`] and beside it `backups`, a directory another user owns
+/// ([`others_dir`]): the directory, the data directory and `backups`.
+fn service_dir_and_others_backups() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    let (dir, data) = migrated_service_dir()?;
+    let outdir = others_dir(dir.path(), "backups");
+    Some((dir, data, outdir))
+}
+
 /// A new directory `name` in `dir` owned by another low-privilege user (uid and gid 4244).
 fn others_dir(dir: &Path, name: &str) -> PathBuf {
     let p = dir.join(name);
@@ -160,13 +182,10 @@ fn root_migrating_a_service_users_data_directory_leaves_the_database_to_that_use
 /// restored file is the directory owner's, 0600. Only as root.
 #[test]
 fn root_restoring_into_a_service_users_data_directory_leaves_the_database_to_that_user() {
-    let Some((dir, data)) = migrated_service_dir() else {
+    let Some((_dir, data, copy)) = backed_up_service_dir() else {
         return;
     };
-    let d = data.to_str().unwrap();
-    let copy = dir.path().join("copy.db");
-    let c = copy.to_str().unwrap();
-    umask_ok(&["backup", "--data-dir", d, c]);
+    let (d, c) = (data.to_str().unwrap(), copy.to_str().unwrap());
     umask_ok(&["restore", "--data-dir", d, "--force", c]);
     services_private(
         &data.join("assent.db"),
@@ -315,11 +334,10 @@ fn root_never_follows_a_database_link_planted_in_a_service_users_data_directory(
 /// restore still leaves the database to the data directory's owner. Only as root.
 #[test]
 fn root_backup_into_another_users_directory_is_not_given_to_that_user() {
-    let Some((dir, data)) = migrated_service_dir() else {
+    let Some((_dir, data, outdir)) = service_dir_and_others_backups() else {
         return;
     };
     let d = data.to_str().unwrap();
-    let outdir = others_dir(dir.path(), "backups");
     let copy = outdir.join("b.db");
     let c = copy.to_str().unwrap();
     umask_ok(&["backup", "--data-dir", d, c]);
@@ -370,11 +388,10 @@ fn made_in(inotify: &rustix::fd::OwnedFd) -> Vec<(String, bool)> {
 /// Only as root (Linux: the directory is watched with inotify).
 #[test]
 fn root_backup_into_a_directory_another_user_owns_stages_nothing_that_user_could_swap() {
-    let Some((dir, data)) = migrated_service_dir() else {
+    let Some((dir, data, outdir)) = service_dir_and_others_backups() else {
         return;
     };
     let d = data.to_str().unwrap();
-    let outdir = others_dir(dir.path(), "backups");
     std::fs::set_permissions(&outdir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let copy = outdir.join("x.db");
     let c = copy.to_str().unwrap();
@@ -469,13 +486,10 @@ fn audit_verify_and_backup_never_follow_a_database_link_in_the_data_directory() 
 /// Only as root (Linux: DATA is watched with inotify).
 #[test]
 fn root_restore_into_a_service_users_data_directory_stages_nothing_that_user_could_swap() {
-    let Some((dir, data)) = migrated_service_dir() else {
+    let Some((dir, data, copy)) = backed_up_service_dir() else {
         return;
     };
-    let d = data.to_str().unwrap();
-    let copy = dir.path().join("copy.db");
-    let c = copy.to_str().unwrap();
-    umask_ok(&["backup", "--data-dir", d, c]);
+    let (d, c) = (data.to_str().unwrap(), copy.to_str().unwrap());
     let watch = watch_made(&data);
     let restore = |extra: &[(&str, &Path)]| {
         let mut cmd = umask_022(&["restore", "--data-dir", d, "--force", c]);
