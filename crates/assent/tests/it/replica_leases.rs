@@ -3,53 +3,8 @@
 //! shared cursor by reads and does not take the write lock at every event. Skipped with
 //! `ASSENT_TEST_NO_PG=1`.
 
-use crate::replicas::{held, with_replicas};
-use std::io::{Read, Write};
+use crate::replicas::{held, receiver, with_replicas};
 use std::time::{Duration, Instant};
-
-/// A webhook receiver on a free loopback port answering every request `200`; sends the
-/// `X-Assent-Delivery` header of each, in the order received. Returns its URL.
-fn receiver() -> (String, std::sync::mpsc::Receiver<String>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (send, recv) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // One request at a time: deliveries of one webhook are sequential anyway.
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
-            let head_end = loop {
-                let n = conn.read(&mut chunk).unwrap_or(0);
-                if n == 0 {
-                    break None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break Some(i + 4);
-                }
-            };
-            let Some(head_end) = head_end else { continue };
-            let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-            let header = |name: &str| {
-                head.lines()
-                    .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
-            };
-            let len: usize = header("content-length:").map_or(0, |v| v.parse().unwrap_or(0));
-            while buf.len() < head_end + len {
-                match conn.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let _ = conn
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            if let Some(d) = header("x-assent-delivery:") {
-                let _ = send.send(d);
-            }
-        }
-    });
-    (url, recv)
-}
 
 /// Counts, in table `lease_misses`, every lease attempt on `webhook_cursors` that took no
 /// lease (an `UPDATE … holder IS NULL OR lease_until < …` changing no row): with the first
@@ -76,7 +31,7 @@ CREATE TRIGGER lease_misses AFTER UPDATE ON webhook_cursors
 /// still delivered once, in order.
 #[test]
 fn a_replica_without_the_lease_does_not_try_it_at_every_event_of_a_burst() {
-    let (hook, deliveries) = receiver();
+    let (hook, deliveries) = receiver(true);
     let extra =
         format!("webhooks:\n  - {{name: ops, url: \"{hook}\", secret_env: TEST_HOOK_SECRET}}\n");
     with_replicas(&extra, |schema, _cfg, a, _b| {

@@ -435,10 +435,47 @@ fn kill_9_of_one_replica_mid_burst_loses_no_acknowledged_decision_and_the_chain_
     );
 }
 
-/// A webhook receiver on a free loopback port: answers every request `200` and sends the
-/// `X-Assent-Delivery` header of each; returns its URL and the deliveries.
-fn receiver() -> (String, std::sync::mpsc::Receiver<String>) {
+/// One webhook delivery read from `conn` (its head, then its body) and answered `200`: its
+/// `X-Assent-Delivery` header. `None` when it has none, or the connection ends or fails
+/// before the request does (then unanswered).
+fn answer_delivery(conn: &mut std::net::TcpStream) -> Option<String> {
     use std::io::{Read, Write};
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        let n = conn.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    let len: usize = header("content-length:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        let n = conn.read(&mut chunk).ok()?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    header("x-assent-delivery:")
+}
+
+/// A webhook receiver on a free loopback port: answers every request `200` and sends the
+/// `X-Assent-Delivery` header of each; returns its URL and the deliveries. With
+/// `one_at_a_time`, a request is read only once the one before is answered (deliveries of
+/// one webhook are sequential anyway): the deliveries come in the order received.
+pub(crate) fn receiver(one_at_a_time: bool) -> (String, std::sync::mpsc::Receiver<String>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let (send, recv) = std::sync::mpsc::channel();
@@ -446,41 +483,16 @@ fn receiver() -> (String, std::sync::mpsc::Receiver<String>) {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
             let send = send.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    let Ok(n) = conn.read(&mut chunk) else { return };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                };
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                let header = |name: &str| {
-                    head.lines()
-                        .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
-                };
-                let len: usize = header("content-length:")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                while buf.len() < head_end + len {
-                    let Ok(n) = conn.read(&mut chunk) else { return };
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                let _ = conn.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                );
-                if let Some(d) = header("x-assent-delivery:") {
+            let mut answer = move || {
+                if let Some(d) = answer_delivery(&mut conn) {
                     let _ = send.send(d);
                 }
-            });
+            };
+            if one_at_a_time {
+                answer();
+            } else {
+                std::thread::spawn(answer);
+            }
         }
     });
     (url, recv)
@@ -488,7 +500,7 @@ fn receiver() -> (String, std::sync::mpsc::Receiver<String>) {
 
 #[test]
 fn each_webhook_event_is_delivered_once_with_two_replicas_running() {
-    let (hook, deliveries) = receiver();
+    let (hook, deliveries) = receiver(false);
     let extra =
         format!("webhooks:\n  - {{name: ops, url: \"{hook}\", secret_env: TEST_HOOK_SECRET}}\n");
     with_replicas(&extra, |_schema, _cfg, a, b| {
