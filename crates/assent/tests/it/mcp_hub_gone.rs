@@ -2,8 +2,8 @@
 //! answered is recorded as such — not as a result.
 
 use crate::hub_kit::{
-    call_results, hub_command, hub_gateway, hub_gateway_with, hub_post, hub_session, py_text,
-    py_upstream, within,
+    call_results, hub_command, hub_gateway_with, hub_post, hub_session, py_text, py_upstream,
+    within,
 };
 use crate::spawn_piped;
 use serde_json::{Value, json};
@@ -24,6 +24,39 @@ fn upstream() -> String {
 
 /// What agent `helper` declares on `bank`.
 const TOOLS: &str = "[crash, {name: pay, approval: true}]";
+
+/// A gateway whose hub fronts [`upstream`] as `bank` (agent `helper` declaring [`TOOLS`]),
+/// with `extra` config lines: its directory and server.
+fn bank_gateway(extra: &str) -> (tempfile::TempDir, crate::Server) {
+    let source = upstream();
+    hub_gateway_with(KEY, &[("bank", Some(TOOLS), &source)], extra)
+}
+
+/// The stdio hub (`assent mcp --config`) of the gateway `server` in `dir`: the process, its
+/// stdin and its output.
+fn stdio_hub(
+    dir: &tempfile::TempDir,
+    server: &crate::Server,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    spawn_piped(&mut hub_command(&server.url, KEY, dir.path()))
+}
+
+/// The stdio hub's client gone once its call is held at the gateway at `url` (`stdin`
+/// closed): the held approval, read the moment the hub has ended (within 60 s).
+fn once_the_hub_ended(
+    hub: &mut std::process::Child,
+    stdin: std::process::ChildStdin,
+    url: &str,
+) -> Value {
+    let id = held(url);
+    drop(stdin);
+    within(60, "the hub never ended", || hub.try_wait().unwrap());
+    crate::get_op(url, &format!("/v1/approvals/{id}"))
+}
 
 /// The id of the one approval pending at the gateway at `url`, once there is one.
 fn held(url: &str) -> String {
@@ -49,8 +82,7 @@ fn settled(url: &str, id: &str, secs: u64) -> Value {
 /// client is taken as gone and its held call is withdrawn, as a cancel would.
 #[test]
 fn a_hub_client_gone_without_a_cancel_releases_its_held_call() {
-    let source = upstream();
-    let (_dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
+    let (_dir, server) = bank_gateway("");
     let url = server.url.clone();
     let (id, call) = held_over_http(&url);
     // …until the client is gone: its connection dropped, no cancel, no session ended.
@@ -67,12 +99,7 @@ fn a_hub_client_gone_without_a_cancel_releases_its_held_call() {
 /// (well before the 30 s default, so the setting is what counts), not left held.
 #[test]
 fn a_sleeping_hub_client_is_given_up_after_mcp_client_gone_seconds_not_a_fixed_30s() {
-    let source = upstream();
-    let (_dir, server) = hub_gateway_with(
-        KEY,
-        &[("bank", Some(TOOLS), &source)],
-        "mcp_client_gone_seconds: 5\n",
-    );
+    let (_dir, server) = bank_gateway("mcp_client_gone_seconds: 5\n");
     let url = server.url.clone();
     let (id, call) = held_over_http(&url);
     let gone = Instant::now();
@@ -131,17 +158,13 @@ fn held_over_http(url: &str) -> (String, reqwest::blocking::Response) {
 /// proposed: `mcp_gone_proposing`).
 #[test]
 fn a_hub_stdio_client_gone_releases_its_held_call() {
-    let source = upstream();
-    let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
-    let (mut hub, mut stdin, mut out) = spawn_piped(&mut hub_command(&server.url, KEY, dir.path()));
+    let (dir, server) = bank_gateway("");
+    let (mut hub, mut stdin, mut out) = stdio_hub(&dir, &server);
     crate::hub_kit::initialize_and_call((&mut stdin, &mut out), "bank__pay", json!({}));
-    let id = held(&server.url);
-    drop(stdin);
     // Withdrawn before the hub ends (rmcp itself gives its requests 5 s to end before it
     // stops them, and the hub then ended before a withdrawal could be sure to be made): read
     // once, the moment the process is gone.
-    within(60, "the hub never ended", || hub.try_wait().unwrap());
-    let a = crate::get_op(&server.url, &format!("/v1/approvals/{id}"));
+    let a = once_the_hub_ended(&mut hub, stdin, &server.url);
     assert_eq!(a["status"], "cancelled", "{a}");
     assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
     drop(server);
@@ -154,9 +177,8 @@ fn a_hub_stdio_client_gone_releases_its_held_call() {
 #[test]
 fn a_stdio_hub_ending_withdraws_the_approvals_its_tasks_held() {
     use std::io::{BufRead, Write};
-    let source = upstream();
-    let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
-    let (mut hub, mut stdin, mut out) = spawn_piped(&mut hub_command(&server.url, KEY, dir.path()));
+    let (dir, server) = bank_gateway("");
+    let (mut hub, mut stdin, mut out) = stdio_hub(&dir, &server);
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
     send(
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -183,10 +205,7 @@ fn a_stdio_hub_ending_withdraws_the_approvals_its_tasks_held() {
         answer.to_string().contains("taskId"),
         "not a task: {answer}"
     );
-    let id = held(&server.url);
-    drop(stdin);
-    within(60, "the hub never ended", || hub.try_wait().unwrap());
-    let a = crate::get_op(&server.url, &format!("/v1/approvals/{id}"));
+    let a = once_the_hub_ended(&mut hub, stdin, &server.url);
     assert_eq!(a["status"], "cancelled", "{a}");
     assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
     drop(server);
@@ -199,8 +218,7 @@ fn a_stdio_hub_ending_withdraws_the_approvals_its_tasks_held() {
 /// run. It is recorded as a call that got no answer, with no result.
 #[test]
 fn a_hub_call_whose_upstream_never_answered_is_recorded_as_no_answer() {
-    let source = upstream();
-    let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
+    let (dir, server) = bank_gateway("");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let r = rt.block_on(async {
         let client = crate::hub_kit::hub_client(&server.url, KEY).await;
