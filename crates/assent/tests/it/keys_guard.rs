@@ -424,22 +424,25 @@ fn keys_init_leaves_an_existing_directorys_mode_alone() {
     assert_eq!(mode(&n), 0o700);
 }
 
+/// The audit public key (hex) of the keys in data directory `data` (`assent audit key`).
+pub(crate) fn audit_key_of(data: &Path) -> String {
+    let key = ok(&run(&[
+        "audit",
+        "key",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]));
+    key.trim().to_string()
+}
+
 /// For `restore --force` of another gateway's backup (`backup.rs`): gateway B (data directory
 /// `data_b`, config `extra`) now holding a copy of A's database (data directory `data_a`) is
 /// not served under B's keys — refused, naming both audit public keys (a foreign copy forced
 /// in is not served with a warning) — and is once A's `audit.key` and `token.key` are put
 /// back (copied into `data_b`).
 pub(crate) fn refused_until_its_keys_are_put_back(data_b: &Path, data_a: &Path, extra: &str) {
-    let key_of = |data: &Path| {
-        ok(&run(&[
-            "audit",
-            "key",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ]))
-    };
-    let (a, b) = (key_of(data_a), key_of(data_b));
-    let (a, b) = (a.trim(), b.trim());
+    let (a, b) = (audit_key_of(data_a), audit_key_of(data_b));
+    let (a, b) = (a.as_str(), b.as_str());
     let b_dir = data_b.parent().unwrap();
     let err = start_refused(serve_cmd(&write_config(b_dir, free_port(), extra)), &[]);
     assert!(

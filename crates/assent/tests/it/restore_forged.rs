@@ -375,16 +375,7 @@ fn another_gateways_fresh_database_is_not_restored_without_force() {
     let records = sqlite(&fresh, &[], "SELECT count(*) FROM audit;");
     let claims = sqlite(&fresh, &[], "SELECT count(*) FROM audit_checkpoints;");
     assert_eq!((records.trim(), claims.trim()), ("0", "1"));
-    let key_of = |data: &Path| {
-        ok(&run(&[
-            "audit",
-            "key",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ]))
-        .trim()
-        .to_string()
-    };
+    let key_of = crate::keys_guard::audit_key_of;
     let a = tempfile::tempdir().unwrap();
     let data_a = a.path().join("data");
     ok(&run(&[
