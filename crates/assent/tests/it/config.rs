@@ -254,12 +254,7 @@ fn an_escape_sequence_in_an_agent_file_reaches_the_terminal_escaped() {
     let agent = dir.path().join("evil.agf.yaml");
     let cfg = dir.path().join("assent.yaml");
     let check = || {
-        let out = Command::new(BIN)
-            .args(["check", "--config"])
-            .arg(&cfg)
-            .args(["--agent", "bot", "--tool", "pay"])
-            .output()
-            .unwrap();
+        let out = crate::check_bot_pay(&cfg);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).into_owned(),

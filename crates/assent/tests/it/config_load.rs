@@ -266,11 +266,7 @@ fn a_sighup_while_the_upstreams_start_neither_kills_the_gateway_nor_orphans_them
     crate::hub_kit::within(20, "the upstream did not start", || {
         marker.exists().then_some(())
     });
-    let hup = Command::new("kill")
-        .args(["-HUP", &server.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(hup.success());
+    crate::sighup(&server.child);
     let start = Instant::now();
     while reqwest::blocking::get(format!("{}/healthz", server.url)).is_err() {
         if let Some(status) = server.child.try_wait().unwrap() {

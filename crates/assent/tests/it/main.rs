@@ -125,17 +125,24 @@ fn write_helper_config(
     (agent, key): (&str, &str),
     (policy_id, rules): (&str, &str),
 ) -> PathBuf {
-    std::fs::write(dir.join("helper.agf.yaml"), agent).unwrap();
     std::fs::write(
         dir.join("gov.yaml"),
         assent_testkit::fixtures::policy(policy_id, rules),
     )
     .unwrap();
+    write_agent_config(dir, port, (agent, key), "governance: [gov.yaml]\n")
+}
+
+/// Writes a gateway for agent `helper` into `dir`: its agent file `agent` (`helper.agf.yaml`,
+/// key `key`), operator alice (roles `[ops]`, key from `TEST_ALICE_KEY`), listening on `port`,
+/// with the YAML lines `extra` (each ending in a newline) appended; returns the config's path.
+fn write_agent_config(dir: &Path, port: u16, (agent, key): (&str, &str), extra: &str) -> PathBuf {
+    std::fs::write(dir.join("helper.agf.yaml"), agent).unwrap();
     let cfg = dir.join("assent.yaml");
     std::fs::write(
         &cfg,
         format!(
-            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\ngovernance: [gov.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\n",
+            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\n{extra}",
             hex_sha256(key)
         ),
     )
@@ -223,6 +230,25 @@ fn audit_verify(data: &Path, args: &[&str]) -> std::process::Output {
         .args(["audit", "verify", "--data-dir"])
         .arg(data)
         .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Sends SIGHUP to `child` (with `kill`, which must succeed).
+fn sighup(child: &Child) {
+    let hup = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+}
+
+/// `assent check --config CONFIG --agent bot --tool pay` run to its end.
+fn check_bot_pay(config: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(config)
+        .args(["--agent", "bot", "--tool", "pay"])
         .output()
         .unwrap()
 }

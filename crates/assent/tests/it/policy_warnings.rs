@@ -2,9 +2,6 @@
 //! rules a file has, the pair warnings (a quorum rule beside approving defaults, an approving
 //! default beside another rule's thresholds) are one a rule and at most 1,000 in all.
 
-use crate::BIN;
-use std::process::Command;
-
 /// Attack (found by review): 3,000 rules needing a quorum and 3,000 approving rules for the
 /// same tool (a ~300 KB file, under the file size limit) made 9 M warnings of ~380 bytes,
 /// copied into the configuration, the reload reply and the log: the gateway died on reload.
@@ -23,12 +20,7 @@ fn thousands_of_quorum_and_approving_rules_give_at_most_a_thousand_warnings() {
     std::fs::write(dir.path().join("bot.agf.yaml"), agent).unwrap();
     let cfg = dir.path().join("assent.yaml");
     std::fs::write(&cfg, "agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\n").unwrap();
-    let out = Command::new(BIN)
-        .args(["check", "--config"])
-        .arg(&cfg)
-        .args(["--agent", "bot", "--tool", "pay"])
-        .output()
-        .unwrap();
+    let out = crate::check_bot_pay(&cfg);
     let err = String::from_utf8_lossy(&out.stderr);
     let warnings: Vec<&str> = err
         .lines()

@@ -30,11 +30,7 @@ fn sighup_reloads_the_running_binary_and_a_removed_key_gets_401() {
     let url = server.url.clone();
     assert_eq!(whoami(&url, BOT_KEY), 200);
     std::fs::write(&cfg, without_bot(&cfg)).unwrap();
-    let hup = Command::new("kill")
-        .args(["-HUP", &server.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(hup.success());
+    crate::sighup(&server.child);
     // The signal is handled on the server's own time: wait (bounded) for the key to go.
     let start = Instant::now();
     while whoami(&url, BOT_KEY) != 401 {
