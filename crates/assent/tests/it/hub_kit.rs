@@ -1,7 +1,7 @@
 //! A gateway with MCP hub upstreams and an rmcp client of its `/mcp`, for the hub's tests;
 //! [`Notes`], an rmcp upstream over streamable HTTP; [`memory`], a process's resident memory.
 
-use crate::{Server, free_port, hex_sha256, serve};
+use crate::{Server, free_port, serve, write_agent_config};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -30,10 +30,7 @@ pub(crate) fn hub_gateway_with(
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n".to_string();
-    let mut config = format!(
-        "{extra}listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n",
-        hex_sha256(key)
-    );
+    let mut config = format!("{extra}mcp_upstreams:\n");
     for (alias, tools, source) in upstreams {
         if let Some(tools) = tools {
             agent.push_str(&format!(
@@ -43,9 +40,7 @@ pub(crate) fn hub_gateway_with(
         let command = serde_json::to_string(&json!(["python3", "-c", source])).unwrap();
         config.push_str(&format!("  {alias}: {{command: {command}}}\n"));
     }
-    std::fs::write(dir.path().join("helper.agf.yaml"), agent).unwrap();
-    let cfg = dir.path().join("assent.yaml");
-    std::fs::write(&cfg, config).unwrap();
+    let cfg = write_agent_config(dir.path(), port, (&agent, key), &config);
     let server = serve(&cfg, port);
     (dir, server)
 }
@@ -64,15 +59,41 @@ pub(crate) async fn hub_client(url: &str, key: &str) -> RunningService<RoleClien
         .expect("the hub answers initialize")
 }
 
+/// `call` through a fresh rmcp client of the hub at `url` (the gateway's URL) with agent key
+/// `key`, on `rt`: its result (within 60 s) as JSON; the client is then closed.
+pub(crate) fn hub_call(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    key: &str,
+    call: CallToolRequestParams,
+) -> serde_json::Value {
+    rt.block_on(async {
+        let client = hub_client(url, key).await;
+        let timeout = std::time::Duration::from_secs(60);
+        let r = tokio::time::timeout(timeout, client.peer().call_tool(call))
+            .await
+            .expect("the hub answers")
+            .expect("tools/call succeeds");
+        client.cancel().await.unwrap();
+        serde_json::to_value(r).unwrap()
+    })
+}
+
 /// The source of a hub upstream in Python (stdio, one JSON-RPC message a line): `initialize`
 /// answered as protocol 2025-06-18 with tools, `tools/list` by the Python lines `list` and
 /// `tools/call` by `call` (each indented eight spaces, setting `r`, or printing an answer of
 /// their own and `continue`; `n` counts the lists, `time` is imported), anything else `{}`.
 pub(crate) fn py_upstream(list: &str, call: &str) -> String {
+    py_upstream_with("", list, call, "        r={}")
+}
+
+/// [`py_upstream`] with the Python lines `head` run first and the lines `other` (indented
+/// eight spaces, as `call`) answering every other method.
+pub(crate) fn py_upstream_with(head: &str, list: &str, call: &str, other: &str) -> String {
     format!(
         r#"import json,sys,time
 n=0
-for line in sys.stdin:
+{head}for line in sys.stdin:
     m=json.loads(line)
     if "method" not in m or "id" not in m: continue
     i=m["id"]; meth=m["method"]
@@ -84,7 +105,7 @@ for line in sys.stdin:
     elif meth=="tools/call":
 {call}
     else:
-        r={{}}
+{other}
     print(json.dumps({{"jsonrpc":"2.0","id":i,"result":r}}), flush=True)
 "#
     )
@@ -95,6 +116,15 @@ pub(crate) fn py_tools(name: &str) -> String {
     format!(
         r#"        r={{"tools":[{{"name":"{name}","description":"{name}.","inputSchema":{{"type":"object"}}}}]}}"#
     )
+}
+
+/// `r` set to a tool list of `names` (any object as input) — a line for [`py_upstream`].
+pub(crate) fn py_list(names: &[&str]) -> String {
+    let tools: Vec<_> = names
+        .iter()
+        .map(|n| json!({"name": n, "description": format!("{n}."), "inputSchema": {"type": "object"}}))
+        .collect();
+    format!("        r={}", json!({"tools": tools}))
 }
 
 /// `r` set to a text result `text` — a line for [`py_upstream`].
@@ -240,6 +270,13 @@ pub(crate) fn hub_post(
     req.send().unwrap()
 }
 
+/// Ends a stdio client end's process: its stdin closed, then killed and reaped.
+pub(crate) fn end(mut child: std::process::Child, stdin: std::process::ChildStdin) {
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Sends SIGTERM to `child` (with `kill`, which must succeed).
 pub(crate) fn sigterm(child: &std::process::Child) {
     let term = std::process::Command::new("kill")
@@ -274,6 +311,45 @@ pub(crate) fn call_results(dir: &std::path::Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// [`memory`] of the gateway `pid` now and at its peak, printed beside `before` (its resident
+/// memory before the test's load).
+pub(crate) fn gateway_memory(pid: u32, before: usize) -> (usize, usize) {
+    let (now, peak) = memory(pid);
+    eprintln!(
+        "gateway RSS {} MiB before, {} MiB now, {} MiB at its peak",
+        before >> 20,
+        now >> 20,
+        peak >> 20
+    );
+    (now, peak)
+}
+
+/// The JSON-RPC message of an `/mcp` answer (plain JSON, or the first `data:` event of a
+/// stream).
+pub(crate) fn mcp_message(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|_| {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .find_map(|d| serde_json::from_str(d.trim()).ok())
+            .unwrap_or(serde_json::Value::Null)
+    })
+}
+
+/// [`py_upstream`] reading its stdin on a thread of its own (into the queue `q`, `None` at
+/// its end), so that a call can wait for the answers to requests of its own; `head` (Python
+/// lines) run before the first message is read.
+pub(crate) fn py_queued_upstream(head: &str, list: &str, call: &str) -> String {
+    let reader = "import threading,queue\nq=queue.Queue()\ndef read():\n    for line in sys.stdin: q.put(line)\n    q.put(None)\nthreading.Thread(target=read,daemon=True).start()\n";
+    let next = "while True:\n    line=q.get()\n    if line is None: break\n";
+    let source = py_upstream(list, call);
+    assert!(source.contains("for line in sys.stdin:\n"));
+    source.replacen(
+        "for line in sys.stdin:\n",
+        &format!("{reader}{head}{next}"),
+        1,
+    )
 }
 
 /// The resident memory of process `pid` now and at its peak (`VmRSS`, `VmHWM`, from

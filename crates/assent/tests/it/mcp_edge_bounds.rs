@@ -6,7 +6,8 @@
 //! the edge (a body that stalls, too many requests, a URI too long, a panic) or of rmcp.
 
 use crate::hub_kit::{
-    hub_gateway, hub_gateway_with, hub_post, hub_session, py_text, py_tools, py_upstream,
+    end, hub_gateway, hub_gateway_with, hub_post, hub_session, py_queued_upstream, py_text,
+    py_tools, py_upstream,
 };
 use crate::mcp_held_settle::{KEY, answer, stdio_proxy};
 use serde_json::{Value, json};
@@ -17,26 +18,10 @@ use std::io::Write;
 /// string id of 1025 bytes, one of 1024 bytes and `"short"`, then waits for the answers up to
 /// that to `"short"` and returns, as its text result, what it got answers under: `len:N` for
 /// an id of N bytes, or the id itself.
-const THREE_HEAVY_REQUESTS: &str = r#"import json,sys,threading,queue
-q=queue.Queue()
-def read():
-    for line in sys.stdin: q.put(line)
-    q.put(None)
-threading.Thread(target=read,daemon=True).start()
-def out(v): print(json.dumps(v),flush=True)
-heavy='"method":"sampling/createMessage","params":{"z":['+"0,"*(3<<20)+'0]}}\n'
-while True:
-    line=q.get()
-    if line is None: break
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
-    elif meth=="tools/list":
-        r={"tools":[{"name":"ask","description":"ask.","inputSchema":{"type":"object"}}]}
-    elif meth=="tools/call":
-        for rid in ("a"*1025,"b"*1024,"short"):
+fn three_heavy_requests() -> String {
+    let head = r#"heavy='"method":"sampling/createMessage","params":{"z":['+"0,"*(3<<20)+'0]}}\n'
+"#;
+    let call = r#"        for rid in ("a"*1025,"b"*1024,"short"):
             sys.stdout.write('{"jsonrpc":"2.0","id":"'+rid+'",'+heavy)
         sys.stdout.flush()
         got=[]
@@ -48,11 +33,9 @@ while True:
                 got.append(rid if len(rid)<100 else "len:%d" % len(rid))
                 if rid=="short": break
         except Exception as e: got.append("gave up: %r" % e)
-        r={"content":[{"type":"text","text":" ".join(got)}]}
-    else:
-        r={}
-    out({"jsonrpc":"2.0","id":i,"result":r})
-"#;
+        r={"content":[{"type":"text","text":" ".join(got)}]}"#;
+    py_queued_upstream(head, &py_tools("ask"), call)
+}
 
 /// Attack (memory, found by review): a stdio upstream sends the proxy requests too heavy to
 /// parse under huge string ids (up to some 14 MiB within the 16 MiB line bound); the proxy
@@ -62,8 +45,9 @@ while True:
 /// the one under a 1024-byte id and the short one are answered (`-32600`), in order.
 #[test]
 fn an_upstreams_heavy_request_under_an_id_past_1_kib_is_not_answered_by_the_stdio_proxy() {
-    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[ask]"), THREE_HEAVY_REQUESTS)]);
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, THREE_HEAVY_REQUESTS);
+    let source = three_heavy_requests();
+    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[ask]"), &source)]);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let call = json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
                       "params": {"name": "ask", "arguments": {}}});
     writeln!(stdin, "{call}").unwrap();
@@ -72,9 +56,7 @@ fn an_upstreams_heavy_request_under_an_id_past_1_kib_is_not_answered_by_the_stdi
         .as_str()
         .unwrap_or_default();
     assert_eq!(text, "len:1024 short", "{r:.400}");
-    drop(stdin);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    end(proxy, stdin);
 }
 
 /// The JSON-RPC error object of a `413` `/mcp` answer `body`, checked for its shape: version

@@ -5,23 +5,14 @@
 //! with a hub call still running upstream.
 
 use crate::hub_kit::{
-    call_results, hub_gateway, hub_gateway_with, hub_post, hub_session, memory, proxy_command,
-    py_text, py_upstream,
+    call_results, end, hub_gateway, hub_gateway_with, hub_post, hub_session, memory, proxy_command,
+    py_list, py_text, py_upstream,
 };
 use crate::mcp_held_settle::{KEY, answer, approvals, stdio_proxy};
 use crate::spawn_piped;
 use serde_json::json;
 use std::io::Write;
 use std::time::{Duration, Instant};
-
-/// Lines of [`py_upstream`]'s `tools/list`: `r` set to a list of `names` (any object as input).
-fn py_list(names: &[&str]) -> String {
-    let tools: Vec<_> = names
-        .iter()
-        .map(|n| json!({"name": n, "description": format!("{n}."), "inputSchema": {"type": "object"}}))
-        .collect();
-    format!("        r={}", json!({"tools": tools}))
-}
 
 /// Attack (memory, found by review): the bytes of a forwarded call stayed counted against the
 /// 64 MiB bound until its answer came, and a cancelled request should not be answered — so
@@ -44,7 +35,7 @@ fn cancelled_forwarded_calls_never_answered_do_not_use_up_the_held_bytes_bound()
         &[("up", Some("[hang, read]"), &source)],
         "max_arguments_bytes: 16777216\n",
     );
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let got = || std::fs::read_to_string(&mark).map_or(0, |s| s.lines().count());
     // Call `i` of 15 MiB, cancelled once the upstream has it: `Some(answer)` when it is
     // answered instead (refused).
@@ -83,9 +74,7 @@ fn cancelled_forwarded_calls_never_answered_do_not_use_up_the_held_bytes_bound()
     let refused = refused.expect("cancelled calls past the given-up bound were never refused");
     assert_eq!(refused["error"]["code"], -32000, "{refused}");
     assert_eq!(refused["id"], 8, "{refused}");
-    drop(stdin);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    end(proxy, stdin);
 }
 
 /// Attack (memory, found by review): the held-bytes bound counted a call's text, while the
@@ -101,7 +90,7 @@ fn held_calls_of_zeros_are_weighed_parsed_and_the_proxy_memory_stays_bounded() {
         &[("up", Some("[{name: echo, approval: true}]"), &source)],
         "max_arguments_bytes: 4194304\n",
     );
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let zeros = format!("[{}0]", "0,".repeat(900_000));
     for i in 0..6 {
         let call = format!(
@@ -125,9 +114,7 @@ fn held_calls_of_zeros_are_weighed_parsed_and_the_proxy_memory_stays_bounded() {
         "the proxy holds {} MiB for one held call",
         used >> 20
     );
-    drop(stdin);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    end(proxy, stdin);
 }
 
 /// Found by review: once the client's stdout was gone the proxy's upstream reader stopped at

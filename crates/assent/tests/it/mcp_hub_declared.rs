@@ -3,10 +3,9 @@
 //! server's tool list, pins it or waits on its reviews.
 
 use crate::get_op;
-use crate::hub_kit::{hub_client, hub_gateway};
+use crate::hub_kit::{hub_call, hub_gateway};
 use crate::mcp_upstream_attacks::hub_upstream;
 use serde_json::Value;
-use std::time::Duration;
 
 const KEY: &str = "hub-declared-agent-key-0123456789";
 
@@ -25,16 +24,8 @@ fn a_call_to_an_undeclared_hub_upstream_is_refused_before_its_tools_are_looked_a
     );
     let url = server.url.clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let said = rt.block_on(async {
-        let client = hub_client(&url, KEY).await;
-        let call = rmcp::model::CallToolRequestParams::new("other__hello");
-        let r = tokio::time::timeout(Duration::from_secs(60), client.peer().call_tool(call))
-            .await
-            .expect("the hub answers")
-            .expect("tools/call succeeds");
-        client.cancel().await.unwrap();
-        serde_json::to_value(r).unwrap()
-    });
+    let call = rmcp::model::CallToolRequestParams::new("other__hello");
+    let said = hub_call(&rt, &url, KEY, call);
     assert_eq!(said["isError"], true, "{said}");
     let text = said.to_string();
     assert!(

@@ -6,8 +6,8 @@
 //! operator's edit the hub held uncounted.
 
 use crate::hub_kit::{
-    hub_gateway_with, hub_post, hub_session, memory, py_text, py_tools, py_upstream, sigterm,
-    within,
+    gateway_memory, hub_gateway_with, hub_post, hub_session, memory, py_queued_upstream, py_text,
+    py_tools, py_upstream, sigterm, within,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -71,25 +71,8 @@ fn a_call_over_rmcps_4_mib_body_bound_runs_when_max_arguments_bytes_allows_it() 
 /// error under its id naming the bound, and the call completes.
 #[test]
 fn an_upstreams_request_too_heavy_to_parse_is_answered_not_left_waiting() {
-    let source = r#"import json,sys,threading,queue
-q=queue.Queue()
-def read():
-    for line in sys.stdin: q.put(line)
-    q.put(None)
-threading.Thread(target=read,daemon=True).start()
-def out(v): print(json.dumps(v),flush=True)
-while True:
-    line=q.get()
-    if line is None: break
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
-    elif meth=="tools/list":
-        r={"tools":[{"name":"ask","inputSchema":{"type":"object"}}]}
-    elif meth=="tools/call":
-        print('{"jsonrpc":"2.0","id":"heavy","method":"sampling/createMessage","params":{"z":['+"0,"*(3<<20)+'0]}}',flush=True)
+    let list = r#"        r={"tools":[{"name":"ask","inputSchema":{"type":"object"}}]}"#;
+    let call = r#"        print('{"jsonrpc":"2.0","id":"heavy","method":"sampling/createMessage","params":{"z":['+"0,"*(3<<20)+'0]}}',flush=True)
         got="no answer"
         try:
             while True:
@@ -98,12 +81,9 @@ while True:
                     got="code %s: %s" % (a["error"]["code"], a["error"]["message"][:400]) if "error" in a else "answered"
                     break
         except Exception: pass
-        r={"content":[{"type":"text","text":got}]}
-    else:
-        r={}
-    out({"jsonrpc":"2.0","id":i,"result":r})
-"#;
-    let (_dir, server) = hub_gateway_with(KEY, &[("up", Some("[ask]"), source)], "");
+        r={"content":[{"type":"text","text":got}]}"#;
+    let source = py_queued_upstream("", list, call);
+    let (_dir, server) = hub_gateway_with(KEY, &[("up", Some("[ask]"), &source)], "");
     let session = hub_session(&server.url, KEY);
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "up__ask", "arguments": {}}});
@@ -124,25 +104,8 @@ while True:
 fn a_stdio_upstream_gets_sigterm_when_the_gateway_stops() {
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("terminated");
-    let source = format!(
-        r#"import json,sys,signal,time
-def term(*a):
-    open({mark:?},'w').write('TERM')
-    sys.exit(0)
-signal.signal(signal.SIGTERM,term)
-for line in sys.stdin:
-    m=json.loads(line)
-    if "id" not in m or "method" not in m: continue
-    if m["method"]=="initialize":
-        r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
-    elif m["method"]=="tools/list":
-        r={{"tools":[{{"name":"read","inputSchema":{{"type":"object"}}}}]}}
-    else:
-        r={{}}
-    print(json.dumps({{"jsonrpc":"2.0","id":m["id"],"result":r}}),flush=True)
-time.sleep(60)
-"#
-    );
+    let read = r#"[{"name":"read","inputSchema":{"type":"object"}}]"#;
+    let source = traps_sigterm(&mark, read, "        r={}", "time.sleep(60)\n");
     let (_gw, mut server) = hub_gateway_with(KEY, &[("up", Some("[read]"), &source)], "");
     let session = hub_session(&server.url, KEY);
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
@@ -150,13 +113,7 @@ time.sleep(60)
         .text()
         .unwrap();
     assert!(body.contains("up__read"), "{body:.300}");
-    sigterm(&server.child);
-    within(40, "the gateway never ended", || {
-        server.child.try_wait().unwrap()
-    });
-    let got = within(5, "the upstream never got SIGTERM", || {
-        std::fs::read_to_string(&mark).ok()
-    });
+    let got = sigterm_then_mark(&mut server, &mark);
     assert_eq!(got, "TERM");
 }
 
@@ -260,20 +217,15 @@ fn an_upstream_refused_under_huge_ids_while_reading_nothing_leaves_the_gateway_s
                        "params": {"name": "up__flood", "arguments": {}}});
     // Its answer comes after the 80 lines on the upstream's stdout: all were read by then.
     let body = hub_post(&url, KEY, Some(&session), flood).text().unwrap();
-    let (now, peak) = memory(pid);
-    eprintln!(
-        "gateway RSS {} MiB before, {} MiB now, {} MiB at its peak",
-        before >> 20,
-        now >> 20,
-        peak >> 20
-    );
+    let (_, peak) = gateway_memory(pid, before);
     assert!(text_of(&body).contains("done"), "{body:.300}");
     assert!(peak < PEAK, "the gateway peaked at {} MiB", peak >> 20);
 }
 
-/// A stdio upstream with a `sleep` tool that sleeps `secs` s without reading its stdin (having
-/// written `busy`) and a `read` tool, writing `TERM` to `mark` on `SIGTERM`.
-fn sleeper(mark: &std::path::Path, busy: &std::path::Path, secs: u32) -> String {
+/// A stdio upstream (Python) writing `TERM` to `mark` on `SIGTERM`: `tools/list` answered
+/// with `tools` (a JSON list), `tools/call` by the Python lines `call` (indented eight spaces,
+/// setting `r`), anything else `{}`; the lines `after` run once its stdin ends.
+fn traps_sigterm(mark: &std::path::Path, tools: &str, call: &str, after: &str) -> String {
     format!(
         r#"import json,sys,signal,time
 def term(*a):
@@ -286,17 +238,39 @@ for line in sys.stdin:
     if m["method"]=="initialize":
         r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
     elif m["method"]=="tools/list":
-        r={{"tools":[{{"name":"sleep","inputSchema":{{"type":"object"}}}},{{"name":"read","inputSchema":{{"type":"object"}}}}]}}
+        r={{"tools":{tools}}}
     elif m["method"]=="tools/call":
-        if m["params"]["name"]=="sleep":
-            open({busy:?},'w').write('1')
-            time.sleep({secs})
-        r={{"content":[{{"type":"text","text":"done"}}]}}
+{call}
     else:
         r={{}}
     print(json.dumps({{"jsonrpc":"2.0","id":m["id"],"result":r}}),flush=True)
-"#
+{after}"#
     )
+}
+
+/// The gateway stopped with SIGTERM (ended within 40 s), then what its upstream wrote to
+/// `mark` (within 5 s).
+fn sigterm_then_mark(server: &mut crate::Server, mark: &std::path::Path) -> String {
+    sigterm(&server.child);
+    within(40, "the gateway never ended", || {
+        server.child.try_wait().unwrap()
+    });
+    within(5, "the upstream never got SIGTERM", || {
+        std::fs::read_to_string(mark).ok()
+    })
+}
+
+/// A stdio upstream with a `sleep` tool that sleeps `secs` s without reading its stdin (having
+/// written `busy`) and a `read` tool, writing `TERM` to `mark` on `SIGTERM`.
+fn sleeper(mark: &std::path::Path, busy: &std::path::Path, secs: u32) -> String {
+    let tools = r#"[{"name":"sleep","inputSchema":{"type":"object"}},{"name":"read","inputSchema":{"type":"object"}}]"#;
+    let call = format!(
+        r#"        if m["params"]["name"]=="sleep":
+            open({busy:?},'w').write('1')
+            time.sleep({secs})
+        r={{"content":[{{"type":"text","text":"done"}}]}}"#
+    );
+    traps_sigterm(mark, tools, &call, "")
 }
 
 /// Starts, on threads, a call of `sleep` (once the upstream is in it, see [`sleeper`]) and a
@@ -370,13 +344,7 @@ fn a_stdio_upstream_busy_in_a_call_with_a_send_blocked_on_its_stdin_gets_sigterm
     for call in a_send_blocked_on_stdin(&server.url, &session, &busy, true) {
         call.join().unwrap();
     }
-    sigterm(&server.child);
-    within(40, "the gateway never ended", || {
-        server.child.try_wait().unwrap()
-    });
-    let got = within(5, "the upstream never got SIGTERM", || {
-        std::fs::read_to_string(&mark).ok()
-    });
+    let got = sigterm_then_mark(&mut server, &mark);
     assert_eq!(got, "TERM");
 }
 

@@ -4,8 +4,8 @@
 //! upstream, so that neither the gateway nor the stdio hub builds it.
 
 use crate::hub_kit::{
-    hub_command, hub_gateway_with, hub_post, hub_session, lines_of, memory, py_text, py_tools,
-    py_upstream,
+    gateway_memory, hub_command, hub_gateway_with, hub_post, hub_session, lines_of, mcp_message,
+    memory, py_text, py_tools, py_upstream,
 };
 use crate::mcp_held_settle::{answer, handshake};
 use crate::spawn_piped;
@@ -17,17 +17,6 @@ const KEY: &str = "hub-parse-agent-key-0123456789abcdef0";
 /// What a process's peak memory may reach in these tests: 300 MiB (one message of 16 MiB of
 /// zeros parsed took some 0.5 GiB).
 const PEAK: usize = 300 << 20;
-
-/// The JSON-RPC message of an `/mcp` answer (plain JSON, or the first `data:` event of a
-/// stream).
-fn message(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|_| {
-        body.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .find_map(|d| serde_json::from_str(d.trim()).ok())
-            .unwrap_or(Value::Null)
-    })
-}
 
 /// One `/mcp` POST of `body` (text, sent as it is) in MCP session `session`: its status and
 /// body.
@@ -83,13 +72,7 @@ fn hub_posts_too_heavy_to_parse_are_refused_unread_and_the_gateway_stays_small()
         })
         .collect();
     let answers: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let (now, peak) = memory(pid);
-    eprintln!(
-        "gateway RSS {} MiB before, {} MiB now, {} MiB at its peak",
-        before >> 20,
-        now >> 20,
-        peak >> 20
-    );
+    let (_, peak) = gateway_memory(pid, before);
     assert!(
         peak < before + (96 << 20) && peak < PEAK,
         "the gateway grew from {} MiB to a peak of {} MiB",
@@ -97,7 +80,7 @@ fn hub_posts_too_heavy_to_parse_are_refused_unread_and_the_gateway_stays_small()
         peak >> 20
     );
     for (i, (status, body)) in answers {
-        let m = message(&body);
+        let m = mcp_message(&body);
         assert_eq!((status, &m["id"]), (200, &json!(i)), "{body:.300}");
         assert_eq!(m["error"]["code"], -32600, "{body:.300}");
         let why = m["error"]["message"].as_str().unwrap_or_default();
@@ -108,7 +91,7 @@ fn hub_posts_too_heavy_to_parse_are_refused_unread_and_the_gateway_stays_small()
     let (status, body) = post_text(&url, &session, note);
     assert_eq!(status, 413, "{body:.300}");
     assert!(
-        message(&body)["error"]["message"]
+        mcp_message(&body)["error"]["message"]
             .as_str()
             .is_some_and(|w| w.contains("refused unread"))
     );
@@ -197,13 +180,7 @@ fn an_upstream_streaming_lines_too_heavy_to_parse_leaves_the_gateway_small() {
     let noisy = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                        "params": {"name": "up__noisy", "arguments": {}}});
     let r = hub_post(&url, KEY, Some(&session), noisy).text().unwrap();
-    let (now, peak) = memory(pid);
-    eprintln!(
-        "gateway RSS {} MiB before, {} MiB now, {} MiB at its peak",
-        before >> 20,
-        now >> 20,
-        peak >> 20
-    );
+    let (_, peak) = gateway_memory(pid, before);
     assert!(peak < PEAK, "the gateway peaked at {} MiB", peak >> 20);
     assert!(r.contains("done"), "{r:.300}");
     let heavy = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",

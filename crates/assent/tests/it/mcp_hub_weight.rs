@@ -3,24 +3,15 @@
 //! `[0,0,…]` parsed takes some 33 times its text, so the hub bounds the bytes (by weight) its
 //! calls in flight hold, per agent and in all.
 
-use crate::hub_kit::{hub_gateway, hub_post, hub_session, memory, py_text, py_upstream};
+use crate::hub_kit::{
+    hub_gateway, hub_post, hub_session, mcp_message, memory, py_text, py_upstream,
+};
 use crate::mcp_held_settle::approvals;
 use serde_json::Value;
 use std::sync::mpsc;
 use std::time::Duration;
 
 const KEY: &str = "hub-weight-agent-key-0123456789abcdef";
-
-/// The JSON-RPC message of an `/mcp` answer (plain JSON, or the first `data:` event of a
-/// stream).
-fn message(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|_| {
-        body.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .find_map(|d| serde_json::from_str(d.trim()).ok())
-            .unwrap_or(Value::Null)
-    })
-}
 
 /// Attack (memory, found by review): an agent sends `tools/call`s held for a human, each with
 /// arguments of zeros near the `/mcp` body bound (250 KB of text, some 4 MiB parsed), over two
@@ -55,7 +46,7 @@ fn held_hub_calls_past_the_weight_bound_are_refused_not_held() {
         .unwrap();
         std::thread::spawn(move || {
             let r = hub_post(&url, KEY, Some(&session), body);
-            let _ = tx.send((i, message(&r.text().unwrap_or_default())));
+            let _ = tx.send((i, mcp_message(&r.text().unwrap_or_default())));
         });
         // One at a time, so that the order they are held in is the order they were sent.
         std::thread::sleep(Duration::from_millis(150));

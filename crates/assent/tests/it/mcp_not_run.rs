@@ -23,24 +23,15 @@ const RULES: &str = "- tool: echo\n  approvers: [ops]\n";
 
 /// An upstream (Python, stdio) logging every line it receives to `log`, with one tool `echo`.
 fn upstream(log: &Path) -> String {
-    format!(
-        r#"import json,sys
-log=open({log:?},'a')
-for line in sys.stdin:
-    log.write(line); log.flush()
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
-    elif meth=="tools/list":
-        r={{"tools":[{{"name":"echo","description":"Echoes.","inputSchema":{{"type":"object"}}}}]}}
-    elif meth=="tools/call":
-        r={{"content":[{{"type":"text","text":"echoed"}}]}}
-    else:
-        r={{}}
-    print(json.dumps({{"jsonrpc":"2.0","id":i,"result":r}}), flush=True)
-"#
+    let head = format!(
+        "log=open({log:?},'a')\ndef logged(lines):\n    for line in lines:\n        log.write(line); log.flush()\n        yield line\nsys.stdin=logged(sys.stdin)\n"
+    );
+    let list = r#"        r={"tools":[{"name":"echo","description":"Echoes.","inputSchema":{"type":"object"}}]}"#;
+    crate::hub_kit::py_upstream_with(
+        &head,
+        list,
+        &crate::hub_kit::py_text("echoed"),
+        "        r={}",
     )
 }
 

@@ -4,7 +4,7 @@
 //! hub withdraws a vanished client's held calls side by side, not one after the other.
 
 use crate::hub_kit::{
-    hub_command, hub_gateway, hub_gateway_with, memory, py_text, py_upstream, within,
+    end, hub_command, hub_gateway, hub_gateway_with, memory, py_list, py_text, py_upstream, within,
 };
 use crate::mcp_held_settle::{KEY, answer, stdio_proxy};
 use crate::spawn_piped;
@@ -15,15 +15,6 @@ use std::time::{Duration, Instant};
 /// What the proxy's peak memory may reach in these tests: 200 MiB (a line of 16 MiB of zeros
 /// parsed took some 0.5 GiB).
 const PEAK: usize = 200 << 20;
-
-/// A `tools/list` line for [`py_upstream`]: `names`, any object as input.
-fn py_list(names: &[&str]) -> String {
-    let tools: Vec<_> = names
-        .iter()
-        .map(|n| json!({"name": n, "description": format!("{n}."), "inputSchema": {"type": "object"}}))
-        .collect();
-    format!("        r={}", json!({"tools": tools}))
-}
 
 /// Attack (memory, found by review): a client sends one line of nearly 16 MiB (within the line
 /// bound) whose arguments are `[0,0,…]`, which the proxy parsed whole before weighing it: some
@@ -38,7 +29,7 @@ fn a_client_line_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays_smal
         &[("up", Some("[read]"), &source)],
         "max_arguments_bytes: 16777216\n",
     );
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let zeros = format!("[{}0]", "0,".repeat((8 << 20) - 1000));
     let heavy = format!(
         r#"{{"jsonrpc":"2.0","id":"heavy","method":"tools/call","params":{{"name":"read","arguments":{{"a":{zeros}}}}}}}"#
@@ -57,9 +48,7 @@ fn a_client_line_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays_smal
     writeln!(stdin, "{big}").unwrap();
     let r = answer(&lines, &json!("big"));
     assert!(r.to_string().contains("done"), "{r:.300}");
-    drop(stdin);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    end(proxy, stdin);
 }
 
 /// Attack (memory, found by review): an upstream answers a forwarded call with one line of
@@ -71,7 +60,7 @@ fn an_upstream_result_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays
     let call = r#"        print(json.dumps({"jsonrpc":"2.0","id":i,"result":{"content":[],"z":[0]*((8<<20)-1000)}},separators=(",",":")),flush=True); continue"#;
     let source = py_upstream(&py_list(&["zeros"]), call);
     let (_gw, server) = hub_gateway(KEY, &[("up", Some("[zeros]"), &source)]);
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let call = json!({"jsonrpc": "2.0", "id": "z", "method": "tools/call",
                       "params": {"name": "zeros", "arguments": {}}});
     writeln!(stdin, "{call}").unwrap();
@@ -81,9 +70,7 @@ fn an_upstream_result_of_16_mib_of_zeros_is_refused_unparsed_and_the_proxy_stays
     assert!(why.contains("refused unread"), "{r:.300}");
     let (_, peak) = memory(proxy.id());
     assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
-    drop(stdin);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    end(proxy, stdin);
 }
 
 /// Attack (memory, found by review): an operator's edit grew a held call as it was forwarded,
@@ -106,7 +93,7 @@ fn an_operators_edit_past_the_held_bytes_bound_is_not_run() {
         &[("up", Some("[{name: echo, approval: true}]"), &source)],
         "max_arguments_bytes: 16777216\n",
     );
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let zeros = format!("[{}0]", "0,".repeat(900_000));
     let first = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"z":{zeros}}}}}}}"#
@@ -140,9 +127,7 @@ fn an_operators_edit_past_the_held_bytes_bound_is_not_run() {
         "{r:.300}"
     );
     assert!(!mark.exists(), "the upstream ran the edited call");
-    drop(stdin);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    end(proxy, stdin);
 }
 
 /// A child process killed (and reaped) when dropped, a test's panic included.
@@ -254,7 +239,7 @@ fn an_upstream_result_of_7_mib_of_json_as_text_is_relayed_not_refused() {
         r={"content":[{"type":"text","text":big}]}"#;
     let source = py_upstream(&py_list(&["dump"]), call);
     let (gw, server) = hub_gateway(KEY, &[("up", Some("[dump]"), &source)]);
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
     let call = json!({"jsonrpc": "2.0", "id": "dump", "method": "tools/call",
                       "params": {"name": "dump", "arguments": {}}});
     writeln!(stdin, "{call}").unwrap();
@@ -274,7 +259,5 @@ fn an_upstream_result_of_7_mib_of_json_as_text_is_relayed_not_refused() {
     });
     let relayed = crate::hex_sha256(&r["result"].to_string());
     assert_eq!(recorded["result_sha256"], relayed, "{recorded}");
-    drop(stdin);
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    end(proxy, stdin);
 }

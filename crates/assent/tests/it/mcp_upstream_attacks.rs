@@ -361,28 +361,17 @@ fn an_upstream_elicitation_cannot_answer_the_relays_own_approval_question() {
 /// never ends: every page has one more tool and a fresh `nextCursor`.
 pub(crate) fn hub_upstream(endless: bool) -> String {
     let py_endless = if endless { "True" } else { "False" };
-    format!(
-        r#"import json,sys
-endless={py_endless}
-for line in sys.stdin:
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
-    elif meth=="tools/list" and endless:
-        n=int((m.get("params") or {{}}).get("cursor") or 0)
-        r={{"tools":[{{"name":"t%d"%n,"inputSchema":{{"type":"object"}}}}],"nextCursor":str(n+1)}}
-    elif meth=="tools/list":
-        r={{"tools":[{{"name":"hello","description":"Say hello.","inputSchema":{{"type":"object"}}}}]}}
-    elif meth=="ping":
-        r={{}}
-    else:
-        print(json.dumps({{"jsonrpc":"2.0","id":i,"error":{{"code":-32601,"message":"no "+meth}}}}), flush=True)
-        continue
-    print(json.dumps({{"jsonrpc":"2.0","id":i,"result":r}}), flush=True)
-"#
-    )
+    let list = r#"        if endless:
+            n=int((m.get("params") or {}).get("cursor") or 0)
+            r={"tools":[{"name":"t%d"%n,"inputSchema":{"type":"object"}}],"nextCursor":str(n+1)}
+        else:
+            r={"tools":[{"name":"hello","description":"Say hello.","inputSchema":{"type":"object"}}]}"#;
+    // Every method but `initialize`, `tools/list` and `ping`: an error.
+    let unknown = r#"print(json.dumps({"jsonrpc":"2.0","id":i,"error":{"code":-32601,"message":"no "+meth}}), flush=True); continue"#;
+    let call = format!("        {unknown}");
+    let other = format!("        if meth==\"ping\": r={{}}\n        else: {unknown}");
+    let head = format!("endless={py_endless}\n");
+    crate::hub_kit::py_upstream_with(&head, list, &call, &other)
 }
 
 /// Review finding 3: a hub upstream whose `tools/list` always names a next page cannot grow
@@ -394,25 +383,16 @@ fn a_hub_upstream_that_never_stops_paginating_is_left_out_of_the_tool_list() {
     use rmcp::ServiceExt;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    std::fs::write(
-        dir.path().join("helper.agf.yaml"),
-        "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: good\n      allowed_tools: [hello]\n    - alias: endless\n      allowed_tools: [t0]\n",
-    )
-    .unwrap();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: good\n      allowed_tools: [hello]\n    - alias: endless\n      allowed_tools: [t0]\n";
     let command = |endless: bool| {
         serde_json::to_string(&json!(["python3", "-c", hub_upstream(endless)])).unwrap()
     };
-    let cfg = dir.path().join("assent.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n  good: {{command: {}}}\n  endless: {{command: {}}}\n",
-            hex_sha256(KEY),
-            command(false),
-            command(true)
-        ),
-    )
-    .unwrap();
+    let upstreams = format!(
+        "mcp_upstreams:\n  good: {{command: {}}}\n  endless: {{command: {}}}\n",
+        command(false),
+        command(true)
+    );
+    let cfg = crate::write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
     let mut server = serve(&cfg, port);
     let url = server.url.clone();
     // `/mcp` opens no session for a request without an agent's key: 401 with a JSON-RPC error.

@@ -6,8 +6,8 @@
 //! the environment's proxies (a corporate proxy for https is legitimate). Each gateway here is
 //! its own `assent serve` process with the proxy variables set for it alone.
 
-use crate::hub_kit::{Notes, hub_client, notes_upstream, within};
-use crate::{Server, free_port, held, hex_sha256, serve_cmd, serve_with, write_config};
+use crate::hub_kit::{Notes, hub_call, notes_upstream, within};
+use crate::{Server, free_port, held, serve_cmd, serve_with, write_config};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 use std::io::{Read, Write};
@@ -310,36 +310,22 @@ fn a_loopback_mcp_upstreams_token_and_calls_never_go_through_an_environment_prox
     let proxy = Recorder::start("502 Bad Gateway");
     let remote = "mcp.example.invalid";
     let config = |dir: &Path, port| {
-        std::fs::write(
-            dir.join("helper.agf.yaml"),
-            "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: notes\n      allowed_tools: [read]\n",
-        )
-        .unwrap();
-        let cfg = dir.join("assent.yaml");
-        std::fs::write(
-            &cfg,
-            format!(
-                "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n  notes: {{url: \"http://127.0.0.1:{up_port}/mcp\", bearer_token_env: TEST_UPSTREAM_TOKEN}}\n  far: {{url: \"https://{remote}/mcp\"}}\n",
-                hex_sha256(KEY)
+        let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: notes\n      allowed_tools: [read]\n";
+        crate::write_agent_config(
+            dir,
+            port,
+            (agent, KEY),
+            &format!(
+                "mcp_upstreams:\n  notes: {{url: \"http://127.0.0.1:{up_port}/mcp\", bearer_token_env: TEST_UPSTREAM_TOKEN}}\n  far: {{url: \"https://{remote}/mcp\"}}\n"
             ),
         )
-        .unwrap();
-        cfg
     };
     let (_dir, server) = gateway_behind_proxy(&proxy, config, |cmd| {
         cmd.env("TEST_UPSTREAM_TOKEN", UPSTREAM_TOKEN);
     });
-    let said = rt.block_on(async {
-        let client = hub_client(&server.url, KEY).await;
-        let call = CallToolRequestParams::new("notes__read")
-            .with_arguments(json!({"text": "payroll"}).as_object().unwrap().clone());
-        let r = tokio::time::timeout(Duration::from_secs(60), client.peer().call_tool(call))
-            .await
-            .expect("the hub answers")
-            .expect("tools/call succeeds");
-        client.cancel().await.unwrap();
-        serde_json::to_value(r).unwrap()
-    });
+    let call = CallToolRequestParams::new("notes__read")
+        .with_arguments(json!({"text": "payroll"}).as_object().unwrap().clone());
+    let said = hub_call(&rt, &server.url, KEY, call);
     within(30, "the https upstream skipped the proxy", || {
         (!proxy.seen().is_empty()).then_some(())
     });
