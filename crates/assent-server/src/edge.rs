@@ -97,42 +97,24 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    // A known sender's body past the limit is read to its end and dropped ([`DRAIN_FACTOR`])
-    // before the `413` is sent, so that the client reads it.
-    let drain = if known {
-        limit.saturating_mul(DRAIN_FACTOR)
+    // A known sender's body past the limit is read to its end and dropped ([`DRAIN_BYTES`])
+    // before the `413` is sent, so that the client reads it — unless the client waits for
+    // `100 Continue` before it writes (then nothing is under way to break).
+    let waits = parts
+        .headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let drain = if known && !waits {
+        limit.saturating_add(DRAIN_BYTES)
     } else {
         0
     };
     let over = std::sync::atomic::AtomicBool::new(false);
     let read = read_body(body, declared, (limit, drain), &over);
-    let bytes = match tokio::time::timeout(read_timeout, read).await {
-        Ok(Some(b)) => b,
-        // An AAEP reply that fails a check is ignored with no reason given (§6.3.4).
-        Ok(None) if limit < max_body && parts.uri.path() == crate::aaep::REPLIES_PATH => {
-            return StatusCode::NO_CONTENT.into_response();
-        }
-        Ok(None) if is_mcp(parts.uri.path()) => {
-            return mcp_too_large(limit, limit < max_body);
-        }
-        Ok(None) if limit < max_body => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "PAYLOAD_TOO_LARGE",
-                format!(
-                    "a request that shows no API key or dashboard session may send at most {limit} bytes of body"
-                ),
-            )
-            .into_response();
-        }
-        Ok(None) => return crate::extract::too_large().into_response(),
+    let outcome = match tokio::time::timeout(read_timeout, read).await {
+        Ok(outcome) => outcome,
         // Over the limit, and its rest still arriving when the time ran out.
-        Err(_) if over.load(std::sync::atomic::Ordering::Relaxed) && is_mcp(parts.uri.path()) => {
-            return mcp_too_large(limit, limit < max_body);
-        }
-        Err(_) if over.load(std::sync::atomic::Ordering::Relaxed) => {
-            return crate::extract::too_large().into_response();
-        }
+        Err(_) if over.load(std::sync::atomic::Ordering::Relaxed) => BodyRead::Over,
         Err(_) => {
             return ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
@@ -145,34 +127,67 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
             .into_response();
         }
     };
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await
+    let path = parts.uri.path();
+    match outcome {
+        BodyRead::Whole(bytes) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        // An AAEP reply that fails a check is ignored with no reason given (§6.3.4).
+        _ if limit < max_body && path == crate::aaep::REPLIES_PATH => {
+            StatusCode::NO_CONTENT.into_response()
+        }
+        BodyRead::Broken => ApiError::bad_request(
+            "the request body could not be read: its framing (chunks or length) is broken",
+        )
+        .into_response(),
+        BodyRead::Over if is_mcp(path) => mcp_too_large(limit, limit < max_body),
+        BodyRead::Over if limit < max_body => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+            format!(
+                "a request that shows no API key or dashboard session may send at most {limit} bytes of body"
+            ),
+        )
+        .into_response(),
+        BodyRead::Over => crate::extract::too_large().into_response(),
+    }
 }
 
-/// How far past its limit a known sender's body ([`KnownKey`]) is read and dropped before
-/// the `413` that refuses it: up to this many times the limit in all (within the body-read
-/// timeout), so that the client, still writing, reads the answer. Found by CI: the `413` for a
-/// 7 MiB `/mcp` body was sent unread and the connection closed under the writing client,
-/// which got a broken pipe, not the answer naming `max_arguments_bytes`. A body declared
-/// longer than this, or one from a sender that has shown no key, is refused unread.
-pub const DRAIN_FACTOR: usize = 4;
+/// How many bytes past its limit a known sender's body ([`KnownKey`]) is read and dropped
+/// before the `413` that refuses it (within the body-read timeout), so that the client, still
+/// writing, reads the answer: 16 MiB. Found by CI: the `413` for a 7 MiB `/mcp` body was sent
+/// unread and the connection closed under the writing client, which got a broken pipe, not
+/// the answer naming `max_arguments_bytes`. A body declared longer than the limit plus this,
+/// one from a sender that has shown no key, or one whose client waits for `100 Continue`, is
+/// refused unread (a chunked one once past the bound: its connection is closed).
+pub const DRAIN_BYTES: usize = 16 << 20;
+
+/// What [`read_body`] made of a request body.
+enum BodyRead {
+    /// The whole body, within the limit.
+    Whole(axum::body::Bytes),
+    /// Past the limit (the rest read and dropped as far as the drain allowed).
+    Over,
+    /// A body that failed to read (broken chunk framing, a length not met before the end).
+    Broken,
+}
 
 /// The body `body` (declared `declared` bytes long, if it says) when it is at most `limit`
-/// bytes, else `None`, after reading and dropping the rest up to `drain` bytes in all (none
-/// when the declared length is past `drain`); `over` is set once the body is known to be past
-/// `limit`. `None` too for a body that fails to read.
+/// bytes; else [`BodyRead::Over`], after reading and dropping the rest up to `drain` bytes in
+/// all (none when the declared length is past `drain`); `over` is set once the body is known
+/// to be past `limit`.
 async fn read_body(
     body: axum::body::Body,
     declared: Option<u64>,
     (limit, drain): (usize, usize),
     over: &std::sync::atomic::AtomicBool,
-) -> Option<axum::body::Bytes> {
+) -> BodyRead {
     use futures_util::StreamExt;
-    let past = |n: u64| n > limit as u64;
-    if declared.is_some_and(past) {
+    if declared.is_some_and(|n| n > limit as u64) {
         over.store(true, std::sync::atomic::Ordering::Relaxed);
         if declared.is_some_and(|n| n > drain as u64) {
-            return None;
+            return BodyRead::Over;
         }
     }
     let mut stream = body.into_data_stream();
@@ -181,19 +196,25 @@ async fn read_body(
     let mut kept = Vec::with_capacity(room);
     let mut seen: usize = 0;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.ok()?;
+        let Ok(chunk) = chunk else {
+            return BodyRead::Broken;
+        };
         seen = seen.saturating_add(chunk.len());
         if seen > limit {
             over.store(true, std::sync::atomic::Ordering::Relaxed);
             kept = Vec::new();
             if seen > drain {
-                return None;
+                return BodyRead::Over;
             }
         } else {
             kept.extend_from_slice(&chunk);
         }
     }
-    (!over.load(std::sync::atomic::Ordering::Relaxed)).then(|| kept.into())
+    if over.load(std::sync::atomic::Ordering::Relaxed) {
+        BodyRead::Over
+    } else {
+        BodyRead::Whole(kept.into())
+    }
 }
 
 /// Whether `path` is the MCP hub's (`/mcp`, streamable HTTP), which answers in JSON-RPC.

@@ -513,10 +513,75 @@ async fn a_known_sender_whose_body_is_over_the_limit_reads_the_413() {
     let text = String::from_utf8_lossy(&buf[..n]);
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
     assert!(text.contains(r#""code":"PAYLOAD_TOO_LARGE""#), "{text}");
-    // Declared past four times the limit: refused before a byte of it is sent.
-    let far = limit * assent_server::edge::DRAIN_FACTOR + 1;
-    let (text, took) = answer_to_head(&gw, &head(far), 10).await;
-    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
-    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    // Declared past the drain, or from a client waiting for `100 Continue`: refused before a
+    // byte of it is sent (review: a waiting client was made to upload what would be dropped).
+    let far = limit + assent_server::edge::DRAIN_BYTES + 1;
+    let waits = head(len).replace("\r\n\r\n", "\r\nexpect: 100-continue\r\n\r\n");
+    for (what, h) in [("past the drain", head(far)), ("100-continue", waits)] {
+        let (text, took) = answer_to_head(&gw, &h, 10).await;
+        assert!(text.starts_with("HTTP/1.1 413"), "{what}: {text}");
+        assert!(took < std::time::Duration::from_secs(5), "{what}: {took:?}");
+    }
+    gw.stop().await;
+}
+
+/// Review of the fix above: a known sender's over-limit body that stalls once past the limit
+/// is still refused `413` when the read time runs out (not `408`); a chunked one within the
+/// drain is read to its end and the connection serves the next request; a body whose chunk
+/// framing is broken is a `400` saying so, not a `413` blaming its size.
+#[tokio::test]
+async fn an_over_limit_body_stalled_chunked_or_broken_gets_the_right_answer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = serve_with(|s| {
+        s.max_arguments_bytes = 60 * 1024;
+        s.body_read_timeout = std::time::Duration::from_secs(2);
+    })
+    .await;
+    let limit = 60 * 1024 + assent_server::edge::BODY_OVERHEAD_BYTES;
+    let host = gw.url.trim_start_matches("http://").to_string();
+    let head = |framing: &str| {
+        format!(
+            "POST /v1/tool-calls HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {BOT}\r\ncontent-type: application/json\r\n{framing}\r\n\r\n"
+        )
+    };
+    let answer = async |bytes: Vec<u8>, until: &str| {
+        let mut tcp = tokio::net::TcpStream::connect(&host).await.unwrap();
+        tcp.write_all(&bytes).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        let t = std::time::Instant::now();
+        while !String::from_utf8_lossy(&got).contains(until) && t.elapsed().as_secs() < 10 {
+            let r = tokio::time::timeout(std::time::Duration::from_secs(10), tcp.read(&mut buf));
+            match r.await {
+                Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    // Stalled past the limit: 413 once the read time is out.
+    let mut stalled = head(&format!("content-length: {}", limit * 2)).into_bytes();
+    stalled.extend(vec![b' '; limit + 100]);
+    let text = answer(stalled, "\r\n\r\n{").await;
+    assert!(text.starts_with("HTTP/1.1 413"), "stalled: {text}");
+    // Chunked past the limit, then a second request on the same connection.
+    let mut chunked = head("transfer-encoding: chunked").into_bytes();
+    let piece = format!("{:x}\r\n{}\r\n", 16 * 1024, " ".repeat(16 * 1024));
+    for _ in 0..(limit / (16 * 1024) + 2) {
+        chunked.extend(piece.as_bytes());
+    }
+    chunked.extend(format!("0\r\n\r\nGET /healthz HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes());
+    let text = answer(chunked, "HTTP/1.1 200").await;
+    assert!(text.starts_with("HTTP/1.1 413"), "chunked: {text}");
+    assert!(
+        text.contains("HTTP/1.1 200"),
+        "the next request is served: {text}"
+    );
+    // Broken chunk framing.
+    let mut broken = head("transfer-encoding: chunked").into_bytes();
+    broken.extend(b"5\r\nabcde\r\nZZ\r\n");
+    let text = answer(broken, "\r\n\r\n{").await;
+    assert!(text.starts_with("HTTP/1.1 400"), "broken: {text}");
+    assert!(text.contains("framing"), "broken: {text}");
     gw.stop().await;
 }
