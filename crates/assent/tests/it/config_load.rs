@@ -187,11 +187,13 @@ fn a_deny_policy_whose_selector_names_no_loaded_agent_is_warned_about() {
 /// Attack (found by review): `agents: [Payments-bot]` can never select an agent (ids are
 /// `^[a-z0-9][a-z0-9_-]*$`, matched case-sensitively), yet loaded, its deny applying to
 /// nobody. Such a selector entry — a literal or a glob whose literal characters cannot be in
-/// an id — is now a load error with the file and the entry's line.
+/// an id, or (found by a later review) whose bracket expression admits no character an id
+/// holds there (`[A-Z]*`), or that begins with `-` — is now a load error with the file and the
+/// entry's line.
 #[test]
 fn a_selector_entry_that_can_never_be_an_agent_id_stops_the_load() {
     let dir = tempfile::tempdir().unwrap();
-    for entry in ["Payments-bot", "Pay*", "payments.bot"] {
+    for entry in ["Payments-bot", "Pay*", "payments.bot", "[A-Z]*", "-bot"] {
         let sel = format!("\n      agents:\n        - payments-bot\n        - \"{entry}\"");
         let cfg = write_pair(dir.path(), &deny_policy(&sel, None));
         let (code, err) = check(&cfg, "payments-bot", &[]);
