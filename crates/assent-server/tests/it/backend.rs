@@ -217,6 +217,18 @@ pub fn audit_count(dir: &Path, kind: &str) -> i64 {
     )
 }
 
+/// The first problem `audit verify` (the store's integrity check: the audit chain, and every
+/// row under a seal against its records) finds in the database of the gateway over `dir`;
+/// `None` when it verifies.
+pub fn audit_problem(dir: &Path) -> Option<assent_store::integrity::Problem> {
+    let db = database(dir);
+    off_runtime(|| {
+        let opts = Default::default();
+        assent_store::integrity::verify_database(&db, dir, &opts).unwrap()
+    })
+    .problem
+}
+
 /// Another program holding the database's write lock until this is dropped: on SQLite a
 /// connection in `BEGIN IMMEDIATE`; on PostgreSQL a session in a transaction holding
 /// `LOCK TABLE audit IN ACCESS EXCLUSIVE MODE` (every write of the gateway appends an audit

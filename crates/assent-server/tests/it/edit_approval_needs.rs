@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 /// The rules the call is held under: `pay` needs one finance approver.
 const ONE_APPROVER: &str = "- tool: pay\n  approvers: [finance]\n";
 
+/// The rules of the tightened `pay`: two finance approvers.
+const QUORUM: &str = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+
 /// Swaps the gateway's rules for `rules` (a YAML rule list) while a call waits, as a reload
 /// does; the principals stay.
 fn rules_now(gw: &Gw, rules: &str) {
@@ -66,12 +69,20 @@ async fn refused(gw: &Gw, id: &str, (s, b): (StatusCode, Value), needs: &str) {
     assert!(a.get("token").is_none_or(Value::is_null), "{a}");
 }
 
+/// `pay` held, then the rules become `stricter`: `key`'s edit (approve with 50,000) is
+/// refused naming `needs` ([`refused`]); the gateway is stopped.
+async fn edit_refused_under(stricter: &str, key: &str, needs: &str) {
+    let (_dir, gw, id) = held_then(stricter).await;
+    let r = edit_as(&gw, &id, key, 50_000).await;
+    refused(&gw, &id, r, needs).await;
+    gw.stop().await;
+}
+
 /// Attack: `pay` needs two finance approvers now (a rule tightened while the call waited); the
 /// one approver of the held call edits it (a larger amount) and approves it alone.
 #[tokio::test]
 async fn an_edit_cannot_turn_a_one_approver_call_into_a_quorum_call_on_one_word() {
-    let (_dir, gw, id) =
-        held_then("- tool: pay\n  approvers: {roles: [finance], count: 2}\n").await;
+    let (_dir, gw, id) = held_then(QUORUM).await;
     let r = edit_as(&gw, &id, "alice-key", 50_000).await;
     refused(&gw, &id, r, "a quorum of 2 finance").await;
     // Lowering the amount does not lower what the edited call needs either.
@@ -84,29 +95,22 @@ async fn an_edit_cannot_turn_a_one_approver_call_into_a_quorum_call_on_one_word(
 /// would approve the edited call with no passkey press at all.
 #[tokio::test]
 async fn an_edit_cannot_approve_without_the_passkey_the_edited_call_needs() {
-    let (_dir, gw, id) =
-        held_then("- tool: pay\n  approvers: [finance]\n  require_passkey: true\n").await;
-    let r = edit_as(&gw, &id, "alice-key", 50_000).await;
-    refused(&gw, &id, r, "a passkey").await;
-    gw.stop().await;
+    let stricter = "- tool: pay\n  approvers: [finance]\n  require_passkey: true\n";
+    edit_refused_under(stricter, "alice-key", "a passkey").await;
 }
 
 /// Attack: `pay` has separation of duties now; olga, who owns agent `bot`, approves its call
 /// herself by editing it.
 #[tokio::test]
 async fn the_agents_owner_cannot_approve_by_edit_a_call_needing_separation_of_duties() {
-    let (_dir, gw, id) =
-        held_then("- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n").await;
-    let r = edit_as(&gw, &id, "olga-key", 50_000).await;
-    refused(&gw, &id, r, "separation of duties").await;
-    gw.stop().await;
+    let stricter = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
+    edit_refused_under(stricter, "olga-key", "separation of duties").await;
 }
 
 /// Attack: the same quorum edit sent through the dashboard's approve form.
 #[tokio::test]
 async fn a_dashboard_edit_cannot_turn_a_call_into_a_quorum_call_on_one_word() {
-    let (_dir, gw, id) =
-        held_then("- tool: pay\n  approvers: {roles: [finance], count: 2}\n").await;
+    let (_dir, gw, id) = held_then(QUORUM).await;
     let cookie = gw.dashboard_session().await;
     let card = format!("/ui/approvals/{id}");
     let csrf = csrf_of(&gw.dashboard_page(&card, &cookie).await);
@@ -143,10 +147,7 @@ async fn an_aaep_modified_action_cannot_turn_a_call_into_a_quorum_call_on_one_wo
     let (sub, mut sse) = gw.listen().await;
     let id = gw.held("s1", "pay", args()).await;
     let token = sse.reply_token("aaep:agent.awaiting.confirmation").await;
-    rules_now(
-        &gw,
-        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
-    );
+    rules_now(&gw, QUORUM);
     let now = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();

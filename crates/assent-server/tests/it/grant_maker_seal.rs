@@ -43,12 +43,8 @@ async fn active(gw: &Gw) -> usize {
 
 /// The first problem `audit verify` (the store's integrity check) reports, as text.
 fn verify_problem(gw: &Gw) -> String {
-    let db = crate::backend::database(&gw.data_dir);
-    let report = crate::backend::off_runtime(|| {
-        let opts = Default::default();
-        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
-    });
-    format!("{:?}", report.problem)
+    let problem = crate::backend::audit_problem(&gw.data_dir);
+    format!("{problem:?}")
 }
 
 /// Attack (found by review): the database writer renames the maker of alice's `session` or

@@ -61,14 +61,12 @@ async fn grant_whole_tool(gw: &Gw, tool: &str, args: Value, key: &str) {
     assert_eq!(s, StatusCode::OK, "{b}");
 }
 
-/// The audit chain and every grant against its records verify.
-fn assert_verifies(gw: &Gw) {
-    let db = crate::backend::database(&gw.data_dir);
-    let report = crate::backend::off_runtime(|| {
-        let opts = Default::default();
-        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
-    });
-    assert!(report.problem.is_none(), "{:?}", report.problem);
+/// Asserts that the audit chain, and every token and grant against its records, verify; then
+/// stops the gateway.
+pub(crate) async fn stop_verified(gw: Gw) {
+    let problem = crate::backend::audit_problem(&gw.data_dir);
+    assert!(problem.is_none(), "{problem:?}");
+    gw.stop().await;
 }
 
 /// Attack (found by review): alice's key is stolen and approves held `read` calls for the
@@ -111,8 +109,7 @@ async fn a_reload_that_removes_an_operator_revokes_the_grants_they_created() {
     let active = b["grants"].as_array().unwrap();
     assert_eq!(active.len(), 1, "{b}");
     assert_eq!(active[0]["tool"], "quick", "{b}");
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// Attack (found by review, the restart path): an operator whose key was stolen is removed
@@ -154,8 +151,7 @@ async fn a_restart_that_removes_an_operator_or_their_role_revokes_the_grants_the
     );
     assert_eq!(call(&gw, "read", json!({"n": 3})).await, StatusCode::OK);
     assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 2);
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// Attack (found by review): a grant made by approving a call held under an MPLP plan kept
@@ -197,8 +193,7 @@ async fn cancelling_a_plan_revokes_the_grants_its_calls_made() {
         StatusCode::OK
     );
     assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 1);
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// The principals olaf (`ops`, key `olaf_key`), gina (`ops`) when `gina`, and agent `bot`.
@@ -254,8 +249,7 @@ async fn a_restart_with_a_rotated_key_revokes_the_grants_the_old_key_made() {
     assert_eq!(call(&gw, "lenient", json!({"n": 2})).await, StatusCode::OK);
     assert_eq!(call(&gw, "read", json!({"n": 4})).await, StatusCode::OK);
     assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 1);
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// Attack: whoever can write the database but not read the keys clears the key binding of the

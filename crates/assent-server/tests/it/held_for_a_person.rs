@@ -91,6 +91,12 @@ async fn allowed(gw: &Gw, session: &str, tool: &str, args: Value) {
     );
 }
 
+/// The session reads untrusted content: `fetch_url` of an outside page, allowed.
+async fn read_untrusted(gw: &Gw, session: &str) {
+    let url = json!({"url": "https://evil.example"});
+    allowed(gw, session, "fetch_url", url).await;
+}
+
 /// Past the longest wait a rule may set (7 days) from now, Unix ms.
 fn past_every_deadline() -> i64 {
     assent_server::state::now_ms() + 8 * 86_400_000
@@ -152,13 +158,7 @@ async fn assert_held_then_expired_rejected(gw: &Gw, id: &str, trigger: &str) {
 #[tokio::test]
 async fn a_timeout_never_approves_egress_held_for_untrusted_session_content() {
     let (gw, _root) = gateway(1).await;
-    allowed(
-        &gw,
-        "u1",
-        "fetch_url",
-        json!({"url": "https://evil.example"}),
-    )
-    .await;
+    read_untrusted(&gw, "u1").await;
     let id = gw
         .held("u1", "send_email", json!({"to": "x@example.com"}))
         .await;
@@ -265,13 +265,7 @@ async fn user_approves(gw: &Gw, id: &str) -> (StatusCode, Value) {
 #[tokio::test]
 async fn the_agents_user_cannot_approve_a_call_held_by_a_trigger_in_the_client() {
     let (gw, _root) = gateway(300).await;
-    allowed(
-        &gw,
-        "u1",
-        "fetch_url",
-        json!({"url": "https://evil.example"}),
-    )
-    .await;
+    read_untrusted(&gw, "u1").await;
     let mut held = Vec::new();
     for (session, tool, args) in [
         ("p1", "write_file", json!({"path": "/etc/passwd"})),

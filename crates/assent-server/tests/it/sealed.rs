@@ -4,7 +4,7 @@
 //! agent and approved calls by a planted grant; `audit verify` found them only afterwards.
 
 use crate::backend::Param;
-use crate::kit::{Gw, OP, start, token_of};
+use crate::kit::{Gw, OP, serve, token_of};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -49,9 +49,15 @@ async fn receipt_refused_as_damaged(gw: &Gw, id: &str) -> serde_json::Value {
     r["damaged"].clone()
 }
 
+/// `pay(amount, to)` held in session `s1`: its approval id.
+async fn held_pay(gw: &Gw, amount: u64, to: &str) -> String {
+    gw.held("s1", "pay", json!({"amount": amount, "to": to}))
+        .await
+}
+
 /// A `pay` call held and approved by the operator; its approval id.
 async fn approved(gw: &Gw, to: &str) -> String {
-    let id = gw.held("s1", "pay", json!({"amount": 500, "to": to})).await;
+    let id = held_pay(gw, 500, to).await;
     assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
     id
 }
@@ -72,8 +78,7 @@ fn plant_token(gw: &Gw, real: &str, evil: &str) {
 /// device. The agent reading the approval gets no token, and the widened one redeems nothing.
 #[tokio::test]
 async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let extra = json!({"device_id": "laptop"});
     let (s, b) = gw
         .call("s1", "pay", json!({"amount": 500, "to": "x"}), extra)
@@ -82,9 +87,7 @@ async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
     let real = b["approval_id"].as_str().unwrap().to_string();
     assert_eq!(gw.decide(&real, OP, "approve").await.0, StatusCode::OK);
     let real_token = token_of(&gw.as_agent(&real).await);
-    let evil = gw
-        .held("s1", "pay", json!({"amount": 1_000_000, "to": "me"}))
-        .await;
+    let evil = held_pay(&gw, 1_000_000, "me").await;
     plant_token(&gw, &real, &evil);
     tamper(
         &gw,
@@ -135,12 +138,9 @@ async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
 /// was accepted and running. Now neither does.
 #[tokio::test]
 async fn a_token_planted_under_a_pending_call_is_not_shown_when_it_is_denied() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let real = approved(&gw, "x").await;
-    let evil = gw
-        .held("s1", "pay", json!({"amount": 1_000_000, "to": "me"}))
-        .await;
+    let evil = held_pay(&gw, 1_000_000, "me").await;
     plant_token(&gw, &real, &evil);
     let (s, b) = gw.decide(&evil, OP, "deny").await;
     assert_eq!(s, StatusCode::OK, "{b}");
@@ -161,8 +161,7 @@ async fn a_token_planted_under_a_pending_call_is_not_shown_when_it_is_denied() {
 /// the approval's agent), though nothing would sign or redeem it for either agent.
 #[tokio::test]
 async fn a_token_row_moved_to_another_agent_is_not_the_approvals_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let id = approved(&gw, "x").await;
     let view = |b: serde_json::Value| b["approval_token"].clone();
     assert!(!view(gw.get(&format!("/v1/approvals/{id}"), OP).await.1).is_null());
@@ -180,11 +179,8 @@ async fn a_token_row_moved_to_another_agent_is_not_the_approvals_token() {
 /// whole tool: the next `pay` calls are still held for a person.
 #[tokio::test]
 async fn a_grant_row_planted_or_edited_in_the_database_approves_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let id = gw
-        .held("s1", "pay", json!({"amount": 800, "to": "y"}))
-        .await;
+    let gw = serve().await;
+    let id = held_pay(&gw, 800, "y").await;
     let scope = json!({"decision": "approve", "scope": "session"});
     let (s, b) = gw.decide_with(&id, OP, scope).await;
     assert_eq!(s, StatusCode::OK, "{b}");
@@ -229,8 +225,7 @@ async fn a_grant_row_planted_or_edited_in_the_database_approves_nothing() {
 /// when it is held: it expires rejected, and no token is given.
 #[tokio::test]
 async fn an_approvals_default_edited_in_the_database_never_approves_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let args = json!({"amount": 1_000_000, "to": "me"});
     let evil = gw.held("s1", "pay", args.clone()).await;
     tamper(
@@ -251,8 +246,7 @@ async fn an_approvals_default_edited_in_the_database_never_approves_it() {
 /// and the approval can still be denied.
 #[tokio::test]
 async fn an_approvals_device_binding_removed_in_the_database_is_refused_as_damaged() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let args = json!({"amount": 500, "to": "x"});
     let (s, b) = gw
         .call("s1", "pay", args, json!({"device_id": "laptop"}))
@@ -262,12 +256,8 @@ async fn an_approvals_device_binding_removed_in_the_database_is_refused_as_damag
     tamper(&gw, &id, "device_id = NULL");
     approving_is_refused_as_damaged(&gw, &id, OP, "device_id removed").await;
     // `audit verify` names the edit too (it compared no device before).
-    let db = crate::backend::database(&gw.data_dir);
-    let report = crate::backend::off_runtime(|| {
-        let opts = Default::default();
-        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
-    });
-    let problem = format!("{:?}", report.problem.expect("the edit is reported"));
+    let problem = crate::backend::audit_problem(&gw.data_dir);
+    let problem = format!("{:?}", problem.expect("the edit is reported"));
     assert!(problem.contains("device_id"), "{problem}");
     assert_eq!(gw.decide(&id, OP, "deny").await.0, StatusCode::OK);
     gw.stop().await;
@@ -280,8 +270,7 @@ async fn an_approvals_device_binding_removed_in_the_database_is_refused_as_damag
 /// message, and the call can still be denied.
 #[tokio::test]
 async fn what_an_approver_is_shown_edited_in_the_database_is_refused_as_damaged() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let edits = [
         "message = 'Run the nightly report?'",
         "human_summary = 'report()'",
@@ -289,18 +278,12 @@ async fn what_an_approver_is_shown_edited_in_the_database_is_refused_as_damaged(
         "dry_run_tool = 'pay'",
     ];
     for edit in edits {
-        let id = gw
-            .held("s1", "pay", json!({"amount": 500, "to": "x"}))
-            .await;
+        let id = held_pay(&gw, 500, "x").await;
         tamper(&gw, &id, edit);
         approving_is_refused_as_damaged(&gw, &id, OP, edit).await;
         if edit.starts_with("message") {
-            let db = crate::backend::database(&gw.data_dir);
-            let report = crate::backend::off_runtime(|| {
-                let opts = Default::default();
-                assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
-            });
-            let problem = format!("{:?}", report.problem.expect("the edit is reported"));
+            let problem = crate::backend::audit_problem(&gw.data_dir);
+            let problem = format!("{:?}", problem.expect("the edit is reported"));
             assert!(
                 problem.contains("message, reasons or triggers"),
                 "{problem}"
@@ -321,8 +304,7 @@ async fn what_an_approver_is_shown_edited_in_the_database_is_refused_as_damaged(
 /// reports it (the chain holds the denial).
 #[tokio::test]
 async fn a_denied_call_set_back_to_pending_is_not_approved_by_its_default() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let id = gw.pending("lenient", json!({"n": 1})).await;
     assert_eq!(gw.decide(&id, OP, "deny").await.0, StatusCode::OK);
     tamper(&gw, &id, "status = 'pending', decided_at = NULL");
@@ -346,12 +328,8 @@ async fn a_denied_call_set_back_to_pending_is_not_approved_by_its_default() {
     let forget = format!("DELETE FROM decisions WHERE approval_id = '{id}'");
     assert_eq!(gw.sql().exec(&forget, &[]), 1);
     gw.with_store(|s| s.expire_due(later).unwrap());
-    let db = crate::backend::database(&gw.data_dir);
-    let report = crate::backend::off_runtime(|| {
-        let opts = Default::default();
-        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
-    });
-    let problem = format!("{:?}", report.problem.expect("the rollback is reported"));
+    let problem = crate::backend::audit_problem(&gw.data_dir);
+    let problem = format!("{:?}", problem.expect("the rollback is reported"));
     assert!(problem.contains(&id), "{problem}");
     gw.stop().await;
 }
@@ -364,17 +342,12 @@ async fn a_denied_call_set_back_to_pending_is_not_approved_by_its_default() {
 /// back.
 #[tokio::test]
 async fn an_approver_role_added_in_the_database_lets_no_one_else_approve() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let id = gw
-        .held("s1", "pay", json!({"amount": 900, "to": "me"}))
-        .await;
+    let gw = serve().await;
+    let id = held_pay(&gw, 900, "me").await;
     tamper(&gw, &id, "approvers = '[\"finance\",\"ops\"]'");
     approving_is_refused_as_damaged(&gw, &id, "olaf-key", "ops added to the approvers").await;
     // The call retried is held anew, not joined to an approval nobody may approve.
-    let retried = gw
-        .held("s1", "pay", json!({"amount": 900, "to": "me"}))
-        .await;
+    let retried = held_pay(&gw, 900, "me").await;
     assert_ne!(retried, id);
     tamper(&gw, &id, "approvers = '[\"finance\"]'");
     tamper(&gw, &id, "expires_at = expires_at + 1");
@@ -393,8 +366,7 @@ async fn an_approver_role_added_in_the_database_lets_no_one_else_approve() {
 /// removed when the genuine token is minted, and the removal recorded.
 #[tokio::test]
 async fn a_token_row_planted_under_a_pending_call_does_not_stop_the_expiry_sweep() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let later = assent_server::state::now_ms() + 60_000;
     for (n, agent, expired_as) in [(1, "bot", "reject"), (2, "mallory", "approve")] {
         let id = gw.pending("lenient", json!({"n": n})).await;
@@ -427,8 +399,7 @@ async fn a_token_row_planted_under_a_pending_call_does_not_stop_the_expiry_sweep
 /// an edited or unsealed one is `409 APPROVAL_DAMAGED` naming `seal`, and nothing is signed.
 #[tokio::test]
 async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let edited = approved(&gw, "alice").await;
     let unsealed = approved(&gw, "bob").await;
     for id in [&edited, &unsealed] {
@@ -458,16 +429,11 @@ async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
 /// theirs), and the approval put back as the gateway settled it gets its receipt again.
 #[tokio::test]
 async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let rejected = gw
-        .held("s1", "pay", json!({"amount": 500, "to": "mallory"}))
-        .await;
+    let gw = serve().await;
+    let rejected = held_pay(&gw, 500, "mallory").await;
     assert_eq!(gw.decide(&rejected, OP, "deny").await.0, StatusCode::OK);
     let approved = approved(&gw, "alice").await;
-    let edited = gw
-        .held("s1", "pay", json!({"amount": 900, "to": "bob"}))
-        .await;
+    let edited = held_pay(&gw, 900, "bob").await;
     let (s, b) = gw.edit(&edited, json!({"amount": 90, "to": "bob"})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (s, r) = receipt(&gw, &rejected).await;
@@ -509,9 +475,7 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
     }
     // A pending call's receipt with an edit planted on it (found by review: signed as its
     // `approved_call_hash`): damaged as settled yet pending, no receipt.
-    let pending = gw
-        .held("s1", "pay", json!({"amount": 700, "to": "carol"}))
-        .await;
+    let pending = held_pay(&gw, 700, "carol").await;
     tamper(
         &gw,
         &pending,

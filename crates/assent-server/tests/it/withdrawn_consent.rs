@@ -8,7 +8,7 @@
 //! backend.
 
 use crate::backend::audit_count;
-use crate::grant_revocation::{reloading_gateway, write_config};
+use crate::grant_revocation::{reloading_gateway, stop_verified, write_config};
 use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, cookie_of, policy, serve_policy, token_of};
 use crate::reload::principals;
 use reqwest::StatusCode;
@@ -20,16 +20,6 @@ fn gov() -> String {
         "acme.test.withdrawn-consent",
         "- tool: read\n  approval: true\n- tool: pay\n  approvers: [{role: finance, count: 1}, {role: security}]\n",
     )
-}
-
-/// The audit chain and every token and grant against their records verify.
-fn assert_verifies(gw: &Gw) {
-    let db = crate::backend::database(&gw.data_dir);
-    let report = crate::backend::off_runtime(|| {
-        let opts = Default::default();
-        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
-    });
-    assert!(report.problem.is_none(), "{:?}", report.problem);
 }
 
 /// `read(path)` as bot in session `s1`, let through by a grant: its token.
@@ -95,8 +85,7 @@ async fn a_token_minted_under_a_grant_is_void_once_the_grant_is_revoked() {
     let own = token_of(&gw.as_agent(&origin).await);
     let (s, b) = redeem_read(&gw, &own, "/a").await;
     assert_eq!(s, StatusCode::OK, "the operator's own approval stands: {b}");
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// Defence in depth: a grant revoked without its tokens voided (by a gateway before the
@@ -154,8 +143,7 @@ async fn tokens_approved_by_an_operator_a_reload_removes_are_void() {
     }
     let (s, b) = redeem_read(&gw, &olafs, "/y").await;
     assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// Attack (found by review, with a quorum): `pay` needs one finance and one security vote.
@@ -216,8 +204,7 @@ async fn a_quorum_token_is_void_only_when_a_removed_operators_vote_was_needed() 
         "fred's and sam's votes still meet it: {b}"
     );
     assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// The principals `ops` (name, roles, key), each an operator, and the kit's `bot` agent.
@@ -258,8 +245,7 @@ async fn a_restart_that_removes_an_operator_voids_the_tokens_of_the_calls_they_a
     let (s, b) = redeem_read(&gw, &olafs, "/y").await;
     assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
     assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// Attack (found by review, the restart path with a rotated key): `pay` needs one finance and
@@ -299,8 +285,7 @@ async fn a_restart_with_a_rotated_key_voids_the_tokens_its_needed_votes_approved
     let (s, b) = gw.redeem(&tokens[1], "pay", pay(501), None).await;
     assert_eq!(s, StatusCode::OK, "fred's and sam's votes meet it: {b}");
     assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
-    assert_verifies(&gw);
-    gw.stop().await;
+    stop_verified(gw).await;
 }
 
 /// `GET path` at `gw` with session `cookie` (or none), redirects not followed.

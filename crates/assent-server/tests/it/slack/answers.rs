@@ -2,14 +2,13 @@
 //! `slack::api::MAX_ANSWER` bytes, against a fake Slack whose `chat.postMessage` answers are
 //! larger.
 
-use super::{FakeSlack, PAY, args, gateway};
+use super::{held_behind, slack_dead_letter};
 use crate::kit::OP;
 use axum::body::Body;
 use axum::response::Response;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
 /// A `chat.postMessage` answer of `ok: true` padded past 2 MiB: sent whole with its
 /// `Content-Length` on odd attempts, and in 64 KiB chunks with none on even ones.
@@ -35,35 +34,13 @@ fn huge_answer(attempt: u32) -> Response {
 #[tokio::test]
 async fn a_slack_answer_over_a_mebibyte_is_a_failed_delivery_not_read_whole() {
     let attempts = Arc::new(AtomicU32::new(0));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let n = attempts.clone();
     let app = axum::Router::new().fallback(move || {
         let n = n.clone();
         async move { huge_answer(n.fetch_add(1, Ordering::SeqCst) + 1) }
     });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let fake = FakeSlack {
-        url,
-        ..FakeSlack::default()
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let start = Instant::now();
-    let dead = loop {
-        let (s, v) = gw.get("/v1/webhooks/dead-letters", OP).await;
-        assert_eq!(s, reqwest::StatusCode::OK, "{v}");
-        let list = v["dead_letters"].as_array().cloned().unwrap_or_default();
-        if let Some(d) = list.into_iter().find(|d| d["webhook"] == "slack:bot") {
-            break d;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "not dead-lettered: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let (gw, _dir, id) = held_behind(app).await;
+    let dead = slack_dead_letter(&gw).await;
     assert_eq!(dead["body"]["approval_id"], id.as_str(), "{dead}");
     assert_eq!(dead["attempts"], 6, "{dead}");
     let why = dead["last_error"].as_str().unwrap_or_default();

@@ -12,7 +12,7 @@ mod redacted;
 mod refusals;
 mod votes;
 
-use crate::kit::{AGENTS, Gw, assert_answer, operator, policy, start_custom};
+use crate::kit::{AGENTS, Gw, OP, assert_answer, operator, policy, start_custom};
 use assent_server::Settings;
 use assent_server::config::slack::{Slack, SlackConfig};
 use assent_server::config::{Webhook, WebhookFormat};
@@ -156,6 +156,42 @@ fn with_slack(st: &mut assent_server::AppState, s: Slack) {
 }
 
 const PAY: &str = "- tool: pay\n  approvers: [finance]\n";
+
+/// A gateway with Slack under [`PAY`] whose Web API is `app` (a stand-in answering as a
+/// broken or hostile Slack would), holding `pay` in session `s1`: the gateway, the temp dir
+/// it uses and the approval's id.
+async fn held_behind(app: axum::Router) -> (Gw, tempfile::TempDir, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let fake = FakeSlack {
+        url,
+        ..FakeSlack::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    (gw, dir, id)
+}
+
+/// Waits (at most 90 s) for the Slack bot's dead letter (`webhook` `slack:bot`) and returns it.
+async fn slack_dead_letter(gw: &Gw) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let (s, v) = gw.get("/v1/webhooks/dead-letters?limit=1000", OP).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let list = v["dead_letters"].as_array().cloned().unwrap_or_default();
+        if let Some(d) = list.into_iter().find(|d| d["webhook"] == "slack:bot") {
+            return d;
+        }
+        let shown: String = v.to_string().chars().take(2_000).collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "not dead-lettered: {shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
 
 fn args() -> Value {
     json!({"amount": 500, "to": "acme"})
