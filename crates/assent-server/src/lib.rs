@@ -275,9 +275,13 @@ async fn close_orphan_subscriptions(state: &AppState) {
 /// ([`assent_store::Store::void_unbacked_tokens`], `token.voided`), as a reload removing or
 /// changing the operator does: found by review, removing a stolen key from the file and
 /// restarting left the tokens of the calls it had approved redeemable. A single decision
-/// keeps no key binding: it falls when its decider is no operator of the configuration; a
-/// call a grant let through is weighed by the grant's maker and the binding it keeps. A
-/// store error stops start-up (fail closed: the vote would count, the token redeem).
+/// keeps the binding of the key (or channel) it was made with (migration 0052) and is weighed
+/// as a vote is, with no roles: it falls when its decider is no operator of the configuration
+/// or that key is not theirs any more (found by review: a key rotated under the same name
+/// left what the stolen key approved redeemable); one made before that migration keeps none
+/// and falls only with its decider. A call a grant let through is weighed by the grant's maker
+/// and the binding it keeps. A store error stops start-up (fail closed: the vote would count,
+/// the token redeem).
 async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
     let live = state.principals();
     let oidc = state.oidc.clone();

@@ -610,7 +610,7 @@ fn passkey_ok(
 
 /// Writes the settlement of `rec` (moving to `next` with `scope`): what ran is the edit (the
 /// session's usage counts its arguments, its result limit applies too), the approval's status
-/// and decided scope, the decision row, the MPLP `confirm.*` event and the audit record
+/// and decided scope, the decision row (with the decider's key binding, migration 0052), the MPLP `confirm.*` event and the audit record
 /// (`decision`, `approval.expired`, `approval.cancelled`; both calls when edited). Returns the
 /// MPLP Confirm status ([`decision::confirm_status`]).
 fn settle(
@@ -654,8 +654,11 @@ fn settle(
         .and_then(|d| d.passkey.as_ref())
         .filter(|_| mints_by_person(s.event))
         .map(|p| serde_json::to_string(p).expect("proof"));
-    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id, passkey) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
-        params![id, name, reason, actor, now, default_applied, decision_id, passkey],
+    // What stood behind a person's decision (migration 0052): start-up voids the token of an
+    // approval whose deciding key was rotated since (`crate::voided::void_unbacked`).
+    let key = s.input.and_then(|d| d.decider_key.as_deref());
+    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id, passkey, key_binding) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)")?.execute(
+        params![id, name, reason, actor, now, default_applied, decision_id, passkey, key],
     )?;
     crate::settlement_seal::seal(tx, s.settled, id)?;
     let mplp_status = decision::confirm_status(next, s.event);

@@ -33,11 +33,13 @@ pub struct DecisionInput {
     /// What stood behind the decision, as the server says it (opaque here): the binding of the
     /// operator key it was made with (64 hex, the server's SHA-256 over the key's digest under
     /// a tag of its own), or the channel's (`slack:` and the clicking Slack user id; `sso:` and
-    /// the identity and groups of a single sign-on). Kept with a quorum vote and with a grant
-    /// (migration 0048): start-up checks it again and withdraws the vote, or revokes the grant,
-    /// when it no longer stands ([`crate::Store::withdraw_votes`],
-    /// [`crate::Store::revoke_grants_unless`]). `None` only for a vote or grant made before
-    /// the server said how.
+    /// the identity and groups of a single sign-on). Kept with a quorum vote, with a grant
+    /// (migration 0048) and with a single decision (migration 0052): start-up checks it again
+    /// and withdraws the vote, revokes the grant, or voids the unredeemed token the decision
+    /// approved, when it no longer stands ([`crate::Store::withdraw_votes`],
+    /// [`crate::Store::revoke_grants_unless`], [`crate::Store::void_unbacked_tokens`]). `None`
+    /// for a vote, grant or decision made before the server said how, and for an agent's
+    /// user's decision in the client.
     pub decider_key: Option<String>,
     /// The passkey assertion signing an approval (issue 14 §4), checked by the gateway's live
     /// ceremony; the store checks it belongs to the decider and binds this approval, its

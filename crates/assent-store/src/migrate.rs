@@ -94,6 +94,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(49, "0049_listing_order"),
     migration!(50, "0050_outstanding_tokens"),
     migration!(51, "0051_audit_takeovers"),
+    migration!(52, "0052_decision_key_binding"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

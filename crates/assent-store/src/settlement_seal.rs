@@ -1,7 +1,8 @@
 //! The seal of an approval's settlement (migration 0035): what it became and how — its
 //! `status`, `decided_at`, decided `scope`, the edited call (`edited_arguments`,
 //! `edited_canonical`, `edited_hash`), every `decisions` row (decision, reason, actor, time,
-//! default applied, decision id, passkey proof) and the seals of its quorum votes in voting
+//! default applied, decision id, passkey proof, and the decider's key binding when it has one,
+//! migration 0052) and the seals of its quorum votes in voting
 //! order (each vote row carries its own, `votes.rs`; the list here makes a vote deleted or
 //! added after the settlement show) — fixed by the transaction that settles it, under a key
 //! of its own ([`crate::seal::Sealed::Settlement`]) derived from the audit key, which the
@@ -29,7 +30,8 @@ use serde_json::{Value, json};
 /// The columns the seal is over, read from approval `id`'s row, its decisions and its votes:
 /// `[id, status, decided_at, scope, edited_arguments, edited_canonical, edited_hash,
 /// [[decision, reason, actor, at, default_applied, decision_id, passkey], …], [vote seal,
-/// …]]` (decision rows in insertion order, votes in voting order), and the stored seal;
+/// …]]` (decision rows in insertion order, each followed by its `key_binding` when it has one,
+/// migration 0052; votes in voting order), and the stored seal;
 /// `None` when there is no such approval.
 fn stored(conn: Conn<'_>, id: &str) -> db::Result<Option<(Value, String)>> {
     type Row = (
@@ -55,7 +57,7 @@ fn stored(conn: Conn<'_>, id: &str) -> db::Result<Option<(Value, String)>> {
     };
     let decisions: Vec<Value> = conn
         .prepare_cached(
-            "SELECT decision, reason, actor, at, default_applied, decision_id, passkey
+            "SELECT decision, reason, actor, at, default_applied, decision_id, passkey, key_binding
          FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
         )?
         .query_map([id], |r| {
@@ -63,7 +65,13 @@ fn stored(conn: Conn<'_>, id: &str) -> db::Result<Option<(Value, String)>> {
                 (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
             let more: (Option<String>, Option<String>, Option<String>) =
                 (r.get(4)?, r.get(5)?, r.get(6)?);
-            Ok(json!([row.0, row.1, row.2, row.3, more.0, more.1, more.2]))
+            let mut d = json!([row.0, row.1, row.2, row.3, more.0, more.1, more.2]);
+            // The key binding (migration 0052) only when there is one: the seals of the rows
+            // written without it still hold.
+            if let Some(k) = r.get::<Option<String>>(7)? {
+                d.as_array_mut().expect("an array").push(json!(k));
+            }
+            Ok(d)
         })?;
     let votes: Vec<String> = conn
         .prepare_cached("SELECT seal FROM votes WHERE approval_id = ?1 ORDER BY rowid")?

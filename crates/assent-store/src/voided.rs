@@ -160,12 +160,15 @@ pub(crate) fn void_token(
 
 /// Voids ([`void_token`]; actor and reason `(by, why)`, `grant_id` recorded) the tokens
 /// minted under grant `gid` that are neither redeemed nor expired at `now`: those of the calls
-/// it covered (approvals whose `grant_id` is `gid`), other than `origin`'s, the approval whose
-/// decision made the grant (that call an operator approved themselves). Called in the
-/// transaction that revokes the grant. Found by review: an agent holding a `workspace` grant
-/// proposed many covered calls, kept their single-use tokens, and redeemed them after the
-/// grant was revoked. How many. Reads the outstanding tokens (a scan of `tokens`: a
-/// revocation is rare).
+/// it covered — approvals whose sealed approving decision is `grant:<gid>`, and those whose
+/// `grant_id` is `gid` other than `origin`'s, the approval whose decision made the grant (that
+/// call an operator approved themselves). Called in the transaction that revokes the grant.
+/// Found by review: an agent holding a `workspace` grant proposed many covered calls, kept
+/// their single-use tokens, and redeemed them after the grant was revoked; and, by the unsealed
+/// columns alone, a covered call whose `approvals.grant_id` a database writer had cleared, or
+/// that `grants.approval_id` had been pointed at, was not found ([`crate::consent`]). How
+/// many. Reads the outstanding tokens (through `tokens_outstanding`, migration 0050) and
+/// their approvals' decisions (by `decisions_approval`).
 pub(crate) fn void_grant_tokens(
     tx: Conn<'_>,
     (gid, origin): (&str, &str),
@@ -175,9 +178,10 @@ pub(crate) fn void_grant_tokens(
     let minted: Vec<(String, String)> = crate::sql::rows(
         tx,
         "SELECT t.token_id, t.approval_id FROM tokens t JOIN approvals a ON a.id = t.approval_id \
-         WHERE a.grant_id = ?1 AND a.id <> ?2 AND t.used_at IS NULL AND t.expires_at > ?3 \
-         ORDER BY t.issued_at, t.token_id",
-        params![gid, origin, now],
+         WHERE t.used_at IS NULL AND t.expires_at > ?3 AND ((a.grant_id = ?1 AND a.id <> ?2) \
+         OR EXISTS (SELECT 1 FROM decisions d WHERE d.approval_id = t.approval_id \
+         AND d.decision = 'approve' AND d.actor = ?4)) ORDER BY t.issued_at, t.token_id",
+        params![gid, origin, now, format!("grant:{gid}")],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     let mut n = 0;
@@ -190,8 +194,10 @@ pub(crate) fn void_grant_tokens(
 
 /// Whether one approving decision or vote stands, as [`void_unbacked`] asks:
 /// `(principal, roles it was cast with, key binding)` — a vote's roles and binding as its row
-/// keeps them (`votes.roles`, `votes.key_binding`, migration 0038); a single decision keeps
-/// neither (no roles, `None`). The shape of the question [`crate::Store::withdraw_votes`] asks
+/// keeps them (`votes.roles`, `votes.key_binding`, migration 0038); a single decision keeps no
+/// roles and the binding of the key it was made with (`decisions.key_binding`, migration 0052;
+/// `None` for one made before it, which is then weighed by its decider's name alone, as it
+/// was: a key rotated under the same name does not take it back). The shape of the question [`crate::Store::withdraw_votes`] asks
 /// of a pending vote, so the server answers both with one rule.
 pub type ConsentStands<'a> = dyn Fn(&str, &[String], Option<&str>) -> bool + 'a;
 
@@ -262,7 +268,10 @@ fn unbacked(
 /// decision and vote on it stands, or when it needs a quorum that the approving votes still
 /// standing meet (a vote beyond what a group needed was not needed); else the principals whose
 /// decision or vote fell (an approval no longer readable stands not). The deciders are read as
-/// [`crate::consent::approving_deciders`] reads them: a call a grant let through rests on the
+/// [`crate::consent::approving_deciders`] reads them: a person's decision with the key binding
+/// it was made with (migration 0052; found by review: weighed with none, the tokens a stolen
+/// key approved by single decision stayed redeemable once the key was rotated under the same
+/// name and the gateway restarted); a call a grant let through rests on the
 /// grant's maker, weighed with the key binding the grant was made with (found by review: the
 /// tokens minted under a removed operator's grant that had already expired, so nothing
 /// revoked it and [`void_grant_tokens`] never ran, stayed redeemable).
@@ -306,7 +315,8 @@ impl Store {
     /// Voids the unredeemed tokens whose approval's consent the configuration in force no
     /// longer stands behind ([`void_unbacked`], each approving decision and vote weighed by
     /// `stands`; actor `by`, reason `why`): what start-up does for operators removed from the
-    /// file, or whose key (the binding a vote keeps) or roles changed, before a restart, as a
+    /// file, or whose key (the binding a vote, a grant and, since migration 0052, a single
+    /// decision keep) or roles changed, before a restart, as a
     /// reload does for them ([`Store::revoke_and_audit`]). Read first, written only when there
     /// is something to void (most start-ups void nothing). How many. Errors: the store's.
     pub fn void_unbacked_tokens(

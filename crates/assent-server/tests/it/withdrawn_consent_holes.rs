@@ -2,12 +2,15 @@
 //! (`withdrawn_consent.rs`): a call a grant let through rests on the grant's maker even once
 //! the grant has expired (a reload removing the maker voids its token); the covering grant is
 //! read from the sealed decision (`grant:<gid>`), not only from the unsealed
-//! `approvals.grant_id`, at redemption, and `audit verify` reports that column changed; a
-//! token voided at redemption is voided by `system:redeem`, naming who revoked the grant; and
-//! `audit verify` says why a voided token was voided. Either backend.
+//! `approvals.grant_id` or `grants.approval_id`, at revocation and at redemption, and `audit
+//! verify` reports the first column changed; a token voided at redemption is voided by
+//! `system:redeem`, naming who revoked the grant;
+//! `audit verify` says why a voided token was voided; and an operator's key rotated under the
+//! same name, by a restart or a reload, takes back what the old key approved by single
+//! decision. Either backend.
 
 use crate::backend::audit_count;
-use crate::grant_revocation::write_config;
+use crate::grant_revocation::{reloading_gateway, write_config};
 use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, policy, start_gov, token_of};
 use crate::reload::principals;
 use reqwest::StatusCode;
@@ -115,8 +118,10 @@ async fn a_token_under_an_expired_grant_of_an_operator_a_reload_removes_is_void(
 /// it) on the calls a `workspace` grant let through; the grant's revocation then found none
 /// of their tokens to void, and the redemption's check of the grant joined on that column:
 /// the token redeemed. The covering grant is read from the sealed decision (`grant:<gid>`) as
-/// well: the redemption voids it (`TOKEN_USED`, actor `system:redeem`, who revoked it in the
-/// record), and `audit verify` reports the cleared column against the `grant.used` record.
+/// well: the revocation voids the token in its transaction (`token.voided` by alice, who
+/// revoked it; before it did, the redemption voided it, `system:redeem`: the test of a grant
+/// revoked behind the voiding below), redeeming it is `TOKEN_USED`, and `audit verify`
+/// reports the cleared column against the `grant.used` record.
 #[tokio::test]
 async fn a_grant_id_cleared_in_the_database_does_not_let_a_revoked_grants_token_redeem() {
     let gw = crate::kit::serve_policy(AGENTS, &gov()).await;
@@ -143,9 +148,9 @@ async fn a_grant_id_cleared_in_the_database_does_not_let_a_revoked_grants_token_
     let voided = voided_records(&gw);
     assert_eq!(voided.len(), 1, "{voided:?}");
     let (actor, data) = &voided[0];
-    assert_eq!(actor, "system:redeem", "{data}");
+    assert_eq!(actor, "alice", "{data}");
     assert_eq!(data["grant_id"], gid.as_str(), "{data}");
-    assert_eq!(data["revoked_by"], "alice", "{data}");
+    assert_eq!(data["why"], "the grant was revoked", "{data}");
     gw.stop().await;
 }
 
@@ -217,5 +222,146 @@ async fn a_reload_that_only_adds_a_role_leaves_the_operators_tokens_standing() {
     let (s, b) = redeem_read(&gw, &later, "/c").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     assert_eq!(verify_problem(&gw), None);
+    gw.stop().await;
+}
+
+/// Attack (found by review, the restart path with a rotated key and a single decision): alice's
+/// key is stolen and approves a held call once (no quorum); its token waits unredeemed. The
+/// theft is found and alice's key rotated in the file — same name, same role, a new key — and
+/// the gateway restarted. A single decision kept no key binding and was weighed by alice's
+/// name alone, so the token redeemed. It keeps the binding of the key that made it now
+/// (migration 0052): start-up voids the token (`token.voided` by `system:start-up`, naming
+/// alice), redeeming it is `409 TOKEN_USED`. The call olaf approved, whose key did not change,
+/// redeems; the audit chain verifies.
+#[tokio::test]
+async fn a_restart_with_a_rotated_key_voids_the_tokens_its_single_decisions_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let with = |key| {
+        principals(&[
+            ("alice", "kind: operator, roles: [finance]", key),
+            olaf,
+            bot,
+        ])
+    };
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-stolen-key")).await;
+    let once = json!({"decision": "approve"});
+    let by_alice = approved(&gw, "/x", "alice-stolen-key", once.clone()).await;
+    let by_olaf = approved(&gw, "/y", "olaf-key", once).await;
+    let alices = token_of(&gw.as_agent(&by_alice).await);
+    let olafs = token_of(&gw.as_agent(&by_olaf).await);
+    gw.stop().await;
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-new-key")).await;
+    let (s, b) = redeem_read(&gw, &alices, "/x").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let (s, b) = redeem_read(&gw, &olafs, "/y").await;
+    assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    let (actor, data) = &voided[0];
+    assert_eq!(actor, "system:start-up", "{data}");
+    assert_eq!(data["principals"], json!(["alice"]), "{data}");
+    assert!(data["why"].as_str().unwrap().contains("key"), "{data}");
+    assert_eq!(verify_problem(&gw), None);
+    gw.stop().await;
+}
+
+/// The same theft, the key rotated by a reload (`POST /v1/reload`, as SIGHUP does) instead of a
+/// restart: the reload takes back what alice's old key approved by single decision (its token
+/// is `TOKEN_USED`, voided by the reloading operator), and what her new key approves after it
+/// redeems — also after a restart, which finds the new decision bound to the key in force.
+#[tokio::test]
+async fn a_reload_that_rotates_a_key_voids_the_tokens_its_single_decisions_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let with = |key| {
+        principals(&[
+            ("alice", "kind: operator, roles: [finance]", key),
+            olaf,
+            bot,
+        ])
+    };
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-stolen-key")).await;
+    let once = json!({"decision": "approve"});
+    let stolen = approved(&gw, "/x", "alice-stolen-key", once.clone()).await;
+    let stolen = token_of(&gw.as_agent(&stolen).await);
+    write_config(dir.path(), &with("alice-new-key"));
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["changed"], json!(["alice"]), "{b}");
+    let (s, b) = redeem_read(&gw, &stolen, "/x").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    assert_eq!(voided[0].0, "olaf", "{:?}", voided[0].1);
+    let fresh = approved(&gw, "/y", "alice-new-key", once).await;
+    let fresh = token_of(&gw.as_agent(&fresh).await);
+    gw.stop().await;
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-new-key")).await;
+    let (s, b) = redeem_read(&gw, &fresh, "/y").await;
+    assert_eq!(s, StatusCode::OK, "the new key's approval stands: {b}");
+    assert_eq!(voided_records(&gw).len(), 1);
+    assert_eq!(verify_problem(&gw), None);
+    gw.stop().await;
+}
+
+/// Alice's `workspace` grant over the whole of `read` (its own call `/w`) and a call it let
+/// through (`/b`), whose token is returned; then `grants.approval_id` pointed at that call, as
+/// a database writer would (no check of the unsealed column stops it): the grant's id.
+async fn grant_pointed_at_its_covered_call(gw: &Gw) -> (String, String) {
+    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    approved(gw, "/w", OP, body).await;
+    let token = granted(gw, "/b").await;
+    let point = "UPDATE grants SET approval_id = \
+                 (SELECT approval_id FROM decisions WHERE substr(actor, 1, 6) = 'grant:')";
+    assert_eq!(gw.sql().exec(point, &[]), 1);
+    let gid = gw.sql().rows("SELECT id FROM grants", &[])[0][0].clone();
+    (gid, token)
+}
+
+/// Attack (found by review): the tokens a revoked grant had let through were found by
+/// `approvals.grant_id` other than the grant's own approval's, `grants.approval_id`, both
+/// unsealed. A database writer points the grant's `approval_id` at a covered call: its
+/// revocation (`DELETE /v1/grants/{id}`) spared that call's token as the grant's "own", and
+/// the redemption did too: it redeemed. The covered call's sealed decision (`grant:<gid>`)
+/// names the grant: the revocation voids its token (`token.voided` by alice, who revoked it)
+/// and redeeming it is `TOKEN_USED`.
+#[tokio::test]
+async fn a_grant_pointed_at_a_covered_call_does_not_spare_its_token_from_revocation() {
+    let gw = crate::kit::serve_policy(AGENTS, &gov()).await;
+    let (gid, token) = grant_pointed_at_its_covered_call(&gw).await;
+    let (s, b) = gw
+        .req("DELETE", &format!("/v1/grants/{gid}"), Some(OP), None)
+        .await;
+    assert!(s.is_success(), "{s} {b}");
+    // The covered call's token, and the grant's real own approval's, which the pointed
+    // column now takes for a covered call (failing closed).
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 2, "voided by the revocation: {voided:?}");
+    for (actor, data) in &voided {
+        assert_eq!((actor.as_str(), &data["grant_id"]), ("alice", &json!(gid)));
+    }
+    let (s, b) = redeem_read(&gw, &token, "/b").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    assert_eq!(audit_count(&gw.data_dir, "token.redeemed"), 0);
+    gw.stop().await;
+}
+
+/// The same pointed grant revoked behind the voiding (in the database, as by a gateway before
+/// it): the redemption reads the covering grant from the sealed decision and does not take the
+/// covered call for the grant's own: it voids the token (`system:redeem`, `TOKEN_USED`).
+#[tokio::test]
+async fn a_grant_pointed_at_a_covered_call_and_revoked_behind_the_voiding_is_refused_at_redeem() {
+    let gw = crate::kit::serve_policy(AGENTS, &gov()).await;
+    let (_, token) = grant_pointed_at_its_covered_call(&gw).await;
+    let revoke = "UPDATE grants SET revoked_at = 1, revoked_by = 'alice'";
+    assert_eq!(gw.sql().exec(revoke, &[]), 1);
+    let (s, b) = redeem_read(&gw, &token, "/b").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    assert_eq!(voided[0].0, "system:redeem", "{:?}", voided[0].1);
     gw.stop().await;
 }

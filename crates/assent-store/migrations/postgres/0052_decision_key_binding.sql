@@ -1,0 +1,11 @@
+-- assent store schema: a single decision (no quorum) keeps what stood behind it, as a quorum
+-- vote does (migration 0038) and a grant (0048): the binding of the operator key it was made
+-- with (64 hex, a SHA-256 over the key's digest under a tag of its own, made by the server),
+-- or the channel's (`slack:` and the Slack user id; `sso:` and the identity and groups of a
+-- single sign-on); the settlement's seal covers it. NULL for a decision made before this
+-- migration, by a grant (`grant:<gid>`: its grant keeps the binding), a timeout, a cancel or
+-- an agent's user in the client. Start-up voids the unredeemed token of an approval whose
+-- approving decision's binding is not its decider's current key's: a key rotated by editing
+-- the file and restarting took back nothing its stolen predecessor had approved (found by
+-- review).
+ALTER TABLE decisions ADD COLUMN key_binding TEXT COLLATE "C";
