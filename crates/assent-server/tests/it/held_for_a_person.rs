@@ -313,6 +313,19 @@ async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
     gw.post("/v1/delegations", BOT, b).await
 }
 
+/// Delegates a payment to `payments` naming no skill: asserts it is held (`202 pending`) and
+/// returns the answer.
+async fn held_unnamed_skill(gw: &Gw) -> Value {
+    let pay = json!({"text": "process a payment of 5000 to acct 1"});
+    let (s, b) = delegate(gw, json!({"target": "payments", "input": pay})).await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::ACCEPTED, &json!("pending")),
+        "{b}"
+    );
+    b
+}
+
 /// The attack: `payments` allows `lookup` freely and `process-payment` only under approval;
 /// a delegation naming no `skill_id` was allowed, and the remote agent picked
 /// `process-payment` from the message. With no skill id it needs a person, the reason says
@@ -320,13 +333,7 @@ async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
 #[tokio::test]
 async fn a_delegation_naming_no_skill_cannot_skip_allowed_skills_and_their_approval() {
     let (gw, _root) = gateway(300).await;
-    let pay = json!({"text": "process a payment of 5000 to acct 1"});
-    let (s, b) = delegate(&gw, json!({"target": "payments", "input": pay})).await;
-    assert_eq!(
-        (s, &b["decision"]),
-        (StatusCode::ACCEPTED, &json!("pending")),
-        "{b}"
-    );
+    let b = held_unnamed_skill(&gw).await;
     let (_, a) = gw.approval(b["approval_id"].as_str().unwrap(), OP).await;
     assert!(
         a["reasons"]
@@ -369,13 +376,7 @@ async fn a_lenient_default_never_releases_a_delegation_naming_no_skill() {
   in_client_approval: true
 ";
     let gw = serve_policy(AGENT, &policy("t.skill-unnamed-v1", lenient)).await;
-    let pay = json!({"text": "process a payment of 5000 to acct 1"});
-    let (s, b) = delegate(&gw, json!({"target": "payments", "input": pay})).await;
-    assert_eq!(
-        (s, &b["decision"]),
-        (StatusCode::ACCEPTED, &json!("pending")),
-        "{b}"
-    );
+    let b = held_unnamed_skill(&gw).await;
     assert_eq!(b["in_client_approval"], false, "not offered: {b}");
     let id = b["approval_id"].as_str().unwrap().to_string();
     let (s, a) = user_approves(&gw, &id).await;
