@@ -217,6 +217,26 @@ const SLACK_VOTE_UNNAMED: &str = "slack";
 /// groups again and holds a linked principal's vote to its link.
 pub(crate) const SSO_VOTE: &str = "sso:";
 
+/// The actor of a decision by an agent's own user in the MCP client, followed by the agent id
+/// (`user-of:bot`): it rests on no operator and keeps no key binding.
+pub(crate) const IN_CLIENT_USER: &str = "user-of:";
+
+/// Whether an approving decision by `decider` with binding `key` is an agent's own user's in
+/// the client ([`IN_CLIENT_USER`], no binding, no principal of that name) whose agent the
+/// principals `live` still have: what start-up weighs it by besides [`vote_stands`], which
+/// knows operators only. Found by review: every restart voided the unredeemed tokens of the
+/// calls users had approved in the client, as approvals of an operator no longer configured.
+pub(crate) fn in_client_user_stands(
+    live: &[crate::config::Principal],
+    (decider, key): (&str, Option<&str>),
+) -> bool {
+    let Some(agent) = decider.strip_prefix(IN_CLIENT_USER) else {
+        return false;
+    };
+    let agent_is = |p: &crate::config::Principal| matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if agent_id == agent);
+    key.is_none() && live.iter().all(|p| p.name != decider) && live.iter().any(agent_is)
+}
+
 /// What a single sign-on vote's binding holds after [`SSO_VOTE`].
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SsoVote {
@@ -472,7 +492,7 @@ pub(crate) async fn user_decision(
             "the rules no longer allow approving this call in the client (what the session took in since raised its risk, or the rules changed): it needs an operator",
         ));
     }
-    let actor = format!("user-of:{agent}");
+    let actor = format!("{IN_CLIENT_USER}{agent}");
     let input = DecisionInput {
         kind: Some(kind),
         reason: b

@@ -280,7 +280,8 @@ async fn close_orphan_subscriptions(state: &AppState) {
 /// or that key is not theirs any more (found by review: a key rotated under the same name
 /// left what the stolen key approved redeemable); one made before that migration keeps none
 /// and falls only with its decider. A call a grant let through is weighed by the grant's maker
-/// and the binding it keeps. A store error stops start-up (fail closed: the vote would count,
+/// and the binding it keeps; one the agent's user approved in the client stands while the
+/// agent is configured ([`decide::in_client_user_stands`]). A store error stops start-up (fail closed: the vote would count,
 /// the token redeem).
 async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
     let live = state.principals();
@@ -294,8 +295,13 @@ async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
             let why = "the configuration no longer has the voter as an operator with the roles they voted with";
             let now = state::now_ms();
             let n = s.withdraw_votes(stands, "system:start-up", why, now)?;
+            // An agent's user's decision in the client rests on no operator: it stands while
+            // the agent is configured.
+            let consent = |p: &str, roles: &[String], key: Option<&str>| {
+                stands(p, roles, key) || decide::in_client_user_stands(&live, (p, key))
+            };
             let why = "the configuration no longer has the operator who approved it (or cast a vote it needed) as an operator with that key and roles";
-            let voided = s.void_unbacked_tokens(&stands, "system:start-up", why, now)?;
+            let voided = s.void_unbacked_tokens(&consent, "system:start-up", why, now)?;
             Ok::<_, assent_store::StoreError>((n, voided))
         })
         .await;

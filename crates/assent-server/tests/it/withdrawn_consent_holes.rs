@@ -365,3 +365,28 @@ async fn a_grant_pointed_at_a_covered_call_and_revoked_behind_the_voiding_is_ref
     assert_eq!(voided[0].0, "system:redeem", "{:?}", voided[0].1);
     gw.stop().await;
 }
+
+/// Found by review: start-up weighed every approving decision as an operator's, so the agent's
+/// own user's approval in the client (`user-of:bot`, no operator behind it) fell at every
+/// restart and its unredeemed token was voided. It stands while the agent is configured: the
+/// token redeems after a restart that changes nothing, and nothing is voided.
+#[tokio::test]
+async fn a_restart_leaves_the_token_the_agents_user_approved_in_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: read\n  approval: true\n  in_client_approval: true\n";
+    let gov = policy("acme.test.withdrawn-consent-in-client", rules);
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let list = principals(&[olaf, ("bot", "kind: agent, agent_id: bot", BOT)]);
+    let gw = reloading_gateway(dir.path(), &gov, &list).await;
+    let id = gw.held("s1", "read", json!({"path": "/x"})).await;
+    let path = format!("/v1/approvals/{id}/user-decision");
+    let (s, b) = gw.post(&path, BOT, json!({"decision": "approve"})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let token = token_of(&gw.as_agent(&id).await);
+    gw.stop().await;
+    let gw = reloading_gateway(dir.path(), &gov, &list).await;
+    let (s, b) = redeem_read(&gw, &token, "/x").await;
+    assert_eq!(s, StatusCode::OK, "the user's approval stands: {b}");
+    assert_eq!(voided_records(&gw), vec![]);
+    gw.stop().await;
+}
