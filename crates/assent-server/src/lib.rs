@@ -281,8 +281,8 @@ async fn close_orphan_subscriptions(state: &AppState) {
 /// left what the stolen key approved redeemable); one made before that migration keeps none
 /// and falls only with its decider. A call a grant let through is weighed by the grant's maker
 /// and the binding it keeps; one the agent's user approved in the client stands while the
-/// agent is configured ([`decide::in_client_user_stands`]). A store error stops start-up (fail closed: the vote would count,
-/// the token redeem).
+/// agent is configured ([`decide::in_client_user_stands`]). A store error stops start-up
+/// (fail closed: the vote would count, the token redeem).
 async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
     let live = state.principals();
     let oidc = state.oidc.clone();
