@@ -58,23 +58,42 @@ fn a_dashboard_session_stored_by_one_replica_is_read_and_ended_by_another() {
 fn failed_authentications_counted_by_two_replicas_share_one_allowance() {
     both(|db| {
         let (_dir, a, b) = two(db);
-        let who = vec!["addr-digest".to_string(), "prefix-digest".to_string()];
         // One failure per 200 ms, bursts of 5, all at one instant: five pass, the sixth
         // (whichever replica counts it) is over by 200 ms on both callers.
         // On PostgreSQL the database's clock counts (the `now` given is ignored): the sixth is
-        // over by 200 ms less the few ms the counts took.
+        // over by 200 ms less the time the counts took, measured here. Found flaky: on a busy
+        // machine the six counts took over 100 ms and a fixed "over 100 ms" bound failed; a
+        // burst slower than 150 ms (its allowance refilling as it goes) is tried again under
+        // fresh names rather than judged.
         let pg = matches!(db, Database::Postgres { .. });
-        for i in 0..5 {
-            let s = if i % 2 == 0 { &a } else { &b };
-            assert_eq!(
-                s.count_auth_failure(&who, 1_000, 200, 5).unwrap(),
-                vec![0, 0]
-            );
-        }
-        let over = b.count_auth_failure(&who, 1_000, 200, 5).unwrap();
+        let mut attempt = 0;
+        let (who, over, took) = loop {
+            let who = vec![
+                format!("addr-digest-{attempt}"),
+                format!("prefix-digest-{attempt}"),
+            ];
+            let t = std::time::Instant::now();
+            for i in 0..5 {
+                let s = if i % 2 == 0 { &a } else { &b };
+                assert_eq!(
+                    s.count_auth_failure(&who, 1_000, 200, 5).unwrap(),
+                    vec![0, 0]
+                );
+            }
+            let over = b.count_auth_failure(&who, 1_000, 200, 5).unwrap();
+            let took = t.elapsed().as_millis() as i64;
+            attempt += 1;
+            if !pg || took < 150 || attempt == 5 {
+                break (who, over, took);
+            }
+        };
         match pg {
             false => assert_eq!(over, vec![200, 200]),
-            true => assert!(over.iter().all(|&ms| ms > 100 && ms <= 200), "{over:?}"),
+            true => assert!(
+                over.iter()
+                    .all(|&ms| ms <= 200 && ms + took + 2 >= 200 && ms > 0),
+                "{over:?} after {took} ms"
+            ),
         }
         // Two seconds later the allowance has refilled.
         if pg {
