@@ -13,6 +13,11 @@ use crate::kit::{TASKS, refusal, reply};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 
+/// A client's answer to one of the upstream's requests (its line, under the upstream's own
+/// id) that found the upstream's queue full: queued once it has room
+/// ([`Relay::answer_upstream`]), before the client's next line is read.
+pub(super) struct Deferred(String);
+
 /// Where a request carries its sender's capabilities (modern sessions).
 const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";
 
@@ -26,10 +31,11 @@ pub(super) const MAX_IN_FLIGHT: usize = 256;
 pub(super) const BUSY: i32 = -32000;
 
 impl Relay {
-    /// Handles one line from the client.
-    pub(super) fn on_client_line(&self, line: String) {
+    /// Handles one line from the client; an answer to one of the upstream's requests that
+    /// must wait for room in the upstream's queue is handed back ([`Deferred`]).
+    pub(super) fn on_client_line(&self, line: String) -> Option<Deferred> {
         if line.trim().is_empty() {
-            return;
+            return None;
         }
         // Weighed before it is parsed (`super::weigh`): one too heavy is never built whole.
         let weight = crate::weigh::raw_weight(line.as_bytes());
@@ -44,12 +50,12 @@ impl Relay {
             Ok(v) => v,
             Err(e) => {
                 let _ = self.to_client.send(refusal(&line, &e));
-                return;
+                return None;
             }
         };
         if msg.is_array() {
             let _ = self.to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "assent: JSON-RPC batches are not supported"}}).to_string());
-            return;
+            return None;
         }
         // The client's answer to a request: the proxy's own or the upstream's, never another.
         if msg.get("method").is_none() {
@@ -65,7 +71,7 @@ impl Relay {
             let _ = self
                 .to_client
                 .send(reply(id, Err(rmcp::ErrorData::invalid_request(why, None))));
-            return;
+            return None;
         }
         if let Some(id) = msg.get("id")
             && let Some(why) = self.over_bound(&msg["method"])
@@ -73,7 +79,7 @@ impl Relay {
             tracing::warn!(id = %id, "refused a client request: {why}");
             let busy = rmcp::ErrorData::new(rmcp::model::ErrorCode(BUSY), why, None);
             let _ = self.to_client.send(reply(id, Err(busy)));
-            return;
+            return None;
         }
         let mut msg = msg;
         // The proxy serves the tasks flow itself; the upstream never sees it declared.
@@ -92,6 +98,7 @@ impl Relay {
             self.note_initialize(&msg, declares_tasks);
         }
         self.route(msg, declares_tasks, resume);
+        None
     }
 
     /// A client line over `max` bytes (skipped to its end, never read whole): refused with
@@ -110,8 +117,9 @@ impl Relay {
     /// gated: a request is answered `-32600` naming the bound (under `null` when its id cannot
     /// be read), an answer to a request of the upstream's or the proxy's own is passed on as
     /// an error under its id (so that nothing waits for it), and a notification is dropped
-    /// with a warning.
-    fn refuse_heavy(&self, line: &str, weight: usize) {
+    /// with a warning. The error answering an upstream's request may be [`Deferred`] as any
+    /// client answer is.
+    fn refuse_heavy(&self, line: &str, weight: usize) -> Option<Deferred> {
         use crate::weigh::{Envelope, Id};
         let why = crate::weigh::too_heavy(weight);
         tracing::warn!(weight, "refused a client line too heavy to parse");
@@ -124,7 +132,7 @@ impl Relay {
             Some(Envelope {
                 id: Id::Is(id),
                 method: false,
-            }) => self.on_client_answer(error(&id)),
+            }) => return self.on_client_answer(error(&id)),
             Some(Envelope { method: false, .. }) => {
                 tracing::warn!("dropped a client answer too heavy to parse");
             }
@@ -138,35 +146,50 @@ impl Relay {
                 let _ = self.to_client.send(error(&Value::Null).to_string());
             }
         }
+        None
     }
 
     /// The client's answer `msg` (no method) to a request: to one of the proxy's own
     /// elicitations, kept here; to one of the upstream's requests, sent upstream under the
-    /// upstream's own id, when that queue has room ([`super::lines::Lines::full`]); any other
-    /// (no id, an id nobody asked under, one answered already) is dropped with a warning.
-    fn on_client_answer(&self, mut msg: Value) {
+    /// upstream's own id — at once when that queue has room ([`super::lines::Lines::full`]),
+    /// else handed back as [`Deferred`], to be queued once it has room before the client's
+    /// next line is read ([`Relay::answer_upstream`]); any other (no id, an id nobody asked
+    /// under, one answered already) is dropped with a warning. Found by review: an answer
+    /// finding the queue full was dropped, so the upstream waited for it for ever, and with it
+    /// the call that asked (sampling, elicitation, roots). Waiting for room keeps the queue
+    /// within its bound (an earlier review found answers queued for an upstream reading
+    /// nothing without one) and the client's lines in their order; at most one answer waits,
+    /// since no further client line is read meanwhile.
+    fn on_client_answer(&self, mut msg: Value) -> Option<Deferred> {
         let st = &self.state;
         let own = msg["id"]
             .as_str()
             .and_then(|id| st.elicits.lock().expect("elicits").remove(id));
         if let Some(w) = own {
             let _ = w.send(msg);
-            return;
+            return None;
         }
         let key = msg.get("id").map(Value::to_string).unwrap_or_default();
         let upstream_id = st.from_upstream.lock().expect("from upstream").remove(&key);
         match upstream_id {
-            // Dropped when the upstream's queue is full (found by review: an upstream sending
-            // requests while reading nothing had every answer queued for it, without bound).
-            Some(_) if self.to_upstream.full() => {
-                tracing::warn!(id = %key, "dropped a client answer: the upstream's queue is full");
-            }
             Some(id) => {
                 msg["id"] = id;
+                if self.to_upstream.full() {
+                    tracing::debug!(id = %key, "a client answer waits for room in the upstream's queue");
+                    return Some(Deferred(msg.to_string()));
+                }
                 let _ = self.to_upstream.send(msg.to_string());
             }
             None => tracing::warn!(id = %key, "dropped a client answer to no open request"),
         }
+        None
+    }
+
+    /// Queues `answer` (one [`Relay::on_client_answer`] deferred) for the upstream once its
+    /// queue has room, or drops it once that queue's writer is gone (the upstream left).
+    pub(super) async fn answer_upstream(&self, answer: Deferred) {
+        self.to_upstream.room().await;
+        let _ = self.to_upstream.send(answer.0);
     }
 
     /// Why a client request may not use `id`: one of the relay's own (`assent-…`, the

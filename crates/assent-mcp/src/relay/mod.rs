@@ -67,20 +67,27 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         .read(child_out),
     );
     let mut lines = client_lines();
+    let mut deferred = None;
     loop {
+        let answer = deferred.take();
         tokio::select! {
             // The next client line once the client's own queue has room (super::lines): a
             // client that floods requests and reads no answers waits, its pipe full. A client
             // whose stdout is gone (its queue closed) has left, as at stdin's end: nothing it
-            // still sent is acted on, and what it waits on is withdrawn below.
+            // still sent is acted on, and what it waits on is withdrawn below. First, an
+            // answer of the client's that found the upstream's queue full is queued there
+            // once it has room (never dropped: the upstream waits for it).
             line = async {
+                if let Some(answer) = answer {
+                    relay.answer_upstream(answer).await;
+                }
                 relay.to_client.room().await;
                 if relay.to_client.closed() {
                     return None;
                 }
                 lines.recv().await
             } => match line {
-                Some(Some(line)) => relay.on_client_line(line),
+                Some(Some(line)) => deferred = relay.on_client_line(line),
                 Some(None) => relay.refuse_long_line(MAX_CLIENT_LINE),
                 None => break,
             },

@@ -221,6 +221,16 @@ fn flood_the_proxy(flood: &str, result: &Value) -> Vec<String> {
     let call = json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
                       "params": {"name": "ask", "arguments": {}}});
     writeln!(stdin, "{call}").unwrap();
+    // Written on a thread of its own: once the upstream's queue is full the proxy reads no
+    // further client line until it has room, and a write to its stdin waits.
+    let (answers, to_write) = std::sync::mpsc::channel::<String>();
+    let writer = std::thread::spawn(move || {
+        for line in to_write {
+            if writeln!(stdin, "{line}").is_err() {
+                break;
+            }
+        }
+    });
     let mut tags = Vec::new();
     let mut asked = false;
     while !tags.iter().any(|t| t == "short") {
@@ -239,12 +249,8 @@ fn flood_the_proxy(flood: &str, result: &Value) -> Vec<String> {
         };
         let tag = m["params"]["_meta"]["tag"].as_str().unwrap_or("flood");
         tags.push(tag.to_string());
-        writeln!(
-            stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": id, "result": result})
-        )
-        .unwrap();
+        let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        answers.send(answer.to_string()).unwrap();
         let (_, peak) = memory(proxy.id());
         assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
     }
@@ -253,9 +259,10 @@ fn flood_the_proxy(flood: &str, result: &Value) -> Vec<String> {
     let (_, peak) = memory(proxy.id());
     eprintln!("proxy peak {} MiB", peak >> 20);
     assert!(peak < PEAK, "the proxy peaked at {} MiB", peak >> 20);
-    drop(stdin);
+    drop(answers);
     let _ = proxy.kill();
     let _ = proxy.wait();
+    writer.join().unwrap();
     tags
 }
 
@@ -276,7 +283,9 @@ fn an_upstreams_pings_under_huge_or_object_ids_never_reach_the_proxys_client() {
 /// Attack (memory, found by review): an upstream behind the stdio proxy sends 400 pings
 /// under short ids and reads nothing; the client answers each with 1 MiB. The answers were
 /// queued for the upstream's stdin without any bound (some 400 MiB). Now an answer finding
-/// that queue full (64 MiB) is dropped with a warning: the proxy stays small.
+/// that queue full (64 MiB) waits for room there, and the proxy reads no further client line
+/// meanwhile (dropping it, as a first fix did, left the upstream waiting for it for ever):
+/// the proxy stays small, and every request is still relayed to the client.
 #[test]
 fn a_clients_answers_to_an_upstream_reading_nothing_are_not_queued_without_bound() {
     let flood = r#"('{"jsonrpc":"2.0","id":%d,"method":"ping"}' % k for k in range(400))"#;
@@ -288,4 +297,107 @@ fn a_clients_answers_to_an_upstream_reading_nothing_are_not_queued_without_bound
         &tags[tags.len().saturating_sub(3)..]
     );
     assert_eq!(tags.last().map(String::as_str), Some("short"));
+}
+
+/// A stdio upstream for the proxy with one tool `ask` which, called, sends a
+/// `sampling/createMessage` request under id `"s1"` and reads nothing for `PAUSE` s; then it
+/// answers the call with `sampled TEXT after N` (the text of the client's answer to `s1`, the
+/// client notifications it read before it).
+const SAMPLING_UPSTREAM: &str = r#"import json,sys,time
+def w(s):
+    sys.stdout.write(s+"\n"); sys.stdout.flush()
+call=None; seen=0
+for line in sys.stdin:
+    m=json.loads(line)
+    i=m.get("id"); meth=m.get("method")
+    if meth is None:
+        if i=="s1" and call is not None:
+            t="sampled "+m["result"]["content"]["text"]+" after "+str(seen)
+            w(json.dumps({"jsonrpc":"2.0","id":call,"result":{"content":[{"type":"text","text":t}]}}))
+        continue
+    if i is None:
+        seen+=1; continue
+    if meth=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
+    elif meth=="tools/list":
+        r={"tools":[{"name":"ask","description":"ask.","inputSchema":{"type":"object"}}]}
+    elif meth=="tools/call":
+        call=i
+        w('{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}')
+        time.sleep(PAUSE)
+        continue
+    else:
+        r={}
+    w(json.dumps({"jsonrpc":"2.0","id":i,"result":r}))
+"#;
+
+/// How many client notifications [`a_clients_answer_finding_the_upstreams_queue_full_still_reaches_it`]
+/// sends ahead of its answer: well past the 1,024 lines the proxy queues for the upstream
+/// (and what the pipe and the upstream's own buffer take in).
+const NOTIFICATIONS: usize = 3000;
+
+/// Found by review (liveness): the stdio proxy dropped the client's answer to one of the
+/// upstream's own requests (sampling, elicitation, roots) when the upstream's queue was full
+/// — an upstream reading its stdin slowly while the client sent notifications — so the
+/// upstream waited for that answer for ever, and with it the call that asked. Here the
+/// upstream asks for a sampling while reading nothing for 5 s, and the client sends 3,000
+/// notifications (most of them dropped: the queue is full) then its answer. Now the answer
+/// waits for room (the client's later lines with it): the upstream gets it, in order, and
+/// the call is answered.
+#[test]
+fn a_clients_answer_finding_the_upstreams_queue_full_still_reaches_it() {
+    let source = SAMPLING_UPSTREAM.replace("PAUSE", "5");
+    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[ask]"), &source)]);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let call = json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
+                      "params": {"name": "ask", "arguments": {}}});
+    writeln!(stdin, "{call}").unwrap();
+    let asked = loop {
+        let line = lines.recv_timeout(Duration::from_secs(60));
+        let line = line.ok().flatten().expect("the proxy relays the sampling");
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if m["method"] == "sampling/createMessage" {
+            break m["id"].clone();
+        }
+    };
+    let pad = "n".repeat(1000);
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed",
+                      "params": {"_meta": {"pad": pad}}});
+    let mut flood = format!("{note}\n").repeat(NOTIFICATIONS);
+    let answer = json!({"jsonrpc": "2.0", "id": asked, "result": {
+        "role": "assistant", "model": "m", "content": {"type": "text", "text": "hello"}}});
+    flood.push_str(&format!("{answer}\n"));
+    stdin.write_all(flood.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let done = answer_to(&lines, &json!("ask"));
+    let text = done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let seen: usize = text
+        .strip_prefix("sampled hello after ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not the sampled answer: {done}"));
+    assert!(
+        seen < NOTIFICATIONS,
+        "the upstream's queue was never full ({seen} notifications passed)"
+    );
+    drop(stdin);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
+/// The next message of `lines` with id `id` (within 60 s), skipping every other.
+#[track_caller]
+fn answer_to(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Value) -> Value {
+    loop {
+        let line = lines.recv_timeout(Duration::from_secs(60));
+        let line = line
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("no answer to {id}"));
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if m.get("id") == Some(id) {
+            return m;
+        }
+    }
 }
