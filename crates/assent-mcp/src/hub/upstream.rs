@@ -242,15 +242,28 @@ impl Upstream {
 /// client sent a plain-http upstream on loopback (allowed because no packet leaves the
 /// machine) through an env proxy, with its bearer token and every call's arguments and
 /// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
+/// A TCP (and TLS) connection must be made within [`CONNECT_TIMEOUT`]. What bounds the rest:
+/// rmcp's own limits on an answer (16 MiB for a JSON body or one SSE event), the 30 s of
+/// [`Upstream::connect`] for `initialize`, [`LIST_TIMEOUT`] for a tool list and
+/// [`CALL_TIMEOUT`] for a call; no read timeout, since a call's answer may legitimately
+/// come late and the upstream's event stream may be quiet for long.
 /// Errors: the client cannot be built (its TLS backend fails to load).
 fn http_client(url: &str) -> anyhow::Result<reqwest::Client> {
     let b = assent_api::http_builder()
+        .connect_timeout(CONNECT_TIMEOUT)
         .pool_max_idle_per_host(0)
         .redirect(same_origin_redirects());
     let loopback = reqwest::Url::parse(url).is_ok_and(|u| assent_api::loopback_host(&u));
     let b = if loopback { b.no_proxy() } else { b };
     Ok(b.build()?)
 }
+
+/// How long connecting to a streamable HTTP upstream may take (TCP and TLS): 10 s. Found by
+/// review: there was no bound but the operating system's (some two minutes for a host that
+/// drops the handshake), so such an upstream took the whole 30 s of start-up it is given as
+/// if it had connected and said nothing, and every call to one that became unreachable (each
+/// POST opens a connection: none is kept idle) waited for the system's timeout to fail.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most redirects [`same_origin_redirects`] follows for one request (rmcp's default).
 const MAX_REDIRECTS: usize = 10;
