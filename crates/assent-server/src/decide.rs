@@ -218,14 +218,18 @@ const SLACK_VOTE_UNNAMED: &str = "slack";
 pub(crate) const SSO_VOTE: &str = "sso:";
 
 /// The actor of a decision by an agent's own user in the MCP client, followed by the agent id
-/// (`user-of:bot`): it rests on no operator and keeps no key binding.
+/// (`user-of:bot`): it rests on no operator, and on the agent key that sent it (its binding,
+/// [`crate::config::Principal::vote_key_binding`], kept with the decision).
 pub(crate) const IN_CLIENT_USER: &str = "user-of:";
 
 /// Whether an approving decision by `decider` with binding `key` is an agent's own user's in
-/// the client ([`IN_CLIENT_USER`], no binding, no principal of that name) whose agent the
-/// principals `live` still have: what start-up weighs it by besides [`vote_stands`], which
-/// knows operators only. Found by review: every restart voided the unredeemed tokens of the
-/// calls users had approved in the client, as approvals of an operator no longer configured.
+/// the client ([`IN_CLIENT_USER`], no principal of that name) whose agent the principals
+/// `live` still have under the key that sent it (a principal of that agent whose
+/// `vote_key_binding` is `key`; a decision from before bindings were kept, `None`, needs the
+/// agent only): what start-up weighs it by besides [`vote_stands`], which knows operators
+/// only. Found by review: every restart voided the unredeemed tokens of the calls users had
+/// approved in the client, as approvals of an operator no longer configured; and (a later
+/// review) a stolen agent key's in-client approvals outlived the key's rotation.
 pub(crate) fn in_client_user_stands(
     live: &[crate::config::Principal],
     (decider, key): (&str, Option<&str>),
@@ -233,8 +237,11 @@ pub(crate) fn in_client_user_stands(
     let Some(agent) = decider.strip_prefix(IN_CLIENT_USER) else {
         return false;
     };
-    let agent_is = |p: &crate::config::Principal| matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if agent_id == agent);
-    key.is_none() && live.iter().all(|p| p.name != decider) && live.iter().any(agent_is)
+    let sent_it = |p: &crate::config::Principal| {
+        matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if agent_id == agent)
+            && key.is_none_or(|k| p.vote_key_binding() == k)
+    };
+    live.iter().all(|p| p.name != decider) && live.iter().any(sent_it)
 }
 
 /// What a single sign-on vote's binding holds after [`SSO_VOTE`].
@@ -500,6 +507,7 @@ pub(crate) async fn user_decision(
             .map(|r| format!("in the MCP client: {r}"))
             .or(Some("in the MCP client".into())),
         in_client: Some(agent.clone()),
+        decider_key: Some(caller.principal.vote_key_binding()),
         ..Default::default()
     };
     let rec = settled_decide(&st, id, input, actor, Vec::new())

@@ -351,6 +351,17 @@ fn with_sso_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Ve
             out.push(s.clone());
             out.push(format!("{}{s}", crate::config::oidc::NAME_PREFIX));
         }
+        // An agent key's in-client approvals rest on that key (found by review: a stolen
+        // agent key approved R1/R2 calls in the client, and its tokens outlived the key's
+        // rotation or removal): the agent's user goes with it.
+        for p in old.principals.iter().filter(|p| &p.name == n) {
+            if let crate::config::PrincipalKind::Agent { agent_id } = &p.kind {
+                let user = format!("{}{agent_id}", crate::decide::IN_CLIENT_USER);
+                if !out.contains(&user) {
+                    out.push(user);
+                }
+            }
+        }
     }
     out
 }

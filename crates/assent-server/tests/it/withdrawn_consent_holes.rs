@@ -390,3 +390,65 @@ async fn a_restart_leaves_the_token_the_agents_user_approved_in_the_client() {
     assert_eq!(voided_records(&gw), vec![]);
     gw.stop().await;
 }
+
+/// Attack (found by review): the agent's own user approves R1/R2 calls in the client with the
+/// agent's key, so a stolen agent key approves them itself. Its in-client decision
+/// (`user-of:bot`) kept no key binding and was weighed by the agent's name: a reload rotating
+/// bot's key voided nothing (the reload's names held `bot`, never `user-of:bot`), and a
+/// restart kept the token while an agent `bot` was configured, whatever its key. The decision
+/// now keeps the binding of the agent key that sent it: a reload that rotates the key voids
+/// the token it approved, and so does a restart under a rotated key; the new key's own
+/// in-client approval stands across a restart.
+#[tokio::test]
+async fn a_rotated_agent_key_takes_back_what_it_approved_in_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: read\n  approval: true\n  in_client_approval: true\n";
+    let gov = policy("acme.test.withdrawn-consent-in-client-key", rules);
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let with = |key| principals(&[olaf, ("bot", "kind: agent, agent_id: bot", key)]);
+    let in_client = async |gw: &Gw, key: &str, path: &str| {
+        let call = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {"path": path}});
+        let (s, b) = gw.post("/v1/tool-calls", key, call).await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+        let id = b["approval_id"].as_str().unwrap().to_string();
+        let url = format!("/v1/approvals/{id}/user-decision");
+        let (s, b) = gw.post(&url, key, json!({"decision": "approve"})).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let (s, b) = gw.get(&format!("/v1/approvals/{id}"), key).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        b["token"].clone()
+    };
+    let gw = reloading_gateway(dir.path(), &gov, &with(BOT)).await;
+    let stolen = in_client(&gw, BOT, "/x").await;
+    // A reload rotating bot's key.
+    write_config(dir.path(), &with("bot-new-key"));
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = gw
+        .redeem_as("bot-new-key", &stolen, "read", json!({"path": "/x"}))
+        .await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    assert_eq!(voided_records(&gw).len(), 1);
+    // Approved in the client with the new key, then the key rotated by a restart: voided; the
+    // other, approved with the key the restart keeps, redeems.
+    let before = in_client(&gw, "bot-new-key", "/y").await;
+    gw.stop().await;
+    write_config(dir.path(), &with("bot-third-key"));
+    let gw = reloading_gateway(dir.path(), &gov, &with("bot-third-key")).await;
+    let (s, b) = gw
+        .redeem_as("bot-third-key", &before, "read", json!({"path": "/y"}))
+        .await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let kept = in_client(&gw, "bot-third-key", "/z").await;
+    gw.stop().await;
+    let gw = reloading_gateway(dir.path(), &gov, &with("bot-third-key")).await;
+    let (s, b) = gw
+        .redeem_as("bot-third-key", &kept, "read", json!({"path": "/z"}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "the current key's approval stands: {b}");
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 2, "{voided:?}");
+    assert_eq!(voided[1].0, "system:start-up", "{:?}", voided[1].1);
+    assert_eq!(verify_problem(&gw), None);
+    gw.stop().await;
+}
