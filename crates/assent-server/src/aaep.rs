@@ -454,12 +454,15 @@ async fn confirmation(
     let mut input = reply_input(st, msg, &a, &sub.id, &roles).await?;
     (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
     let via = assent_store::Via::channel("aaep");
+    let who = crate::decide::Decider::new(&p, &roles, via.clone());
+    input.still_stands = Some(crate::decide::still_stands(st, &who));
     input.decider_key = Some(p.vote_key_binding());
     input.via = Some(via);
     input.reply_token = Some(token.to_string());
     let (id, name) = (a.id.clone(), p.name.clone());
-    let res = st
-        .store_task(move |s| s.decide(&id, &input, &name, &roles, now_ms()))
+    // The expiries and escalation steps due first, as every other door (found by review: a
+    // reply from the operator a due step adds was refused for up to a second, and dropped).
+    let res = crate::decide::settled_decide(st, id, input, name, roles)
         .await
         .map_err(|_| "store")?;
     match res {

@@ -138,8 +138,30 @@ async fn decision_input(
         via: Some(who.via.clone()),
         in_client: None,
         reply_token: None,
+        still_stands: Some(still_stands(st, who)),
         session_grant_max_ms: Some(st.settings.session_grant_max_ms),
     })
+}
+
+/// What the store asks of `who` under the decision's write lock ([`assent_store::StillStands`]):
+/// whether the principals in force then still have them as the request authenticated them
+/// ([`vote_stands`]; a Slack account still mapped to them). A reload swaps the principals before
+/// its second pass, so a decision commits before that pass (which voids its token) or is refused.
+pub(crate) fn still_stands(st: &AppState, who: &Decider<'_>) -> assent_store::StillStands {
+    let (st, name, roles) = (st.clone(), who.name.to_string(), who.roles.to_vec());
+    let key = who.key.clone();
+    assent_store::StillStands(std::sync::Arc::new(move || {
+        let live = st.live();
+        let oidc = st.oidc.as_ref().map(|o| &o.config);
+        match key.as_deref().and_then(|k| k.strip_prefix(SLACK_VOTE)) {
+            Some(user) => {
+                let p = live.principals.iter().find(|p| p.name == name);
+                let now = p.and_then(|p| p.roles()).unwrap_or_default();
+                live.slack_users.get(user) == Some(&name) && roles.iter().all(|r| now.contains(r))
+            }
+            None => vote_stands(&live.principals, oidc, (&name, &roles, key.as_deref())),
+        }
+    }))
 }
 
 /// `POST /v1/approvals/{id}/decision` (operators): see [`decide_as`]; answers the decided
@@ -164,7 +186,7 @@ pub(crate) async fn decide(
 /// `input` to approval `id` as `actor` holding `roles` (the store refuses a decision after the
 /// deadline even before the sweep). The outer `Err` is `503` (the store could not be
 /// reached); the inner one the store's refusal.
-async fn settled_decide(
+pub(crate) async fn settled_decide(
     st: &AppState,
     id: String,
     input: DecisionInput,

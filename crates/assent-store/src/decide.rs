@@ -383,12 +383,13 @@ fn admit(
     }
 }
 
-/// Refuses a decision whose caller found or authorised it on its own earlier read of the
-/// approval, when the locked row `rec` says otherwise (found by review: a row edited for that
-/// read and put back before this transaction): the agent's user's in-client decision on a
-/// call not held for in-client approval, or not that agent's (`NotApprover`); an AAEP reply
-/// whose reply token is not this approval's (`Damaged`, `reply_token`: reply tokens never
-/// change). Each refusal is audited.
+/// Refuses a decision whose decider no longer stands under the configuration in force
+/// ([`DecisionInput::still_stands`], `NotApprover`), or whose caller found or authorised it
+/// on its own earlier read of the approval, when the locked row `rec` says otherwise (found
+/// by review: a row edited for that read and put back before this transaction): the agent's
+/// user's in-client decision on a call not held for in-client approval, or not that agent's
+/// (`NotApprover`); an AAEP reply whose reply token is not this approval's (`Damaged`,
+/// `reply_token`: reply tokens never change). Each refusal is audited.
 fn as_the_caller_read(
     tx: Conn<'_>,
     s: &Settle<'_>,
@@ -397,19 +398,27 @@ fn as_the_caller_read(
     let name = approval_event_name(s.event);
     // Separation of duties too: the in-client user is the person the call acts for (an
     // approval held under both before the gatekeeper stopped offering it in-client).
-    if let Some(agent) = s.input.and_then(|d| d.in_client.as_deref())
-        && !(rec.agent == agent
+    let not_held_for = |agent: &str| {
+        !(rec.agent == agent
             && rec.terms.in_client_approval
             && rec.terms.triggers.is_empty()
             && !rec.terms.separation_of_duties
             && rec.target_type == "other")
-    {
-        let why = "the approval was not held for in-client approval by this agent's user";
-        s.audit(
-            tx,
-            "decision.refused",
-            json!({"decision": name, "why": why}),
-        )?;
+    };
+    // `still_stands` is asked under the write lock: a reload's withdrawal of the decider's
+    // consent either comes after this commits (and voids its token) or was in force before.
+    let why = match s.input {
+        Some(d) if d.in_client.as_deref().is_some_and(not_held_for) => {
+            "the approval was not held for in-client approval by this agent's user"
+        }
+        Some(d) if d.still_stands.as_ref().is_some_and(|f| !f.holds()) => {
+            "the operator's key, roles or sign-in changed after the request was authenticated (a reload): their consent is withdrawn"
+        }
+        _ => "",
+    };
+    if !why.is_empty() {
+        let data = json!({"decision": name, "why": why});
+        s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
     }
     if let Some(t) = s.input.and_then(|d| d.reply_token.as_deref())
@@ -417,10 +426,9 @@ fn as_the_caller_read(
     {
         let why =
             "the reply token is not the approval's (its row changed since it was found by it)";
-        let damaged = vec!["reply_token".to_string()];
-        let data = json!({"decision": name, "why": why, "damaged": damaged});
+        let data = json!({"decision": name, "why": why, "damaged": ["reply_token"]});
         s.audit(tx, "decision.refused", data)?;
-        return Err(DecideError::Damaged(damaged));
+        return Err(DecideError::Damaged(vec!["reply_token".to_string()]));
     }
     Ok(())
 }
@@ -652,7 +660,7 @@ fn settle(
     let passkey = s
         .input
         .and_then(|d| d.passkey.as_ref())
-        .filter(|_| mints_by_person(s.event))
+        .filter(|_| s.event == Event::Decide(DecisionKind::Approve)) // a person's approval
         .map(|p| serde_json::to_string(p).expect("proof"));
     // What stood behind a person's decision (migration 0052): start-up voids the token of an
     // approval whose deciding key was rotated since (`crate::voided::void_unbacked`).
@@ -687,9 +695,4 @@ fn settle(
     }
     s.audit(tx, kind, data)?;
     Ok(mplp_status)
-}
-
-/// Whether `e` is a person's approval (the decisions a passkey may sign).
-fn mints_by_person(e: Event) -> bool {
-    e == Event::Decide(DecisionKind::Approve)
 }

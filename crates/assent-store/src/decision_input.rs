@@ -57,11 +57,37 @@ pub struct DecisionInput {
     /// carries it (the caller found the approval by the token in an earlier read; else
     /// `Damaged`, `reply_token`).
     pub reply_token: Option<String>,
+    /// Whether the deciding operator, as the request authenticated them (name, key or channel
+    /// binding, roles), still stands under the configuration in force: asked by the store
+    /// inside the decision's write transaction, after its write lock is taken; `false` refuses
+    /// it (`NotApprover`, audited `decision.refused`). Found by review: a decision that
+    /// authenticated with a key a reload then removed or rotated committed after the reload
+    /// had withdrawn that key's consent, and its token stayed redeemable. `None`: not asked
+    /// (the agent's user in the client, the store's own callers).
+    pub still_stands: Option<StillStands>,
     /// How long a `session` grant this decision creates stands, in milliseconds
     /// (`session_grant_max_seconds` of the configuration): it lapses that long after it is
     /// created ([`assent_core::grant::terms`]). `None`: the default,
     /// [`assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS`] (24 h) — never unbounded.
     pub session_grant_max_ms: Option<i64>,
+}
+
+/// The question [`DecisionInput::still_stands`] asks, answered by the server from the
+/// configuration in force at the moment it is asked.
+#[derive(Clone)]
+pub struct StillStands(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for StillStands {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StillStands")
+    }
+}
+
+impl StillStands {
+    /// Whether the decider still stands (see [`DecisionInput::still_stands`]).
+    pub fn holds(&self) -> bool {
+        (self.0)()
+    }
 }
 
 impl DecisionInput {

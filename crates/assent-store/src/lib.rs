@@ -129,6 +129,7 @@ pub use approval_record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo,
 pub use audit::Via;
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;
+pub use decision_input::StillStands;
 pub use error::{DecideError, RedeemError, StoreError};
 pub use events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
 pub use insights::Insights;

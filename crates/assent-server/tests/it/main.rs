@@ -49,6 +49,7 @@ mod ready;
 mod receipts;
 mod redact_rendered;
 mod reload;
+mod reload_window;
 mod review_core;
 mod scope_shapes;
 mod sealed;
