@@ -97,6 +97,10 @@ pub const TOKEN_USED: &str = "TOKEN_USED";
 /// 409: an outcome (`not_run`, `no_answer`) reported for a call whose result is recorded
 /// (`POST /v1/tool-results`).
 pub const RESULT_RECORDED: &str = "RESULT_RECORDED";
+/// 409: a result or outcome reported under an approval that did not clear the reported call:
+/// not approved, its token never redeemed, or redeemed for another call
+/// (`POST /v1/tool-results`).
+pub const RESULT_NOT_CLEARED: &str = "RESULT_NOT_CLEARED";
 /// 409: the token's call was held under an MPLP plan that has stopped since.
 pub const PLAN_STOPPED: &str = "PLAN_STOPPED";
 /// 410: the token expired.

@@ -38,6 +38,7 @@ pub mod receipt;
 pub mod redact;
 pub mod redeem;
 pub mod replay;
+pub mod result_link;
 pub mod risk;
 pub mod session_risk;
 pub mod stamp;

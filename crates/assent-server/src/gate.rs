@@ -24,7 +24,7 @@ use assent_core::CanonicalCall;
 use assent_core::gatekeeper::{default_timeout_seconds, settle_default};
 use assent_core::triggers::Observations;
 use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};
-use assent_store::results::ReportedResult;
+use assent_store::results::{ReportedResult, ResultError};
 use assent_store::{ConfirmTarget, Proposal, Proposed};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -202,16 +202,23 @@ pub(crate) async fn delegate(
 }
 
 /// A store refusal of a reported result as the API answers it: `409 RESULT_RECORDED` for an
-/// outcome of a call that has a result already, `404` for an `approval_id` that is not the agent's; any
-/// other failure `503 STORE_UNAVAILABLE`.
-fn result_refused(e: assent_store::StoreError) -> ApiError {
-    use assent_store::results::{RESULT_NO_APPROVAL, RESULT_TWICE};
+/// outcome of a call that has a result already, `409 RESULT_NOT_CLEARED` (with the approval's
+/// `status`) for an approval that did not clear the reported call, `404` for an `approval_id`
+/// that is not the agent's; any other failure `503 STORE_UNAVAILABLE`.
+fn result_refused(e: ResultError) -> ApiError {
+    let said = e.to_string();
     match e {
-        assent_store::StoreError::Invalid(m) if m == RESULT_TWICE => {
-            ApiError::new(StatusCode::CONFLICT, assent_api::error::RESULT_RECORDED, m)
+        ResultError::Recorded => ApiError::new(
+            StatusCode::CONFLICT,
+            assent_api::error::RESULT_RECORDED,
+            said,
+        ),
+        ResultError::NotCleared { status, .. } => {
+            let code = assent_api::error::RESULT_NOT_CLEARED;
+            ApiError::new(StatusCode::CONFLICT, code, said).with_status(status)
         }
-        assent_store::StoreError::Invalid(m) if m == RESULT_NO_APPROVAL => ApiError::not_found(m),
-        e => ApiError::unavailable(e),
+        ResultError::NoApproval => ApiError::not_found(said),
+        ResultError::Store(e) => ApiError::unavailable(e),
     }
 }
 
@@ -229,14 +236,18 @@ fn result_refused(e: assent_store::StoreError) -> ApiError {
 /// A report with `outcome` (`not_run`, `no_answer`) is of a cleared call with no result: it
 /// is recorded as `call.result` with that outcome and no result, marks the session with
 /// nothing its output would have brought (with nothing at all when it did not run), and is
-/// answered `allow`. An outcome reported for an `approval_id` whose call has a result recorded
-/// is `409 RESULT_RECORDED` (an agent cannot say a call that ran did not), and an
-/// `approval_id` that is not one of the agent's approvals `404`; neither is recorded. A result
-/// is always recorded, also after an outcome (the hub that ran the call reports after the
-/// agent could).
+/// answered `allow`. A report naming an `approval_id` is recorded only when that approval
+/// cleared the reported call: approved (a token minted), its token redeemed, for exactly this
+/// call (the approved one, or the operator's edit); else `409 RESULT_NOT_CLEARED` with the
+/// approval's `status` (found by review: a result linked to a pending or denied approval
+/// recorded a call that never ran). An outcome reported for an `approval_id` whose call has a
+/// result recorded is `409 RESULT_RECORDED` (an agent cannot say a call that ran did not), and
+/// an `approval_id` that is not one of the agent's approvals `404`; none of them is recorded.
+/// A result is always recorded, also after an outcome (the hub that ran the call reports after
+/// the agent could).
 #[utoipa::path(post, path = "/v1/tool-results", tag = "propose",
     request_body = assent_api::gate::ToolResultRequest,
-    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "An outcome for a call whose result is recorded (`RESULT_RECORDED`)", body = assent_api::error::ApiErrorBody)),
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "An outcome for a call whose result is recorded (`RESULT_RECORDED`), or an `approval_id` that did not clear the reported call: not approved, its token not redeemed, or redeemed for another call (`RESULT_NOT_CLEARED`)", body = assent_api::error::ApiErrorBody)),
     security(("agent_key" = [])))]
 pub(crate) async fn tool_result(
     State(st): State<AppState>,
@@ -274,6 +285,7 @@ pub(crate) async fn tool_result(
     }
     let (who, session, approval) = (b.agent.clone(), b.session_id.clone(), b.approval_id.clone());
     let (tool, server) = (b.tool.clone(), b.server.clone());
+    let call_hash = original.call_hash().to_string();
     st.store_task(move |s| {
         let r = ReportedResult {
             agent: &who,
@@ -281,6 +293,7 @@ pub(crate) async fn tool_result(
             tool: &tool,
             server: server.as_deref(),
             approval_id: approval.as_deref(),
+            call_hash: &call_hash,
             data: &record,
             effects,
         };

@@ -7,6 +7,8 @@ use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::params;
 use crate::store::Store;
+use assent_core::ApprovalStatus;
+use assent_core::result_link::{self, Linked, Unlinked};
 use serde_json::Value;
 
 /// [`Store::record_result`]'s refusal of an outcome (`not_run`, `no_answer`) for a call whose
@@ -14,6 +16,39 @@ use serde_json::Value;
 pub const RESULT_TWICE: &str = "this call already has a result recorded; an outcome saying it did not run or answer is refused";
 /// [`Store::record_result`]'s refusal of a result naming no approval of its agent.
 pub const RESULT_NO_APPROVAL: &str = "approval_id names no approval of this agent";
+
+/// Why [`Store::record_result`] recorded nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultError {
+    /// `approval_id` names no approval of the agent ([`RESULT_NO_APPROVAL`]).
+    #[error("{RESULT_NO_APPROVAL}")]
+    NoApproval,
+    /// An outcome for a call whose result is recorded ([`RESULT_TWICE`]).
+    #[error("{RESULT_TWICE}")]
+    Recorded,
+    /// `approval_id` did not clear the reported call ([`result_link::check`]): not approved,
+    /// its token never redeemed, or redeemed for another call.
+    #[error("approval {id}: {why}")]
+    NotCleared {
+        /// The approval named.
+        id: String,
+        /// Its status.
+        status: ApprovalStatus,
+        /// Why it is not linked.
+        why: Unlinked,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl db::Settles for ResultError {}
+
+impl From<db::DbError> for ResultError {
+    fn from(e: db::DbError) -> Self {
+        Self::Store(e.into())
+    }
+}
 
 /// A forwarded call's result, reported to [`Store::record_result`].
 #[derive(Debug, Clone, Copy)]
@@ -26,8 +61,10 @@ pub struct ReportedResult<'a> {
     pub tool: &'a str,
     /// The call's MCP server alias.
     pub server: Option<&'a str>,
-    /// The approval the call ran under, when it was held.
+    /// The approval the call ran under, when it was held (or covered by a grant).
     pub approval_id: Option<&'a str>,
+    /// The reported call's hash (its tool, server and arguments, canonicalised).
+    pub call_hash: &'a str,
     /// The `call.result` audit data (call hash, result SHA-256, size).
     pub data: &'a Value,
     /// What the call brings into its session (`Registry::effects_of`).
@@ -36,37 +73,32 @@ pub struct ReportedResult<'a> {
 
 impl Store {
     /// Appends `call.result` for a forwarded call's result `r` (issue 4 "Results"): `r.data`
-    /// holds the call hash and the result's SHA-256 and size; linked to `r.approval_id` when
-    /// it is an approval of `r.agent`. In the same transaction the result's session takes in
-    /// what the call brings (`r.effects`, issue 16 §3: untrusted output, private data).
+    /// holds the call hash and the result's SHA-256 and size; linked to `r.approval_id`. In the
+    /// same transaction the result's session takes in what the call brings (`r.effects`,
+    /// issue 16 §3: untrusted output, private data).
     ///
-    /// Refused (`StoreError::Invalid`, nothing appended) when `r.approval_id` names no approval
-    /// of `r.agent`, or when `r.data` is an outcome (`not_run`, `no_answer`: it has an
-    /// `outcome`) and the approval's call has a result recorded already: an agent cannot
-    /// contradict what the proxy or hub reported (`not_run` after the call ran; found by
+    /// Refused (nothing appended) when `r.approval_id` names no approval of `r.agent`
+    /// ([`ResultError::NoApproval`]); when that approval did not clear the reported call
+    /// ([`ResultError::NotCleared`], [`result_link::check`]: it was not approved, its token was
+    /// never redeemed, or was redeemed for another call than `r.call_hash`; found by review: a
+    /// result was linked to a pending or denied approval, so the audit showed a result of a call
+    /// that never ran, and such a fake early result made the hub's true `not_run` refused); or
+    /// when `r.data` is an outcome (`not_run`, `no_answer`: it has an `outcome`) and the
+    /// approval's call has a result recorded already ([`ResultError::Recorded`]): an agent
+    /// cannot contradict what the proxy or hub reported (`not_run` after the call ran; found by
     /// review). A result is always appended, also after an outcome: found by review of the
     /// first fix, which kept only the first report, an agent reporting `not_run` first had the
     /// hub's true result refused, and it is the hub that ran the call. Checked in the write
-    /// transaction, through the `audit_results` index (migration 0045).
-    pub fn record_result(&self, r: &ReportedResult<'_>, now: i64) -> Result<(), StoreError> {
+    /// transaction, through the `audit_approval` and `audit_results` indexes.
+    pub fn record_result(&self, r: &ReportedResult<'_>, now: i64) -> Result<(), ResultError> {
         self.write(|tx| {
-            let link: Option<String> = match r.approval_id {
-                Some(id) => tx
-                    .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
-                    .query_row(params![id, r.agent], |r| r.get(0))
-                    .optional()?,
-                None => None,
-            };
-            if r.approval_id.is_some() && link.is_none() {
-                return Err(StoreError::Invalid(RESULT_NO_APPROVAL.into()));
+            if let Some(id) = r.approval_id {
+                cleared(**tx, id, r)?;
+                if r.data.get("outcome").is_some() && ran(**tx, id)? {
+                    return Err(ResultError::Recorded);
+                }
             }
-            if let Some(id) = link.as_deref()
-                && r.data.get("outcome").is_some()
-                && ran(**tx, id)?
-            {
-                return Err(StoreError::Invalid(RESULT_TWICE.into()));
-            }
-            audit::append(**tx, now, "call.result", link.as_deref(), r.agent, r.data)?;
+            audit::append(**tx, now, "call.result", r.approval_id, r.agent, r.data)?;
             let call = (r.tool, r.server);
             crate::session_risk::ran(**tx, r.agent, r.session_id, call, r.effects, now)?;
             Ok(())
@@ -74,6 +106,43 @@ impl Store {
     }
 }
 
+/// `Ok` when approval `id` is `r.agent`'s and cleared the call `r` reports
+/// ([`result_link::check`]): its status, whether a token was minted for it, and the call hash
+/// of its `token.redeemed` record (the audit chain's word, not the token row's `used_at`, which
+/// a voided token has too).
+fn cleared(tx: Conn<'_>, id: &str, r: &ReportedResult<'_>) -> Result<(), ResultError> {
+    let status: Option<String> = tx
+        .prepare_cached("SELECT status FROM approvals WHERE id = ?1 AND agent = ?2")?
+        .query_row(params![id, r.agent], |r| r.get(0))
+        .optional()?;
+    let status = status.ok_or(ResultError::NoApproval)?;
+    // An unreadable status links nothing (fail closed): read as still pending.
+    let status = ApprovalStatus::parse(&status).unwrap_or(ApprovalStatus::Pending);
+    let minted = tx
+        .prepare_cached("SELECT token_id FROM tokens WHERE approval_id = ?1")?
+        .query_row(params![id], |r| r.get::<String>(0))
+        .optional()?
+        .is_some();
+    let redeemed: Option<String> = tx
+        .prepare_cached(
+            "SELECT data FROM audit WHERE approval_id = ?1 AND kind = 'token.redeemed' ORDER BY seq LIMIT 1",
+        )?
+        .query_row(params![id], |r| r.get(0))
+        .optional()?;
+    let redeemed_for = redeemed
+        .and_then(|d| serde_json::from_str::<Value>(&d).ok())
+        .and_then(|v| v.get("call_hash")?.as_str().map(str::to_string));
+    let linked = Linked {
+        status,
+        minted,
+        redeemed_for: redeemed_for.as_deref(),
+    };
+    result_link::check(&linked, r.call_hash).map_err(|why| ResultError::NotCleared {
+        id: id.to_string(),
+        status,
+        why,
+    })
+}
 /// Whether approval `id`'s call has a result recorded (a `call.result` without an `outcome`).
 fn ran(tx: Conn<'_>, id: &str) -> db::Result<bool> {
     let reports: Vec<String> = tx

@@ -1,8 +1,9 @@
 //! `POST /v1/tools/check` with a server's `handshake` (its instructions and server info,
 //! pinned as the pseudo-tool `(server)`), and `POST /v1/tool-results` with an `outcome` (a
-//! cleared call with no result).
+//! cleared call with no result; a report is linked only to an approval that cleared its call).
 
-use crate::kit::{AGENTS, BOT, assert_answer, assert_error, policy, serve, serve_policy};
+use crate::kit::token_of;
+use crate::kit::{AGENTS, BOT, OP, assert_answer, assert_error, policy, serve, serve_policy};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -215,5 +216,93 @@ async fn an_outcome_after_the_calls_result_is_refused_and_its_result_never_is() 
     assert_eq!(results.len(), 2, "the first outcome and the result: {all}");
     assert!(all.contains(&"ab".repeat(32)), "the result: {all}");
     assert!(!all.contains("no_answer"), "{all}");
+    gw.stop().await;
+}
+
+/// A report of `pay(args)` with `outcome` (or a result) under approval `id`.
+fn pay_report(id: &str, args: &Value, outcome: Option<&str>) -> Value {
+    let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    let mut r = json!({"agent": "bot", "session_id": "s1", "tool": "pay", "arguments": args,
+                       "output_bytes": 2, "result_sha256": "cd".repeat(32), "approval_id": id});
+    if let Some(o) = outcome {
+        r["outcome"] = json!(o);
+        r["output_bytes"] = json!(0);
+        r["result_sha256"] = json!(empty);
+    }
+    r
+}
+
+/// Attack: an agent links a fake result to an approval that never cleared its call. Reported
+/// under a pending approval, a denied one, an approved one whose token was never redeemed, or
+/// one redeemed for another call (the operator's edit, not the agent's own arguments), the
+/// audit would show a result of a call that never ran, and that fake early result made the
+/// hub's or proxy's later `not_run` / `no_answer` for the true call fail `409
+/// RESULT_RECORDED`. Each is refused `409 RESULT_NOT_CLEARED` naming the approval's status,
+/// nothing recorded; the honest flow (the edited call redeemed, then its outcome and result
+/// reported) still records.
+#[tokio::test]
+async fn a_result_is_linked_only_to_an_approval_that_cleared_the_reported_call() {
+    let gw = serve().await;
+    let refused = async |id: &str, args: &Value, outcome: Option<&str>, status: &str| {
+        let (s, e) = gw
+            .post("/v1/tool-results", BOT, pay_report(id, args, outcome))
+            .await;
+        assert_error(s, &e, StatusCode::CONFLICT, "RESULT_NOT_CLEARED");
+        assert_eq!(e["status"], status, "{e}");
+        e
+    };
+    let pending_args = json!({"amount": 500, "to": "eve"});
+    let pending = gw.held("s1", "pay", pending_args.clone()).await;
+    refused(&pending, &pending_args, None, "pending").await;
+    let denied_args = json!({"amount": 600, "to": "eve"});
+    let denied = gw.held("s1", "pay", denied_args.clone()).await;
+    assert_eq!(gw.decide(&denied, OP, "deny").await.0, StatusCode::OK);
+    refused(&denied, &denied_args, None, "rejected").await;
+
+    // Approved with an edit: the agent's own arguments are not the call it cleared.
+    let args = json!({"amount": 500, "to": "bob"});
+    let edited = json!({"amount": 400, "to": "bob"});
+    let id = gw.held("s1", "pay", args.clone()).await;
+    let (s, b) = gw.edit(&id, edited.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let e = refused(&id, &edited, None, "approved").await;
+    assert!(
+        e["message"].as_str().unwrap().contains("never redeemed"),
+        "{e}"
+    );
+    let token = token_of(&gw.as_agent(&id).await);
+    let (s, r) = gw.redeem(&token, "pay", edited.clone(), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    for outcome in [None, Some("not_run"), Some("no_answer")] {
+        let e = refused(&id, &args, outcome, "approved").await;
+        assert!(e["message"].as_str().unwrap().contains("call_hash"), "{e}");
+    }
+    assert_eq!(
+        gw.sql()
+            .rows("SELECT data FROM audit WHERE kind = 'call.result'", &[])
+            .len(),
+        0,
+        "nothing recorded"
+    );
+
+    // The honest flow: the hub reports the cleared call's outcome, then its result.
+    let (s, b) = gw
+        .post(
+            "/v1/tool-results",
+            BOT,
+            pay_report(&id, &edited, Some("no_answer")),
+        )
+        .await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    let (s, b) = gw
+        .post("/v1/tool-results", BOT, pay_report(&id, &edited, None))
+        .await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    let linked = gw.sql().rows(
+        "SELECT approval_id FROM audit WHERE kind = 'call.result'",
+        &[],
+    );
+    assert_eq!(linked.len(), 2, "{linked:?}");
+    assert!(format!("{linked:?}").contains(&id), "{linked:?}");
     gw.stop().await;
 }
