@@ -283,8 +283,9 @@ struct SsoVote {
 /// - A Slack vote: the file still gives its voter the roles and the Slack account that cast
 ///   it (`slack_user_id`); one kept before votes named the account is withdrawn.
 /// - A single sign-on vote: `oidc` is configured, its groups still map to every role it
-///   voted with under `oidc.roles` ([`crate::config::oidc::OidcConfig::roles_now`]), and the
-///   voter is still the operator linked to that identity, or an unlinked `oidc:` name.
+///   voted with under `oidc.roles` ([`crate::config::oidc::OidcConfig::roles_now`]) — a single
+///   decision, which keeps no roles, to some role — and the voter is still the operator
+///   linked to that identity, or an unlinked `oidc:` name.
 /// - A vote kept with no binding (cast before bindings said how it was cast): the former
 ///   rule, a linked person's standing while `oidc` is configured.
 ///
@@ -314,6 +315,12 @@ pub(crate) fn vote_stands(
             groups: v.groups,
         };
         let mapped = |o: &crate::config::oidc::OidcConfig| {
+            // A single decision keeps no roles: its groups must still map to some (found by
+            // review: with none to check, an unlinked `oidc:` decider whose groups lost every
+            // role still stood).
+            if roles.is_empty() {
+                return !o.roles_for(&grant.groups).is_empty();
+            }
             let now = o.roles_now(&grant);
             roles.iter().all(|r| now.contains(r))
         };

@@ -17,6 +17,7 @@ use crate::error::StoreError;
 use crate::integrity_checkpoints::{against_chain, check_stored, file_problem};
 use crate::key_ranges::{KeyRanges, key_ranges};
 use crate::kit::io;
+use crate::seal::{SealKey, Sealed};
 use crate::sql;
 use crate::sql::lite;
 use ed25519_dalek::VerifyingKey;
@@ -92,6 +93,8 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
 
 /// Verifies `database` (the SQLite file opened read-only, or a Postgres session) with
 /// [`verify_on`]; the key is `opts.public_key`, else the public half of `<keys_dir>/audit.key`.
+/// When `<keys_dir>/audit.key` is that key, the settlements' seals are checked as well
+/// ([`crate::integrity_people::settlements`]).
 ///
 /// Errors (usage or I/O, not findings): no database, an unreachable one, an unreadable key or
 /// checkpoint file, or checkpoints or archive anchors to check without a public key (no
@@ -108,16 +111,25 @@ pub fn verify_database(
         }
         Database::Postgres { .. } => database.connect()?,
     };
-    let key = match opts.public_key {
-        Some(k) => Some(k),
-        None => checkpoint::read_key(keys_dir)?.map(|k| k.verifying_key()),
+    // The gateway's own key, when `keys_dir` holds it: an unreadable one is an error only
+    // when nothing else gives the key to check with.
+    let own = match opts.public_key {
+        Some(_) => checkpoint::read_key(keys_dir).ok().flatten(),
+        None => checkpoint::read_key(keys_dir)?,
     };
+    let key = opts.public_key.or(own.as_ref().map(|k| k.verifying_key()));
+    // Settlement seals are checked under the gateway's own key only (the seal key derives
+    // from it), and only when it is the key checked with.
+    let settled = own
+        .filter(|k| Some(k.verifying_key()) == key)
+        .map(|k| SealKey::of(&k, Sealed::Settlement));
     let opts = VerifyOptions {
         public_key: key,
         ..opts.clone()
     };
     let missing = format!("no {} in {}", checkpoint::KEY_FILE, keys_dir.display());
-    verify_on(conn.conn(), &opts, &missing)
+    let conn = conn.conn();
+    conn.snapshot(|c| Ok(verify_snapshot(c, &opts, &missing, settled.as_ref())))?
 }
 
 /// Verifies the store behind `conn` (either backend) in one read snapshot: the archive
@@ -134,13 +146,17 @@ pub fn verify_on(
     opts: &VerifyOptions<'_>,
     no_key: &str,
 ) -> Result<Report, StoreError> {
-    conn.snapshot(|c| Ok(verify_snapshot(c, opts, no_key)))?
+    conn.snapshot(|c| Ok(verify_snapshot(c, opts, no_key, None)))?
 }
 
+/// [`verify_on`] in its snapshot; with `settled` (the settlement seal key of the gateway's own
+/// audit key, [`verify_database`]) the settlements' seals are checked too
+/// ([`crate::integrity_people::settlements`]).
 fn verify_snapshot(
     conn: Conn<'_>,
     opts: &VerifyOptions<'_>,
     no_key: &str,
+    settled: Option<&SealKey>,
 ) -> Result<Report, StoreError> {
     let key = opts.public_key;
     let anchors = archive::stored(conn)?;
@@ -219,7 +235,10 @@ fn verify_snapshot(
         .max()
         .unwrap_or(0);
     rep.unsigned_records = (head_seq - signed).max(0);
-    let state = cross_check_on(conn)?;
+    let mut state = cross_check_on(conn)?;
+    if let Some(k) = settled {
+        crate::integrity_people::settlements(conn, k, &mut state)?;
+    }
     rep.state_disagreements = state.len();
     if rep.problem.is_none() {
         rep.problem = state.into_iter().next().map(|(seq, reason)| Problem {

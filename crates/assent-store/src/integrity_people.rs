@@ -183,3 +183,44 @@ pub(crate) fn decisions(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) ->
     }
     Ok(())
 }
+
+/// Every settlement the key `key` sealed must hold its seal ([`crate::settlement_seal`]): the
+/// approvals settled since migration 0035 was applied (`assent_schema.applied_at`; before it
+/// no settlement was sealed) and since the newest audit-key take-over (`audit.key_replaced`:
+/// before it, another key sealed them), each checked once. Found by review: a database
+/// writer who cleared `decisions.key_binding` put a single decision back on its decider's
+/// name alone (start-up then voids the token it minted, `crate::voided`), and `audit verify`,
+/// which compares decision rows with their records (the records keep no binding), reported
+/// nothing. Only with the gateway's own audit key (the seal key derives from it, the database
+/// never holds it). One read of each such approval's decisions and votes and one HMAC:
+/// linear in the settlements, as the rest of the cross-check.
+pub(crate) fn settlements(
+    conn: Conn<'_>,
+    key: &crate::seal::SealKey,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<()> {
+    let since: Option<i64> = conn.query_row(
+        "SELECT MAX(t) FROM (SELECT applied_at AS t FROM assent_schema WHERE version = 35 \
+         UNION ALL SELECT MAX(at) FROM audit WHERE kind = 'audit.key_replaced') s",
+        [],
+        |r| r.get(0),
+    )?;
+    // No record of 0035 being applied: nothing is known to be sealed.
+    let Some(since) = since else {
+        return Ok(());
+    };
+    let ids: Vec<String> = crate::sql::column(
+        conn,
+        "SELECT CAST(id AS TEXT) FROM approvals WHERE status <> 'pending' AND decided_at >= ?1 \
+         ORDER BY decided_at, rowid",
+        [since],
+    )?;
+    for id in ids {
+        if !crate::settlement_seal::holds(conn, key, &id)? {
+            out.push((None, format!(
+                "approval {id}'s settlement does not hold its seal: its status, decision rows (who decided, with which key binding), scope, edit or votes were changed behind the gateway's back; the tokens it minted are void at the next start"
+            )));
+        }
+    }
+    Ok(())
+}

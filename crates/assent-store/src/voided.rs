@@ -36,6 +36,7 @@ use crate::db::{self, Conn};
 use crate::error::StoreError;
 use crate::kit::io;
 use crate::params;
+use crate::seal::{SealKey, Sealed};
 use crate::store::Store;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -217,37 +218,65 @@ pub(crate) fn void_approved_by(
         return Ok(0);
     }
     let stands = |p: &str, _: &[String], _: Option<&str>| !names.iter().any(|n| n == p);
-    void_unbacked(tx, &stands, (by, why), now)
+    void_unbacked(tx, (&stands, None), (by, why), now)
 }
 
 /// Voids ([`void_token`]; actor and reason `(by, why)`, the fallen principals recorded as
 /// `principals`) the tokens neither redeemed nor expired at `now` whose approval's consent no
-/// longer stands ([`unbacked`]). What a reload that removes or changes operators does
-/// ([`void_approved_by`]) and what start-up does for the configuration it starts with
-/// ([`Store::void_unbacked_tokens`]): one rule for both. How many.
+/// longer stands ([`unbacked`]; with `settled`, the settlement seal key, a settlement that
+/// does not hold its seal stands not either, and its record's `why` says so). What a reload
+/// that removes or changes operators does ([`void_approved_by`], by name, no seal weighed) and
+/// what start-up does for the configuration it starts with ([`Store::void_unbacked_tokens`]):
+/// one rule for both. How many.
 pub(crate) fn void_unbacked(
     tx: Conn<'_>,
-    stands: &ConsentStands<'_>,
+    (stands, settled): (&ConsentStands<'_>, Option<&SealKey>),
     (by, why): (&str, &str),
     now: i64,
 ) -> db::Result<usize> {
     let mut n = 0;
-    for (token, approval, fallen) in unbacked(tx, stands, now)? {
-        let data = json!({"principals": fallen, "why": why});
+    for (token, approval, fallen) in unbacked(tx, (stands, settled), now)? {
+        let why = match &fallen {
+            Fallen::Unsealed(_) => UNSEALED,
+            Fallen::Principals(_) => why,
+        };
+        let data = json!({"principals": fallen.names(), "why": why});
         n += usize::from(void_token(tx, (&token, &approval), by, data, now)?);
     }
     Ok(n)
 }
 
+/// Why a token's consent fell: the principals whose decision or vote no longer stands, or
+/// (`Unsealed`, with every approving decider and voter) a settlement that no longer holds its
+/// seal.
+enum Fallen {
+    Principals(Vec<String>),
+    Unsealed(Vec<String>),
+}
+
+impl Fallen {
+    fn names(&self) -> &[String] {
+        match self {
+            Fallen::Principals(n) | Fallen::Unsealed(n) => n,
+        }
+    }
+}
+
+/// The `why` of a token voided because its approval's settlement no longer holds its seal.
+const UNSEALED: &str = "its approval's settlement no longer holds its seal (a decision row, its \
+                        key binding, the status or the votes were changed in the database): \
+                        nothing vouches for the consent it was minted under";
+
 /// The tokens neither redeemed nor expired at `now` (read through the partial index
 /// `tokens_outstanding`, migration 0050: what is outstanding, not the whole history) whose
-/// approval's consent does not stand under `stands` ([`consent_stands`]), oldest first:
-/// `(token id, approval id, the principals whose decision or vote fell)`. Reads only.
+/// approval's consent does not stand under `stands` ([`consent_stands`]; with `settled`, the
+/// settlement seal key, also those whose settlement does not hold its seal), oldest first:
+/// `(token id, approval id, why it fell)`. Reads only.
 fn unbacked(
     conn: Conn<'_>,
-    stands: &ConsentStands<'_>,
+    (stands, settled): (&ConsentStands<'_>, Option<&SealKey>),
     now: i64,
-) -> db::Result<Vec<(String, String, Vec<String>)>> {
+) -> db::Result<Vec<(String, String, Fallen)>> {
     let outstanding: Vec<(String, String)> = crate::sql::rows(
         conn,
         "SELECT token_id, approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?1 \
@@ -257,11 +286,35 @@ fn unbacked(
     )?;
     let mut out = Vec::new();
     for (token, approval) in outstanding {
-        if let Some(fallen) = consent_stands(conn, &approval, stands)? {
-            out.push((token, approval, fallen));
+        if let Some(key) = settled
+            && !crate::settlement_seal::holds(conn, key, &approval)?
+        {
+            let everyone = approving(conn, &approval)?;
+            out.push((token, approval, Fallen::Unsealed(everyone)));
+        } else if let Some(fallen) = consent_stands(conn, &approval, stands)? {
+            out.push((token, approval, Fallen::Principals(fallen)));
         }
     }
     Ok(out)
+}
+
+/// Every principal approval `aid`'s approving decisions and votes rest on (as
+/// [`consent_stands`] reads them), each once: what a token whose settlement no longer holds
+/// its seal is voided naming.
+fn approving(conn: Conn<'_>, aid: &str) -> db::Result<Vec<String>> {
+    let voters: Vec<String> = crate::sql::column(
+        conn,
+        "SELECT principal FROM votes WHERE approval_id = ?1 AND decision = 'approve'",
+        [aid],
+    )?;
+    let mut all: Vec<String> = Vec::new();
+    let deciders = crate::consent::approving_deciders(conn, aid)?;
+    for p in deciders.into_iter().map(|(p, _)| p).chain(voters) {
+        if !all.contains(&p) {
+            all.push(p);
+        }
+    }
+    Ok(all)
 }
 
 /// Whether approval `aid`'s approval stands under `stands`: `None` when every approving
@@ -317,8 +370,14 @@ impl Store {
     /// `stands`; actor `by`, reason `why`): what start-up does for operators removed from the
     /// file, or whose key (the binding a vote, a grant and, since migration 0052, a single
     /// decision keep) or roles changed, before a restart, as a
-    /// reload does for them ([`Store::revoke_and_audit`]). Read first, written only when there
-    /// is something to void (most start-ups void nothing). How many. Errors: the store's.
+    /// reload does for them ([`Store::revoke_and_audit`]). A token whose approval's settlement
+    /// does not hold its seal ([`crate::settlement_seal`]) is voided too, failing closed (its
+    /// record's `why` says so). Found by review: a database writer who cleared
+    /// `decisions.key_binding` put a decision back on its decider's name alone (start-up cannot
+    /// tell a cleared binding from one made before migration 0052), so the token a stolen key
+    /// approved once outlived the key's rotation and a restart. Read first, written only when
+    /// there is something to void (most start-ups void nothing); one seal check per
+    /// outstanding token. How many. Errors: the store's.
     pub fn void_unbacked_tokens(
         &self,
         stands: &ConsentStands<'_>,
@@ -326,9 +385,11 @@ impl Store {
         why: &str,
         now: i64,
     ) -> Result<usize, StoreError> {
-        if unbacked(self.lock().conn(), stands, now)?.is_empty() {
+        let settled = self.seal_key(Sealed::Settlement);
+        let weigh = (stands, Some(&settled));
+        if unbacked(self.lock().conn(), weigh, now)?.is_empty() {
             return Ok(0);
         }
-        self.write(|tx| Ok::<_, StoreError>(void_unbacked(**tx, stands, (by, why), now)?))
+        self.write(|tx| Ok::<_, StoreError>(void_unbacked(**tx, weigh, (by, why), now)?))
     }
 }

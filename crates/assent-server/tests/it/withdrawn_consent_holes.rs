@@ -7,7 +7,10 @@
 //! `system:redeem`, naming who revoked the grant;
 //! `audit verify` says why a voided token was voided; and an operator's key rotated under the
 //! same name, by a restart or a reload, takes back what the old key approved by single
-//! decision. Either backend.
+//! decision, also when a database writer stripped the decision's key binding (the settlement
+//! seal covers it, and `audit verify` reports it); an agent removed at restart takes back what
+//! its user approved in the client; single sign-on single decisions stand across an unchanged
+//! restart, and fall when their groups map to no role any more. Either backend.
 
 use crate::backend::audit_count;
 use crate::grant_revocation::{reloading_gateway, write_config};
@@ -450,5 +453,148 @@ async fn a_rotated_agent_key_takes_back_what_it_approved_in_the_client() {
     assert_eq!(voided.len(), 2, "{voided:?}");
     assert_eq!(voided[1].0, "system:start-up", "{:?}", voided[1].1);
     assert_eq!(verify_problem(&gw), None);
+    gw.stop().await;
+}
+
+/// Attack (found by review): alice's stolen key approves a held call once; a database writer
+/// then clears the decision's key binding (`UPDATE decisions SET key_binding = NULL`), which
+/// start-up cannot tell from a decision made before bindings were kept (migration 0052), so
+/// after alice's key was rotated and the gateway restarted her decision was weighed by her
+/// name alone: the token redeemed, and `audit verify` reported nothing. The settlement seal
+/// covers the binding: `audit verify` reports the settlement that no longer holds it, and
+/// start-up voids the token (`system:start-up`, failing closed), `409 TOKEN_USED`; olaf's
+/// untouched approval redeems.
+#[tokio::test]
+async fn a_key_binding_stripped_in_the_database_does_not_outlive_a_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let with = |key| {
+        principals(&[
+            ("alice", "kind: operator, roles: [finance]", key),
+            olaf,
+            bot,
+        ])
+    };
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-stolen-key")).await;
+    let once = json!({"decision": "approve"});
+    let by_alice = approved(&gw, "/x", "alice-stolen-key", once.clone()).await;
+    let by_olaf = approved(&gw, "/y", "olaf-key", once).await;
+    let alices = token_of(&gw.as_agent(&by_alice).await);
+    let olafs = token_of(&gw.as_agent(&by_olaf).await);
+    assert_eq!(verify_problem(&gw), None);
+    let strip = "UPDATE decisions SET key_binding = NULL WHERE actor = 'alice'";
+    assert_eq!(gw.sql().exec(strip, &[]), 1);
+    let problem = verify_problem(&gw).expect("the stripped binding is reported");
+    assert!(
+        problem.contains(&by_alice) && problem.contains("does not hold its seal"),
+        "{problem}"
+    );
+    gw.stop().await;
+    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-new-key")).await;
+    let (s, b) = redeem_read(&gw, &alices, "/x").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let (s, b) = redeem_read(&gw, &olafs, "/y").await;
+    assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    let (actor, data) = &voided[0];
+    assert_eq!(actor, "system:start-up", "{data}");
+    assert_eq!(data["principals"], json!(["alice"]), "{data}");
+    assert!(data["why"].as_str().unwrap().contains("seal"), "{data}");
+    assert_eq!(audit_count(&gw.data_dir, "token.redeemed"), 1);
+    gw.stop().await;
+}
+
+/// The agent whose user approved a call in the client is removed from the file and the
+/// gateway restarted: nothing stands behind the in-client decision (`user-of:bot`), so
+/// start-up voids its token (`system:start-up`, naming `user-of:bot`); configured again, the
+/// agent redeems nothing with it (`TOKEN_USED`).
+#[tokio::test]
+async fn a_restart_without_the_agent_voids_the_token_its_user_approved_in_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: read\n  approval: true\n  in_client_approval: true\n";
+    let gov = policy("acme.test.withdrawn-consent-agent-gone", rules);
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let with_bot = principals(&[olaf, ("bot", "kind: agent, agent_id: bot", BOT)]);
+    let gw = reloading_gateway(dir.path(), &gov, &with_bot).await;
+    let id = gw.held("s1", "read", json!({"path": "/x"})).await;
+    let path = format!("/v1/approvals/{id}/user-decision");
+    let (s, b) = gw.post(&path, BOT, json!({"decision": "approve"})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let token = token_of(&gw.as_agent(&id).await);
+    gw.stop().await;
+    let without = principals(&[olaf]);
+    write_config(dir.path(), &without);
+    let gw = reloading_gateway(dir.path(), &gov, &without).await;
+    // Answered once start-up is done (the voiding runs before the gateway serves).
+    let (s, b) = gw.get(&format!("/v1/approvals/{id}"), "olaf-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    assert_eq!(voided[0].0, "system:start-up", "{:?}", voided[0].1);
+    assert_eq!(voided[0].1["principals"], json!(["user-of:bot"]));
+    gw.stop().await;
+    write_config(dir.path(), &with_bot);
+    let gw = reloading_gateway(dir.path(), &gov, &with_bot).await;
+    let (s, b) = redeem_read(&gw, &token, "/x").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    gw.stop().await;
+}
+
+/// One finance approval settles a `pay` call.
+const PAY_ONCE: &str = "- tool: pay\n  approvers: [finance]\n";
+
+/// Holds `pay(amount)` in session `s1` on `gw` and has the single sign-on session of `name`
+/// (groups `groups`, role `finance`) approve it once from the dashboard: the token.
+async fn approved_by_sso(gw: &Gw, amount: i64, name: &str, groups: &[&str]) -> String {
+    let id = gw.held("s1", "pay", json!({"amount": amount})).await;
+    let (cookie, csrf) = crate::sso::sso_session(gw, name, (&["finance"], groups));
+    let s = crate::sso::decide(gw, &id, &cookie, &csrf).await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    token_of(&gw.as_agent(&id).await)
+}
+
+/// Single decisions made by single sign-on — an unlinked `oidc:` operator's and one linked to
+/// a configured principal (gina) — survive a restart that changes nothing (no over-voiding):
+/// their tokens redeem. Attack (found by review): a single decision keeps no roles, so the
+/// check that its groups still map to the roles it decided with held vacuously: a restart
+/// whose `oidc.roles` map gives the unlinked decider's group (`fin`) no role at all — to cut
+/// contractors off — left what carol had approved redeemable. Its groups must still map to some
+/// role: start-up voids that token (`TOKEN_USED`); the decision whose groups still map
+/// (`opsgroup`) stands.
+#[tokio::test]
+async fn sso_single_decisions_stand_across_a_restart_until_their_groups_map_to_no_role() {
+    use crate::sso::{GOOD, linked_with};
+    let dir = tempfile::tempdir().unwrap();
+    let gina = "gina@example.com";
+    let gw = linked_with(dir.path(), PAY_ONCE, GOOD, gina).await;
+    let mallorys = approved_by_sso(&gw, 501, "oidc:mallory", &["fin"]).await;
+    let ginas = approved_by_sso(&gw, 502, &format!("oidc:{gina}"), &["fin"]).await;
+    gw.stop().await;
+    let gw = linked_with(dir.path(), PAY_ONCE, GOOD, gina).await;
+    for (token, amount) in [(&mallorys, 501), (&ginas, 502)] {
+        let (s, b) = gw
+            .redeem(token, "pay", json!({"amount": amount}), None)
+            .await;
+        assert_eq!(s, StatusCode::OK, "an unchanged restart voids nothing: {b}");
+    }
+    assert_eq!(voided_records(&gw), vec![]);
+    let cut = approved_by_sso(&gw, 503, "oidc:carol", &["fin"]).await;
+    let kept = approved_by_sso(&gw, 504, "oidc:bo", &["fin", "opsgroup"]).await;
+    gw.stop().await;
+    // `fin` maps to nothing now; `opsgroup` gives `finance` as well.
+    let moved = GOOD.replace(
+        "roles: {fin: [finance], opsgroup: [ops]}",
+        "roles: {opsgroup: [ops, finance]}",
+    );
+    let gw = linked_with(dir.path(), PAY_ONCE, &moved, gina).await;
+    let (s, b) = gw.redeem(&cut, "pay", json!({"amount": 503}), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let (s, b) = gw.redeem(&kept, "pay", json!({"amount": 504}), None).await;
+    assert_eq!(s, StatusCode::OK, "bo's groups still map to a role: {b}");
+    let voided = voided_records(&gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    assert_eq!(voided[0].1["principals"], json!(["oidc:carol"]));
     gw.stop().await;
 }
