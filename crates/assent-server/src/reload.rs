@@ -5,7 +5,9 @@
 //! and the errors are answered (`422 CONFIG_INVALID`) and logged. A valid file is audited
 //! (`config.reloaded`, with the old and new policy-set hashes and whose keys changed) and then
 //! swapped in whole ([`AppState::swap_live`]): a removed or changed key fails from the very
-//! next request, while requests that already read the old set finish with it. Reloads are
+//! next request, while requests that already read the old set finish with it — but for a
+//! decision, which the store checks again against the set in force under its write lock
+//! ([`crate::decide::still_stands`]). Reloads are
 //! one at a time (a second API call meanwhile is `409 RELOAD_IN_PROGRESS`; a signal waits).
 //! Settings a reload cannot change (listen address, database, directories, limits, webhooks,
 //! MCP upstreams…) are named in `needs_restart` when the file changed them, and left as they
@@ -368,9 +370,11 @@ fn with_sso_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Ve
 
 /// Ends every dashboard session, closes every AAEP subscription (actor `by`), withdraws
 /// every vote on a pending approval ([`assent_store::Store::withdraw_votes`]) and revokes
-/// every active grant ([`assent_store::Store::revoke_grants_of`]) of the principals
-/// `names` (a reload changed their key or roles, or removed them; with their linked single
-/// sign-on names); `Err(why)` when the store could not. The subscriptions' timeout extension
+/// every active grant ([`assent_store::Store::revoke_grants_of`], which also voids the
+/// unredeemed tokens of approvals that rested on them: a decision made with the old key
+/// between the reload's two passes) of the principals `names` (a reload changed their key or
+/// roles, or removed them; with their linked single sign-on names); `Err(why)` when the store
+/// could not. The subscriptions' timeout extension
 /// goes with them. Found by review: a vote cast with a key revoked since, or by an operator
 /// removed or stripped of the role, still counted towards its quorum; and the `workspace` or
 /// `whole_tool` grants of a stolen key removed by reload kept letting calls through.

@@ -1,8 +1,9 @@
 //! The window of a reload (issue 14 §8) between a decision's authentication and its commit:
 //! a decision that authenticated with a key the reload then removes or rotates is checked
 //! again, inside its write transaction, against the principals in force then; one that
-//! committed before the reload's second pass has its token voided by that pass. Either
-//! backend.
+//! committed before the reload's second pass has its token voided by that pass. And the window
+//! of an escalation step: an AAEP reply settles what is due before it is decided, as every
+//! other door does. Either backend.
 
 use crate::grant_revocation::write_config;
 use crate::kit::{AGENTS, BOT, Gw, OP, policy, start_gov, token_of};
@@ -130,3 +131,53 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
 
 /// How many calls are held and decided at once.
 const N: usize = 200;
+
+/// Attack on availability (found by review): an AAEP reply skipped the expiry and escalation
+/// sweep every other door runs first, so until the 1-second timer ran a due escalation step,
+/// the reply of an operator that step makes an approver (olaf, `ops`) was refused as not an
+/// approver and dropped without a word (`204`, AAEP §6.3.4). The reply settles what is due
+/// first: olaf's accept, sent as soon as the step is due, approves the call. An attempt the
+/// timer beat (its `approval.escalated` record already written) is tried again.
+#[tokio::test]
+async fn an_aaep_reply_counts_as_soon_as_the_escalation_step_adding_its_sender_is_due() {
+    let rules = "- tool: quick\n  approval: true\n  approvers: [finance]\n  timeout_seconds: 1\n  on_timeout: {escalate_to: [ops], after_seconds: 60}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let settings = assent_server::Settings {
+        approval_timeout_ms: Some(300_000),
+        ..Default::default()
+    };
+    let gov = policy("acme.test.reply-escalation", rules);
+    let gw = crate::kit::start_reg(dir.path(), 300_000, settings, AGENTS, &gov).await;
+    let (sub, mut sse) = gw.subscribe("olaf-key", true, json!({})).await;
+    for n in 0..5 {
+        let id = gw.pending("quick", json!({"n": n})).await;
+        let token = sse.reply_token("aaep:agent.awaiting.confirmation").await;
+        let at = "SELECT requested_at FROM approvals WHERE id = ?1";
+        let due = gw.sql().int(at, &[(&id).into()]) + 1_000;
+        let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        while (now().unwrap().as_millis() as i64) < due + 5 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let escalated =
+            "SELECT count(*) FROM audit WHERE kind = 'approval.escalated' AND approval_id = ?1";
+        if gw.sql().int(escalated, &[(&id).into()]) > 0 {
+            continue;
+        }
+        let reply = json!({"type": "confirmation.reply", "reply_token": token, "decision": "accept",
+            "subscription_id": sub, "timestamp": assent_core::stamp::rfc3339(now().unwrap().as_millis() as i64),
+            "decided_by": "user:olaf"});
+        assert_eq!(
+            gw.reply(Some("olaf-key"), reply).await,
+            StatusCode::NO_CONTENT
+        );
+        let (s, b) = gw.approval(&id, OP).await;
+        assert_eq!(
+            (s, b["status"].as_str()),
+            (StatusCode::OK, Some("approved")),
+            "{b}"
+        );
+        gw.stop().await;
+        return;
+    }
+    panic!("the timer ran every due step before the reply could be sent");
+}
