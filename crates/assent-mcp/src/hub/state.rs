@@ -121,8 +121,9 @@ pub enum GatewayAt {
 }
 
 impl Hub {
-    /// Starts every upstream; one that cannot start is kept with its error (reported on
-    /// `tools/call` and in the log) and does not stop the others. The gateway client (at
+    /// Starts every upstream, side by side ([`super::upstream::start_all`]: stalled ones hold
+    /// start-up 30 s in all, not 30 s each); one that cannot start is kept with its error
+    /// (reported on `tools/call` and in the log) and does not stop the others. The gateway client (at
     /// `gateway`) gives up connecting after 5 s and on a request after `poll_seconds` + 30 s;
     /// errors when a URL is not a gateway URL or the client cannot be built.
     pub async fn start(
@@ -148,11 +149,7 @@ impl Hub {
                 uuid::Uuid::new_v4().simple()
             )
         });
-        let mut upstreams = BTreeMap::new();
-        for (alias, spec) in specs {
-            let up = Upstream::connect(&alias, &spec).await;
-            upstreams.insert(alias, up);
-        }
+        let upstreams = super::upstream::start_all(specs).await;
         Ok(Arc::new(Self {
             upstreams,
             api,

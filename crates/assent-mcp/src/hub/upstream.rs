@@ -1,6 +1,6 @@
 //! The hub's upstream MCP servers: how to reach one ([`UpstreamSpec`], from `mcp_upstreams`
 //! in the gateway config), connecting to it (a child process over stdio or a streamable HTTP
-//! endpoint, within 30 s) and its tool list (read page by page within bounds: pages, tools,
+//! endpoint, within 30 s, side by side with the others) and its tool list (read page by page within bounds: pages, tools,
 //! time, no cursor twice), cached for the pin check of a call and dropped when the upstream
 //! says its tools changed. An upstream that fails to start is kept with its
 //! error. Gating is not done here: the call is.
@@ -9,7 +9,7 @@ use super::child::ChildTransport;
 use rmcp::ServiceExt;
 use rmcp::model::{PaginatedRequestParams, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,6 +75,64 @@ struct Reading {
     list: Vec<Tool>,
 }
 
+/// How long an upstream is given to start: its child spawned or its URL reached, and its
+/// answer to `initialize`. Upstreams start side by side ([`super::state::Hub::start`]), so
+/// stalled ones hold the gateway's start-up this long in all, not this long each.
+pub(super) const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Most upstreams started at once by [`start_all`].
+const STARTING_AT_ONCE: usize = 16;
+
+/// Starts every upstream of `specs`, up to [`STARTING_AT_ONCE`] side by side, each within its
+/// own [`START_TIMEOUT`] (counted from its own start, not from its wait for a turn); their
+/// outcomes are logged, and they are held, in the order of their aliases whichever answered
+/// first. One that fails (or whose start panicked) is kept with its error. Found by review:
+/// they were started one after another, so N upstreams that never answered `initialize`
+/// held the gateway's start-up N × 30 s.
+pub(super) async fn start_all(specs: BTreeMap<String, UpstreamSpec>) -> BTreeMap<String, Upstream> {
+    let turns = Arc::new(tokio::sync::Semaphore::new(STARTING_AT_ONCE));
+    let mut starting = tokio::task::JoinSet::new();
+    let mut aliases = HashMap::new();
+    for (alias, spec) in specs {
+        let turns = turns.clone();
+        let task = starting.spawn(async move {
+            let _turn = turns.acquire_owned().await;
+            Upstream::start(&spec).await
+        });
+        aliases.insert(task.id(), alias);
+    }
+    let mut outcomes = BTreeMap::new();
+    while let Some(done) = starting.join_next_with_id().await {
+        let (id, outcome) = match done {
+            Ok((id, outcome)) => (id, outcome),
+            Err(e) => (
+                e.id(),
+                Started::Failed(anyhow::anyhow!("its start failed: {e}")),
+            ),
+        };
+        if let Some(alias) = aliases.remove(&id) {
+            outcomes.insert(alias, outcome);
+        }
+    }
+    outcomes
+        .into_iter()
+        .map(|(alias, outcome)| {
+            let up = Upstream::started(&alias, outcome);
+            (alias, up)
+        })
+        .collect()
+}
+
+/// How an upstream's start ([`Upstream::start`]) ended.
+pub(super) enum Started {
+    /// It answered `initialize`.
+    Up(RunningService<RoleClient, Watch>),
+    /// It could not be spawned or reached, or its handshake failed.
+    Failed(anyhow::Error),
+    /// It said nothing within [`START_TIMEOUT`].
+    Silent,
+}
+
 /// One upstream as the hub holds it: its peer when connected, else why not.
 pub(super) struct Upstream {
     pub(super) peer: Option<Peer<RoleClient>>,
@@ -94,9 +152,11 @@ pub(super) struct Upstream {
 }
 
 impl Upstream {
-    /// Connects to upstream `alias` as `spec` says, waiting at most 30 s for it to initialise;
-    /// one that fails is returned with its error (logged).
-    pub(super) async fn connect(alias: &str, spec: &UpstreamSpec) -> Self {
+    /// Starts the upstream `spec` describes: spawns its child or reaches its URL, and waits at
+    /// most [`START_TIMEOUT`] for its `initialize`. Logs nothing, so that upstreams started
+    /// side by side ([`super::state::Hub::start`]) are reported in the order of their aliases
+    /// by [`Upstream::started`], whichever answered first.
+    pub(super) async fn start(spec: &UpstreamSpec) -> Started {
         let started = async {
             if let Some(url) = &spec.url {
                 let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -117,8 +177,18 @@ impl Upstream {
             let service = Watch::default().serve(transport).await?;
             anyhow::Ok(service)
         };
-        match tokio::time::timeout(Duration::from_secs(30), started).await {
-            Ok(Ok(service)) => {
+        match tokio::time::timeout(START_TIMEOUT, started).await {
+            Ok(Ok(service)) => Started::Up(service),
+            Ok(Err(e)) => Started::Failed(e),
+            Err(_) => Started::Silent,
+        }
+    }
+
+    /// Upstream `alias` as [`Upstream::start`] left it, its outcome logged: connected, or kept
+    /// with why not.
+    pub(super) fn started(alias: &str, outcome: Started) -> Self {
+        match outcome {
+            Started::Up(service) => {
                 tracing::info!(upstream = %alias, "MCP upstream connected");
                 Upstream {
                     peer: Some(service.peer().clone()),
@@ -130,13 +200,14 @@ impl Upstream {
                     service: tokio::sync::Mutex::new(Some(service)),
                 }
             }
-            Ok(Err(e)) => {
+            Started::Failed(e) => {
                 tracing::error!(upstream = %alias, error = %e, "MCP upstream failed to start");
                 Self::failed("failed to start (the gateway's log says why)".into())
             }
-            Err(_) => {
-                tracing::error!(upstream = %alias, "MCP upstream did not initialise within 30 s");
-                Self::failed("did not initialise within 30 s".into())
+            Started::Silent => {
+                let secs = START_TIMEOUT.as_secs();
+                tracing::error!(upstream = %alias, "MCP upstream did not initialise within {secs} s");
+                Self::failed(format!("did not initialise within {secs} s"))
             }
         }
     }
@@ -244,7 +315,7 @@ impl Upstream {
 /// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
 /// A TCP (and TLS) connection must be made within [`CONNECT_TIMEOUT`]. What bounds the rest:
 /// rmcp's own limits on an answer (16 MiB for a JSON body or one SSE event), the 30 s of
-/// [`Upstream::connect`] for `initialize`, [`LIST_TIMEOUT`] for a tool list and
+/// [`START_TIMEOUT`] of [`Upstream::start`] for `initialize`, [`LIST_TIMEOUT`] for a tool list and
 /// [`CALL_TIMEOUT`] for a call; no read timeout, since a call's answer may legitimately
 /// come late and the upstream's event stream may be quiet for long.
 /// Errors: the client cannot be built (its TLS backend fails to load).
