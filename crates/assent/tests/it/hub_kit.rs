@@ -267,7 +267,8 @@ pub(crate) fn hub_post(
     if let Some(s) = session {
         req = req.header("mcp-session-id", s);
     }
-    req.send().unwrap()
+    req.send()
+        .unwrap_or_else(|e| panic!("POST /mcp failed: {e:?}"))
 }
 
 /// Ends a stdio client end's process: its stdin closed, then killed and reaped.

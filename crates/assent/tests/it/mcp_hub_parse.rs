@@ -33,7 +33,9 @@ fn post_text(url: &str, session: &str, body: String) -> (u16, String) {
         .header("mcp-session-id", session)
         .body(body)
         .send()
-        .unwrap();
+        // The whole error (its source chain: a reset, a broken pipe, a timeout), so that a
+        // failure says what the connection met.
+        .unwrap_or_else(|e| panic!("POST /mcp failed: {e:?}"));
     (r.status().as_u16(), r.text().unwrap_or_default())
 }
 
