@@ -163,6 +163,7 @@ impl Upstream {
                 if let Some(t) = &spec.bearer_token {
                     config = config.auth_header(t.clone());
                 }
+                config.retry_config = std::sync::Arc::new(reconnect_backoff());
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
                     http_client(url)?,
                     config,
@@ -426,4 +427,29 @@ async fn list_tools_bounded(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String
     tokio::time::timeout(LIST_TIMEOUT, read)
         .await
         .map_err(|_| format!("tools/list did not end within {} s", LIST_TIMEOUT.as_secs()))?
+}
+
+/// How the hub reconnects a streamable HTTP upstream's event stream: rmcp's doubling backoff
+/// from 1 s, each wait at most 30 s. Found by review: rmcp's default has no ceiling, and with
+/// the 10 s connect bound each failed attempt came quickly, so after a ten-minute outage the
+/// next attempt came some 8.5 minutes after the upstream was back (hours after a longer one),
+/// its `list_changed` notifications missed meanwhile.
+pub(crate) fn reconnect_backoff() -> rmcp::transport::common::client_side_sse::ExponentialBackoff {
+    let mut backoff = rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+    backoff.max_delay = Some(std::time::Duration::from_secs(30));
+    backoff
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use rmcp::transport::common::client_side_sse::SseRetryPolicy;
+
+    /// The reconnect waits double from 1 s and stop growing at 30 s; they never give up.
+    #[test]
+    fn reconnect_waits_are_capped_at_30_seconds() {
+        let b = super::reconnect_backoff();
+        let secs = |n| b.retry(n).map(|d| d.as_secs());
+        assert_eq!((secs(0), secs(3), secs(5)), (Some(1), Some(8), Some(30)));
+        assert_eq!((secs(40), secs(10_000)), (Some(30), Some(30)));
+    }
 }
