@@ -95,6 +95,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(50, "0050_outstanding_tokens"),
     migration!(51, "0051_audit_takeovers"),
     migration!(52, "0052_decision_key_binding"),
+    migration!(53, "0053_audit_redeemed"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -89,7 +89,7 @@ impl Store {
     /// review). A result is always appended, also after an outcome: found by review of the
     /// first fix, which kept only the first report, an agent reporting `not_run` first had the
     /// hub's true result refused, and it is the hub that ran the call. Checked in the write
-    /// transaction, through the `audit_approval` and `audit_results` indexes.
+    /// transaction, through the `audit_redeemed` (migration 0053) and `audit_results` indexes.
     pub fn record_result(&self, r: &ReportedResult<'_>, now: i64) -> Result<(), ResultError> {
         self.write(|tx| {
             if let Some(id) = r.approval_id {
@@ -123,12 +123,19 @@ fn cleared(tx: Conn<'_>, id: &str, r: &ReportedResult<'_>) -> Result<(), ResultE
         .query_row(params![id], |r| r.get::<String>(0))
         .optional()?
         .is_some();
-    let redeemed: Option<String> = tx
-        .prepare_cached(
+    // Read only for an approval that may have cleared a call (a report naming a pending or
+    // refused one reads no more), through index `audit_redeemed` (migration 0053; found by
+    // review: this look-up read the whole audit log under the write lock).
+    let may_clear = minted && matches!(status, ApprovalStatus::Approved | ApprovalStatus::Expired);
+    let redeemed: Option<String> = if may_clear {
+        tx.prepare_cached(
             "SELECT data FROM audit WHERE approval_id = ?1 AND kind = 'token.redeemed' ORDER BY seq LIMIT 1",
         )?
         .query_row(params![id], |r| r.get(0))
-        .optional()?;
+        .optional()?
+    } else {
+        None
+    };
     let redeemed_for = redeemed
         .and_then(|d| serde_json::from_str::<Value>(&d).ok())
         .and_then(|v| v.get("call_hash")?.as_str().map(str::to_string));

@@ -272,3 +272,33 @@ fn both_dialects_build_the_same_indexes_and_index_pending_approvals_alone() {
         assert_eq!(seen[0], seen[1], "SQLite's indexes, then Postgres's");
     }
 }
+
+/// Found by review: linking a result report to its approval read the approval's
+/// `token.redeemed` record with no index covering it (migration 0031 narrowed
+/// `audit_approval`), a scan of the whole audit log under the write lock on every report — an
+/// agent could stall the gateway with reports. Migration 0053's `audit_redeemed` serves that
+/// look-up on both backends (PostgreSQL with sequential scans off: an empty table's plan would
+/// not say whether the partial index matches the query).
+#[test]
+fn the_redeemed_record_of_an_approval_is_found_through_an_index() {
+    both_connected(|db, c| {
+        migrate(c, "db").unwrap();
+        let look_up = "SELECT data FROM audit WHERE approval_id = 'x' AND kind = 'token.redeemed' ORDER BY seq LIMIT 1";
+        let plan: Vec<String> = if matches!(db, Database::Postgres { .. }) {
+            c.execute("SET enable_seqscan = off", assent_store::params![])
+                .unwrap();
+            crate::pgkit::column(c, &format!("EXPLAIN {look_up}"), assent_store::params![])
+        } else {
+            c.query_map(
+                &format!("EXPLAIN QUERY PLAN {look_up}"),
+                assent_store::params![],
+                |r| r.get(3),
+            )
+            .unwrap()
+        };
+        assert!(
+            plan.iter().any(|l| l.contains("audit_redeemed")),
+            "{plan:#?}"
+        );
+    });
+}
