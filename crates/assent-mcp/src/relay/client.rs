@@ -13,10 +13,44 @@ use crate::kit::{TASKS, refusal, reply};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 
-/// A client's answer to one of the upstream's requests (its line, under the upstream's own
-/// id) that found the upstream's queue full: queued once it has room
-/// ([`Relay::answer_upstream`]), before the client's next line is read.
-pub(super) struct Deferred(String);
+/// The client's answers to the upstream's open requests (sampling, elicitation, roots; each
+/// its line under the upstream's own id) that found the upstream's queue full, oldest first,
+/// sent there in order once it has room ([`Relay::pay_owed`]) while the relay reads on. At
+/// most [`MAX_OWED`] answers and [`MAX_OWED_BYTES`] bytes (one answer always fits an empty
+/// list); one more is dropped with a warning. Dropped whole when the client leaves.
+#[derive(Default)]
+pub(super) struct Owed {
+    answers: std::collections::VecDeque<String>,
+    bytes: usize,
+}
+
+/// Client answers [`Owed`] to the upstream at most.
+pub(super) const MAX_OWED: usize = 64;
+
+/// Bytes of client answers [`Owed`] to the upstream at most (16 MiB, one line of the line
+/// bound: any one answer fits an empty list).
+pub(super) const MAX_OWED_BYTES: usize = 16 << 20;
+
+impl Owed {
+    /// Adds `answer` behind those owed, unless the list is at its bound; `false`: dropped.
+    fn push(&mut self, answer: String) -> bool {
+        let over = self.answers.len() >= MAX_OWED
+            || (!self.answers.is_empty() && self.bytes + answer.len() > MAX_OWED_BYTES);
+        if over {
+            return false;
+        }
+        self.bytes += answer.len();
+        self.answers.push_back(answer);
+        true
+    }
+
+    /// The oldest answer owed.
+    fn pop(&mut self) -> Option<String> {
+        let answer = self.answers.pop_front()?;
+        self.bytes -= answer.len();
+        Some(answer)
+    }
+}
 
 /// Where a request carries its sender's capabilities (modern sessions).
 const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -31,16 +65,16 @@ pub(super) const MAX_IN_FLIGHT: usize = 256;
 pub(super) const BUSY: i32 = -32000;
 
 impl Relay {
-    /// Handles one line from the client; an answer to one of the upstream's requests that
-    /// must wait for room in the upstream's queue is handed back ([`Deferred`]).
-    pub(super) fn on_client_line(&self, line: String) -> Option<Deferred> {
+    /// Handles one line from the client.
+    pub(super) fn on_client_line(&self, line: String) {
         if line.trim().is_empty() {
-            return None;
+            return;
         }
         // Weighed before it is parsed (`super::weigh`): one too heavy is never built whole.
         let weight = crate::weigh::raw_weight(line.as_bytes());
         if weight > crate::weigh::MAX_LINE_WEIGHT {
-            return self.refuse_heavy(&line, weight);
+            self.refuse_heavy(&line, weight);
+            return;
         }
         // Fail closed: a line we cannot parse is never forwarded, since a more lenient
         // upstream parser might read a tools/call in it that was never gated; nor is one
@@ -50,16 +84,17 @@ impl Relay {
             Ok(v) => v,
             Err(e) => {
                 let _ = self.to_client.send(refusal(&line, &e));
-                return None;
+                return;
             }
         };
         if msg.is_array() {
             let _ = self.to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "assent: JSON-RPC batches are not supported"}}).to_string());
-            return None;
+            return;
         }
         // The client's answer to a request: the proxy's own or the upstream's, never another.
         if msg.get("method").is_none() {
-            return self.on_client_answer(msg);
+            self.on_client_answer(msg);
+            return;
         }
         // Refused before anything is noted under its id (found by review: an `initialize`
         // refused as reusing a call's id in flight had already claimed the id for its answer,
@@ -71,7 +106,7 @@ impl Relay {
             let _ = self
                 .to_client
                 .send(reply(id, Err(rmcp::ErrorData::invalid_request(why, None))));
-            return None;
+            return;
         }
         if let Some(id) = msg.get("id")
             && let Some(why) = self.over_bound(&msg["method"])
@@ -79,7 +114,7 @@ impl Relay {
             tracing::warn!(id = %id, "refused a client request: {why}");
             let busy = rmcp::ErrorData::new(rmcp::model::ErrorCode(BUSY), why, None);
             let _ = self.to_client.send(reply(id, Err(busy)));
-            return None;
+            return;
         }
         let mut msg = msg;
         // The proxy serves the tasks flow itself; the upstream never sees it declared.
@@ -98,7 +133,6 @@ impl Relay {
             self.note_initialize(&msg, declares_tasks);
         }
         self.route(msg, declares_tasks, resume);
-        None
     }
 
     /// A client line over `max` bytes (skipped to its end, never read whole): refused with
@@ -117,9 +151,9 @@ impl Relay {
     /// gated: a request is answered `-32600` naming the bound (under `null` when its id cannot
     /// be read), an answer to a request of the upstream's or the proxy's own is passed on as
     /// an error under its id (so that nothing waits for it), and a notification is dropped
-    /// with a warning. The error answering an upstream's request may be [`Deferred`] as any
+    /// with a warning. The error answering an upstream's request may be [`Owed`] as any
     /// client answer is.
-    fn refuse_heavy(&self, line: &str, weight: usize) -> Option<Deferred> {
+    fn refuse_heavy(&self, line: &str, weight: usize) {
         use crate::weigh::{Envelope, Id};
         let why = crate::weigh::too_heavy(weight);
         tracing::warn!(weight, "refused a client line too heavy to parse");
@@ -132,7 +166,7 @@ impl Relay {
             Some(Envelope {
                 id: Id::Is(id),
                 method: false,
-            }) => return self.on_client_answer(error(&id)),
+            }) => self.on_client_answer(error(&id)),
             Some(Envelope { method: false, .. }) => {
                 tracing::warn!("dropped a client answer too heavy to parse");
             }
@@ -146,50 +180,80 @@ impl Relay {
                 let _ = self.to_client.send(error(&Value::Null).to_string());
             }
         }
-        None
     }
 
     /// The client's answer `msg` (no method) to a request: to one of the proxy's own
     /// elicitations, kept here; to one of the upstream's requests, sent upstream under the
-    /// upstream's own id — at once when that queue has room ([`super::lines::Lines::full`]),
-    /// else handed back as [`Deferred`], to be queued once it has room before the client's
-    /// next line is read ([`Relay::answer_upstream`]); any other (no id, an id nobody asked
-    /// under, one answered already) is dropped with a warning. Found by review: an answer
-    /// finding the queue full was dropped, so the upstream waited for it for ever, and with it
-    /// the call that asked (sampling, elicitation, roots). Waiting for room keeps the queue
-    /// within its bound (an earlier review found answers queued for an upstream reading
-    /// nothing without one) and the client's lines in their order; at most one answer waits,
-    /// since no further client line is read meanwhile.
-    fn on_client_answer(&self, mut msg: Value) -> Option<Deferred> {
+    /// upstream's own id — at once when that queue has room and nothing is owed before it,
+    /// else added to the answers [`Owed`] (sent in order once the queue has room,
+    /// [`Relay::pay_owed`]), or dropped with a warning past that list's bound; any other (no
+    /// id, an id nobody asked under, one answered already) is dropped with a warning. Found by
+    /// review: an answer finding the queue full was dropped, so the upstream waited for it for
+    /// ever, and with it the call that asked (sampling, elicitation, roots); then, held
+    /// until there was room with no further client line read, it kept the relay from seeing
+    /// its client leave or cancel a held call, and an approval given later ran a call for a
+    /// client that was gone. Now the relay reads on while answers are owed.
+    fn on_client_answer(&self, mut msg: Value) {
         let st = &self.state;
         let own = msg["id"]
             .as_str()
             .and_then(|id| st.elicits.lock().expect("elicits").remove(id));
         if let Some(w) = own {
             let _ = w.send(msg);
-            return None;
+            return;
         }
         let key = msg.get("id").map(Value::to_string).unwrap_or_default();
         let upstream_id = st.from_upstream.lock().expect("from upstream").remove(&key);
-        match upstream_id {
-            Some(id) => {
-                msg["id"] = id;
-                if self.to_upstream.full() {
-                    tracing::debug!(id = %key, "a client answer waits for room in the upstream's queue");
-                    return Some(Deferred(msg.to_string()));
-                }
-                let _ = self.to_upstream.send(msg.to_string());
-            }
-            None => tracing::warn!(id = %key, "dropped a client answer to no open request"),
+        let Some(id) = upstream_id else {
+            tracing::warn!(id = %key, "dropped a client answer to no open request");
+            return;
+        };
+        msg["id"] = id;
+        if !self.upstream_full() {
+            let _ = self.to_upstream.send(msg.to_string());
+            return;
         }
-        None
+        if self.owed.lock().expect("owed").push(msg.to_string()) {
+            tracing::debug!(id = %key, "a client answer is owed to the upstream: its queue is full");
+        } else {
+            tracing::warn!(id = %key, "dropped a client answer: the upstream's queue is full and {MAX_OWED} answers or {} MiB are owed to it", MAX_OWED_BYTES >> 20);
+        }
     }
 
-    /// Queues `answer` (one [`Relay::on_client_answer`] deferred) for the upstream once its
-    /// queue has room, or drops it once that queue's writer is gone (the upstream left).
-    pub(super) async fn answer_upstream(&self, answer: Deferred) {
-        self.to_upstream.room().await;
-        let _ = self.to_upstream.send(answer.0);
+    /// Whether the upstream takes no further client line now: its queue is full, or client
+    /// answers are [`Owed`] to it (which go first, so that the client's lines keep their
+    /// order).
+    fn upstream_full(&self) -> bool {
+        self.to_upstream.full() || self.owes()
+    }
+
+    /// Whether client answers are [`Owed`] to the upstream.
+    pub(super) fn owes(&self) -> bool {
+        !self.owed.lock().expect("owed").answers.is_empty()
+    }
+
+    /// Sends the answers [`Owed`] to the upstream, oldest first, while its queue has room;
+    /// once its writer is gone (the upstream left), drops them all.
+    pub(super) fn pay_owed(&self) {
+        let mut owed = self.owed.lock().expect("owed");
+        while !self.to_upstream.full() || self.to_upstream.closed() {
+            let Some(answer) = owed.pop() else { return };
+            if self.to_upstream.send(answer).is_err() {
+                tracing::warn!("dropped a client answer: the upstream's stdin is closed");
+            }
+        }
+    }
+
+    /// Drops the answers [`Owed`] to the upstream (the client left), with a warning.
+    pub(super) fn drop_owed(&self) {
+        let mut owed = self.owed.lock().expect("owed");
+        if !owed.answers.is_empty() {
+            tracing::warn!(
+                n = owed.answers.len(),
+                "dropped the client's answers owed to the upstream: the client left"
+            );
+            *owed = Owed::default();
+        }
     }
 
     /// Why a client request may not use `id`: one of the relay's own (`assent-…`, the
@@ -224,7 +288,8 @@ impl Relay {
     /// Why a client request (of `method`) is refused as one too many, if it is: more than
     /// [`MAX_IN_FLIGHT`] requests of the client in flight (gated calls held or on their way,
     /// requests queued for the upstream or open there), or the upstream's queue full
-    /// ([`super::lines::MAX_QUEUED`]). Found by review: nothing bounded them, so a client
+    /// ([`super::lines::MAX_QUEUED`]) or client answers [`Owed`] to it (which go first).
+    /// Found by review: nothing bounded them, so a client
     /// flooding requests at a slow upstream grew the proxy's memory without bound. The
     /// proxy's own tasks (`tasks/*`, answered here from what it holds) are never refused, so a
     /// client can still read and cancel what it started.
@@ -239,16 +304,16 @@ impl Relay {
                 "assent: {MAX_IN_FLIGHT} requests are in flight already; send more once some are answered"
             ));
         }
-        self.to_upstream.full().then(|| {
+        self.upstream_full().then(|| {
             "assent: the upstream is not reading its requests; send more once it has".into()
         })
     }
 
     /// Sends the client's notification `line` upstream, unless the upstream's queue is full
-    /// ([`super::lines::MAX_QUEUED`]): then it is dropped with a warning (a notification has
-    /// no answer to carry an error).
+    /// ([`super::lines::MAX_QUEUED`]) or client answers are [`Owed`] to it: then it is
+    /// dropped with a warning (a notification has no answer to carry an error).
     fn notify_upstream(&self, line: String) {
-        if self.to_upstream.full() {
+        if self.upstream_full() {
             tracing::warn!("dropped a client notification: the upstream's queue is full");
             return;
         }

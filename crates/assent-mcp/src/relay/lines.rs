@@ -5,9 +5,9 @@
 //! slowly) grew the proxy's memory without bound. At most [`MAX_QUEUED`] lines, or
 //! [`MAX_QUEUED_BYTES`] bytes of text, wait in one before the relay stops adding to it: a
 //! client request is then answered with an error ([`super::client`]), a client notification
-//! dropped with a warning, a client's answer to an upstream's request held until there is room
-//! (never dropped: the upstream waits for it), and the readers wait for room ([`Lines::room`])
-//! before reading on
+//! dropped with a warning, a client's answer to an upstream's request owed until there is room
+//! (`super::client::Owed`: the upstream waits for it; the relay reads the client on meanwhile),
+//! and the readers wait for room ([`Lines::room`]) before reading on
 //! (the pipe behind them fills, and the writer at its far end waits). Found by review: the
 //! bound was in lines only, and a line may be 16 MiB, so one queue could hold 16 GiB. Both
 //! bounds are checked before a line is added, never while it is: a queue under them takes

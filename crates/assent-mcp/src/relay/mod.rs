@@ -57,6 +57,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         state,
         to_client,
         to_upstream,
+        owed: Arc::default(),
     };
     let upstream_reader = tokio::spawn(
         UpstreamSide {
@@ -67,30 +68,30 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         .read(child_out),
     );
     let mut lines = client_lines();
-    let mut deferred = None;
     loop {
-        let answer = deferred.take();
+        let owes = relay.owes();
         tokio::select! {
             // The next client line once the client's own queue has room (super::lines): a
             // client that floods requests and reads no answers waits, its pipe full. A client
             // whose stdout is gone (its queue closed) has left, as at stdin's end: nothing it
-            // still sent is acted on, and what it waits on is withdrawn below. First, an
-            // answer of the client's that found the upstream's queue full is queued there
-            // once it has room (never dropped: the upstream waits for it).
+            // still sent is acted on, and what it waits on is withdrawn below. Read on while
+            // the client's answers are owed to the upstream (never waiting for its room here:
+            // found by review, an answer held until the upstream read again kept the relay
+            // from seeing its client leave or cancel a held call).
             line = async {
-                if let Some(answer) = answer {
-                    relay.answer_upstream(answer).await;
-                }
                 relay.to_client.room().await;
                 if relay.to_client.closed() {
                     return None;
                 }
                 lines.recv().await
             } => match line {
-                Some(Some(line)) => deferred = relay.on_client_line(line),
+                Some(Some(line)) => relay.on_client_line(line),
                 Some(None) => relay.refuse_long_line(MAX_CLIENT_LINE),
                 None => break,
             },
+            // The client's answers owed to the upstream (its queue was full), sent in order
+            // once it has room, before any later client line goes there (client::Owed).
+            () = relay.to_upstream.room(), if owes => relay.pay_owed(),
             status = child.wait() => {
                 let code = status.ok().and_then(|s| s.code()).unwrap_or(1);
                 tracing::warn!(code, "upstream MCP server exited");
@@ -102,7 +103,8 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         }
     }
     // The client closed stdin: withdraw the approvals it was waiting on, then close the
-    // upstream's stdin and let it exit.
+    // upstream's stdin and let it exit. What the client still owed the upstream is dropped.
+    relay.drop_owed();
     relay.withdraw_waiting().await;
     if !relay
         .state

@@ -175,6 +175,8 @@ pub(super) struct Relay {
     pub(super) to_client: super::lines::Lines,
     /// Lines to the upstream (its stdin, closed once every sender is gone).
     pub(super) to_upstream: super::lines::Lines,
+    /// The client's answers waiting for room in the upstream's queue.
+    pub(super) owed: Arc<std::sync::Mutex<super::client::Owed>>,
 }
 
 impl Relay {
@@ -344,6 +346,7 @@ mod tests {
             state,
             to_client,
             to_upstream,
+            owed: Arc::default(),
         };
         (relay, client, upstream)
     }

@@ -2,12 +2,14 @@
 //! only under an id of at most 1 KiB (an integer, a string or `null`) — a line behind a UTF-8
 //! byte order mark judged as rmcp parses it — with the hub answering "busy" to an upstream's
 //! requests while 64 of its answers wait for its stdin (its stdout read on), and the
-//! proxy queueing its client's answers for an upstream only while that queue has room — so
-//! that an upstream that writes requests faster than it reads its answers cannot drive the
-//! gateway (which serves every agent) or the agent's proxy out of memory.
+//! proxy queueing its client's answers for an upstream only while that queue has room (at
+//! most 64 answers, 16 MiB, owed meanwhile, its client read on) — so that an upstream that
+//! writes requests faster than it reads its answers cannot drive the gateway (which serves
+//! every agent) or the agent's proxy out of memory, nor keep the proxy from seeing its client
+//! leave.
 
 use crate::hub_kit::{hub_gateway, hub_post, hub_session, memory, within};
-use crate::mcp_held_settle::{KEY, answer, stdio_proxy};
+use crate::mcp_held_settle::{KEY, answer, approvals, stdio_proxy};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::time::Duration;
@@ -221,8 +223,8 @@ fn flood_the_proxy(flood: &str, result: &Value) -> Vec<String> {
     let call = json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
                       "params": {"name": "ask", "arguments": {}}});
     writeln!(stdin, "{call}").unwrap();
-    // Written on a thread of its own: once the upstream's queue is full the proxy reads no
-    // further client line until it has room, and a write to its stdin waits.
+    // Written on a thread of its own, so that a write to the proxy's stdin waiting for it to
+    // read never holds up the reading of its output here.
     let (answers, to_write) = std::sync::mpsc::channel::<String>();
     let writer = std::thread::spawn(move || {
         for line in to_write {
@@ -283,9 +285,9 @@ fn an_upstreams_pings_under_huge_or_object_ids_never_reach_the_proxys_client() {
 /// Attack (memory, found by review): an upstream behind the stdio proxy sends 400 pings
 /// under short ids and reads nothing; the client answers each with 1 MiB. The answers were
 /// queued for the upstream's stdin without any bound (some 400 MiB). Now an answer finding
-/// that queue full (64 MiB) waits for room there, and the proxy reads no further client line
-/// meanwhile (dropping it, as a first fix did, left the upstream waiting for it for ever):
-/// the proxy stays small, and every request is still relayed to the client.
+/// that queue full (64 MiB) is owed to it, sent once it has room, and past 64 answers or
+/// 16 MiB owed dropped with a warning, the proxy reading its client on all along: the proxy
+/// stays small, and every request is still relayed to the client.
 #[test]
 fn a_clients_answers_to_an_upstream_reading_nothing_are_not_queued_without_bound() {
     let flood = r#"('{"jsonrpc":"2.0","id":%d,"method":"ping"}' % k for k in range(400))"#;
@@ -299,11 +301,12 @@ fn a_clients_answers_to_an_upstream_reading_nothing_are_not_queued_without_bound
     assert_eq!(tags.last().map(String::as_str), Some("short"));
 }
 
-/// A stdio upstream for the proxy with one tool `ask` which, called, sends a
-/// `sampling/createMessage` request under id `"s1"` and reads nothing for `PAUSE` s; then it
-/// answers the call with `sampled TEXT after N` (the text of the client's answer to `s1`, the
-/// client notifications it read before it).
-const SAMPLING_UPSTREAM: &str = r#"import json,sys,time
+/// A stdio upstream for the proxy with tools `hold` (answered `held ran`) and `ask`, which,
+/// called, sends a `sampling/createMessage` request under id `"s1"` and reads nothing until
+/// file `MARK` exists or `PAUSE` s have passed; then it answers the call with
+/// `sampled TEXT after N` (the text of the client's answer to `s1`, the client notifications
+/// it read before it).
+const SAMPLING_UPSTREAM: &str = r#"import json,os,sys,time
 def w(s):
     sys.stdout.write(s+"\n"); sys.stdout.flush()
 call=None; seen=0
@@ -320,35 +323,40 @@ for line in sys.stdin:
     if meth=="initialize":
         r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
     elif meth=="tools/list":
-        r={"tools":[{"name":"ask","description":"ask.","inputSchema":{"type":"object"}}]}
-    elif meth=="tools/call":
+        r={"tools":[{"name":n,"description":n+".","inputSchema":{"type":"object"}} for n in ("ask","hold")]}
+    elif meth=="tools/call" and m["params"]["name"]=="ask":
         call=i
         w('{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}')
-        time.sleep(PAUSE)
+        end=time.time()+PAUSE
+        while time.time()<end and not os.path.exists(MARK): time.sleep(0.05)
         continue
+    elif meth=="tools/call":
+        r={"content":[{"type":"text","text":"held ran"}]}
     else:
         r={}
     w(json.dumps({"jsonrpc":"2.0","id":i,"result":r}))
 "#;
+
+/// [`SAMPLING_UPSTREAM`] pausing until `mark` exists or `pause` s have passed.
+fn sampling_upstream(mark: &std::path::Path, pause: u32) -> String {
+    let mark = serde_json::to_string(&mark.to_string_lossy()).unwrap();
+    SAMPLING_UPSTREAM
+        .replace("MARK", &mark)
+        .replace("PAUSE", &pause.to_string())
+}
 
 /// How many client notifications [`a_clients_answer_finding_the_upstreams_queue_full_still_reaches_it`]
 /// sends ahead of its answer: well past the 1,024 lines the proxy queues for the upstream
 /// (and what the pipe and the upstream's own buffer take in).
 const NOTIFICATIONS: usize = 3000;
 
-/// Found by review (liveness): the stdio proxy dropped the client's answer to one of the
-/// upstream's own requests (sampling, elicitation, roots) when the upstream's queue was full
-/// — an upstream reading its stdin slowly while the client sent notifications — so the
-/// upstream waited for that answer for ever, and with it the call that asked. Here the
-/// upstream asks for a sampling while reading nothing for 5 s, and the client sends 3,000
-/// notifications (most of them dropped: the queue is full) then its answer. Now the answer
-/// waits for room (the client's later lines with it): the upstream gets it, in order, and
-/// the call is answered.
-#[test]
-fn a_clients_answer_finding_the_upstreams_queue_full_still_reaches_it() {
-    let source = SAMPLING_UPSTREAM.replace("PAUSE", "5");
-    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[ask]"), &source)]);
-    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+/// Calls `ask` through the proxy (stdin `stdin`, output `lines`), then sends
+/// [`NOTIFICATIONS`] client notifications of 1 KiB and the client's answer (`hello`) to the
+/// sampling request the upstream sent, relayed to it: the proxy's id of that request.
+fn ask_then_flood(
+    stdin: &mut impl Write,
+    lines: &std::sync::mpsc::Receiver<Option<String>>,
+) -> Value {
     let call = json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
                       "params": {"name": "ask", "arguments": {}}});
     writeln!(stdin, "{call}").unwrap();
@@ -369,6 +377,31 @@ fn a_clients_answer_finding_the_upstreams_queue_full_still_reaches_it() {
     flood.push_str(&format!("{answer}\n"));
     stdin.write_all(flood.as_bytes()).unwrap();
     stdin.flush().unwrap();
+    asked
+}
+
+/// Found by review (liveness): the stdio proxy dropped the client's answer to one of the
+/// upstream's own requests (sampling, elicitation, roots) when the upstream's queue was full
+/// — an upstream reading its stdin slowly while the client sent notifications — so the
+/// upstream waited for that answer for ever, and with it the call that asked. Here the
+/// upstream asks for a sampling and reads nothing until told to (a file made, or 60 s), and
+/// the client sends 3,000 notifications (most of them dropped: the queue is full), its answer,
+/// then a `ping`: the ping is answered busy (the answer is owed, and goes before it) while
+/// the upstream still reads nothing — so the answer certainly found the queue full. Once the
+/// upstream reads again it gets the answer, in order, and the call is answered.
+#[test]
+fn a_clients_answer_finding_the_upstreams_queue_full_still_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("read-on");
+    let source = sampling_upstream(&mark, 60);
+    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[ask]"), &source)]);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    ask_then_flood(&mut stdin, &lines);
+    let ping = json!({"jsonrpc": "2.0", "id": "probe", "method": "ping"});
+    writeln!(stdin, "{ping}").unwrap();
+    let probe = answer_to(&lines, &json!("probe"));
+    assert_eq!(probe["error"]["code"], -32000, "{probe}");
+    std::fs::write(&mark, "").unwrap();
     let done = answer_to(&lines, &json!("ask"));
     let text = done["result"]["content"][0]["text"]
         .as_str()
@@ -384,6 +417,63 @@ fn a_clients_answer_finding_the_upstreams_queue_full_still_reaches_it() {
     drop(stdin);
     let _ = proxy.kill();
     let _ = proxy.wait();
+}
+
+/// Attack (an approval outliving its client, found by review): the client's answer to an
+/// upstream's sampling request finding the upstream's queue full (an upstream reading
+/// nothing, the client sending 3,000 notifications first) was held until there was room, and
+/// the proxy read nothing of its client meanwhile: a client that then cancelled its call held
+/// for approval (`cancel`), or closed its stdin, left that approval pending — and the proxy
+/// running — so an operator approving it later had the call run for a client that had
+/// cancelled it or gone. Now the answer is owed while the proxy reads on: the held approval
+/// is withdrawn within seconds (read through the gateway's API), and a client that left has
+/// the proxy exit (once the call forwarded to the stalled upstream has settled, within 30 s).
+fn an_answer_owed_to_a_stalled_upstream_leaves_the_client_its_say(cancel: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let source = sampling_upstream(&dir.path().join("never"), 600);
+    let tools = "[ask, {name: hold, approval: true}]";
+    let (_gw, server) = hub_gateway(KEY, &[("up", Some(tools), &source)]);
+    let (mut proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let hold = json!({"jsonrpc": "2.0", "id": "hold", "method": "tools/call",
+                      "params": {"name": "hold", "arguments": {}}});
+    writeln!(stdin, "{hold}").unwrap();
+    within(60, "the call was never held", || {
+        (approvals(&server.url, "pending") == 1).then_some(())
+    });
+    ask_then_flood(&mut stdin, &lines);
+    if cancel {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": "hold", "reason": "gave up"}});
+        writeln!(stdin, "{cancel}").unwrap();
+        stdin.flush().unwrap();
+    } else {
+        drop(stdin);
+    }
+    within(10, "the held approval was never withdrawn", || {
+        (approvals(&server.url, "cancelled") == 1).then_some(())
+    });
+    assert_eq!(approvals(&server.url, "pending"), 0);
+    if !cancel {
+        // Within 60 s: the proxy gives the call forwarded to the stalled upstream (`ask`) up
+        // to 30 s to settle its report at the gateway before it ends.
+        within(60, "the proxy never exited", || proxy.try_wait().unwrap());
+    }
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
+/// [`an_answer_owed_to_a_stalled_upstream_leaves_the_client_its_say`], the client closing
+/// its stdin.
+#[test]
+fn a_client_leaving_while_its_answer_waits_for_a_stalled_upstream_has_its_held_call_withdrawn() {
+    an_answer_owed_to_a_stalled_upstream_leaves_the_client_its_say(false);
+}
+
+/// [`an_answer_owed_to_a_stalled_upstream_leaves_the_client_its_say`], the client
+/// cancelling its held call.
+#[test]
+fn a_client_cancelling_while_its_answer_waits_for_a_stalled_upstream_has_its_held_call_withdrawn() {
+    an_answer_owed_to_a_stalled_upstream_leaves_the_client_its_say(true);
 }
 
 /// The next message of `lines` with id `id` (within 60 s), skipping every other.
