@@ -7,50 +7,12 @@
 //! goes upstream is the serialisation of the value the proxy read, never the client's bytes;
 //! a `tools/call` is rebuilt from what was gated (`super::call`).
 
+use super::lines::{MAX_OWED, MAX_OWED_BYTES, Owed};
 use super::state::{Relay, Resume, StopResult};
 use crate::era::{self, Era};
 use crate::kit::{TASKS, refusal, reply};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
-
-/// The client's answers to the upstream's open requests (sampling, elicitation, roots; each
-/// its line under the upstream's own id) that found the upstream's queue full, oldest first,
-/// sent there in order once it has room ([`Relay::pay_owed`]) while the relay reads on. At
-/// most [`MAX_OWED`] answers and [`MAX_OWED_BYTES`] bytes (one answer always fits an empty
-/// list); one more is dropped with a warning. Dropped whole when the client leaves.
-#[derive(Default)]
-pub(super) struct Owed {
-    answers: std::collections::VecDeque<String>,
-    bytes: usize,
-}
-
-/// Client answers [`Owed`] to the upstream at most.
-pub(super) const MAX_OWED: usize = 64;
-
-/// Bytes of client answers [`Owed`] to the upstream at most (16 MiB, one line of the line
-/// bound: any one answer fits an empty list).
-pub(super) const MAX_OWED_BYTES: usize = 16 << 20;
-
-impl Owed {
-    /// Adds `answer` behind those owed, unless the list is at its bound; `false`: dropped.
-    fn push(&mut self, answer: String) -> bool {
-        let over = self.answers.len() >= MAX_OWED
-            || (!self.answers.is_empty() && self.bytes + answer.len() > MAX_OWED_BYTES);
-        if over {
-            return false;
-        }
-        self.bytes += answer.len();
-        self.answers.push_back(answer);
-        true
-    }
-
-    /// The oldest answer owed.
-    fn pop(&mut self) -> Option<String> {
-        let answer = self.answers.pop_front()?;
-        self.bytes -= answer.len();
-        Some(answer)
-    }
-}
 
 /// Where a request carries its sender's capabilities (modern sessions).
 const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";

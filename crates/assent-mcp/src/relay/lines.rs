@@ -6,7 +6,7 @@
 //! [`MAX_QUEUED_BYTES`] bytes of text, wait in one before the relay stops adding to it: a
 //! client request is then answered with an error ([`super::client`]), a client notification
 //! dropped with a warning, a client's answer to an upstream's request owed until there is room
-//! (`super::client::Owed`: the upstream waits for it; the relay reads the client on meanwhile),
+//! ([`Owed`]: the upstream waits for it; the relay reads the client on meanwhile),
 //! and the readers wait for room ([`Lines::room`]) before reading on
 //! (the pipe behind them fills, and the writer at its far end waits). Found by review: the
 //! bound was in lines only, and a line may be 16 MiB, so one queue could hold 16 GiB. Both
@@ -256,6 +256,45 @@ impl ReadAhead {
     #[cfg(test)]
     fn held(&self) -> usize {
         self.held.lock().map_or(0, |h| h.0)
+    }
+}
+
+/// The client's answers to the upstream's open requests (sampling, elicitation, roots; each
+/// its line under the upstream's own id) that found the upstream's queue full, oldest first,
+/// sent there in order once it has room (`Relay::pay_owed`) while the relay reads on. At
+/// most [`MAX_OWED`] answers and [`MAX_OWED_BYTES`] bytes (one answer always fits an empty
+/// list); one more is dropped with a warning. Dropped whole when the client leaves.
+#[derive(Default)]
+pub(super) struct Owed {
+    pub(super) answers: std::collections::VecDeque<String>,
+    bytes: usize,
+}
+
+/// Client answers [`Owed`] to the upstream at most.
+pub(super) const MAX_OWED: usize = 64;
+
+/// Bytes of client answers [`Owed`] to the upstream at most (16 MiB, one line of the line
+/// bound: any one answer fits an empty list).
+pub(super) const MAX_OWED_BYTES: usize = 16 << 20;
+
+impl Owed {
+    /// Adds `answer` behind those owed, unless the list is at its bound; `false`: dropped.
+    pub(super) fn push(&mut self, answer: String) -> bool {
+        let over = self.answers.len() >= MAX_OWED
+            || (!self.answers.is_empty() && self.bytes + answer.len() > MAX_OWED_BYTES);
+        if over {
+            return false;
+        }
+        self.bytes += answer.len();
+        self.answers.push_back(answer);
+        true
+    }
+
+    /// The oldest answer owed.
+    pub(super) fn pop(&mut self) -> Option<String> {
+        let answer = self.answers.pop_front()?;
+        self.bytes -= answer.len();
+        Some(answer)
     }
 }
 

@@ -90,7 +90,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                 None => break,
             },
             // The client's answers owed to the upstream (its queue was full), sent in order
-            // once it has room, before any later client line goes there (client::Owed).
+            // once it has room, before any later client line goes there (lines::Owed).
             () = relay.to_upstream.room(), if owes => relay.pay_owed(),
             status = child.wait() => {
                 let code = status.ok().and_then(|s| s.code()).unwrap_or(1);

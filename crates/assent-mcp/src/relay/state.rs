@@ -176,7 +176,7 @@ pub(super) struct Relay {
     /// Lines to the upstream (its stdin, closed once every sender is gone).
     pub(super) to_upstream: super::lines::Lines,
     /// The client's answers waiting for room in the upstream's queue.
-    pub(super) owed: Arc<std::sync::Mutex<super::client::Owed>>,
+    pub(super) owed: Arc<std::sync::Mutex<super::lines::Owed>>,
 }
 
 impl Relay {
