@@ -4,9 +4,10 @@
 //! under. Each revocation is audited `grant.revoked` and the chain still verifies. Over a real
 //! configuration file on disk, either backend.
 
-use crate::kit::{AGENTS, BOT, Gw, OP, audit_count, policy, serve_policy, start_reloading};
+use crate::kit::{AGENTS, BOT, Gw, OP, audit_count, policy, serve_policy, start_reloading_with};
 use crate::plans::{plan, uuid};
 use crate::reload::principals;
+use assent_server::AppState;
 use assent_server::config::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -29,6 +30,16 @@ async fn gateway(dir: &Path, list: &str) -> Gw {
 /// agent, governance `gov` in `conf/gov.yaml`) and that reloads that file; its store is the
 /// kit's in `dir/data`, so a second call over the same `dir` is a restart.
 pub(crate) async fn reloading_gateway(dir: &Path, gov: &str, list: &str) -> Gw {
+    reloading_gateway_with(dir, gov, list, |_| {}).await
+}
+
+/// [`reloading_gateway`], then `customize` (its settings, say) before it serves.
+pub(crate) async fn reloading_gateway_with(
+    dir: &Path,
+    gov: &str,
+    list: &str,
+    customize: impl FnOnce(&mut AppState),
+) -> Gw {
     let conf = dir.join("conf");
     std::fs::create_dir_all(&conf).unwrap();
     std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
@@ -37,7 +48,7 @@ pub(crate) async fn reloading_gateway(dir: &Path, gov: &str, list: &str) -> Gw {
     let cfg = Config::load(&conf.join("assent.yaml")).unwrap();
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    start_reloading(&data, gov, &cfg).await
+    start_reloading_with(&data, gov, &cfg, customize).await
 }
 
 /// Rewrites `conf/assent.yaml` in `dir` with the principals `list` (not yet in force).

@@ -621,11 +621,22 @@ impl Gw {
 /// [`start_gov`] serving the registry and principals of the loaded configuration `cfg`
 /// (`gov` its governance), and reloading it (`POST /v1/reload`, `SIGHUP`).
 pub async fn start_reloading(dir: &Path, gov: &str, cfg: &assent_server::config::Config) -> Gw {
+    start_reloading_with(dir, gov, cfg, |_| {}).await
+}
+
+/// [`start_reloading`], then `customize` (a `customize` step of [`start_custom`]).
+pub async fn start_reloading_with(
+    dir: &Path,
+    gov: &str,
+    cfg: &assent_server::config::Config,
+    customize: impl FnOnce(&mut AppState),
+) -> Gw {
     start_gov(dir, gov, |st| {
         let live = assent_server::Live::new(cfg.registry.clone(), cfg.principals().unwrap());
         st.swap_live(live);
         let source = assent_server::config::ReloadSource::new(cfg, false);
         st.reload = Some(std::sync::Arc::new(source));
+        customize(st);
     })
     .await
 }

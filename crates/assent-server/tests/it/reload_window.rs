@@ -5,8 +5,8 @@
 //! of an escalation step: an AAEP reply settles what is due before it is decided, as every
 //! other door does. Either backend.
 
-use crate::grant_revocation::write_config;
-use crate::kit::{AGENTS, BOT, Gw, OP, policy, start_gov, token_of};
+use crate::grant_revocation::{reloading_gateway_with, write_config};
+use crate::kit::{AGENTS, BOT, Gw, OP, policy, token_of};
 use crate::reload::principals;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -23,20 +23,7 @@ fn gov() -> String {
 /// A gateway on `dir` reloading `conf/assent.yaml` (principals `list`) that holds up to 1,000
 /// calls of one agent at once.
 async fn reloading(dir: &std::path::Path, list: &str) -> Gw {
-    let conf = dir.join("conf");
-    std::fs::create_dir_all(&conf).unwrap();
-    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
-    std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
-    write_config(dir, list);
-    let cfg = assent_server::config::Config::load(&conf.join("assent.yaml")).unwrap();
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    start_gov(&data, &gov(), |st| {
-        let live = assent_server::Live::new(cfg.registry.clone(), cfg.principals().unwrap());
-        st.swap_live(live);
-        st.reload = Some(std::sync::Arc::new(
-            assent_server::config::ReloadSource::new(&cfg, false),
-        ));
+    reloading_gateway_with(dir, &gov(), list, |st| {
         st.settings.max_pending_per_agent = 1_000;
     })
     .await

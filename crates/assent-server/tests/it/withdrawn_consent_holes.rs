@@ -13,8 +13,8 @@
 //! restart, and fall when their groups map to no role any more. Either backend.
 
 use crate::backend::audit_count;
-use crate::grant_revocation::{reloading_gateway, write_config};
-use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, policy, start_gov, token_of};
+use crate::grant_revocation::{reloading_gateway, reloading_gateway_with, write_config};
+use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, policy, token_of};
 use crate::reload::principals;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -70,20 +70,7 @@ fn voided_records(gw: &Gw) -> Vec<(String, Value)> {
 /// A gateway on `dir` reloading `conf/assent.yaml` (principals `list`) whose session grants
 /// lapse 1.5 s after they are made.
 async fn reloading_with_short_grants(dir: &std::path::Path, list: &str) -> Gw {
-    let conf = dir.join("conf");
-    std::fs::create_dir_all(&conf).unwrap();
-    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
-    std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
-    write_config(dir, list);
-    let cfg = assent_server::config::Config::load(&conf.join("assent.yaml")).unwrap();
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    start_gov(&data, &gov(), |st| {
-        let live = assent_server::Live::new(cfg.registry.clone(), cfg.principals().unwrap());
-        st.swap_live(live);
-        st.reload = Some(std::sync::Arc::new(
-            assent_server::config::ReloadSource::new(&cfg, false),
-        ));
+    reloading_gateway_with(dir, &gov(), list, |st| {
         st.settings.session_grant_max_ms = 1_500;
     })
     .await
