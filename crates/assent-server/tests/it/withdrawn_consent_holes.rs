@@ -76,6 +76,61 @@ async fn reloading_with_short_grants(dir: &std::path::Path, list: &str) -> Gw {
     .await
 }
 
+/// olaf, an operator of `ops` holding `olaf-key`: he reloads.
+const OLAF: (&str, &str, &str) = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+
+/// The agent bot, holding the kit's agent key.
+const BOT_AGENT: (&str, &str, &str) = ("bot", "kind: agent, agent_id: bot", BOT);
+
+/// The principals alice (an operator of `finance` holding `alice_key`), [`OLAF`] and
+/// [`BOT_AGENT`].
+fn alice_olaf_bot(alice_key: &str) -> String {
+    let alice = ("alice", "kind: operator, roles: [finance]", alice_key);
+    principals(&[alice, OLAF, BOT_AGENT])
+}
+
+/// Stops `gw` and starts [`reloading_gateway`] again over the same `dir`, with governance
+/// `gov` and principals `list` written to its file: a restart.
+async fn restarted(gw: Gw, dir: &std::path::Path, gov: &str, list: &str) -> Gw {
+    gw.stop().await;
+    reloading_gateway(dir, gov, list).await
+}
+
+/// Holds `read(path)` in `s1` and has `key` approve it once (a single decision): the approval
+/// id and its token.
+async fn approved_once(gw: &Gw, path: &str, key: &str) -> (String, String) {
+    let id = approved(gw, path, key, json!({"decision": "approve"})).await;
+    let token = token_of(&gw.as_agent(&id).await);
+    (id, token)
+}
+
+/// A [`reloading_gateway`] on `dir` serving [`alice_olaf_bot`] with alice's key
+/// `alice-stolen-key`, which approves `read(/x)` once; olaf approves `read(/y)` once: the
+/// gateway, alice's approval id, her token and olaf's.
+async fn stolen_key_and_olaf_approve(dir: &std::path::Path) -> (Gw, String, String, String) {
+    let gw = reloading_gateway(dir, &gov(), &alice_olaf_bot("alice-stolen-key")).await;
+    let once = json!({"decision": "approve"});
+    let by_alice = approved(&gw, "/x", "alice-stolen-key", once.clone()).await;
+    let by_olaf = approved(&gw, "/y", "olaf-key", once).await;
+    let alices = token_of(&gw.as_agent(&by_alice).await);
+    let olafs = token_of(&gw.as_agent(&by_olaf).await);
+    (gw, by_alice, alices, olafs)
+}
+
+/// Every `read` is held, and the agent's user may approve it in the client.
+const IN_CLIENT: &str = "- tool: read\n  approval: true\n  in_client_approval: true\n";
+
+/// Holds `read(path)` in `s1` and has the agent's user approve it in the client (bot's key):
+/// the approval id and its token.
+async fn approved_in_client(gw: &Gw, path: &str) -> (String, String) {
+    let id = gw.held("s1", "read", json!({"path": path})).await;
+    let url = format!("/v1/approvals/{id}/user-decision");
+    let (s, b) = gw.post(&url, BOT, json!({"decision": "approve"})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let token = token_of(&gw.as_agent(&id).await);
+    (id, token)
+}
+
 /// Attack (found by review): alice's stolen key approves a call "for this session, the whole
 /// tool"; the agent stockpiles covered tokens just before the grant lapses. The grant expires,
 /// so the reload that removes alice revokes nothing, and the covered call's decision is
@@ -84,17 +139,14 @@ async fn reloading_with_short_grants(dir: &std::path::Path, list: &str) -> Gw {
 #[tokio::test]
 async fn a_token_under_an_expired_grant_of_an_operator_a_reload_removes_is_void() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let alice = ("alice", "kind: operator, roles: [finance]", OP);
-    let gw = reloading_with_short_grants(dir.path(), &principals(&[alice, olaf, bot])).await;
+    let gw = reloading_with_short_grants(dir.path(), &alice_olaf_bot(OP)).await;
     let body = json!({"decision": "approve", "scope": "session", "whole_tool": true});
     approved(&gw, "/a", OP, body).await;
     let stockpiled = granted(&gw, "/b").await;
     tokio::time::sleep(std::time::Duration::from_millis(1_700)).await;
     let (s, b) = gw.propose("read", json!({"path": "/c"})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "the grant has lapsed: {b}");
-    write_config(dir.path(), &principals(&[olaf, bot]));
+    write_config(dir.path(), &principals(&[OLAF, BOT_AGENT]));
     let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (s, b) = redeem_read(&gw, &stockpiled, "/b").await;
@@ -183,17 +235,14 @@ async fn verify_names_why_a_token_was_voided_when_it_is_set_unused_again() {
 #[tokio::test]
 async fn a_reload_that_only_adds_a_role_leaves_the_operators_tokens_standing() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let alice = ("alice", "kind: operator, roles: [finance]", OP);
-    let gw = reloading_with_short_grants(dir.path(), &principals(&[alice, olaf, bot])).await;
+    let gw = reloading_with_short_grants(dir.path(), &alice_olaf_bot(OP)).await;
     let once = approved(&gw, "/x", OP, json!({"decision": "approve"})).await;
     let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
     approved(&gw, "/w", OP, body).await;
     let covered = granted(&gw, "/b").await;
     let alices = token_of(&gw.as_agent(&once).await);
     let more = ("alice", "kind: operator, roles: [finance, ops]", OP);
-    write_config(dir.path(), &principals(&[more, olaf, bot]));
+    write_config(dir.path(), &principals(&[more, OLAF, BOT_AGENT]));
     let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["changed"], json!(["alice"]), "{b}");
@@ -203,10 +252,8 @@ async fn a_reload_that_only_adds_a_role_leaves_the_operators_tokens_standing() {
     assert_eq!(s, StatusCode::OK, "{b}");
     let later = granted(&gw, "/c").await;
     assert_eq!(audit_count(&gw.data_dir, "token.voided"), 0);
-    write_config(
-        dir.path(),
-        &principals(&[("alice", "kind: operator, roles: [ops]", OP), olaf, bot]),
-    );
+    let fewer = ("alice", "kind: operator, roles: [ops]", OP);
+    write_config(dir.path(), &principals(&[fewer, OLAF, BOT_AGENT]));
     let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (s, b) = redeem_read(&gw, &later, "/c").await;
@@ -226,23 +273,8 @@ async fn a_reload_that_only_adds_a_role_leaves_the_operators_tokens_standing() {
 #[tokio::test]
 async fn a_restart_with_a_rotated_key_voids_the_tokens_its_single_decisions_approved() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let with = |key| {
-        principals(&[
-            ("alice", "kind: operator, roles: [finance]", key),
-            olaf,
-            bot,
-        ])
-    };
-    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-stolen-key")).await;
-    let once = json!({"decision": "approve"});
-    let by_alice = approved(&gw, "/x", "alice-stolen-key", once.clone()).await;
-    let by_olaf = approved(&gw, "/y", "olaf-key", once).await;
-    let alices = token_of(&gw.as_agent(&by_alice).await);
-    let olafs = token_of(&gw.as_agent(&by_olaf).await);
-    gw.stop().await;
-    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-new-key")).await;
+    let (gw, _, alices, olafs) = stolen_key_and_olaf_approve(dir.path()).await;
+    let gw = restarted(gw, dir.path(), &gov(), &alice_olaf_bot("alice-new-key")).await;
     let (s, b) = redeem_read(&gw, &alices, "/x").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     let (s, b) = redeem_read(&gw, &olafs, "/y").await;
@@ -264,20 +296,9 @@ async fn a_restart_with_a_rotated_key_voids_the_tokens_its_single_decisions_appr
 #[tokio::test]
 async fn a_reload_that_rotates_a_key_voids_the_tokens_its_single_decisions_approved() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let with = |key| {
-        principals(&[
-            ("alice", "kind: operator, roles: [finance]", key),
-            olaf,
-            bot,
-        ])
-    };
-    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-stolen-key")).await;
-    let once = json!({"decision": "approve"});
-    let stolen = approved(&gw, "/x", "alice-stolen-key", once.clone()).await;
-    let stolen = token_of(&gw.as_agent(&stolen).await);
-    write_config(dir.path(), &with("alice-new-key"));
+    let gw = reloading_gateway(dir.path(), &gov(), &alice_olaf_bot("alice-stolen-key")).await;
+    let (_, stolen) = approved_once(&gw, "/x", "alice-stolen-key").await;
+    write_config(dir.path(), &alice_olaf_bot("alice-new-key"));
     let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["changed"], json!(["alice"]), "{b}");
@@ -286,10 +307,8 @@ async fn a_reload_that_rotates_a_key_voids_the_tokens_its_single_decisions_appro
     let voided = voided_records(&gw);
     assert_eq!(voided.len(), 1, "{voided:?}");
     assert_eq!(voided[0].0, "olaf", "{:?}", voided[0].1);
-    let fresh = approved(&gw, "/y", "alice-new-key", once).await;
-    let fresh = token_of(&gw.as_agent(&fresh).await);
-    gw.stop().await;
-    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-new-key")).await;
+    let (_, fresh) = approved_once(&gw, "/y", "alice-new-key").await;
+    let gw = restarted(gw, dir.path(), &gov(), &alice_olaf_bot("alice-new-key")).await;
     let (s, b) = redeem_read(&gw, &fresh, "/y").await;
     assert_eq!(s, StatusCode::OK, "the new key's approval stands: {b}");
     assert_eq!(voided_records(&gw).len(), 1);
@@ -363,18 +382,11 @@ async fn a_grant_pointed_at_a_covered_call_and_revoked_behind_the_voiding_is_ref
 #[tokio::test]
 async fn a_restart_leaves_the_token_the_agents_user_approved_in_the_client() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: read\n  approval: true\n  in_client_approval: true\n";
-    let gov = policy("acme.test.withdrawn-consent-in-client", rules);
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let list = principals(&[olaf, ("bot", "kind: agent, agent_id: bot", BOT)]);
+    let gov = policy("acme.test.withdrawn-consent-in-client", IN_CLIENT);
+    let list = principals(&[OLAF, BOT_AGENT]);
     let gw = reloading_gateway(dir.path(), &gov, &list).await;
-    let id = gw.held("s1", "read", json!({"path": "/x"})).await;
-    let path = format!("/v1/approvals/{id}/user-decision");
-    let (s, b) = gw.post(&path, BOT, json!({"decision": "approve"})).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
-    let token = token_of(&gw.as_agent(&id).await);
-    gw.stop().await;
-    let gw = reloading_gateway(dir.path(), &gov, &list).await;
+    let (_, token) = approved_in_client(&gw, "/x").await;
+    let gw = restarted(gw, dir.path(), &gov, &list).await;
     let (s, b) = redeem_read(&gw, &token, "/x").await;
     assert_eq!(s, StatusCode::OK, "the user's approval stands: {b}");
     assert_eq!(voided_records(&gw), vec![]);
@@ -392,10 +404,8 @@ async fn a_restart_leaves_the_token_the_agents_user_approved_in_the_client() {
 #[tokio::test]
 async fn a_rotated_agent_key_takes_back_what_it_approved_in_the_client() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: read\n  approval: true\n  in_client_approval: true\n";
-    let gov = policy("acme.test.withdrawn-consent-in-client-key", rules);
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let with = |key| principals(&[olaf, ("bot", "kind: agent, agent_id: bot", key)]);
+    let gov = policy("acme.test.withdrawn-consent-in-client-key", IN_CLIENT);
+    let with = |key| principals(&[OLAF, ("bot", "kind: agent, agent_id: bot", key)]);
     let in_client = async |gw: &Gw, key: &str, path: &str| {
         let call = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {"path": path}});
         let (s, b) = gw.post("/v1/tool-calls", key, call).await;
@@ -422,16 +432,13 @@ async fn a_rotated_agent_key_takes_back_what_it_approved_in_the_client() {
     // Approved in the client with the new key, then the key rotated by a restart: voided; the
     // other, approved with the key the restart keeps, redeems.
     let before = in_client(&gw, "bot-new-key", "/y").await;
-    gw.stop().await;
-    write_config(dir.path(), &with("bot-third-key"));
-    let gw = reloading_gateway(dir.path(), &gov, &with("bot-third-key")).await;
+    let gw = restarted(gw, dir.path(), &gov, &with("bot-third-key")).await;
     let (s, b) = gw
         .redeem_as("bot-third-key", &before, "read", json!({"path": "/y"}))
         .await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     let kept = in_client(&gw, "bot-third-key", "/z").await;
-    gw.stop().await;
-    let gw = reloading_gateway(dir.path(), &gov, &with("bot-third-key")).await;
+    let gw = restarted(gw, dir.path(), &gov, &with("bot-third-key")).await;
     let (s, b) = gw
         .redeem_as("bot-third-key", &kept, "read", json!({"path": "/z"}))
         .await;
@@ -454,21 +461,7 @@ async fn a_rotated_agent_key_takes_back_what_it_approved_in_the_client() {
 #[tokio::test]
 async fn a_key_binding_stripped_in_the_database_does_not_outlive_a_rotation() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let with = |key| {
-        principals(&[
-            ("alice", "kind: operator, roles: [finance]", key),
-            olaf,
-            bot,
-        ])
-    };
-    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-stolen-key")).await;
-    let once = json!({"decision": "approve"});
-    let by_alice = approved(&gw, "/x", "alice-stolen-key", once.clone()).await;
-    let by_olaf = approved(&gw, "/y", "olaf-key", once).await;
-    let alices = token_of(&gw.as_agent(&by_alice).await);
-    let olafs = token_of(&gw.as_agent(&by_olaf).await);
+    let (gw, by_alice, alices, olafs) = stolen_key_and_olaf_approve(dir.path()).await;
     assert_eq!(verify_problem(&gw), None);
     let strip = "UPDATE decisions SET key_binding = NULL WHERE actor = 'alice'";
     assert_eq!(gw.sql().exec(strip, &[]), 1);
@@ -477,8 +470,7 @@ async fn a_key_binding_stripped_in_the_database_does_not_outlive_a_rotation() {
         problem.contains(&by_alice) && problem.contains("does not hold its seal"),
         "{problem}"
     );
-    gw.stop().await;
-    let gw = reloading_gateway(dir.path(), &gov(), &with("alice-new-key")).await;
+    let gw = restarted(gw, dir.path(), &gov(), &alice_olaf_bot("alice-new-key")).await;
     let (s, b) = redeem_read(&gw, &alices, "/x").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     let (s, b) = redeem_read(&gw, &olafs, "/y").await;
@@ -500,20 +492,11 @@ async fn a_key_binding_stripped_in_the_database_does_not_outlive_a_rotation() {
 #[tokio::test]
 async fn a_restart_without_the_agent_voids_the_token_its_user_approved_in_the_client() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: read\n  approval: true\n  in_client_approval: true\n";
-    let gov = policy("acme.test.withdrawn-consent-agent-gone", rules);
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let with_bot = principals(&[olaf, ("bot", "kind: agent, agent_id: bot", BOT)]);
+    let gov = policy("acme.test.withdrawn-consent-agent-gone", IN_CLIENT);
+    let with_bot = principals(&[OLAF, BOT_AGENT]);
     let gw = reloading_gateway(dir.path(), &gov, &with_bot).await;
-    let id = gw.held("s1", "read", json!({"path": "/x"})).await;
-    let path = format!("/v1/approvals/{id}/user-decision");
-    let (s, b) = gw.post(&path, BOT, json!({"decision": "approve"})).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
-    let token = token_of(&gw.as_agent(&id).await);
-    gw.stop().await;
-    let without = principals(&[olaf]);
-    write_config(dir.path(), &without);
-    let gw = reloading_gateway(dir.path(), &gov, &without).await;
+    let (id, token) = approved_in_client(&gw, "/x").await;
+    let gw = restarted(gw, dir.path(), &gov, &principals(&[OLAF])).await;
     // Answered once start-up is done (the voiding runs before the gateway serves).
     let (s, b) = gw.get(&format!("/v1/approvals/{id}"), "olaf-key").await;
     assert_eq!(s, StatusCode::OK, "{b}");
@@ -521,9 +504,7 @@ async fn a_restart_without_the_agent_voids_the_token_its_user_approved_in_the_cl
     assert_eq!(voided.len(), 1, "{voided:?}");
     assert_eq!(voided[0].0, "system:start-up", "{:?}", voided[0].1);
     assert_eq!(voided[0].1["principals"], json!(["user-of:bot"]));
-    gw.stop().await;
-    write_config(dir.path(), &with_bot);
-    let gw = reloading_gateway(dir.path(), &gov, &with_bot).await;
+    let gw = restarted(gw, dir.path(), &gov, &with_bot).await;
     let (s, b) = redeem_read(&gw, &token, "/x").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     gw.stop().await;
