@@ -656,7 +656,7 @@ fn settle(
         Event::Expire(d) => Some(d.as_str()),
         _ => None,
     };
-    let decision_id = uuid::Uuid::new_v4().to_string();
+    let decision_id = crate::kit::ordered_uuid(now);
     let passkey = s
         .input
         .and_then(|d| d.passkey.as_ref())

@@ -32,6 +32,24 @@ pub fn ordered_id(prefix: &str, at_ms: i64) -> String {
     format!("{prefix}{at:012x}{}", hex::encode(b))
 }
 
+/// A UUID of the version-4 form (`xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx`, the pattern MPLP's
+/// identifiers schema requires) whose first 48 bits are `at_ms` (milliseconds since the epoch,
+/// clamped to 0..2⁴⁸, big-endian) and whose other 74 free bits are random: unique and
+/// unguessable as a random id of that size, but in the order of time, so that the indexes keyed
+/// by it — the approvals' primary key, and every index leading with an approval id (its audit
+/// records, decisions, usage, Confirm context, token) — grow at their ends instead of dirtying
+/// a random leaf on every insert ([`ordered_id`] for the ids that are not UUIDs; BENCHMARKS.md,
+/// "Where a cycle's server CPU goes"). For the ids of approvals, decisions, tokens and the
+/// default trace and target ids; none of them is a secret (every read of an approval checks
+/// who asks), and 74 random bits keep them from being guessed all the same.
+pub fn ordered_uuid(at_ms: i64) -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    let at = at_ms.clamp(0, 0xffff_ffff_ffff).to_be_bytes();
+    b[..6].copy_from_slice(&at[2..]);
+    uuid::Builder::from_random_bytes(b).into_uuid().to_string()
+}
+
 /// Maps an I/O error on `path` to [`StoreError::Io`] naming it.
 pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
@@ -321,7 +339,7 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(x: &T) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{ordered_id, place_with};
+    use super::{ordered_id, ordered_uuid, place_with};
 
     /// `assent keys init` on a filesystem without hard links (found by review: it failed
     /// there): the key is created in place, private, and still never replaces anything.
@@ -369,6 +387,24 @@ mod tests {
         // Out-of-range times are clamped, never wider or negative.
         assert!(ordered_id("rpl_", -5).starts_with("rpl_000000000000"));
         assert!(ordered_id("rpl_", i64::MAX).starts_with("rpl_ffffffffffff"));
+    }
+
+    /// The approvals' ids (and decisions', tokens') sort by time and still match MPLP's
+    /// identifier pattern (version 4, variant 10xx).
+    #[test]
+    fn ordered_uuids_sort_by_time_and_keep_the_version_4_form() {
+        let a = ordered_uuid(1_700_000_000_000);
+        let b = ordered_uuid(1_700_000_000_000);
+        let c = ordered_uuid(1_700_000_000_001);
+        assert_ne!(a, b, "74 random bits follow the time");
+        assert!(a < c && b < c, "{a} {b} {c}");
+        let u = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(u.get_version_num(), 4);
+        assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
+        assert_eq!(a, u.to_string(), "lowercase, hyphenated");
+        assert!(a.starts_with("018bcfe5-6800-4"), "{a}");
+        assert!(ordered_uuid(-5).starts_with("00000000-0000-4"));
+        assert!(ordered_uuid(i64::MAX).starts_with("ffffffff-ffff-4"));
     }
 }
 

@@ -133,7 +133,7 @@ pub use decision_input::StillStands;
 pub use error::{DecideError, RedeemError, StoreError};
 pub use events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
 pub use insights::Insights;
-pub use kit::{ordered_id, random_id, rfc3339};
+pub use kit::{ordered_id, ordered_uuid, random_id, rfc3339};
 pub use open::{AdminConnection, ClaimReport, claim_report, verify_offline};
 pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use receipts::ReceiptOf;

@@ -11,7 +11,7 @@ use crate::db::{self, Change, Conn};
 use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
-use crate::kit::{ordered_id, to_json};
+use crate::kit::{ordered_id, ordered_uuid, to_json};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
@@ -396,7 +396,7 @@ impl Store {
             "UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1",
         )?
         .execute(params![id, p.now, scope, gid])?;
-        let decision_id = uuid::Uuid::new_v4().to_string();
+        let decision_id = ordered_uuid(p.now);
         let why = format!("covered by grant {gid} (scope {scope})");
         tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, decision_id) VALUES (?1,'approve',?2,?3,?4,?5)")?
             .execute(params![id, why, actor, p.now, decision_id])?;
@@ -557,19 +557,18 @@ fn insert_approval(
             ..s
         });
     let row = Row {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: ordered_uuid(p.now),
         expires_at: schedule
             .as_ref()
             .map_or(p.now.saturating_add(wait), |s| s.next(0)),
         schedule,
         trace_id: p
             .trace_id
-            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string),
+            .map_or_else(|| ordered_uuid(p.now), str::to_string),
         target_type: p.target.map_or("other", |t| t.target_type),
-        target_id: p.target.map_or_else(
-            || uuid::Uuid::new_v4().to_string(),
-            |t| t.target_id.to_string(),
-        ),
+        target_id: p
+            .target
+            .map_or_else(|| ordered_uuid(p.now), |t| t.target_id.to_string()),
         summary: summary.text,
     };
     insert_row(tx, p, verdict, &row, (status, reply_token))?;

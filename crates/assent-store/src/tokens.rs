@@ -80,7 +80,7 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> db::Result<()> {
-        let tid = uuid::Uuid::new_v4().to_string();
+        let tid = crate::kit::ordered_uuid(now);
         let exp = now.saturating_add(self.token_ttl_ms);
         let row = TokenRow {
             token_id: &tid,
