@@ -18,8 +18,9 @@
 //!   body, a stdio line of at most 16 MiB) or a stdio upstream's line that would parse past
 //!   64 MiB is never given to rmcp — a request is answered with a JSON-RPC error naming the
 //!   bound (a stdio upstream's on its stdin), an answer replaced by such an error under its
-//!   id, a notification dropped. An `/mcp` body is read within
-//!   [`MAX_BODY_BYTES`], rmcp's own body bound set to it.
+//!   id, a notification dropped; so is an HTTP upstream's SSE event. An `/mcp` body is read
+//!   within [`MAX_BODY_BYTES`], rmcp's own body bound set to it; an HTTP upstream's answer
+//!   within 16 MiB, a call's answer past it refused with an error naming the bound.
 //! - At the gateway's stop (and the stdio hub's end) the upstreams are closed: a stdio one gets
 //!   EOF, then `SIGTERM`, then `SIGKILL`.
 //!
@@ -27,7 +28,8 @@
 //! [`MAX_TASKS_PER_AGENT`](owners::MAX_TASKS_PER_AGENT) an agent), `upstream` (one upstream's
 //! connection and its tool list), `child` (a stdio upstream's transport: its stdout weighed
 //! line by line, its too-heavy requests answered on its stdin, its end stdin, `SIGTERM`,
-//! `SIGKILL`), `call` (one `tools/call`
+//! `SIGKILL`), `http_weigh` (an HTTP upstream's answers bounded before rmcp parses them),
+//! `call` (one `tools/call`
 //! through pins, gateway, upstream and result report), `stop` (stopping a call its client cancelled
 //! or left), `tasks` (calls that became MCP tasks), `held` (the bytes held for calls in flight, per
 //! agent and in all), `handler` (the MCP server side, [`HubHandler`]: it gives each declared
@@ -38,6 +40,7 @@ mod call;
 mod child;
 mod handler;
 mod held;
+mod http_weigh;
 mod owners;
 mod state;
 mod stop;

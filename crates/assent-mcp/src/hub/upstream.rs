@@ -165,7 +165,7 @@ impl Upstream {
                 }
                 config.retry_config = std::sync::Arc::new(reconnect_backoff());
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    http_client(url)?,
+                    super::http_weigh::WeighedClient(http_client(url)?),
                     config,
                 );
                 return anyhow::Ok(Watch::default().serve(transport).await?);
@@ -315,7 +315,9 @@ impl Upstream {
 /// machine) through an env proxy, with its bearer token and every call's arguments and
 /// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
 /// A TCP (and TLS) connection must be made within [`CONNECT_TIMEOUT`]. What bounds the rest:
-/// rmcp's own limits on an answer (16 MiB for a JSON body or one SSE event), the 30 s of
+/// rmcp's own limits on an answer (16 MiB for a JSON body or one SSE event; an answer past them
+/// refused, and each SSE event weighed before it is parsed, by the
+/// [`super::http_weigh::WeighedClient`] wrapping this client), the 30 s of
 /// [`START_TIMEOUT`] of [`Upstream::start`] for `initialize`, [`LIST_TIMEOUT`] for a tool list and
 /// [`CALL_TIMEOUT`] for a call; no read timeout, since a call's answer may legitimately
 /// come late and the upstream's event stream may be quiet for long.

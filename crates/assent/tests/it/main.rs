@@ -26,6 +26,7 @@ mod mcp_edge_bounds;
 mod mcp_gone_proposing;
 mod mcp_held_bounds;
 mod mcp_held_settle;
+mod mcp_http_upstream_bounds;
 mod mcp_hub_cancel;
 mod mcp_hub_connections;
 mod mcp_hub_declared;

@@ -1,0 +1,149 @@
+//! What the MCP hub reads of a streamable HTTP upstream's answer: at most 16 MiB of a JSON body
+//! or of one SSE event (rmcp's bounds), and no SSE event that would parse past 64 MiB (the
+//! bound on a stdio upstream's line); a call whose answer passes either is answered with an
+//! error naming the bound, and the upstream, like every other, keeps serving.
+
+use crate::hub_kit::{Notes, memory, notes_upstream};
+use crate::{free_port, serve, write_agent_config};
+use axum::response::IntoResponse;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+const KEY: &str = "http-upstream-bounds-agent-key-0123456789";
+
+/// A 64 KiB chunk of `a`s, what the flooding upstream sends without end.
+static CHUNK: [u8; 1 << 16] = [b'a'; 1 << 16];
+
+/// How many [`CHUNK`]s a flood sends at most: 1 GiB.
+const FLOOD_CHUNKS: usize = 1 << 14;
+
+/// `notes` served as [`notes_upstream`] does, but a `tools/call` of `read` with `text` set to
+/// `flood`, `flood_sse` or `heavy_sse` answered by this upstream itself: a JSON body of a text
+/// result that never ends (1 GiB), the same as one SSE event, or one SSE event of 3 MiB of
+/// zeros (some 100 MiB parsed). Everything else goes to `notes`. Its port.
+fn flooding_upstream(rt: &tokio::runtime::Runtime, notes: Notes) -> u16 {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    rt.spawn(async move {
+        let svc = StreamableHttpService::new(
+            move || Ok(notes.clone()),
+            std::sync::Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router = axum::Router::new()
+            .nest_service("/mcp", svc)
+            .layer(axum::middleware::from_fn(flood_or_pass));
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        axum::serve(listener, router).await.unwrap();
+    });
+    port
+}
+
+/// [`flooding_upstream`]'s own answers, or the request passed on.
+async fn flood_or_pass(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::body::{Body, Bytes};
+    use futures::StreamExt;
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let m: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let attack = m["params"]["arguments"]["text"].as_str().unwrap_or("");
+    if m["method"] != "tools/call" || !["flood", "flood_sse", "heavy_sse"].contains(&attack) {
+        return next
+            .run(axum::extract::Request::from_parts(parts, Body::from(body)))
+            .await;
+    }
+    let id = &m["id"];
+    let head =
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
+    let (kind, first) = match attack {
+        "flood" => ("application/json", head),
+        "flood_sse" => ("text/event-stream", format!("data: {head}")),
+        _ => {
+            let zeros = "0,".repeat(3 << 19);
+            let heavy = format!(
+                r#"data: {{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"z":[{zeros}0]}}}}}}"#
+            );
+            let body = Body::from(format!("{heavy}\n\n"));
+            return ([("content-type", "text/event-stream")], body).into_response();
+        }
+    };
+    let rest = futures::stream::iter(0..FLOOD_CHUNKS).map(|_| Bytes::from_static(&CHUNK));
+    let stream = futures::stream::once(async move { Bytes::from(first) })
+        .chain(rest)
+        .map(Ok::<_, std::convert::Infallible>);
+    ([("content-type", kind)], Body::from_stream(stream)).into_response()
+}
+
+/// `read` with `text` on upstream `alias` through a fresh client of the hub at `url`, within
+/// 60 s: the result as JSON, or the error's words.
+fn read(rt: &tokio::runtime::Runtime, url: &str, alias: &str, text: &str) -> String {
+    rt.block_on(async {
+        let client = crate::hub_kit::hub_client(url, KEY).await;
+        let call = CallToolRequestParams::new(format!("{alias}__read"))
+            .with_arguments(json!({"text": text}).as_object().unwrap().clone());
+        let timeout = std::time::Duration::from_secs(60);
+        let said = tokio::time::timeout(timeout, client.peer().call_tool(call))
+            .await
+            .expect("the hub answers within 60 s");
+        let _ = client.cancel().await;
+        match said {
+            Ok(r) => serde_json::to_value(r).unwrap().to_string(),
+            Err(e) => e.to_string(),
+        }
+    })
+}
+
+/// Attack (memory): a streamable HTTP upstream answers a `tools/call` with a body that does not
+/// end — 1 GiB of one JSON text, or of one SSE event — or with one SSE event of 3 MiB of
+/// zeros, which parsed would take some 100 MiB. The hub reads at most 16 MiB of the first two
+/// and refuses the third unparsed (its weight past 64 MiB): each call is answered with an
+/// error naming the bound (found by review: the first two said only that the connection
+/// failed, or that the stream closed before its answer, and the third was parsed whole), the
+/// gateway's memory stays far below a gigabyte, and the upstream and another one serve the
+/// next call.
+#[test]
+fn an_http_upstream_flooding_a_calls_answer_is_cut_off_at_16_mib() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let web_port = flooding_upstream(&rt, Notes::default());
+    let (notes_port, _) = notes_upstream(&rt, Notes::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n    - alias: notes\n      allowed_tools: [read]\n";
+    let upstreams = format!(
+        "mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n  notes: {{url: \"http://127.0.0.1:{notes_port}/mcp\"}}\n"
+    );
+    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
+    let server = serve(&cfg, port);
+    let pid = server.child.id();
+    assert!(read(&rt, &server.url, "web", "warm").contains("read warm: done"));
+    let (before, _) = memory(pid);
+
+    for attack in ["flood", "flood_sse"] {
+        let said = read(&rt, &server.url, "web", attack);
+        assert!(
+            said.contains("over 16777216 bytes (16 MiB)") && said.contains("refused"),
+            "{attack}: {said}"
+        );
+    }
+    let said = read(&rt, &server.url, "web", "heavy_sse");
+    assert!(
+        said.contains("was refused") && said.contains("64 MiB"),
+        "heavy_sse: {said}"
+    );
+
+    let (_, peak) = crate::hub_kit::gateway_memory(pid, before);
+    assert!(
+        peak < before + (256 << 20),
+        "the gateway's memory grew by {} MiB",
+        (peak - before) >> 20
+    );
+    assert!(read(&rt, &server.url, "web", "again").contains("read again: done"));
+    assert!(read(&rt, &server.url, "notes", "other").contains("read other: done"));
+}
