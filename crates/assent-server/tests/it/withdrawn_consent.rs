@@ -23,19 +23,19 @@ fn gov() -> String {
 }
 
 /// `read(path)` as bot in session `s1`, let through by a grant: its token.
-async fn granted(gw: &Gw, path: &str) -> String {
+pub(crate) async fn granted(gw: &Gw, path: &str) -> String {
     let (s, b) = gw.propose("read", json!({"path": path})).await;
     assert_eq!(s, StatusCode::OK, "a grant should cover it: {b}");
     token_of(&b)
 }
 
 /// Redeems `token` for `read(path)` as bot: the status and body.
-async fn redeem_read(gw: &Gw, token: &str, path: &str) -> (StatusCode, Value) {
+pub(crate) async fn redeem_read(gw: &Gw, token: &str, path: &str) -> (StatusCode, Value) {
     gw.redeem(token, "read", json!({"path": path}), None).await
 }
 
 /// Holds `read(path)` in `session` and has `key` approve it with `body`: the approval id.
-async fn approved(gw: &Gw, session: &str, path: &str, key: &str, body: Value) -> String {
+pub(crate) async fn approved(gw: &Gw, session: &str, path: &str, key: &str, body: Value) -> String {
     let id = gw.held(session, "read", json!({"path": path})).await;
     let (s, b) = gw.decide_with(&id, key, body).await;
     assert_eq!(s, StatusCode::OK, "{b}");

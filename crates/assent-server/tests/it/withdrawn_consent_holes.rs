@@ -16,6 +16,7 @@ use crate::backend::audit_count;
 use crate::grant_revocation::{reloading_gateway, reloading_gateway_with, write_config};
 use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, policy, token_of};
 use crate::reload::principals;
+use crate::withdrawn_consent::{granted, redeem_read};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -29,32 +30,12 @@ fn gov() -> String {
 
 /// The first problem `audit verify` reports, if any.
 fn verify_problem(gw: &Gw) -> Option<String> {
-    let db = crate::backend::database(&gw.data_dir);
-    let report = crate::backend::off_runtime(|| {
-        let opts = Default::default();
-        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
-    });
-    report.problem.map(|p| p.reason)
-}
-
-/// `read(path)` as bot in session `s1`, let through by a grant: its token.
-async fn granted(gw: &Gw, path: &str) -> String {
-    let (s, b) = gw.propose("read", json!({"path": path})).await;
-    assert_eq!(s, StatusCode::OK, "a grant should cover it: {b}");
-    token_of(&b)
-}
-
-/// Redeems `token` for `read(path)` as bot: the status and body.
-async fn redeem_read(gw: &Gw, token: &str, path: &str) -> (StatusCode, Value) {
-    gw.redeem(token, "read", json!({"path": path}), None).await
+    crate::backend::audit_problem(&gw.data_dir).map(|p| p.reason)
 }
 
 /// Holds `read(path)` in `s1` and has `key` approve it with `body`: the approval id.
 async fn approved(gw: &Gw, path: &str, key: &str, body: Value) -> String {
-    let id = gw.held("s1", "read", json!({"path": path})).await;
-    let (s, b) = gw.decide_with(&id, key, body).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
-    id
+    crate::withdrawn_consent::approved(gw, "s1", path, key, body).await
 }
 
 /// The `token.voided` records: `(actor, data)` each, oldest first.
