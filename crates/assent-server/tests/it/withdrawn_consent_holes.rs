@@ -38,6 +38,26 @@ async fn approved(gw: &Gw, path: &str, key: &str, body: Value) -> String {
     crate::withdrawn_consent::approved(gw, "s1", path, key, body).await
 }
 
+/// Alice's `workspace` grant over the whole of `read` (its own call `/w`) and a call it let
+/// through (`/b`): that call's token.
+async fn covered_by_a_workspace_grant(gw: &Gw) -> String {
+    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    approved(gw, "/w", OP, body).await;
+    granted(gw, "/b").await
+}
+
+/// Alice revokes the one grant there is (`DELETE /v1/grants/{id}`): its id.
+async fn revoke_the_grant(gw: &Gw) -> String {
+    let (s, b) = gw.get("/v1/grants", OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let gid = b["grants"][0]["id"].as_str().unwrap().to_string();
+    let (s, b) = gw
+        .req("DELETE", &format!("/v1/grants/{gid}"), Some(OP), None)
+        .await;
+    assert!(s.is_success(), "{s} {b}");
+    gid
+}
+
 /// The `token.voided` records: `(actor, data)` each, oldest first.
 fn voided_records(gw: &Gw) -> Vec<(String, Value)> {
     let sql = "SELECT actor, data FROM audit WHERE kind = 'token.voided' ORDER BY seq";
@@ -148,9 +168,7 @@ async fn a_token_under_an_expired_grant_of_an_operator_a_reload_removes_is_void(
 #[tokio::test]
 async fn a_grant_id_cleared_in_the_database_does_not_let_a_revoked_grants_token_redeem() {
     let gw = crate::kit::serve_policy(AGENTS, &gov()).await;
-    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
-    approved(&gw, "/w", OP, body).await;
-    let token = granted(&gw, "/b").await;
+    let token = covered_by_a_workspace_grant(&gw).await;
     let clear = "UPDATE approvals SET grant_id = NULL";
     assert!(gw.sql().exec(clear, &[]) >= 1);
     let problem = verify_problem(&gw).expect("the cleared grant_id is reported");
@@ -158,13 +176,7 @@ async fn a_grant_id_cleared_in_the_database_does_not_let_a_revoked_grants_token_
         problem.contains("grant.used") && problem.contains("names grant none"),
         "{problem}"
     );
-    let (s, b) = gw.get("/v1/grants", OP).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
-    let gid = b["grants"][0]["id"].as_str().unwrap().to_string();
-    let (s, b) = gw
-        .req("DELETE", &format!("/v1/grants/{gid}"), Some(OP), None)
-        .await;
-    assert!(s.is_success(), "{s} {b}");
+    let gid = revoke_the_grant(&gw).await;
     let (s, b) = redeem_read(&gw, &token, "/b").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     assert_eq!(audit_count(&gw.data_dir, "token.redeemed"), 0);
@@ -183,15 +195,8 @@ async fn a_grant_id_cleared_in_the_database_does_not_let_a_revoked_grants_token_
 #[tokio::test]
 async fn verify_names_why_a_token_was_voided_when_it_is_set_unused_again() {
     let gw = crate::kit::serve_policy(AGENTS, &gov()).await;
-    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
-    approved(&gw, "/w", OP, body).await;
-    let token = granted(&gw, "/b").await;
-    let (_, b) = gw.get("/v1/grants", OP).await;
-    let gid = b["grants"][0]["id"].as_str().unwrap().to_string();
-    let (s, b) = gw
-        .req("DELETE", &format!("/v1/grants/{gid}"), Some(OP), None)
-        .await;
-    assert!(s.is_success(), "{s} {b}");
+    let token = covered_by_a_workspace_grant(&gw).await;
+    revoke_the_grant(&gw).await;
     assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
     assert_eq!(verify_problem(&gw), None);
     let unuse = "UPDATE tokens SET used_at = NULL";
@@ -297,13 +302,11 @@ async fn a_reload_that_rotates_a_key_voids_the_tokens_its_single_decisions_appro
     gw.stop().await;
 }
 
-/// Alice's `workspace` grant over the whole of `read` (its own call `/w`) and a call it let
-/// through (`/b`), whose token is returned; then `grants.approval_id` pointed at that call, as
-/// a database writer would (no check of the unsealed column stops it): the grant's id.
+/// [`covered_by_a_workspace_grant`], whose token is returned; then `grants.approval_id`
+/// pointed at the covered call (`/b`), as a database writer would (no check of the unsealed
+/// column stops it): the grant's id.
 async fn grant_pointed_at_its_covered_call(gw: &Gw) -> (String, String) {
-    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
-    approved(gw, "/w", OP, body).await;
-    let token = granted(gw, "/b").await;
+    let token = covered_by_a_workspace_grant(gw).await;
     let point = "UPDATE grants SET approval_id = \
                  (SELECT approval_id FROM decisions WHERE substr(actor, 1, 6) = 'grant:')";
     assert_eq!(gw.sql().exec(point, &[]), 1);
