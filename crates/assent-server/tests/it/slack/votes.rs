@@ -4,7 +4,8 @@
 
 use super::{FakeSlack, args, buttons, click, signed, slack, value_of, with_slack};
 use crate::backend::audit_count;
-use crate::kit::{AGENTS, Gw, operator, policy, start_custom};
+use crate::grant_revocation::stop_verified;
+use crate::kit::{AGENTS, Gw, assert_error, operator, policy, start_custom, token_of};
 use assent_server::Settings;
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
@@ -24,10 +25,19 @@ async fn start_with_fred(
     fred_roles: &[&str],
     edit: impl FnOnce(&mut assent_server::config::Principal),
 ) -> Gw {
-    let gov = policy(
-        "acme.test.slack-votes",
-        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
-    );
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    start_under(dir, fake, rules, fred_roles, edit).await
+}
+
+/// [`start_with_fred`] under `rules` (the `rules:` of the agents' policy).
+async fn start_under(
+    dir: &std::path::Path,
+    fake: &FakeSlack,
+    rules: &str,
+    fred_roles: &[&str],
+    edit: impl FnOnce(&mut assent_server::config::Principal),
+) -> Gw {
+    let gov = policy("acme.test.slack-votes", rules);
     let s = slack(fake, true);
     let cfg_dir = tempfile::tempdir().unwrap();
     let file = crate::sso::write_config(cfg_dir.path(), crate::sso::GOOD, "");
@@ -189,4 +199,42 @@ async fn a_restart_without_the_slack_account_withdraws_the_votes_it_cast() {
     assert!(voters(&gw, &id).await.is_empty(), "withdrawn");
     assert_eq!(audit_count(&gw.data_dir, "decision.vote_withdrawn"), 1);
     gw.stop().await;
+}
+
+/// Attack (the door the votes' tests left open): fred's Slack account approved a held `pay`
+/// alone (one finance approval, no quorum); its token waits unredeemed. The account is found
+/// taken over, removed from fred's entry, and the gateway restarted. A single decision from
+/// Slack rests on the account that made it, as a vote does: start-up voids its token
+/// (`token.voided`) and redeeming it is `409 TOKEN_USED`. Restarted with the same file, the
+/// decision stands and nothing is voided.
+#[tokio::test]
+async fn a_restart_without_the_slack_account_voids_the_token_it_approved_alone() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let one = "- tool: pay\n  approvers: [finance]\n";
+    eprintln!("DEBUGDIR {}", dir.path().display());
+    let dir = Box::leak(Box::new(dir));
+    let gw = start_under(dir.path(), &fake, one, &["finance"], |_| {}).await;
+    let id = gw.held("s1", "pay", args()).await;
+    approve_from(&gw, &fake, "U0FRED", &id).await;
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "approved", "{a}");
+    let token = token_of(&gw.as_agent(&id).await);
+    gw.stop().await;
+
+    // Same file: the decision stands (read once start-up, which voids first, has served).
+    let gw = start_under(dir.path(), &fake, one, &["finance"], |_| {}).await;
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(audit_count(&gw.data_dir, "token.voided"), 0);
+    gw.stop().await;
+
+    // Fred's Slack account is no longer his: its token is void.
+    let gw = start_under(dir.path(), &fake, one, &["finance"], |f| {
+        f.slack_user_id = None;
+    })
+    .await;
+    let (s, b) = gw.redeem(&token, "pay", args(), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    assert_eq!(audit_count(&gw.data_dir, "token.voided"), 1);
+    stop_verified(gw).await;
 }
