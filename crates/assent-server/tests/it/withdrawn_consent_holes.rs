@@ -90,6 +90,15 @@ fn alice_olaf_bot(alice_key: &str) -> String {
     principals(&[alice, OLAF, BOT_AGENT])
 }
 
+/// Writes the principals `list` to the file of `gw` (on `dir`) and has olaf reload it
+/// (`POST /v1/reload`, asserted `200`): the answer.
+async fn reloaded(gw: &Gw, dir: &std::path::Path, list: &str) -> Value {
+    write_config(dir, list);
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    b
+}
+
 /// Stops `gw` and starts [`reloading_gateway`] again over the same `dir`, with governance
 /// `gov` and principals `list` written to its file: a restart.
 async fn restarted(gw: Gw, dir: &std::path::Path, gov: &str, list: &str) -> Gw {
@@ -116,6 +125,22 @@ async fn stolen_key_and_olaf_approve(dir: &std::path::Path) -> (Gw, String, Stri
     let alices = token_of(&gw.as_agent(&by_alice).await);
     let olafs = token_of(&gw.as_agent(&by_olaf).await);
     (gw, by_alice, alices, olafs)
+}
+
+/// After a restart: alice's token from [`stolen_key_and_olaf_approve`] is `TOKEN_USED`,
+/// olaf's redeems, and the one `token.voided` record is start-up's, naming alice, its `why`
+/// containing `why`.
+async fn alices_alone_voided_at_start_up(gw: &Gw, alices: &str, olafs: &str, why: &str) {
+    let (s, b) = redeem_read(gw, alices, "/x").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let (s, b) = redeem_read(gw, olafs, "/y").await;
+    assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
+    let voided = voided_records(gw);
+    assert_eq!(voided.len(), 1, "{voided:?}");
+    let (actor, data) = &voided[0];
+    assert_eq!(actor, "system:start-up", "{data}");
+    assert_eq!(data["principals"], json!(["alice"]), "{data}");
+    assert!(data["why"].as_str().unwrap().contains(why), "{data}");
 }
 
 /// Every `read` is held, and the agent's user may approve it in the client.
@@ -147,9 +172,7 @@ async fn a_token_under_an_expired_grant_of_an_operator_a_reload_removes_is_void(
     tokio::time::sleep(std::time::Duration::from_millis(1_700)).await;
     let (s, b) = gw.propose("read", json!({"path": "/c"})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "the grant has lapsed: {b}");
-    write_config(dir.path(), &principals(&[OLAF, BOT_AGENT]));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    reloaded(&gw, dir.path(), &principals(&[OLAF, BOT_AGENT])).await;
     let (s, b) = redeem_read(&gw, &stockpiled, "/b").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     assert_eq!(audit_count(&gw.data_dir, "token.redeemed"), 0);
@@ -223,14 +246,10 @@ async fn a_reload_that_only_adds_a_role_leaves_the_operators_tokens_standing() {
     let dir = tempfile::tempdir().unwrap();
     let gw = reloading_with_short_grants(dir.path(), &alice_olaf_bot(OP)).await;
     let once = approved(&gw, "/x", OP, json!({"decision": "approve"})).await;
-    let body = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
-    approved(&gw, "/w", OP, body).await;
-    let covered = granted(&gw, "/b").await;
+    let covered = covered_by_a_workspace_grant(&gw).await;
     let alices = token_of(&gw.as_agent(&once).await);
     let more = ("alice", "kind: operator, roles: [finance, ops]", OP);
-    write_config(dir.path(), &principals(&[more, OLAF, BOT_AGENT]));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let b = reloaded(&gw, dir.path(), &principals(&[more, OLAF, BOT_AGENT])).await;
     assert_eq!(b["changed"], json!(["alice"]), "{b}");
     let (s, b) = redeem_read(&gw, &alices, "/x").await;
     assert_eq!(s, StatusCode::OK, "a role added takes nothing back: {b}");
@@ -239,9 +258,7 @@ async fn a_reload_that_only_adds_a_role_leaves_the_operators_tokens_standing() {
     let later = granted(&gw, "/c").await;
     assert_eq!(audit_count(&gw.data_dir, "token.voided"), 0);
     let fewer = ("alice", "kind: operator, roles: [ops]", OP);
-    write_config(dir.path(), &principals(&[fewer, OLAF, BOT_AGENT]));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    reloaded(&gw, dir.path(), &principals(&[fewer, OLAF, BOT_AGENT])).await;
     let (s, b) = redeem_read(&gw, &later, "/c").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     assert_eq!(verify_problem(&gw), None);
@@ -261,16 +278,7 @@ async fn a_restart_with_a_rotated_key_voids_the_tokens_its_single_decisions_appr
     let dir = tempfile::tempdir().unwrap();
     let (gw, _, alices, olafs) = stolen_key_and_olaf_approve(dir.path()).await;
     let gw = restarted(gw, dir.path(), &gov(), &alice_olaf_bot("alice-new-key")).await;
-    let (s, b) = redeem_read(&gw, &alices, "/x").await;
-    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
-    let (s, b) = redeem_read(&gw, &olafs, "/y").await;
-    assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
-    let voided = voided_records(&gw);
-    assert_eq!(voided.len(), 1, "{voided:?}");
-    let (actor, data) = &voided[0];
-    assert_eq!(actor, "system:start-up", "{data}");
-    assert_eq!(data["principals"], json!(["alice"]), "{data}");
-    assert!(data["why"].as_str().unwrap().contains("key"), "{data}");
+    alices_alone_voided_at_start_up(&gw, &alices, &olafs, "key").await;
     assert_eq!(verify_problem(&gw), None);
     gw.stop().await;
 }
@@ -284,9 +292,7 @@ async fn a_reload_that_rotates_a_key_voids_the_tokens_its_single_decisions_appro
     let dir = tempfile::tempdir().unwrap();
     let gw = reloading_gateway(dir.path(), &gov(), &alice_olaf_bot("alice-stolen-key")).await;
     let (_, stolen) = approved_once(&gw, "/x", "alice-stolen-key").await;
-    write_config(dir.path(), &alice_olaf_bot("alice-new-key"));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let b = reloaded(&gw, dir.path(), &alice_olaf_bot("alice-new-key")).await;
     assert_eq!(b["changed"], json!(["alice"]), "{b}");
     let (s, b) = redeem_read(&gw, &stolen, "/x").await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
@@ -405,9 +411,7 @@ async fn a_rotated_agent_key_takes_back_what_it_approved_in_the_client() {
     let gw = reloading_gateway(dir.path(), &gov, &with(BOT)).await;
     let stolen = in_client(&gw, BOT, "/x").await;
     // A reload rotating bot's key.
-    write_config(dir.path(), &with("bot-new-key"));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    reloaded(&gw, dir.path(), &with("bot-new-key")).await;
     let (s, b) = gw
         .redeem_as("bot-new-key", &stolen, "read", json!({"path": "/x"}))
         .await;
@@ -455,16 +459,7 @@ async fn a_key_binding_stripped_in_the_database_does_not_outlive_a_rotation() {
         "{problem}"
     );
     let gw = restarted(gw, dir.path(), &gov(), &alice_olaf_bot("alice-new-key")).await;
-    let (s, b) = redeem_read(&gw, &alices, "/x").await;
-    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
-    let (s, b) = redeem_read(&gw, &olafs, "/y").await;
-    assert_eq!(s, StatusCode::OK, "olaf's approval stands: {b}");
-    let voided = voided_records(&gw);
-    assert_eq!(voided.len(), 1, "{voided:?}");
-    let (actor, data) = &voided[0];
-    assert_eq!(actor, "system:start-up", "{data}");
-    assert_eq!(data["principals"], json!(["alice"]), "{data}");
-    assert!(data["why"].as_str().unwrap().contains("seal"), "{data}");
+    alices_alone_voided_at_start_up(&gw, &alices, &olafs, "seal").await;
     assert_eq!(audit_count(&gw.data_dir, "token.redeemed"), 1);
     gw.stop().await;
 }
