@@ -82,7 +82,7 @@ fn rate(agents: usize, cycles: usize) -> Run {
     let mut conn = conn;
     while done < cycles {
         let ids: Vec<String> = (0..agents.min(cycles - done))
-            .map(|_| uuid::Uuid::new_v4().to_string())
+            .map(|_| assent_store::ordered_uuid(unix_ms()))
             .collect();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -113,7 +113,7 @@ fn rate(agents: usize, cycles: usize) -> Run {
                 .unwrap()
                 .execute([id])
                 .unwrap();
-            let tid = uuid::Uuid::new_v4().to_string();
+            let tid = assent_store::ordered_uuid(unix_ms());
             tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at) VALUES (?1, ?2, 'bench', ?3, 1, 2)")
                 .unwrap()
                 .execute(params![tid, id, h])
@@ -183,4 +183,13 @@ fn main() {
             "decide_p50_ms": d50, "decide_p99_ms": d99, "wake_p50_ms": w50, "wake_p99_ms": w99}));
     }
     println!("{}", serde_json::Value::Array(rows));
+}
+
+/// Now in Unix milliseconds: the time the gateway's time-ordered ids
+/// ([`assent_store::ordered_uuid`]) lead with, so that this loop's indexes take the gateway's
+/// inserts' places (at their ends), not random ones.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -111,7 +111,7 @@ fn bare_rate(group: usize) -> f64 {
         for id in chunk {
             tx.execute("UPDATE approvals SET status = 'approved', decided_at = 1 WHERE id = ?1 AND status = 'pending'", [id]).unwrap();
             tx.execute("INSERT INTO decisions (approval_id, decision, reason, actor, at) VALUES (?1, 'approve', NULL, 'alice', 1)", [id]).unwrap();
-            let tid = uuid::Uuid::new_v4().to_string();
+            let tid = assent_store::ordered_uuid(unix_ms());
             tx.execute("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at) VALUES (?1, ?2, 'bot', ?3, 1, 2)", params![tid, id, h]).unwrap();
             for kind in ["decision", "token.minted"] {
                 seq += 1;
@@ -145,4 +145,13 @@ fn main() {
             store / bare
         );
     }
+}
+
+/// Now in Unix milliseconds: the time the gateway's time-ordered ids
+/// ([`assent_store::ordered_uuid`]) lead with, so that this loop's indexes take the gateway's
+/// inserts' places (at their ends), not random ones.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -20,7 +20,7 @@ fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
 }
 
 fn bare_cycle(conn: &mut Connection, n: i64, args: &str) {
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = assent_store::ordered_uuid(unix_ms());
     let h = "ab".repeat(32);
     let audit = |tx: &rusqlite::Transaction<'_>, seq: i64, kind: &str| {
         tx.execute(
@@ -46,7 +46,7 @@ fn bare_cycle(conn: &mut Connection, n: i64, args: &str) {
     tx.execute("UPDATE approvals SET status = 'approved', decided_at = 1 WHERE id = ?1 AND status = 'pending'", [&id]).unwrap();
     tx.execute("INSERT INTO decisions (approval_id, decision, reason, actor, at) VALUES (?1, 'approve', NULL, 'alice', 1)", [&id]).unwrap();
     audit(&tx, n * 5 + 2, "decision");
-    let tid = uuid::Uuid::new_v4().to_string();
+    let tid = assent_store::ordered_uuid(unix_ms());
     tx.execute("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at) VALUES (?1, ?2, 'bot', ?3, 1, 2)", params![tid, id, h]).unwrap();
     audit(&tx, n * 5 + 3, "token.minted");
     tx.commit().unwrap();
@@ -171,3 +171,12 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
+
+/// Now in Unix milliseconds: the time the gateway's time-ordered ids
+/// ([`assent_store::ordered_uuid`]) lead with, so that this loop's indexes take the gateway's
+/// inserts' places (at their ends), not random ones.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
