@@ -136,9 +136,14 @@ pub fn resolve_real_path(p: &std::path::Path) -> Option<std::path::PathBuf> {
     Some(cur)
 }
 
-/// Whether `s` is a lowercase UUID v4 (the MPLP identifier pattern).
+/// Whether `s` is a lowercase, hyphenated UUID of version 4 and the RFC 4122 variant: MPLP's
+/// identifier pattern (`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`,
+/// `common/identifiers.schema.json`). Found by review: the variant was not checked, so an id
+/// the pattern refuses was taken and emitted in MPLP events.
 pub fn is_uuid_v4(s: &str) -> bool {
-    uuid::Uuid::parse_str(s).is_ok_and(|u| u.get_version_num() == 4 && u.to_string() == s)
+    uuid::Uuid::parse_str(s).is_ok_and(|u| {
+        u.get_version_num() == 4 && u.get_variant() == uuid::Variant::RFC4122 && u.to_string() == s
+    })
 }
 
 /// `400` unless the optional `trace_id` is a lowercase UUID v4 (MPLP identifiers).

@@ -129,6 +129,16 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
         )
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // Found by review: the version was checked, not the variant, so a `c`/`d`/`e`/`f`
+    // variant id (RFC 4122's are `8`–`b`) was taken and emitted in MPLP events that then broke
+    // MPLP's identifier pattern (`-[89ab][0-9a-f]{3}-`). Refused, as the pattern says.
+    for variant in ["c", "d", "e", "f", "0", "7"] {
+        let id = format!("6f1c2b9e-8d4a-4c3b-{variant}a7e-1f2d3c4b5a69");
+        let (s, b) = gw
+            .call("s1", "send", json!({"n": 9}), json!({"trace_id": id}))
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{id}: {b}");
+    }
 }
 
 /// Issue 10: the Confirm says which policies governed a held call and the hash of the policy
