@@ -7,7 +7,7 @@
 //! stdio upstream keeping a line of the hub's waiting 30 s (`mcp_hub_limits.rs`).
 
 use crate::hub_kit::{hub_post, hub_session};
-use crate::{Server, free_port, hex_sha256, serve_cmd, spawn_quiet, wait_healthy};
+use crate::{Server, free_port, serve_cmd, spawn_quiet, wait_healthy, write_agent_config};
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::time::{Duration, Instant};
@@ -131,17 +131,7 @@ fn gateway_config(dir: &std::path::Path, port: u16, dead: u16, silent: u16) -> s
         agent += &format!("    - alias: {alias}\n      allowed_tools: [x]\n");
         upstreams += &format!("  {alias}: {{url: \"http://127.0.0.1:{silent}/mcp\"}}\n");
     }
-    std::fs::write(dir.join("helper.agf.yaml"), agent).unwrap();
-    let cfg = dir.join("assent.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\n{upstreams}",
-            hex_sha256(KEY)
-        ),
-    )
-    .unwrap();
-    cfg
+    write_agent_config(dir, port, (&agent, KEY), &upstreams)
 }
 
 /// The JSON-RPC message of an `/mcp` answer (plain JSON, or the first `data:` event of a
