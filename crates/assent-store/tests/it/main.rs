@@ -26,6 +26,7 @@ mod key_claims;
 mod learning;
 mod migrations;
 mod oidc_logins;
+mod ordered_ids;
 mod pgkit;
 mod pin_reads;
 mod pin_scope;
