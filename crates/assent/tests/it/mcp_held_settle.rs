@@ -19,6 +19,17 @@ pub(crate) const KEY: &str = "held-settle-agent-key-0123456789abcd";
 /// The next message of `lines` with id `id` (within 60 s), skipping notifications.
 #[track_caller]
 pub(crate) fn answer(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Value) -> Value {
+    message_with_id(lines, id, true)
+}
+
+/// The next message of `lines` with id `id` (within 60 s), skipping every other; with
+/// `notifications_only`, asserting each skipped one is a notification or a request.
+#[track_caller]
+pub(crate) fn message_with_id(
+    lines: &std::sync::mpsc::Receiver<Option<String>>,
+    id: &Value,
+    notifications_only: bool,
+) -> Value {
     loop {
         let line = lines.recv_timeout(Duration::from_secs(60));
         let line = line
@@ -30,7 +41,7 @@ pub(crate) fn answer(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Val
             return m;
         }
         assert!(
-            m.get("method").is_some(),
+            !notifications_only || m.get("method").is_some(),
             "another answer before {id}'s: {m}"
         );
     }

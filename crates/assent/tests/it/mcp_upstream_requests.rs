@@ -479,15 +479,5 @@ fn a_client_cancelling_while_its_answer_waits_for_a_stalled_upstream_has_its_hel
 /// The next message of `lines` with id `id` (within 60 s), skipping every other.
 #[track_caller]
 fn answer_to(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Value) -> Value {
-    loop {
-        let line = lines.recv_timeout(Duration::from_secs(60));
-        let line = line
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| panic!("no answer to {id}"));
-        let m: Value = serde_json::from_str(&line).unwrap();
-        if m.get("id") == Some(id) {
-            return m;
-        }
-    }
+    crate::mcp_held_settle::message_with_id(lines, id, false)
 }
