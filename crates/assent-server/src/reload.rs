@@ -156,7 +156,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         .changed
         .iter()
         .filter(|n| withdraws_consent(&old, &principals, n));
-    let gone = with_sso_names(&old, weakened.chain(&answer.removed));
+    let gone = fallen_names(&old, weakened.chain(&answer.removed));
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
@@ -342,9 +342,12 @@ pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal
     }
 }
 
-/// `names` (principals a reload changed or removed) with the single sign-on names `old` linked
-/// to them, bare and as `oidc:NAME`: a linked person's dashboard session and votes go by those.
-fn with_sso_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Vec<String> {
+/// Every name whose consent falls with the principals `names` (those a reload took something
+/// from or removed), as `old` knew them: each name itself; the single sign-on names linked to
+/// it, bare and as `oidc:NAME` (a linked person's dashboard session and votes go by those);
+/// and for an agent, its user's in-client name `user-of:ID` (those approvals rest on the
+/// agent's key).
+fn fallen_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Vec<String> {
     let mut out = Vec::new();
     for n in names {
         out.push(n.clone());
