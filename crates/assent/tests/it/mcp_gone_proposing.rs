@@ -105,6 +105,30 @@ fn only_approval(url: &str) -> Value {
     )
 }
 
+/// `assent mcp --agent helper --progress-seconds 1` with the further arguments `more` gives
+/// it (the gateway's directory and the upstream's source), in front of a gateway whose
+/// upstream `bank` holds `pay`: its client leaves while the call `tool` is being proposed
+/// ([`leave_while_proposing`]); the one approval is cancelled, the client disconnected.
+fn gone_while_proposing(tool: &str, more: impl FnOnce(&mut Command, &Path, &str)) {
+    let source = upstream();
+    let (dir, server) = hub_gateway(
+        KEY,
+        &[("bank", Some("[{name: pay, approval: true}]"), &source)],
+    );
+    let mut cmd = Command::new(BIN);
+    cmd.args(["mcp", "--agent", "helper", "--progress-seconds", "1"]);
+    more(&mut cmd, dir.path(), &source);
+    let (child, stdin, out) = spawn_piped(
+        cmd.env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+    );
+    leave_while_proposing(dir.path(), child, stdin, out, tool);
+    let a = only_approval(&server.url);
+    assert_eq!(a["status"], "cancelled", "{a}");
+    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
+    drop(server);
+}
+
 /// Found by CI (a flaky test, its cause a race): a hub stdio client that closed stdin while its
 /// held call's proposal was still on its way had the call's job aborted; the proposal's own
 /// task would have withdrawn the approval it made, but the process ended first, and the
@@ -112,59 +136,16 @@ fn only_approval(url: &str) -> Value {
 /// waits for proposals on their way, and the approval is withdrawn before the process ends.
 #[test]
 fn a_hub_client_gone_while_its_call_is_proposed_leaves_no_approval_pending() {
-    let source = upstream();
-    let (dir, server) = hub_gateway(
-        KEY,
-        &[("bank", Some("[{name: pay, approval: true}]"), &source)],
-    );
-    let (hub, stdin, out) = spawn_piped(
-        Command::new(BIN)
-            .args([
-                "mcp",
-                "--agent",
-                "helper",
-                "--progress-seconds",
-                "1",
-                "--config",
-            ])
-            .arg(dir.path().join("assent.yaml"))
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
-    leave_while_proposing(dir.path(), hub, stdin, out, "bank__pay");
-    let a = only_approval(&server.url);
-    assert_eq!(a["status"], "cancelled", "{a}");
-    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
-    drop(server);
+    gone_while_proposing("bank__pay", |cmd, dir, _| {
+        cmd.arg("--config").arg(dir.join("assent.yaml"));
+    });
 }
 
 /// As [`a_hub_client_gone_while_its_call_is_proposed_leaves_no_approval_pending`], for the
 /// stdio proxy in front of one upstream (`assent mcp --server bank -- CMD`).
 #[test]
 fn a_proxy_client_gone_while_its_call_is_proposed_leaves_no_approval_pending() {
-    let source = upstream();
-    let (dir, server) = hub_gateway(
-        KEY,
-        &[("bank", Some("[{name: pay, approval: true}]"), &source)],
-    );
-    let (proxy, stdin, out) = spawn_piped(
-        Command::new(BIN)
-            .args([
-                "mcp",
-                "--agent",
-                "helper",
-                "--server",
-                "bank",
-                "--progress-seconds",
-                "1",
-            ])
-            .args(["--", "python3", "-c", &source])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
-    leave_while_proposing(dir.path(), proxy, stdin, out, "pay");
-    let a = only_approval(&server.url);
-    assert_eq!(a["status"], "cancelled", "{a}");
-    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
-    drop(server);
+    gone_while_proposing("pay", |cmd, _, source| {
+        cmd.args(["--server", "bank", "--", "python3", "-c", source]);
+    });
 }
