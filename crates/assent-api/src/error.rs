@@ -103,6 +103,10 @@ pub const RESULT_RECORDED: &str = "RESULT_RECORDED";
 pub const RESULT_NOT_CLEARED: &str = "RESULT_NOT_CLEARED";
 /// 409: the token's call was held under an MPLP plan that has stopped since.
 pub const PLAN_STOPPED: &str = "PLAN_STOPPED";
+/// 409: the approval's session took in more (untrusted output, private data, egress, a
+/// changed tool definition) after the decision was checked against it (an in-client
+/// approval, an operator's edit): nothing was decided; read the approval and decide again.
+pub const SESSION_CHANGED: &str = "SESSION_CHANGED";
 /// 410: the token expired.
 pub const TOKEN_EXPIRED: &str = "TOKEN_EXPIRED";
 /// 413: the request body is over the gateway's limit.

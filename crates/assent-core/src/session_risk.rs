@@ -280,6 +280,36 @@ pub fn escalations(
     out
 }
 
+/// Whether session state `now` may raise some call's risk beyond what state `seen` (read
+/// earlier for the same session and tool) did: a mark (untrusted output, private data,
+/// egress) appeared or differs, the record's damage ([`SessionRisk::damage`]) differs, or the
+/// changes of the tool's definition that count (after the session began: `server`, `tool`,
+/// `at_ms`) differ — every input of [`escalations`] but the wording of its reasons. A session
+/// merely beginning, or a review's status in a change's `what`, does not move it.
+///
+/// What a decision re-gated against its session checks again under its write lock (found by
+/// review: an in-client approval or an operator's edit checked against the state read before
+/// the session took in untrusted output committed after it).
+pub fn moved(seen: &SessionRisk, now: &SessionRisk) -> bool {
+    let counting = |s: &SessionRisk| -> Vec<(String, String, i64)> {
+        let after_began = |c: &&ToolChange| s.began_ms.is_some_and(|b| c.at_ms > b);
+        let mut v: Vec<_> = s
+            .changed_tools
+            .iter()
+            .filter(after_began)
+            .map(|c| (c.server.clone(), c.tool.clone(), c.at_ms))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    seen.untrusted != now.untrusted
+        || seen.private_data != now.private_data
+        || seen.egress != now.egress
+        || seen.damage() != now.damage()
+        || counting(seen) != counting(now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,5 +389,58 @@ mod tests {
         };
         assert_eq!(s.damage(), None);
         assert!(escalations(&s, Effects::default(), "get", None).is_empty());
+    }
+
+    #[test]
+    fn a_session_moves_when_a_mark_or_a_counting_change_appears_not_when_it_merely_begins() {
+        let change = |at_ms: i64, what: &str| ToolChange {
+            server: "web".into(),
+            tool: "get".into(),
+            at_ms,
+            what: what.into(),
+        };
+        let seen = SessionRisk::CLEAN;
+        assert!(!moved(&seen, &SessionRisk::CLEAN));
+        let began = SessionRisk {
+            began_ms: Some(10),
+            changed_tools: vec![change(5, "pending")],
+            ..SessionRisk::CLEAN
+        };
+        assert!(!moved(&seen, &began), "began; the change predates it");
+        for now in [
+            SessionRisk {
+                untrusted: mark(20),
+                ..began.clone()
+            },
+            SessionRisk {
+                private_data: mark(20),
+                ..began.clone()
+            },
+            SessionRisk {
+                egress: mark(20),
+                ..began.clone()
+            },
+            SessionRisk {
+                changed_tools: vec![change(5, "pending"), change(30, "pending")],
+                ..began.clone()
+            },
+            SessionRisk {
+                began_ms: Some(-5),
+                ..began.clone()
+            },
+        ] {
+            assert!(moved(&began, &now), "{now:?}");
+            assert!(moved(&seen, &now), "{now:?}");
+        }
+        let reviewed = SessionRisk {
+            changed_tools: vec![change(5, "accepted")],
+            ..began.clone()
+        };
+        assert!(!moved(&began, &reviewed), "only the review's status");
+        let marked = SessionRisk {
+            untrusted: mark(20),
+            ..began.clone()
+        };
+        assert!(!moved(&marked, &marked.clone()));
     }
 }

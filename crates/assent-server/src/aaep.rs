@@ -417,9 +417,10 @@ async fn reply_input(
         };
         // Re-gated like a proposal, as an operator's edit is; refused means nothing runs.
         match crate::edits::edit(st, a, args, roles).await {
-            Ok((edited, limit)) => {
+            Ok((edited, limit, seen)) => {
                 input.edited = Some(edited);
                 input.edited_output_bytes = limit;
+                input.session_seen = Some(seen);
             }
             Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => return Err("store"),
             Err(e) => return Ok(refused(&e.message)),

@@ -17,7 +17,6 @@ use crate::waiters::clarification_key;
 use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
 use assent_api::approvals::{DecisionRequest, SessionCancelled, UserDecisionRequest};
 use assent_core::approval::{self, Canceller, DecisionKind, GrantScope};
-use assent_core::{VerdictKind, evaluate_in};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput, Via};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -26,7 +25,9 @@ use axum::http::StatusCode;
 /// approver role), `409 ALREADY_DECIDED` (with `status`), `409 ALREADY_VOTED` (a quorum's
 /// voter voting again), `422 WORKSPACE_NEEDS_CONFIRMATION`,
 /// `400`, `409 APPROVAL_DAMAGED` (with `damaged` columns), `409 PLAN_STOPPED` (approving a
-/// call held under a plan that has stopped; the message names the plan) or `503`.
+/// call held under a plan that has stopped; the message names the plan), `409 SESSION_CHANGED`
+/// (the session took in more after the decision was re-gated against it: read and decide
+/// again) or `503`.
 pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
     match e {
         DecideError::NotFound => ApiError::not_found("no such approval"),
@@ -66,6 +67,11 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
             assent_api::error::PLAN_STOPPED,
             e.to_string(),
         ),
+        DecideError::SessionChanged => ApiError::new(
+            StatusCode::CONFLICT,
+            assent_api::error::SESSION_CHANGED,
+            e.to_string(),
+        ),
         DecideError::Store(e) => ApiError::unavailable(e),
     }
 }
@@ -86,8 +92,8 @@ async fn decision_input(
         None => GrantScope::Once,
         Some(s) => GrantScope::parse(s).map_err(ApiError::bad_request)?,
     };
-    let (edited, edited_output_bytes) = match (b.arguments, id) {
-        (None, _) => (None, None),
+    let (edited, edited_output_bytes, session_seen) = match (b.arguments, id) {
+        (None, _) => (None, None, None),
         (Some(_), _) if b.decision == assent_api::DecisionKind::Deny => {
             return Err(ApiError::bad_request("arguments apply to approvals only"));
         }
@@ -98,8 +104,8 @@ async fn decision_input(
                 .store_call(move |s| s.get_approval(&id))
                 .await?
                 .ok_or_else(|| ApiError::bad_request("no such approval"))?;
-            let (e, limit) = crate::edits::edit(st, &rec, args, roles).await?;
-            (Some(e), limit)
+            let (e, limit, seen) = crate::edits::edit(st, &rec, args, roles).await?;
+            (Some(e), limit, Some(seen))
         }
     };
     let passkey = match (b.passkey, id) {
@@ -140,6 +146,7 @@ async fn decision_input(
         reply_token: None,
         still_stands: Some(still_stands(st, who)),
         session_grant_max_ms: Some(st.settings.session_grant_max_ms),
+        session_seen,
     })
 }
 
@@ -482,9 +489,11 @@ pub(crate) async fn decide_batch(
 /// asking its user in the client): `{"decision": "approve" | "deny", "reason"?}`. Only for an
 /// approval with `in_client_approval` (a rule allows it, below R3, no approver roles) whose
 /// call the rules, asked again now, still let the user approve in the client
-/// ([`in_client_still_allowed`]: the session may have taken in untrusted output since); else
-/// `403 IN_CLIENT_NOT_ALLOWED`. Expiries are settled first; after the deadline `409
-/// ALREADY_DECIDED` (status `expired`). Recorded as decided by `user-of:AGENT`, not an
+/// ([`crate::edits::in_client_still_allowed`]: the session may have taken in untrusted output
+/// since); else `403 IN_CLIENT_NOT_ALLOWED`. The session's state that check read is checked
+/// again under the decision's write lock: moved since, `409 SESSION_CHANGED`, nothing approved
+/// (read the approval again and decide again). Expiries are settled first; after the deadline
+/// `409 ALREADY_DECIDED` (status `expired`). Recorded as decided by `user-of:AGENT`, not an
 /// operator; once scope only.
 #[utoipa::path(post, path = "/v1/approvals/{id}/user-decision", tag = "decide",
     params(("id" = String, Path, description = "The item's id")),
@@ -521,13 +530,19 @@ pub(crate) async fn user_decision(
             "this approval needs an operator: no rule allows in-client approval, or it is R3/R4, or it names approver roles",
         ));
     }
-    if kind == DecisionKind::Approve && !in_client_still_allowed(&st, &rec).await? {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            assent_api::error::IN_CLIENT_NOT_ALLOWED,
-            "the rules no longer allow approving this call in the client (what the session took in since raised its risk, or the rules changed): it needs an operator",
-        ));
-    }
+    let session_seen = match kind {
+        DecisionKind::Approve => match crate::edits::in_client_still_allowed(&st, &rec).await? {
+            Some(seen) => Some(seen),
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    assent_api::error::IN_CLIENT_NOT_ALLOWED,
+                    "the rules no longer allow approving this call in the client (what the session took in since raised its risk, or the rules changed): it needs an operator",
+                ));
+            }
+        },
+        DecisionKind::Deny => None,
+    };
     let actor = format!("{IN_CLIENT_USER}{agent}");
     let input = DecisionInput {
         kind: Some(kind),
@@ -537,6 +552,7 @@ pub(crate) async fn user_decision(
             .or(Some("in the MCP client".into())),
         in_client: Some(agent.clone()),
         decider_key: Some(caller.principal.vote_key_binding()),
+        session_seen,
         ..Default::default()
     };
     let rec = settled_decide(&st, id, input, actor, Vec::new())
@@ -544,34 +560,6 @@ pub(crate) async fn user_decision(
         .map_err(|e| decide_error(e, "the agent's user"))?;
     st.decided(&rec);
     Ok(Body(approval_body(&rec, None)))
-}
-
-/// Whether the rules, asked again now, still let the agent's user approve held tool call
-/// `rec` in the client: its call re-evaluated with the session's earlier calls (itself left
-/// out) and what the session has taken in since (issue 16 §3) is allowed, or held with
-/// `in_client_approval`. A call that now needs an operator (the session took in untrusted
-/// output, the rules changed) or is denied is not. A held target or result is never
-/// in-client, so only a plain tool call (`target_type` `other`) is asked about.
-async fn in_client_still_allowed(st: &AppState, rec: &ApprovalRecord) -> Result<bool, ApiError> {
-    if rec.target_type != "other" {
-        return Ok(true);
-    }
-    let live = st.live();
-    let seen = crate::edits::session_now(st, &live, rec).await?;
-    let arguments = rec.canonical_arguments();
-    let obs = seen.observations();
-    let v = evaluate_in(
-        &live.registry,
-        &rec.agent,
-        &rec.call,
-        Some(&arguments),
-        &obs,
-    );
-    Ok(match v.kind {
-        VerdictKind::Allow => true,
-        VerdictKind::Confirm => v.terms.in_client_approval,
-        VerdictKind::Deny => false,
-    })
 }
 
 /// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending

@@ -1,31 +1,72 @@
 //! An edited call, re-gated like a proposal before it can be approved (seed 002 "Approve with
 //! modifications", AAEP §6.3.2 `modified_action`; issue 10 §3): the REST API, the dashboard and
-//! AAEP replies' `modified_action` all come through `edit`. It neither decides nor stores.
+//! AAEP replies' `modified_action` all come through `edit`; the agent's user's in-client
+//! approval is re-gated in its session the same way (`in_client_still_allowed`). Each returns
+//! the session's risk state it read, which the store checks again under the decision's write
+//! lock. It neither decides nor stores.
 
 use crate::calls::{Canonical, resolve_real_path};
 use crate::error::ApiError;
 use crate::state::{AppState, now_ms};
 use assent_core::edit::{EditRefusal, Original, check_edit};
-use assent_core::evaluate_in;
 use assent_core::triggers::{Observations, PriorCall, SessionRisk};
+use assent_core::{VerdictKind, evaluate_in};
 use assent_store::{ApprovalRecord, EditedCall};
 use axum::http::StatusCode;
 use serde_json::Value;
 
 /// An operator's edit of approval `rec` (holding `roles`): reads the session's earlier calls
-/// that the policy's windows reach (the held call left out) and [`regate`]s `arguments` with them. Errors as [`regate`]'s, and
+/// that the policy's windows reach (the held call left out) and [`regate`]s `arguments` with them.
+/// Returns the edit, its `thresholds.output_bytes`, and the session's risk state it was
+/// re-gated with, for the store to check again under the decision's write lock
+/// ([`assent_store::DecisionInput::session_seen`]). Errors as [`regate`]'s, and
 /// `503 STORE_UNAVAILABLE` when the calls cannot be read.
 pub(crate) async fn edit(
     st: &AppState,
     rec: &ApprovalRecord,
     arguments: Value,
     roles: &[String],
-) -> Result<(EditedCall, Option<u64>), ApiError> {
+) -> Result<(EditedCall, Option<u64>, SessionRisk), ApiError> {
     // One snapshot of the rules for the windows read and the verdict (found by review: two
     // reads, and a reload between them judged the edit by rules whose windows were not read).
     let live = st.live();
     let seen = session_now(st, &live, rec).await?;
-    regate(&live.registry, rec, arguments, &seen, roles)
+    let (edited, limit) = regate(&live.registry, rec, arguments, &seen, roles)?;
+    Ok((edited, limit, seen.risk))
+}
+
+/// Whether the rules, asked again now, still let the agent's user approve held tool call
+/// `rec` in the client: its call re-evaluated with the session's earlier calls (itself left
+/// out) and what the session has taken in since (issue 16 §3) is allowed, or held with
+/// `in_client_approval`. A call that now needs an operator (the session took in untrusted
+/// output, the rules changed) or is denied is not (`None`). A held target or result is never
+/// in-client (the store refuses it), so only a plain tool call (`target_type` `other`) is
+/// asked about. `Some`: the session's risk state as read, for the store to check again under
+/// the decision's write lock ([`assent_store::DecisionInput::session_seen`]). `503` when the
+/// session cannot be read.
+pub(crate) async fn in_client_still_allowed(
+    st: &AppState,
+    rec: &ApprovalRecord,
+) -> Result<Option<SessionRisk>, ApiError> {
+    let live = st.live();
+    let seen = session_now(st, &live, rec).await?;
+    if rec.target_type != "other" {
+        return Ok(Some(seen.risk));
+    }
+    let arguments = rec.canonical_arguments();
+    let v = evaluate_in(
+        &live.registry,
+        &rec.agent,
+        &rec.call,
+        Some(&arguments),
+        &seen.observations(),
+    );
+    let allowed = match v.kind {
+        VerdictKind::Allow => true,
+        VerdictKind::Confirm => v.terms.in_client_approval,
+        VerdictKind::Deny => false,
+    };
+    Ok(allowed.then_some(seen.risk))
 }
 
 /// What the gatekeeper observes of a held call's session now ([`session_now`]).

@@ -183,7 +183,7 @@ impl Store {
             let scope = input.map(|d| d.scope).unwrap_or_default();
             let edited = input.and_then(|d| d.edited.as_ref());
             if let Some(e) = edited {
-                edit_of_held(&rec, e)?;
+                crate::decision_input::edit_of_held(&rec, e)?;
             }
             let held = decision::Held {
                 target_type: &rec.target_type,
@@ -283,7 +283,8 @@ impl Settle<'_> {
 /// approved ([`unapprovable`]: its seals, no token row yet), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
 /// agent itself or the expiry sweep), is not cancelled alone by an operator under `deny:
 /// quorum` nor decided after its deadline ([`lone_no_or_late`]), is approved neither by a
-/// timeout that may not nor under a stopped plan ([`no_approval_without_consent`]), and is
+/// timeout that may not, nor under a stopped plan, nor against a session that moved since its
+/// caller's check ([`no_approval_without_consent`]), and is
 /// still pending ([`approval::transition`]). Each
 /// refusal but `NotFound`, and an expiry of an approval no longer pending (`AlreadyDecided`:
 /// a sweep is never late), is audited (`decision.refused`, `decision.late`) for the caller to
@@ -478,25 +479,6 @@ pub(crate) fn why_unapprovable(
     }
 }
 
-/// Refuses an operator's edit `e` that is not the held call's tool and server with the edit's
-/// arguments, as the row being settled says (found by review: the server builds the edit from
-/// its own earlier read of the approval, and the token was minted for the edit's hash; a tool
-/// swapped in the database for that read bound the token to a call no one was shown). `Invalid`.
-fn edit_of_held(rec: &ApprovalRecord, e: &EditedCall) -> Result<(), DecideError> {
-    let call = assent_core::ToolCall::new(
-        &*rec.call.tool,
-        rec.call.server.clone(),
-        e.arguments.clone(),
-    );
-    match call.and_then(|c| c.canonical_and_hash()) {
-        Ok((canonical, hash)) if canonical == e.canonical && hash == e.call_hash => Ok(()),
-        _ => Err(DecideError::Invalid(format!(
-            "the edited call is not approval {}'s `{}` with the edited arguments",
-            rec.id, rec.call.tool
-        ))),
-    }
-}
-
 /// Two refusals of [`admit`], each audited for the caller to commit:
 /// - an operator's cancel (`roles` given) of an approval whose quorum says `deny: quorum`
 ///   ([`approval::operator_may_cancel`]: one operator may not say no alone; they vote deny):
@@ -531,7 +513,7 @@ fn lone_no_or_late(
     Ok(())
 }
 
-/// Two refusals of an approving event `s` (an approve, a vote, an approving timeout) on
+/// Three refusals of an approving event `s` (an approve, a vote, an approving timeout) on
 /// pending `rec`, each audited `decision.refused` for the caller to commit:
 /// - a timeout approving what [`assent_core::grant::default_on_timeout`] never lets one
 ///   approve (irreversible, passkey, quorum, a trigger): `NotApprover`. The sweep applies the
@@ -539,6 +521,8 @@ fn lone_no_or_late(
 ///   turned into a rejection: the next sweep, reading the same terms, rejects it.
 /// - a call held under a plan that has stopped ([`stopped_plan`]): `PlanStopped` (found by
 ///   review: an operator approved a held call of a cancelled plan; its token redeemed nothing).
+/// - a decision re-gated against the session that moved since ([`DecisionInput::session_seen`],
+///   [`crate::session_risk::moved_since`]): `SessionChanged`.
 fn no_approval_without_consent(
     tx: Conn<'_>,
     s: &Settle<'_>,
@@ -562,6 +546,17 @@ fn no_approval_without_consent(
         let data = json!({"decision": name, "why": why, "plan_id": plan_id, "plan_status": status});
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::PlanStopped { plan_id, status });
+    }
+    if let Some(seen) = s.input.and_then(|d| d.session_seen.as_ref())
+        && crate::session_risk::moved_since(tx, rec, seen)?
+    {
+        let why = "the session took in more since the decision was checked against it";
+        s.audit(
+            tx,
+            "decision.refused",
+            json!({"decision": name, "why": why}),
+        )?;
+        return Err(DecideError::SessionChanged);
     }
     Ok(())
 }

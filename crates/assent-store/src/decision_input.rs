@@ -1,8 +1,10 @@
 //! What an operator's (or an agent's user's) decision comes with (seed 002 decisions, issue 14,
 //! issue 16 §3): approve or deny, the reason, the scope of a grant, an edit, the passkey proof,
-//! the channel, and what the caller found the approval by. `decide.rs` applies it.
+//! the channel, and what the caller found the approval by or re-gated it against. `decide.rs`
+//! applies it.
 
-use crate::record::EditedCall;
+use crate::error::DecideError;
+use crate::record::{ApprovalRecord, EditedCall};
 use assent_core::approval::{DecisionKind, GrantScope};
 use assent_core::grant::{self, GrantTerms};
 
@@ -70,6 +72,16 @@ pub struct DecisionInput {
     /// created ([`assent_core::grant::terms`]). `None`: the default,
     /// [`assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS`] (24 h) — never unbounded.
     pub session_grant_max_ms: Option<i64>,
+    /// What the approval's session had taken in (issue 16 §3) when the caller re-gated this
+    /// approving decision against it: the agent's user's decision in the client, an operator's
+    /// edit. Inside the decision's write transaction the store reads the session's state again
+    /// for the held call, and refuses the decision when it moved since
+    /// ([`assent_core::session_risk::moved`]: a mark or a counting tool change appeared):
+    /// `SessionChanged`, audited `decision.refused`, nothing else written. Found by review: a
+    /// `POST /v1/tool-results` of untrusted output landing between the check and the write
+    /// let a user approve in the client a call that then needed an operator. `None`: not
+    /// checked (a decision not re-gated against its session).
+    pub session_seen: Option<assent_core::session_risk::SessionRisk>,
 }
 
 /// The question [`DecisionInput::still_stands`] asks, answered by the server from the
@@ -125,4 +137,23 @@ pub(crate) fn grant_terms(
         now,
         max.unwrap_or(grant::DEFAULT_SESSION_GRANT_MAX_MS),
     )
+}
+
+/// Refuses an operator's edit `e` that is not the held call's tool and server with the edit's
+/// arguments, as the row being settled says (found by review: the server builds the edit from
+/// its own earlier read of the approval, and the token was minted for the edit's hash; a tool
+/// swapped in the database for that read bound the token to a call no one was shown). `Invalid`.
+pub(crate) fn edit_of_held(rec: &ApprovalRecord, e: &EditedCall) -> Result<(), DecideError> {
+    let call = assent_core::ToolCall::new(
+        &*rec.call.tool,
+        rec.call.server.clone(),
+        e.arguments.clone(),
+    );
+    match call.and_then(|c| c.canonical_and_hash()) {
+        Ok((canonical, hash)) if canonical == e.canonical && hash == e.call_hash => Ok(()),
+        _ => Err(DecideError::Invalid(format!(
+            "the edited call is not approval {}'s `{}` with the edited arguments",
+            rec.id, rec.call.tool
+        ))),
+    }
 }

@@ -84,6 +84,14 @@ pub enum DecideError {
         /// Its status now.
         status: String,
     },
+    /// `SESSION_CHANGED` (409): the approval's session took in more (untrusted output,
+    /// private data, egress, a changed tool definition) after the caller re-gated the decision
+    /// against it ([`crate::DecisionInput::session_seen`]); audited as `decision.refused`,
+    /// nothing approved. The caller reads the approval again and decides again.
+    #[error(
+        "the session took in more since this decision was checked against it (its risk may have risen): nothing was decided; read the approval again and decide again"
+    )]
+    SessionChanged,
     #[error(transparent)]
     /// The store failed; nothing changed.
     Store(#[from] StoreError),
@@ -155,6 +163,7 @@ impl crate::db::Settles for DecideError {
                 | DecideError::SelfApproval(_)
                 | DecideError::PasskeyRequired(_)
                 | DecideError::PlanStopped { .. }
+                | DecideError::SessionChanged
         )
     }
 }

@@ -138,6 +138,17 @@ fn changes(tx: Conn<'_>, agent: &str, server: &str, tool: &str) -> db::Result<Ve
     Ok(out)
 }
 
+/// Whether the session of held call `rec` (the row being settled) moved since the caller read
+/// it as `seen` ([`assent_core::session_risk::moved`]), read again in this transaction.
+pub(crate) fn moved_since(
+    tx: Conn<'_>,
+    rec: &crate::approval_record::ApprovalRecord,
+    seen: &SessionRisk,
+) -> db::Result<bool> {
+    let now = read(tx, &rec.agent, &rec.session_id, &rec.call)?;
+    Ok(assent_core::session_risk::moved(seen, &now))
+}
+
 /// A call of `tool` (on `server`) with `effects` may run at `now` in `agent`'s session
 /// `session_id`: the session begins unless it began earlier, and each effect's first mark is
 /// kept.

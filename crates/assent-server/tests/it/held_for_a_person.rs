@@ -386,3 +386,64 @@ async fn a_lenient_default_never_releases_a_delegation_naming_no_skill() {
     assert_held_then_expired_rejected(&gw, &id, "skill_unnamed").await;
     gw.stop().await;
 }
+
+/// The agent's user's approval in the client is checked against what the session has taken in
+/// twice: by the gateway when the answer comes (untrusted output since the call was held: it
+/// now needs an operator, `403`), and again by the store under the decision's write lock,
+/// against the state that check read (a session that took in more in between: `409
+/// SESSION_CHANGED`, shown at the store on both backends by
+/// `a_decision_checked_against_a_session_that_took_in_more_since_is_refused`: the interleaving
+/// cannot be forced over HTTP). A session unchanged in between, marks and all, is approved and
+/// its token minted.
+#[tokio::test]
+async fn an_in_client_approval_is_checked_against_the_session_it_was_read_with() {
+    let rules = "- tool: fetch_url
+  untrusted_output: true
+- tool: note
+  approval: true
+  in_client_approval: true
+- tool: send_email
+  egress: true
+  approval: true
+  in_client_approval: true
+";
+    let gw = serve_policy(AGENT, &policy("t.in-client-session-v1", rules)).await;
+    let held = |session: &'static str, tool: &'static str| {
+        let gw = &gw;
+        async move {
+            let (s, b) = gw
+                .propose_in(session, tool, json!({"to": "x@example.com"}))
+                .await;
+            assert_eq!(
+                (s, &b["in_client_approval"]),
+                (StatusCode::ACCEPTED, &json!(true)),
+                "{b}"
+            );
+            b["approval_id"].as_str().unwrap().to_string()
+        }
+    };
+    // Taken in after the call was held: the egress now needs an operator.
+    let id = held("r1", "send_email").await;
+    read_untrusted(&gw, "r1").await;
+    let (s, b) = user_approves(&gw, &id).await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "IN_CLIENT_NOT_ALLOWED");
+    let (_, a) = gw.approval(&id, OP).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    // A session with a mark that did not move between the check and the write: approved.
+    let id = held("r1", "note").await;
+    let (s, a) = user_approves(&gw, &id).await;
+    assert_eq!(
+        (s, &a["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{a}"
+    );
+    crate::kit::token_of(&gw.as_agent(&id).await);
+    let id = held("r2", "send_email").await;
+    let (s, a) = user_approves(&gw, &id).await;
+    assert_eq!(
+        (s, &a["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{a}"
+    );
+    gw.stop().await;
+}

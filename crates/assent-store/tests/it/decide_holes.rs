@@ -1,7 +1,8 @@
 //! Attacks on deciding found by review, through the store API on both backends: a decision
 //! after the deadline before the expiry sweep ran, an operator's cancel under `deny: quorum`,
-//! an identical call joining an approval held under weaker terms, and an in-client decision
-//! on an approval held for operators.
+//! an identical call joining an approval held under weaker terms, an in-client decision
+//! on an approval held for operators, and a decision whose session took in more since it was
+//! checked against it.
 
 use super::{audit_kinds, both_stores, fresh, hold, pay, pending, proposal};
 use crate::stricter::escalating;
@@ -297,5 +298,85 @@ fn a_reply_is_taken_only_on_the_approval_its_token_names() {
         assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
         let r = s.decide(&rec.id, &reply(&rec.reply_token), "alice", &[], 2_000);
         assert_eq!(r.unwrap().status, ApprovalStatus::Approved);
+    });
+}
+
+/// The attack (found by review): the server re-gates an agent's user's in-client approval, or
+/// an operator's edit, against what the held call's session has taken in, then writes the
+/// decision; a `POST /v1/tool-results` of untrusted output landing between the two raised the
+/// session's risk, and the decision committed anyway. The state the check read travels with the
+/// decision (`session_seen`) and the store reads it again under the write lock: moved since,
+/// the decision is refused (`SessionChanged`, audited), nothing approved, no token minted. A
+/// session merely beginning in between does not move it.
+#[test]
+fn a_decision_checked_against_a_session_that_took_in_more_since_is_refused() {
+    use assent_core::VerdictKind;
+    use assent_core::session_risk::Effects;
+    both_stores(|_, s| {
+        let (call, mut v) = pay(1);
+        v.terms.in_client_approval = true;
+        let run = |session: &str, effects: Effects, now: i64| {
+            crate::gate_observed(s, session, ("fetch", effects), VerdictKind::Allow, now, 1);
+        };
+        let refused = |id: &str, d: &DecisionInput, actor: &str| {
+            let r = s.decide(id, d, actor, &[], 3_000);
+            assert!(matches!(r, Err(DecideError::SessionChanged)), "{r:?}");
+            assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
+            let rec = s.get_approval(id).unwrap().unwrap();
+            assert_eq!(rec.status, ApprovalStatus::Pending);
+            assert!(s.token_string(id).unwrap().is_none(), "no token minted");
+        };
+        // The user's approval in the client: read, untrusted output taken in, then the write.
+        let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let seen = s.session_risk("bot", "s1", &call).unwrap();
+        let untrusted = Effects {
+            untrusted_output: true,
+            ..Effects::default()
+        };
+        run("s1", untrusted, 2_000);
+        let user = |seen| DecisionInput {
+            in_client: Some("bot".into()),
+            session_seen: Some(seen),
+            ..DecisionInput::approve()
+        };
+        refused(&id, &user(seen), "user-of:bot");
+        // Checked against the state as it is now, the decision is taken.
+        let now = s.session_risk("bot", "s1", &call).unwrap();
+        let rec = s
+            .decide(&id, &user(now), "user-of:bot", &[], 3_000)
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
+
+        // An operator's edit: read, private data taken in, then the write.
+        let id = hold(s, "s2", &call, &v, 1_000, 60_000).id;
+        let seen = s.session_risk("bot", "s2", &call).unwrap();
+        let private = Effects {
+            private_data: true,
+            ..Effects::default()
+        };
+        run("s2", private, 2_000);
+        let arguments = json!({"amount": 1});
+        let edited = ToolCall::new("pay", None, arguments.clone()).unwrap();
+        let (canonical, call_hash) = edited.canonical_and_hash().unwrap();
+        let edit = DecisionInput {
+            edited: Some(EditedCall {
+                canonical_arguments: canonical_value(&arguments).unwrap(),
+                arguments,
+                canonical,
+                call_hash,
+            }),
+            session_seen: Some(seen),
+            ..DecisionInput::approve()
+        };
+        refused(&id, &edit, "alice");
+
+        // A session that merely began (a call without effects ran) has not moved.
+        let id = hold(s, "s3", &call, &v, 1_000, 60_000).id;
+        let seen = s.session_risk("bot", "s3", &call).unwrap();
+        run("s3", Effects::default(), 2_000);
+        let rec = s
+            .decide(&id, &user(seen), "user-of:bot", &[], 3_000)
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
     });
 }
