@@ -107,6 +107,9 @@ pub const PLAN_STOPPED: &str = "PLAN_STOPPED";
 /// changed tool definition) after the decision was checked against it (an in-client
 /// approval, an operator's edit): nothing was decided; read the approval and decide again.
 pub const SESSION_CHANGED: &str = "SESSION_CHANGED";
+/// 409: the token's approval has a settlement that does not hold its seal (changed in the
+/// database behind the gateway's back): it redeems nothing.
+pub const SETTLEMENT_UNSEALED: &str = "SETTLEMENT_UNSEALED";
 /// 410: the token expired.
 pub const TOKEN_EXPIRED: &str = "TOKEN_EXPIRED";
 /// 413: the request body is over the gateway's limit.

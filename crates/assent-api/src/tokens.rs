@@ -31,7 +31,8 @@ pub struct ApprovalToken {
 /// `POST /v1/tokens/redeem` (an agent key): redeems a single-use token for the exact call it
 /// binds, just before the call runs. Errors: `401 TOKEN_INVALID`, `403 FORBIDDEN` (another
 /// agent's), `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`,
-/// `403 TOKEN_MISMATCH` (another call), `409 PLAN_STOPPED` (its plan stopped since).
+/// `403 TOKEN_MISMATCH` (another call), `409 PLAN_STOPPED` (its plan stopped since),
+/// `409 SETTLEMENT_UNSEALED` (its approval's settlement changed behind the gateway's back).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"token": "eyJ...", "tool": "send_payment", "server": "bank", "arguments": {"amount": 120, "to": "acme"}}))]

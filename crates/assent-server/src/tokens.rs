@@ -23,7 +23,8 @@ use tracing::Instrument;
 /// The API error of a refused redemption: `401 TOKEN_INVALID`, `403` (another agent's),
 /// `403 NOT_EXECUTOR` (an executor's for a call it does not execute),
 /// `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`, `403 TOKEN_MISMATCH`,
-/// `409 PLAN_STOPPED` (the call's plan was stopped since), `503`.
+/// `409 PLAN_STOPPED` (the call's plan was stopped since), `409 SETTLEMENT_UNSEALED` (the
+/// approval's settlement was changed in the database behind the gateway's back), `503`.
 fn redeem_error(e: RedeemError) -> ApiError {
     match e {
         RedeemError::Invalid => {
@@ -43,6 +44,10 @@ fn redeem_error(e: RedeemError) -> ApiError {
         }
         RedeemError::PlanStopped { .. } => {
             let code = assent_api::error::PLAN_STOPPED;
+            ApiError::new(StatusCode::CONFLICT, code, e.to_string())
+        }
+        RedeemError::Unsealed => {
+            let code = assent_api::error::SETTLEMENT_UNSEALED;
             ApiError::new(StatusCode::CONFLICT, code, e.to_string())
         }
         RedeemError::Store(e) => ApiError::unavailable(e),

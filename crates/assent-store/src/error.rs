@@ -143,6 +143,14 @@ pub enum RedeemError {
         /// Its status now.
         status: String,
     },
+    /// `SETTLEMENT_UNSEALED` (409): the approval's settlement (its status, decision rows,
+    /// their key bindings, scope, edit or votes) does not hold its seal
+    /// ([`crate::settlement_seal`]): it was changed behind the gateway's back, or was settled
+    /// before migration 0035 and never sealed. The token stays unused; start-up voids it.
+    #[error(
+        "the approval's settlement does not hold its seal: it was changed in the database behind the gateway's back, so nothing vouches for the consent this token was minted under"
+    )]
+    Unsealed,
     #[error(transparent)]
     /// The store failed; the token was not consumed.
     Store(#[from] StoreError),

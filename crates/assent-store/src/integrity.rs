@@ -120,9 +120,12 @@ pub fn verify_database(
     let key = opts.public_key.or(own.as_ref().map(|k| k.verifying_key()));
     // Settlement seals are checked under the gateway's own key only (the seal key derives
     // from it), and only when it is the key checked with.
-    let settled = own
-        .filter(|k| Some(k.verifying_key()) == key)
-        .map(|k| SealKey::of(&k, Sealed::Settlement));
+    let settled = own.filter(|k| Some(k.verifying_key()) == key).map(|k| {
+        (
+            SealKey::of(&k, Sealed::Settlement),
+            SealKey::of(&k, Sealed::Approval),
+        )
+    });
     let opts = VerifyOptions {
         public_key: key,
         ..opts.clone()
@@ -149,14 +152,14 @@ pub fn verify_on(
     conn.snapshot(|c| Ok(verify_snapshot(c, opts, no_key, None)))?
 }
 
-/// [`verify_on`] in its snapshot; with `settled` (the settlement seal key of the gateway's own
-/// audit key, [`verify_database`]) the settlements' seals are checked too
+/// [`verify_on`] in its snapshot; with `settled` (the settlement and terms seal keys of the
+/// gateway's own audit key, [`verify_database`]) the settlements' seals are checked too
 /// ([`crate::integrity_people::settlements`]).
 fn verify_snapshot(
     conn: Conn<'_>,
     opts: &VerifyOptions<'_>,
     no_key: &str,
-    settled: Option<&SealKey>,
+    settled: Option<&crate::integrity_people::SettledKeys>,
 ) -> Result<Report, StoreError> {
     let key = opts.public_key;
     let anchors = archive::stored(conn)?;

@@ -184,43 +184,107 @@ pub(crate) fn decisions(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) ->
     Ok(())
 }
 
-/// Every settlement the key `key` sealed must hold its seal ([`crate::settlement_seal`]): the
-/// approvals settled since migration 0035 was applied (`assent_schema.applied_at`; before it
-/// no settlement was sealed) and since the newest audit-key take-over (`audit.key_replaced`:
-/// before it, another key sealed them), each checked once. Found by review: a database
-/// writer who cleared `decisions.key_binding` put a single decision back on its decider's
-/// name alone (start-up then voids the token it minted, `crate::voided`), and `audit verify`,
-/// which compares decision rows with their records (the records keep no binding), reported
-/// nothing. Only with the gateway's own audit key (the seal key derives from it, the database
-/// never holds it). One read of each such approval's decisions and votes and one HMAC:
-/// linear in the settlements, as the rest of the cross-check.
+/// The keys [`settlements`] checks with, both derived from the gateway's own audit key:
+/// `(settlement seal key, terms seal key)` ([`crate::seal::Sealed::Settlement`],
+/// [`crate::seal::Sealed::Approval`]).
+pub(crate) type SettledKeys = (crate::seal::SealKey, crate::seal::SealKey);
+
+/// Every settlement this gateway's key sealed must hold its seal ([`crate::settlement_seal`]).
+/// Which ones it sealed is told by nothing a database writer can move (found by review: it
+/// was told by `assent_schema.applied_at` of migration 0035 and the row's own `decided_at`,
+/// so moving the one forward, or the other back, hid an edited settlement), but by the audit
+/// chain, whose records are hash-linked and signed by checkpoints, and by the seals
+/// themselves. A settled approval is placed at its first settling record (`decision`,
+/// `approval.expired`, `approval.cancelled`, `grant.used`), and the newest audit-key
+/// take-over at the original record of its newest `audit.key_replaced` record
+/// (`carried_from` when retention carried it). A settled approval must hold its seal when:
+///
+/// - its settling record follows the take-over (or none was recorded) and it carries a seal:
+///   one this key wrote (before the take-over another key sealed it, which is not checked);
+/// - its settling record follows that of an approval whose seal holds: the gateway was
+///   sealing then, so a settlement with no seal had it cleared;
+/// - its terms hold today's seal ([`crate::approval_seal::holds_whole`], a form written only
+///   since migration 0035) under this key: it was held, so settled, by a gateway that seals.
+///
+/// A settlement made before migration 0035 (no seal, settled before any sealed one, terms in
+/// the older form) passes, as does one whose settling records were archived and which has no
+/// seal. To hide an edit by clearing seals, a writer must clear every seal back to the first
+/// settlement since 0035 and break the terms' seal of each of those approvals. Only with the
+/// gateway's own audit key (the seal keys derive from it, the database never holds it). One
+/// pass over the settling records, one read of each settled approval's decisions and votes
+/// and one HMAC (two for one without a seal that holds): linear in the settlements, as the
+/// rest of the cross-check.
 pub(crate) fn settlements(
     conn: Conn<'_>,
-    key: &crate::seal::SealKey,
+    (key, terms): &SettledKeys,
     out: &mut Vec<(Option<i64>, String)>,
 ) -> db::Result<()> {
-    let since: Option<i64> = conn.query_row(
-        "SELECT MAX(t) FROM (SELECT applied_at AS t FROM assent_schema WHERE version = 35 \
-         UNION ALL SELECT MAX(at) FROM audit WHERE kind = 'audit.key_replaced') s",
+    let cut = takeover_cut(conn)?;
+    let mut settled_at: HashMap<String, i64> = HashMap::new();
+    conn.prepare_cached(
+        "SELECT seq, approval_id FROM audit WHERE approval_id IS NOT NULL
+         AND kind IN ('decision', 'approval.expired', 'approval.cancelled', 'grant.used') ORDER BY seq",
+    )?
+    .for_each([], |r| {
+        settled_at.entry(r.get(1)?).or_insert(r.get(0)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let rows: Vec<(String, bool)> = conn.query_map(
+        "SELECT CAST(id AS TEXT), settlement_seal <> '' FROM approvals WHERE status <> 'pending' \
+         ORDER BY rowid",
         [],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    // No record of 0035 being applied: nothing is known to be sealed.
-    let Some(since) = since else {
-        return Ok(());
-    };
-    let ids: Vec<String> = crate::sql::column(
-        conn,
-        "SELECT CAST(id AS TEXT) FROM approvals WHERE status <> 'pending' AND decided_at >= ?1 \
-         ORDER BY decided_at, rowid",
-        [since],
-    )?;
-    for id in ids {
-        if !crate::settlement_seal::holds(conn, key, &id)? {
-            out.push((None, format!(
-                "approval {id}'s settlement does not hold its seal: its status, decision rows (who decided, with which key binding), scope, edit or votes were changed behind the gateway's back; the tokens it minted are void at the next start"
-            )));
+    let mut first: Option<i64> = None;
+    let mut unsealed: Vec<(String, Option<i64>)> = Vec::new();
+    for (id, has_seal) in rows {
+        let at = settled_at.get(&id).copied();
+        // Sealed (if at all) by the key this one took over from: not this key's to judge.
+        if at.is_some_and(|s| cut.is_some_and(|c| s <= c)) {
+            continue;
+        }
+        if crate::settlement_seal::holds(conn, key, &id)? {
+            if let Some(s) = at {
+                first = Some(first.map_or(s, |f| f.min(s)));
+            }
+        } else if has_seal && (at.is_some() || cut.is_none()) {
+            out.push((at, unsealed_reason(&id)));
+        } else {
+            unsealed.push((id, at));
+        }
+    }
+    for (id, at) in unsealed {
+        let after_sealed = at.is_some_and(|s| first.is_some_and(|f| s > f));
+        if after_sealed || crate::approval_seal::holds_whole(conn, terms, &id)? {
+            out.push((at, unsealed_reason(&id)));
         }
     }
     Ok(())
+}
+
+/// Where the newest audit-key take-over stands in the chain: the `seq` of the newest
+/// `audit.key_replaced` record, or of the record it was carried from (`carried_from`, kept
+/// through every carry: retention writes the record again before archiving it); `None` when
+/// no take-over is recorded. Read through the partial index `audit_key_replaced` (0051).
+fn takeover_cut(conn: Conn<'_>) -> db::Result<Option<i64>> {
+    let found: Vec<(i64, String)> = crate::sql::rows(
+        conn,
+        "SELECT seq, data FROM audit WHERE kind = ?1 ORDER BY seq",
+        [crate::key_replaced::KEY_REPLACED],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(found
+        .into_iter()
+        .map(|(seq, data)| {
+            let data: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
+            data["carried_from"].as_i64().unwrap_or(seq)
+        })
+        .max())
+}
+
+/// The problem of approval `id`'s settlement not holding its seal.
+fn unsealed_reason(id: &str) -> String {
+    format!(
+        "approval {id}'s settlement does not hold its seal: its status, decision rows (who decided, with which key binding), scope, edit or votes were changed behind the gateway's back, or its seal was cleared; the tokens it minted are refused, and void at the next start"
+    )
 }

@@ -210,7 +210,9 @@ impl Store {
     /// principal: the agent id, or the executor's name with `"executor": true`). A call held
     /// under an MPLP plan that gates it (its agent's own, or, as `delegations` from the
     /// operator's agent files say, one of an agent that declares it a local delegate) is
-    /// refused while that plan does not run (`PlanStopped`).
+    /// refused while that plan does not run (`PlanStopped`), and a token whose approval's
+    /// settlement does not hold its seal ([`crate::settlement_seal`]) is refused (`Unsealed`,
+    /// audited `token.refused` like every refusal; the token stays unused, start-up voids it).
     pub fn redeem_as(
         &self,
         token: &str,
@@ -233,11 +235,14 @@ impl Store {
         };
         // A refusal is audited and commits (`RedeemError: Settles`); a store failure rolls
         // back.
-        let seal = self.seal_key(Sealed::Token);
+        let seals = (
+            self.seal_key(Sealed::Token),
+            self.seal_key(Sealed::Settlement),
+        );
         self.write(|tx| {
             let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
                 plan_runs(**tx, &c.aid, delegations)?;
-                consume(**tx, c, &presented, &seal)
+                consume(**tx, c, &presented, (&seals.0, &seals.1))
             });
             let aid = claims.as_ref().map(|c| c.aid.as_str());
             let jti = claims.as_ref().map(|c| c.jti.clone());
@@ -508,8 +513,6 @@ fn claims(
     }
 }
 
-/// Checks token `c` against the attempt ([`redeem::check`] on its stored row) and marks it
-/// used, once (a concurrent redemption that got there first makes this one `Used`).
 /// `Ok` unless approval `aid` was held under a plan that no longer runs calls
 /// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
 /// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
@@ -525,11 +528,20 @@ fn plan_runs(tx: Conn<'_>, aid: &str, delegations: &Delegations) -> Result<(), R
     }
 }
 
+/// Checks token `c` against the attempt ([`redeem::check`] on its stored row, whose seal must
+/// hold under `seal`) and marks it used, once (a concurrent redemption that got there first
+/// makes this one `Used`). The approval's settlement must hold its seal under `settled`
+/// ([`crate::settlement_seal::holds`]: one read of the approval's row, decisions and votes by
+/// their approval id, and one HMAC), else `Unsealed`. Found by review: the seal was checked
+/// only at start-up ([`crate::voided`]) and by `assent audit verify`, so a database writer who
+/// edited a settlement while the gateway ran (a rejected approval turned approved, a
+/// decision's `key_binding` cleared so a later key rotation would not void it, a voter
+/// renamed) had its token redeem until the next start.
 fn consume(
     tx: Conn<'_>,
     c: TokenClaims,
     p: &redeem::Presented<'_>,
-    seal: &SealKey,
+    (seal, settled): (&SealKey, &SealKey),
 ) -> Result<TokenClaims, RedeemError> {
     type Row = (
         String,
@@ -580,6 +592,9 @@ fn consume(
             presented: p.call_hash.to_string(),
         },
     })?;
+    if !crate::settlement_seal::holds(tx, settled, &c.aid)? {
+        return Err(RedeemError::Unsealed);
+    }
     // Beside the voiding in the revoking transaction (`crate::voided::void_grant_tokens`): a
     // token minted under a grant revoked since (by a gateway before that fix, in a race between
     // replicas, or with `approvals.grant_id` cleared behind the gateway's back) is voided now,

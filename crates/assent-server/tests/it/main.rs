@@ -56,6 +56,7 @@ mod sealed;
 mod sec_backlog;
 mod security;
 mod session_risk;
+mod settlement_edits;
 mod sign_in;
 mod slack;
 mod sso;
