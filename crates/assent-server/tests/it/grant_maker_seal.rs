@@ -5,7 +5,7 @@
 //! grant covering nothing (and `audit verify` names it). A grant sealed over its maker cannot be
 //! passed off as one sealed the way grants were before (without the maker).
 
-use crate::grant_revocation::{reloading_gateway, write_config};
+use crate::grant_revocation::{reloaded, reloading_gateway};
 use crate::kit::{BOT, Gw, OP, policy, start};
 use crate::reload::principals;
 use reqwest::StatusCode;
@@ -156,9 +156,7 @@ async fn a_removed_operators_grant_renamed_to_another_maker_does_not_outlive_the
     assert_eq!(gw.sql().exec(rename, &[]), 1);
     let (s, b) = gw.propose("quick", json!({"n": 3})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "the renamed grant covered: {b}");
-    write_config(dir.path(), &ops(&["olaf"]));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    reloaded(&gw, dir.path(), &ops(&["olaf"])).await;
     let (s, b) = gw.propose("quick", json!({"n": 4})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "mallory's grant outlived her: {b}");
     gw.stop().await;

@@ -57,6 +57,15 @@ pub(crate) fn write_config(dir: &Path, list: &str) {
     std::fs::write(dir.join("conf/assent.yaml"), text).unwrap();
 }
 
+/// Writes the principals `list` to the file of `gw` (on `dir`) and has olaf (`olaf-key`)
+/// reload it (`POST /v1/reload`, asserted `200`): the answer.
+pub(crate) async fn reloaded(gw: &Gw, dir: &Path, list: &str) -> Value {
+    write_config(dir, list);
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    b
+}
+
 /// `tool(args)` as bot in session `s1`: its status.
 async fn call(gw: &Gw, tool: &str, args: Value) -> StatusCode {
     let (s, b) = gw.propose(tool, args).await;
@@ -105,9 +114,7 @@ async fn a_reload_that_removes_an_operator_revokes_the_grants_they_created() {
         ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
         ("bot", "kind: agent, agent_id: bot", BOT),
     ]);
-    write_config(dir.path(), &without_alice);
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    reloaded(&gw, dir.path(), &without_alice).await;
     assert_eq!(
         call(&gw, "read", json!({"path": "/c"})).await,
         StatusCode::ACCEPTED,

@@ -5,7 +5,7 @@
 //! of an escalation step: an AAEP reply settles what is due before it is decided, as every
 //! other door does. Either backend.
 
-use crate::grant_revocation::{reloading_gateway_with, write_config};
+use crate::grant_revocation::{reloaded, reloading_gateway_with};
 use crate::kit::{AGENTS, BOT, Gw, OP, policy, token_of};
 use crate::reload::principals;
 use reqwest::StatusCode;
@@ -77,9 +77,7 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let rotated = ("alice", "kind: operator, roles: [finance]", "alice-new-key");
-    write_config(dir.path(), &principals(&[rotated, olaf, bot]));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let b = reloaded(&gw, dir.path(), &principals(&[rotated, olaf, bot])).await;
     assert_eq!(b["changed"], json!(["alice"]), "{b}");
     let (mut approved, mut refused, mut unknown) = (0, 0, 0);
     for (i, (id, f)) in ids.iter().zip(flying).enumerate() {

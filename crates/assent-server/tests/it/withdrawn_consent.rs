@@ -8,7 +8,7 @@
 //! backend.
 
 use crate::backend::audit_count;
-use crate::grant_revocation::{reloading_gateway, stop_verified, write_config};
+use crate::grant_revocation::{reloaded, reloading_gateway, stop_verified};
 use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, cookie_of, policy, serve_policy, token_of};
 use crate::reload::principals;
 use reqwest::StatusCode;
@@ -128,15 +128,11 @@ async fn tokens_approved_by_an_operator_a_reload_removes_are_void() {
     let under_grant = granted(&gw, "/b").await;
     let alices = token_of(&gw.as_agent(&by_alice).await);
     let olafs = token_of(&gw.as_agent(&by_olaf).await);
-    write_config(
-        dir.path(),
-        &principals(&[
-            ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
-            ("bot", "kind: agent, agent_id: bot", BOT),
-        ]),
-    );
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let olaf_and_bot = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    reloaded(&gw, dir.path(), &olaf_and_bot).await;
     for (token, path) in [(&alices, "/x"), (&under_grant, "/b")] {
         let (s, b) = redeem_read(&gw, token, path).await;
         assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
@@ -192,9 +188,7 @@ async fn a_quorum_token_is_void_only_when_a_removed_operators_vote_was_needed() 
         assert_eq!(a["status"], "approved", "{a}");
         tokens.push(token_of(&a));
     }
-    write_config(dir.path(), &list("alice"));
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    reloaded(&gw, dir.path(), &list("alice")).await;
     let (s, b) = gw.redeem(&tokens[1], "pay", pay(501), None).await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     let (s, b) = gw.redeem(&tokens[0], "pay", pay(500), None).await;

@@ -13,7 +13,7 @@
 //! restart, and fall when their groups map to no role any more. Either backend.
 
 use crate::backend::audit_count;
-use crate::grant_revocation::{reloading_gateway, reloading_gateway_with, write_config};
+use crate::grant_revocation::{reloaded, reloading_gateway, reloading_gateway_with};
 use crate::kit::{AGENTS, BOT, Gw, OP, assert_error, policy, token_of};
 use crate::reload::principals;
 use crate::withdrawn_consent::{granted, redeem_read};
@@ -88,15 +88,6 @@ const BOT_AGENT: (&str, &str, &str) = ("bot", "kind: agent, agent_id: bot", BOT)
 fn alice_olaf_bot(alice_key: &str) -> String {
     let alice = ("alice", "kind: operator, roles: [finance]", alice_key);
     principals(&[alice, OLAF, BOT_AGENT])
-}
-
-/// Writes the principals `list` to the file of `gw` (on `dir`) and has olaf reload it
-/// (`POST /v1/reload`, asserted `200`): the answer.
-async fn reloaded(gw: &Gw, dir: &std::path::Path, list: &str) -> Value {
-    write_config(dir, list);
-    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
-    b
 }
 
 /// Stops `gw` and starts [`reloading_gateway`] again over the same `dir`, with governance
