@@ -429,6 +429,30 @@ async fn reply_input(
     Ok(input)
 }
 
+/// Decides `a` with `input` as the reply's sender `p` (holding `roles`) through AAEP, the
+/// reply token `token` recorded: who decides and how filled in as every door does, the
+/// expiries and escalation steps due settled first (found by review: a reply from the
+/// operator a due step adds was refused for up to a second, and dropped). `Err("store")` when
+/// the store did not answer.
+async fn decide_reply(
+    st: &AppState,
+    a: &ApprovalRecord,
+    mut input: DecisionInput,
+    (p, token, roles): (&Principal, &str, &[String]),
+) -> Result<Result<ApprovalRecord, DecideError>, Ignored> {
+    (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
+    let via = assent_store::Via::channel("aaep");
+    let who = crate::decide::Decider::new(p, roles, via.clone());
+    input.still_stands = Some(crate::decide::still_stands(st, &who));
+    input.decider_key = Some(p.vote_key_binding());
+    input.via = Some(via);
+    input.reply_token = Some(token.to_string());
+    let (id, name) = (a.id.clone(), p.name.clone());
+    crate::decide::settled_decide(st, id, input, name, roles.to_vec())
+        .await
+        .map_err(|_| "store")
+}
+
 async fn confirmation(
     st: &AppState,
     p: Option<Principal>,
@@ -452,20 +476,26 @@ async fn confirmation(
             "accept is not in allowed_replies: the confirmation could not show the whole call",
         );
     }
-    let mut input = reply_input(st, msg, &a, &sub.id, &roles).await?;
-    (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
-    let via = assent_store::Via::channel("aaep");
-    let who = crate::decide::Decider::new(&p, &roles, via.clone());
-    input.still_stands = Some(crate::decide::still_stands(st, &who));
-    input.decider_key = Some(p.vote_key_binding());
-    input.via = Some(via);
-    input.reply_token = Some(token.to_string());
-    let (id, name) = (a.id.clone(), p.name.clone());
-    // The expiries and escalation steps due first, as every other door (found by review: a
-    // reply from the operator a due step adds was refused for up to a second, and dropped).
-    let res = crate::decide::settled_decide(st, id, input, name, roles)
-        .await
-        .map_err(|_| "store")?;
+    let input = reply_input(st, msg, &a, &sub.id, &roles).await?;
+    let reply = (&p, token.as_str(), roles.as_slice());
+    let mut res = decide_reply(st, &a, input, reply).await?;
+    // An accept's `modified_action` was re-gated against the session as it was read; the
+    // session took in more before the write (`SESSION_CHANGED`). Found by review: the reply
+    // was then dropped, the approval left pending for an approving default to run the call
+    // unmodified. Re-gated once against the session as it is now; moved again, the accept is
+    // taken as a reject, as one whose modification cannot be applied is (AAEP §6.3.2).
+    if matches!(res, Err(DecideError::SessionChanged)) {
+        let input = reply_input(st, msg, &a, &sub.id, &roles).await?;
+        res = decide_reply(st, &a, input, reply).await?;
+    }
+    if matches!(res, Err(DecideError::SessionChanged)) {
+        let mut no = DecisionInput::deny(None);
+        no.reason = Some(format!(
+            "AAEP confirmation.reply on {}: accept with a modified_action the session kept moving under while it was applied; taken as reject (AAEP §6.3.2)",
+            sub.id
+        ));
+        res = decide_reply(st, &a, no, reply).await?;
+    }
     match res {
         Ok(rec) if rec.status == ApprovalStatus::Pending => {
             // A vote toward a quorum (issue 14 §1): the confirmation stays open.
