@@ -234,6 +234,8 @@ impl<'c> Conn<'c> {
     /// their rows (the replicas' shared failed-authentication count), so that such writes
     /// neither wait for nor hold up the approvals' writes of every replica (found by review:
     /// wrong keys from many addresses queued every replica's writes behind their counts).
+    /// `READ COMMITTED` whatever the database's default isolation (as [`Conn::write`]'s: a
+    /// `serializable` default failed such concurrent counts).
     /// Commits when `f` returns `Ok`, rolls back otherwise; announces nothing. SQLite: as
     /// [`Conn::write`] (one writer per file whatever is written).
     pub fn write_unserialised<T, E: Settles>(
@@ -247,7 +249,7 @@ impl<'c> Conn<'c> {
             conn: self,
             changes: RefCell::new(Vec::new()),
         };
-        c.begin("BEGIN")?;
+        c.begin("BEGIN ISOLATION LEVEL READ COMMITTED")?;
         let open = PgOpen(c);
         let out = f(&tx);
         std::mem::forget(open);

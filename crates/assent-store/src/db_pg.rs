@@ -162,10 +162,15 @@ impl PgConn {
     }
 
     /// `BEGIN` and the schema's write lock, in one round trip: the Postgres `BEGIN IMMEDIATE`.
-    /// Waits up to `lock_timeout` for another session's write to commit.
+    /// Waits up to `lock_timeout` for another session's write to commit. `READ COMMITTED`
+    /// whatever the database's or role's `default_transaction_isolation`: each statement after
+    /// the lock then sees every write committed before it was granted. Found by review: under
+    /// a `repeatable read` or `serializable` default the snapshot was taken by the lock
+    /// statement itself, before it waited, so what a decision re-reads under the lock (the
+    /// session's state, the principals, the audit chain's head) could be stale.
     pub(crate) fn begin_write(&self) -> Result<(), DbError> {
         self.begin(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}, {})",
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK}, {})",
             self.schema_oid as i32
         ))
     }

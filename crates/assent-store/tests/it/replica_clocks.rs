@@ -87,3 +87,42 @@ fn a_replica_with_a_skewed_clock_neither_resets_nor_inflates_the_shared_login_al
     let over = b.count_auth_failure(&who, real - hour, 200, 5).unwrap();
     assert!(over[0] <= 1_000, "locked out for {} ms", over[0]);
 }
+
+/// Review finding: a database (or role) whose `default_transaction_isolation` is not `read
+/// committed` gave each write transaction a snapshot taken by its write-lock statement, before
+/// it waited for the lock: a replica's writes then read what another replica had committed
+/// while they waited as not there (the audit chain's head, an approval's status, a session's
+/// state), and failed or decided on stale rows. The write transactions are `READ COMMITTED`
+/// whatever the default: two replicas holding calls at once on a `serializable` database all
+/// succeed, and the audit chain verifies. PostgreSQL only (SQLite has one writer per file).
+#[test]
+fn writes_of_two_replicas_see_each_other_whatever_the_default_isolation() {
+    let Some(schema) = assent_testkit::pg::schema() else {
+        return;
+    };
+    let url = schema.url.replace(
+        "options='-c search_path=",
+        "options='-c default_transaction_isolation=serializable -c search_path=",
+    );
+    assert_ne!(url, schema.url, "the isolation default is set");
+    let db = Database::Postgres { url };
+    let (dir, a, b) = two(&db);
+    let start = std::sync::Barrier::new(2);
+    let hold = |s: &Store, base: i64| {
+        start.wait();
+        for n in 0..40 {
+            crate::pending(s, base + n, 1_000 + n, 60_000, false);
+        }
+    };
+    std::thread::scope(|t| {
+        t.spawn(|| hold(&a, 0));
+        t.spawn(|| hold(&b, 1_000));
+    });
+    let report = b.verify_audit().unwrap();
+    assert_eq!(report.broken, None);
+    assert!(
+        report.records >= 160,
+        "two records or more per held call: {report:?}"
+    );
+    drop(dir);
+}
