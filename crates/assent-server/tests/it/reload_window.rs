@@ -97,6 +97,10 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
             }
             StatusCode::FORBIDDEN => refused += 1,
             StatusCode::UNAUTHORIZED => unknown += 1,
+            // The old key, unknown since the swap, failed as many times as requests were
+            // still to be read: past the address's allowance of failed authentications the
+            // rest are throttled before being authenticated (seen under load). Nothing decided.
+            StatusCode::TOO_MANY_REQUESTS if b["code"] == "AUTH_THROTTLED" => unknown += 1,
             s => panic!("{s} {b}"),
         }
     }
