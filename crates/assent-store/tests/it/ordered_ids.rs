@@ -18,9 +18,20 @@ fn an_approval_its_decision_and_its_token_get_ids_that_lead_with_their_time() {
     let token = s.token_string(&id).unwrap().unwrap();
     let claims = s.redeem(&token, "bot", &h, None, 3_000).unwrap();
     assert!(id.starts_with("00000000-03e8-4"), "{id}");
-    assert!(later.starts_with("00000000-03e9-4") && later > id, "{later}");
-    assert!(rec.trace_id.starts_with("00000000-03e8-4"), "{}", rec.trace_id);
-    assert!(rec.target_id.starts_with("00000000-03e8-4"), "{}", rec.target_id);
+    assert!(
+        later.starts_with("00000000-03e9-4") && later > id,
+        "{later}"
+    );
+    assert!(
+        rec.trace_id.starts_with("00000000-03e8-4"),
+        "{}",
+        rec.trace_id
+    );
+    assert!(
+        rec.target_id.starts_with("00000000-03e8-4"),
+        "{}",
+        rec.target_id
+    );
     let decision = &rec.decisions[0].decision_id;
     assert!(decision.starts_with("00000000-07d0-4"), "{decision}");
     assert!(claims.jti.starts_with("00000000-07d0-4"), "{}", claims.jti);
