@@ -9,9 +9,12 @@
 //! refuses a stdio upstream's line ([`super::child`]): `[0,0,…]` parsed holds some 33 times
 //! its text, so 16 MiB of it made rmcp build half a gigabyte for one event. A JSON body
 //! (not SSE) within 16 MiB is still parsed by rmcp unweighed: rmcp parses it inside its
-//! reqwest client, before any hook this side.
+//! reqwest client, before any hook this side. An SSE event within the weight is judged as a
+//! stdio upstream's line is ([`crate::weigh::upstream_line`], [`judged`]): a request under an
+//! id over 1 KiB, or text that is no JSON object read whole, never reaches rmcp, and at most
+//! [`MAX_REQUESTS`] of the upstream's requests are in rmcp's hands at once.
 
-use crate::weigh::{MAX_LINE_WEIGHT, answerable, raw_weight, too_heavy};
+use crate::weigh::{Line, MAX_LINE_WEIGHT, answerable, raw_weight, too_heavy, upstream_line};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
@@ -23,6 +26,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The most bytes of an upstream's answer read over HTTP: a JSON body, or one SSE event (its
 /// lines as sent). rmcp's defaults, both 16 MiB, as a stdio upstream's line
@@ -34,13 +38,60 @@ pub(super) const MAX_ANSWER_BYTES: usize = 16 << 20;
 /// the bound, `an_http_upstream_flooding_a_calls_answer_is_cut_off_at_16_mib`, holds them).
 const EVENT_TOO_LARGE: &str = "SSE event exceeded the maximum size of";
 
+/// How many of the upstream's requests (`ping`, sampling, roots…) may be in rmcp's hands at
+/// once, from the event that carried one to the end of the POST of its answer: 64, as many as
+/// a stdio upstream's answers may wait (`MAX_REPLIES` in [`super::child`]). Past it, a request
+/// is dropped with a warning, unanswered: answering it here would take a POST of the hub's
+/// own. Found by review: rmcp runs a handler and an answer task for each request, unbounded.
+const MAX_REQUESTS: usize = 64;
+
 /// An SSE event stream as rmcp's client reads it.
 type Events = BoxStream<'static, Result<Sse, SseError>>;
 
-/// The hub's HTTP client of a streamable HTTP upstream: rmcp's reqwest client (`0`), its
+/// The hub's HTTP client of a streamable HTTP upstream: rmcp's reqwest client (`http`), its
 /// answers bounded as this module says. Errors are reqwest's, as rmcp's own client gives them.
 #[derive(Clone)]
-pub(super) struct WeighedClient(pub(super) reqwest::Client);
+pub(super) struct WeighedClient {
+    http: reqwest::Client,
+    /// The upstream's requests passed on to rmcp and not yet answered ([`MAX_REQUESTS`]).
+    requests: Arc<Requests>,
+}
+
+impl WeighedClient {
+    /// rmcp's reqwest client `http`, its answers bounded as this module says.
+    pub(super) fn new(http: reqwest::Client) -> Self {
+        Self {
+            http,
+            requests: Arc::default(),
+        }
+    }
+}
+
+/// The count of an upstream's requests in rmcp's hands ([`MAX_REQUESTS`]).
+#[derive(Default)]
+struct Requests(AtomicUsize);
+
+impl Requests {
+    /// Counts one more request; `false` (and nothing counted) at [`MAX_REQUESTS`].
+    fn take(&self) -> bool {
+        let more = |n: usize| (n < MAX_REQUESTS).then_some(n + 1);
+        self.0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, more)
+            .is_ok()
+    }
+}
+
+/// One answer to an upstream's request being POSTed: its request uncounted when it ends.
+struct Answering<'a>(&'a Requests);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        let less = |n: usize| n.checked_sub(1);
+        let _ = (self.0)
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, less);
+    }
+}
 
 impl StreamableHttpClient for WeighedClient {
     type Error = reqwest::Error;
@@ -89,7 +140,8 @@ impl StreamableHttpClient for WeighedClient {
 
     /// rmcp's POST, its answer judged: a request's JSON body past the byte bound is answered
     /// with an error under the request's id ([`over_bytes`]); an SSE answer is read through
-    /// [`weighed`].
+    /// [`weighed`]. The POST of an answer to the upstream's request uncounts one of its
+    /// requests ([`MAX_REQUESTS`]) when it ends, however it ends.
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
@@ -103,7 +155,12 @@ impl StreamableHttpClient for WeighedClient {
             ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
             _ => None,
         };
-        let sent = self.0.post_message_with_response_limits(
+        let answer = matches!(
+            message,
+            ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_)
+        );
+        let _answering = answer.then(|| Answering(&self.requests));
+        let sent = self.http.post_message_with_response_limits(
             uri,
             message,
             session_id,
@@ -121,9 +178,10 @@ impl StreamableHttpClient for WeighedClient {
                 let answer = ServerJsonRpcMessage::error(error, Some(id));
                 Ok(StreamableHttpPostResponse::Json(answer, None))
             }
-            (Ok(StreamableHttpPostResponse::Sse(events, session)), id) => Ok(
-                StreamableHttpPostResponse::Sse(weighed(events, id), session),
-            ),
+            (Ok(StreamableHttpPostResponse::Sse(events, session)), id) => {
+                let events = weighed(events, id, self.requests.clone());
+                Ok(StreamableHttpPostResponse::Sse(events, session))
+            }
             (other, _) => other,
         }
     }
@@ -135,7 +193,7 @@ impl StreamableHttpClient for WeighedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.0
+        self.http
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -170,7 +228,7 @@ impl StreamableHttpClient for WeighedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<Events, StreamableHttpError<Self::Error>> {
-        let events = self.0.get_stream_with_max_sse_event_size(
+        let events = self.http.get_stream_with_max_sse_event_size(
             uri,
             session_id,
             last_event_id,
@@ -178,7 +236,7 @@ impl StreamableHttpClient for WeighedClient {
             custom_headers,
             max_sse_event_size,
         );
-        Ok(weighed(events.await?, None))
+        Ok(weighed(events.await?, None, self.requests.clone()))
     }
 }
 
@@ -191,14 +249,15 @@ fn over_bytes(max_size: usize) -> String {
 }
 
 /// `events` judged one by one before rmcp parses them: an event heavier than
-/// [`MAX_LINE_WEIGHT`] is refused ([`refused`]); and when rmcp's reader fails on an event past
+/// [`MAX_LINE_WEIGHT`] is refused, one within it judged ([`refused`]; `requests`, the
+/// upstream's requests in rmcp's hands); and when rmcp's reader fails on an event past
 /// its bytes bound in the answer to request `id` (`None`: the upstream's own event stream), an
 /// error answering `id` that names the bound ([`over_bytes`]) ends the stream in its place (rmcp
 /// would end it as closed before its answer, unsaid why).
-fn weighed(events: Events, id: Option<RequestId>) -> Events {
+fn weighed(events: Events, id: Option<RequestId>, requests: Arc<Requests>) -> Events {
     let mut id = id;
     events
-        .filter_map(|event| std::future::ready(refused(event)))
+        .filter_map(move |event| std::future::ready(refused(event, &requests)))
         .map(move |event| match (event, id.take()) {
             (Err(e), Some(id)) if e.to_string().contains(EVENT_TOO_LARGE) => {
                 tracing::warn!(error = %e, "refused an HTTP upstream's answer past its bytes bound");
@@ -214,15 +273,16 @@ fn weighed(events: Events, id: Option<RequestId>) -> Events {
         .boxed()
 }
 
-/// `event` as rmcp may read it: as it came when its data weighs at most [`MAX_LINE_WEIGHT`];
-/// past it, an answer is replaced by an error under its id (as the hub refuses a stdio
-/// upstream's line, [`too_heavy`]), anything else dropped (`None`), all logged. A request of
-/// the upstream's is dropped, not answered (its answer would be a POST of its own).
-fn refused(event: Result<Sse, SseError>) -> Option<Result<Sse, SseError>> {
-    let Ok(sse) = &event else { return Some(event) };
+/// `event` as rmcp may read it: when its data weighs at most [`MAX_LINE_WEIGHT`], as
+/// [`judged`] gives it (`requests`: the upstream's requests in rmcp's hands); past it, an
+/// answer is replaced by an error under its id (as the hub refuses a stdio upstream's line,
+/// [`too_heavy`]), anything else dropped (`None`), all logged. A request of the upstream's is
+/// dropped, not answered (its answer would be a POST of its own).
+fn refused(event: Result<Sse, SseError>, requests: &Requests) -> Option<Result<Sse, SseError>> {
+    let Ok(sse) = event else { return Some(event) };
     let weight = sse.data.as_deref().map_or(0, |d| raw_weight(d.as_bytes()));
     if weight <= MAX_LINE_WEIGHT {
-        return Some(event);
+        return Some(Ok(judged(sse, requests)));
     }
     tracing::warn!(
         weight,
@@ -237,6 +297,36 @@ fn refused(event: Result<Sse, SseError>) -> Option<Result<Sse, SseError>> {
     let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
         "message": format!("assent: the upstream's answer was refused: {why}")}});
     Some(Ok(message_event(&error.to_string())))
+}
+
+/// An SSE event within the weight, judged as the hub judges a stdio upstream's line
+/// ([`upstream_line`], as `passes` in [`super::child`] does): a message event (no `event`
+/// field, or `message`) whose data is a request under an id rmcp's answer could not repeat
+/// cheaply (a string over 1 KiB, a fraction, an array…), or text [`crate::weigh::envelope`]
+/// cannot read (no JSON object, a key named twice, a byte order mark), or a request past
+/// [`MAX_REQUESTS`] (then counted in `requests`), is given with no data, which rmcp skips
+/// (its `id` and `retry`, which rmcp keeps for resuming the stream, kept): dropped, logged,
+/// never answered, since answering would take a POST of the hub's own. Found by review: such
+/// events reached rmcp unjudged, and an upstream streaming pings under 14 MiB ids had rmcp
+/// hold a handler and an answer repeating the id for each, until the gateway ran out of
+/// memory. Anything else — an answer, a notification, a request taken, blank data (which rmcp
+/// skips), a control event — is given as it came.
+fn judged(sse: Sse, requests: &Requests) -> Sse {
+    let message = matches!(sse.event.as_deref(), None | Some("" | "message"));
+    let data = sse.data.as_deref().unwrap_or_default();
+    if !message || data.trim().is_empty() {
+        return sse;
+    }
+    match upstream_line(data.as_bytes()) {
+        Line::Other => return sse,
+        Line::Request(_) if requests.take() => return sse,
+        Line::Request(_) => tracing::warn!(
+            max = MAX_REQUESTS,
+            "dropped an HTTP upstream's request: too many of its requests wait for their answers"
+        ),
+        Line::Unanswerable => {}
+    }
+    Sse { data: None, ..sse }
 }
 
 /// An SSE `message` event carrying `data`.
@@ -256,13 +346,63 @@ mod tests {
     fn a_heavy_event_is_refused_under_its_id_or_dropped() {
         let zeros = "0,".repeat(1 << 20);
         let answer = format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{"z":[{zeros}0]}}}}"#);
-        let got = refused(Ok(message_event(&answer))).unwrap().unwrap();
+        let got = refused(Ok(message_event(&answer)), &Requests::default())
+            .unwrap()
+            .unwrap();
         let v: serde_json::Value = serde_json::from_str(got.data.as_deref().unwrap()).unwrap();
         assert_eq!(v["id"], 3);
         assert!(v["error"]["message"].as_str().unwrap().contains("64 MiB"));
         let note = format!(r#"{{"jsonrpc":"2.0","method":"x","params":{{"z":[{zeros}0]}}}}"#);
-        assert!(refused(Ok(message_event(&note))).is_none());
+        assert!(refused(Ok(message_event(&note)), &Requests::default()).is_none());
         let light = message_event(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
-        assert_eq!(refused(Ok(light.clone())).unwrap().unwrap(), light);
+        assert_eq!(
+            refused(Ok(light.clone()), &Requests::default())
+                .unwrap()
+                .unwrap(),
+            light
+        );
+    }
+
+    /// Attack (memory): a request under an id over 1 KiB, or text no JSON object, loses its
+    /// data (its event id kept); at most [`MAX_REQUESTS`] requests pass until an answer's
+    /// POST ends; answers, notifications, blank data and control events pass as they came.
+    #[test]
+    fn an_event_within_the_weight_is_judged_as_a_stdio_line() {
+        let requests = Requests::default();
+        let event = |data: &str| Sse {
+            id: Some("e1".into()),
+            ..message_event(data)
+        };
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","method":"ping"}}"#,
+            "p".repeat(2048)
+        );
+        for bad in [long.as_str(), "nope", r#"{"id":1,"id":2,"method":"m"}"#] {
+            let got = judged(event(bad), &requests);
+            assert_eq!(
+                (got.data, got.id.as_deref()),
+                (None, Some("e1")),
+                "{bad:.40}"
+            );
+        }
+        let ping = event(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        for _ in 0..MAX_REQUESTS {
+            assert_eq!(judged(ping.clone(), &requests), ping);
+        }
+        assert_eq!(judged(ping.clone(), &requests).data, None);
+        drop(Answering(&requests));
+        assert_eq!(judged(ping.clone(), &requests), ping);
+        let control = Sse {
+            event: Some("endpoint".into()),
+            ..message_event("/x")
+        };
+        for same in [
+            event(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            event(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#),
+            event(" "),
+            control,
+        ] {
+            assert_eq!(judged(same.clone(), &requests), same);
+        }
     }
 }

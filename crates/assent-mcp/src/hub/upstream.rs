@@ -165,7 +165,7 @@ impl Upstream {
                 }
                 config.retry_config = std::sync::Arc::new(reconnect_backoff());
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    super::http_weigh::WeighedClient(http_client(url)?),
+                    super::http_weigh::WeighedClient::new(http_client(url)?),
                     config,
                 );
                 return anyhow::Ok(Watch::default().serve(transport).await?);

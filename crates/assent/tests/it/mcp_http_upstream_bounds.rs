@@ -1,7 +1,9 @@
 //! What the MCP hub reads of a streamable HTTP upstream's answer: at most 16 MiB of a JSON body
 //! or of one SSE event (rmcp's bounds), and no SSE event that would parse past 64 MiB (the
 //! bound on a stdio upstream's line); a call whose answer passes either is answered with an
-//! error naming the bound, and the upstream, like every other, keeps serving.
+//! error naming the bound, and the upstream, like every other, keeps serving. A request of the
+//! upstream's under an id over 1 KiB on an SSE stream is dropped unanswered, as a stdio
+//! upstream's is.
 
 use crate::hub_kit::{Notes, memory, notes_upstream};
 use crate::{free_port, serve, write_agent_config};
@@ -17,10 +19,18 @@ static CHUNK: [u8; 1 << 16] = [b'a'; 1 << 16];
 /// How many [`CHUNK`]s a flood sends at most: 1 GiB.
 const FLOOD_CHUNKS: usize = 1 << 14;
 
+/// The ids of the answers (POSTs with no `method`) [`flooding_upstream`] was sent, as JSON.
+static ANSWERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The id of the short `ping` [`flooding_upstream`] sends on `ping_sse`'s stream.
+const SHORT_PING: &str = "short-ping";
+
 /// `notes` served as [`notes_upstream`] does, but a `tools/call` of `read` with `text` set to
-/// `flood`, `flood_sse` or `heavy_sse` answered by this upstream itself: a JSON body of a text
-/// result that never ends (1 GiB), the same as one SSE event, or one SSE event of 3 MiB of
-/// zeros (some 100 MiB parsed). Everything else goes to `notes`. Its port.
+/// `flood`, `flood_sse`, `heavy_sse` or `ping_sse` answered by this upstream itself: a JSON
+/// body of a text result that never ends (1 GiB), the same as one SSE event, one SSE event of
+/// 3 MiB of zeros (some 100 MiB parsed), or an SSE stream of two `ping`s (under a 2 MiB id and
+/// under [`SHORT_PING`]) then the call's answer. Answers sent to it are recorded
+/// ([`ANSWERED`]) and taken (202). Everything else goes to `notes`. Its port.
 fn flooding_upstream(rt: &tokio::runtime::Runtime, notes: Notes) -> u16 {
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -51,10 +61,15 @@ async fn flood_or_pass(
     use axum::body::{Body, Bytes};
     use futures::StreamExt;
     let (parts, body) = req.into_parts();
-    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let body = axum::body::to_bytes(body, 16 << 20).await.unwrap();
     let m: Value = serde_json::from_slice(&body).unwrap_or_default();
+    if m.get("method").is_none() && m.get("id").is_some() {
+        ANSWERED.lock().unwrap().push(m["id"].to_string());
+        return axum::http::StatusCode::ACCEPTED.into_response();
+    }
     let attack = m["params"]["arguments"]["text"].as_str().unwrap_or("");
-    if m["method"] != "tools/call" || !["flood", "flood_sse", "heavy_sse"].contains(&attack) {
+    let attacks = ["flood", "flood_sse", "heavy_sse", "ping_sse"];
+    if m["method"] != "tools/call" || !attacks.contains(&attack) {
         return next
             .run(axum::extract::Request::from_parts(parts, Body::from(body)))
             .await;
@@ -62,6 +77,13 @@ async fn flood_or_pass(
     let id = &m["id"];
     let head =
         format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
+    if attack == "ping_sse" {
+        let long = "p".repeat(2 << 20);
+        let ping = |id: &str| format!(r#"data: {{"jsonrpc":"2.0","id":"{id}","method":"ping"}}"#);
+        let answer = format!(r#"data: {head}read ping_sse: done"}}]}}}}"#);
+        let body = format!("{}\n\n{}\n\n{answer}\n\n", ping(&long), ping(SHORT_PING));
+        return ([("content-type", "text/event-stream")], Body::from(body)).into_response();
+    }
     let (kind, first) = match attack {
         "flood" => ("application/json", head),
         "flood_sse" => ("text/event-stream", format!("data: {head}")),
@@ -146,4 +168,40 @@ fn an_http_upstream_flooding_a_calls_answer_is_cut_off_at_16_mib() {
     );
     assert!(read(&rt, &server.url, "web", "again").contains("read again: done"));
     assert!(read(&rt, &server.url, "notes", "other").contains("read other: done"));
+}
+
+/// Attack (memory): a streamable HTTP upstream sends, on a call's SSE answer, a `ping` under a
+/// 2 MiB id (within the event's bytes and weight bounds) before the call's answer. The hub
+/// drops it unanswered, as it drops a stdio upstream's request under an id over 1 KiB (found
+/// by review: an SSE event under the weight went to rmcp unjudged, so pings under 14 MiB ids
+/// had rmcp hold a handler and an answer repeating the id for each, until the gateway ran out
+/// of memory); a `ping` under a short id is still answered, and the call gets its answer.
+#[test]
+fn an_http_upstreams_ping_under_a_2_mib_id_is_dropped_unanswered() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let web_port = flooding_upstream(&rt, Notes::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
+    let upstreams =
+        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
+    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
+    let server = serve(&cfg, port);
+
+    let said = read(&rt, &server.url, "web", "ping_sse");
+    assert!(said.contains("read ping_sse: done"), "{said}");
+    let short = format!("\"{SHORT_PING}\"");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ANSWERED.lock().unwrap().contains(&short) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the short ping was never answered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The long ping came first on the stream: its answer, were there one, would be under way.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let answered = ANSWERED.lock().unwrap();
+    let long = answered.iter().filter(|id| id.len() > 1 << 20).count();
+    assert_eq!(long, 0, "the hub answered the ping under a 2 MiB id");
 }
