@@ -310,6 +310,24 @@ pub fn moved(seen: &SessionRisk, now: &SessionRisk) -> bool {
         || counting(seen) != counting(now)
 }
 
+/// Whether session state `s` took in, at or after `since_ms` (Unix ms), something that can
+/// raise a call's risk: a first mark of untrusted output, private data or egress, or a change
+/// of the tool's definition that counts (after the session began) — or whether the record is
+/// damaged ([`SessionRisk::damage`], fail closed). What an approving default on timeout is
+/// refused for, `since_ms` the time the call was held: its default was chosen before the
+/// session took that in, and no one has weighed the call since. Found by review: a call held at
+/// R2 with an approving default and no trigger was approved by its timeout after the session
+/// took in untrusted output, an egress that then needed an operator at R3.
+pub fn took_in_since(s: &SessionRisk, since_ms: i64) -> bool {
+    let after = |m: &Option<Mark>| m.as_ref().is_some_and(|m| m.at_ms >= since_ms);
+    let counting = |c: &ToolChange| s.began_ms.is_some_and(|b| c.at_ms > b) && c.at_ms >= since_ms;
+    after(&s.untrusted)
+        || after(&s.private_data)
+        || after(&s.egress)
+        || s.damage().is_some()
+        || s.changed_tools.iter().any(counting)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,5 +460,51 @@ mod tests {
             ..began.clone()
         };
         assert!(!moved(&marked, &marked.clone()));
+    }
+
+    #[test]
+    fn what_a_session_took_in_after_a_call_was_held_refuses_its_approving_default() {
+        let held = 100;
+        let before = SessionRisk {
+            began_ms: Some(10),
+            untrusted: mark(50),
+            ..SessionRisk::CLEAN
+        };
+        assert!(!took_in_since(&before, held), "weighed when it was held");
+        assert!(!took_in_since(&SessionRisk::CLEAN, held));
+        let after = SessionRisk {
+            private_data: mark(held),
+            ..before.clone()
+        };
+        assert!(took_in_since(&after, held));
+        let egress = SessionRisk {
+            egress: mark(held + 1),
+            ..before.clone()
+        };
+        assert!(took_in_since(&egress, held));
+        let changed = |at_ms| ToolChange {
+            server: "s".into(),
+            tool: "fetch".into(),
+            at_ms,
+            what: "changed".into(),
+        };
+        let tool = SessionRisk {
+            changed_tools: vec![changed(held + 5)],
+            ..before.clone()
+        };
+        assert!(took_in_since(&tool, held));
+        let old_change = SessionRisk {
+            changed_tools: vec![changed(60)],
+            ..before.clone()
+        };
+        assert!(!took_in_since(&old_change, held));
+        let damaged = SessionRisk {
+            untrusted: mark(i64::MAX),
+            ..before
+        };
+        assert!(
+            took_in_since(&damaged, held),
+            "a damaged record fails closed"
+        );
     }
 }

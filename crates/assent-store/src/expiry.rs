@@ -85,11 +85,15 @@ impl Store {
                 // no one deciding), a vote row with a seal not its own, a token row already
                 // there.
                 // Nor is a call held under a plan that has stopped (`decide::stopped_plan`),
-                // which the settlement refuses to approve as well.
+                // which the settlement refuses to approve as well; nor one whose session took
+                // in, since it was held, what can raise its risk (untrusted output, private
+                // data, egress, a changed tool: `session_risk::took_in_since_held`; found by
+                // review: its default was chosen before, and no one weighed the call since).
                 let refused =
                     crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some())
                         .is_some()
-                        || crate::decide::stopped_plan(**tx, &rec)?.is_some();
+                        || crate::decide::stopped_plan(**tx, &rec)?.is_some()
+                        || crate::session_risk::took_in_since_held(**tx, &rec)?;
                 let t = &rec.terms;
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject

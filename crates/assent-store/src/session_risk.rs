@@ -149,6 +149,20 @@ pub(crate) fn moved_since(
     Ok(assent_core::session_risk::moved(seen, &now))
 }
 
+/// Whether held call `rec`'s session took in, since the call was held, what can raise its
+/// risk ([`assent_core::session_risk::took_in_since`] of the state read now, in the caller's
+/// transaction): the expiry sweep then refuses its approving default.
+pub(crate) fn took_in_since_held(
+    tx: Conn<'_>,
+    rec: &crate::approval_record::ApprovalRecord,
+) -> db::Result<bool> {
+    let now = read(tx, &rec.agent, &rec.session_id, &rec.call)?;
+    Ok(assent_core::session_risk::took_in_since(
+        &now,
+        rec.requested_at,
+    ))
+}
+
 /// A call of `tool` (on `server`) with `effects` may run at `now` in `agent`'s session
 /// `session_id`: the session begins unless it began earlier, and each effect's first mark is
 /// kept.

@@ -184,6 +184,27 @@ async fn a_timeout_never_approves_a_call_held_by_a_threshold_or_a_scope() {
     gw.stop().await;
 }
 
+/// The attack (found by review): `note` is held with no trigger under its rule's approving
+/// default; then its session reads untrusted content (`fetch_url`, allowed). Nobody has
+/// weighed the call since, and its default was chosen before: the sweep approved it at its
+/// timeout. A session that took in, since the call was held, what can raise its risk refuses
+/// its approving default: rejected. The same call in a session that took in nothing is
+/// approved by its default as before.
+#[tokio::test]
+async fn a_timeout_does_not_approve_a_call_whose_session_took_in_untrusted_content_since() {
+    let (gw, _root) = gateway(300).await;
+    let id = gw.held("n2", "note", json!({})).await;
+    read_untrusted(&gw, "n2").await;
+    pending_then_expired_rejected(&gw, &id, "approve", Lapse::Sweep).await;
+    let calm = gw.held("n3", "note", json!({})).await;
+    let changed = gw.with_store(|s| s.expire_due(past_every_deadline()).unwrap());
+    assert!(changed.iter().any(|c| c == &calm), "{changed:?}");
+    let (_, e) = gw.approval(&calm, OP).await;
+    let last = e["decisions"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["default_applied"], "approve", "{e}");
+    gw.stop().await;
+}
+
 /// A row held by a trigger and stored with an approving default (before this rule, or from a
 /// verdict composed otherwise): the sweep itself still rejects it at its timeout.
 #[tokio::test]
