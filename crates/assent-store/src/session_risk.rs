@@ -151,16 +151,22 @@ pub(crate) fn moved_since(
 
 /// Whether held call `rec`'s session took in, since the call was held, what can raise its
 /// risk ([`assent_core::session_risk::took_in_since`] of the state read now, in the caller's
-/// transaction): the expiry sweep then refuses its approving default.
+/// transaction): the expiry sweep then refuses its approving default. A session record (or a
+/// tool pin or review it reads) too damaged to read counts as having taken in (fail closed):
+/// found by review, its read error made the sweep skip the approval as a damaged row, every
+/// sweep, so it stayed pending past its deadline for ever, undecidable by anyone.
 pub(crate) fn took_in_since_held(
     tx: Conn<'_>,
     rec: &crate::approval_record::ApprovalRecord,
 ) -> db::Result<bool> {
-    let now = read(tx, &rec.agent, &rec.session_id, &rec.call)?;
-    Ok(assent_core::session_risk::took_in_since(
-        &now,
-        rec.requested_at,
-    ))
+    match read(tx, &rec.agent, &rec.session_id, &rec.call) {
+        Ok(now) => Ok(assent_core::session_risk::took_in_since(
+            &now,
+            rec.requested_at,
+        )),
+        Err(e) if e.is_damaged_row() => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// A call of `tool` (on `server`) with `effects` may run at `now` in `agent`'s session

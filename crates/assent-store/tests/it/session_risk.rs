@@ -117,3 +117,30 @@ fn a_held_call_marks_its_session_when_its_token_is_redeemed_and_a_rejected_one_n
         assert_eq!(look(s, "r", T0 + 3), SessionRisk::CLEAN);
     });
 }
+
+/// Review finding: the expiry sweep reads a held call's session to refuse its approving
+/// default when the session took in more since it was held; a session record too damaged to
+/// read (a mark's time written as text behind the gateway's back) made the sweep skip the
+/// approval as a damaged row on every pass, so it stayed pending past its deadline for ever,
+/// undecidable by anyone. Unreadable counts as having taken in: rejected at its timeout.
+/// SQLite (the edit is made with rusqlite on the file).
+#[test]
+fn an_unreadable_session_record_rejects_an_approving_default_instead_of_stalling_it() {
+    let (_dir, s) = crate::fresh();
+    gate(&s, "s1", "fetch", untrusted(), VerdictKind::Allow, 500);
+    let (id, _) = crate::pending(&s, 5, 1_000, 1_000, true);
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    db.execute("UPDATE session_risk SET untrusted_at = 'garbage'", [])
+        .unwrap();
+    let done = s.expire_due(5_000).unwrap();
+    assert_eq!(done, [id.clone()], "settled, not skipped");
+    let rec = s.get_approval(&id).unwrap().unwrap();
+    assert_eq!(rec.status, assent_core::ApprovalStatus::Expired);
+    let last = rec.decisions.last().unwrap();
+    assert_eq!(
+        last.default_applied,
+        Some(assent_core::DefaultDecision::Reject),
+        "{rec:?}"
+    );
+    assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
+}
