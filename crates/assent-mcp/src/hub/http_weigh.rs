@@ -182,6 +182,9 @@ impl StreamableHttpClient for WeighedClient {
                 let events = weighed(events, id, self.requests.clone());
                 Ok(StreamableHttpPostResponse::Sse(events, session))
             }
+            (Ok(StreamableHttpPostResponse::Json(message, session)), id) => {
+                Ok(json_answer(message, session, id))
+            }
             (other, _) => other,
         }
     }
@@ -241,6 +244,39 @@ impl StreamableHttpClient for WeighedClient {
 }
 
 /// The words of the error answering a request whose answer passed `max_size` bytes.
+/// What a POST's JSON body passes on to rmcp: an answer only (a response or an error). A
+/// request or a notification in its place — rmcp takes any message there, outside the
+/// judging of SSE events and the count of the upstream's requests — is refused: for a POSTed
+/// request, an error under its id saying so; for a POSTed answer or notification, nothing
+/// (`Accepted`, what the upstream should have said). Found by review: the upstream answered
+/// each of the hub's answer POSTs with a `ping` under a 14 MiB id, which rmcp answered with
+/// another POST, and so on, past [`MAX_REQUESTS`].
+fn json_answer(
+    message: ServerJsonRpcMessage,
+    session: Option<String>,
+    id: Option<RequestId>,
+) -> StreamableHttpPostResponse {
+    match (message, id) {
+        (m @ (ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)), _) => {
+            StreamableHttpPostResponse::Json(m, session)
+        }
+        (_, Some(id)) => {
+            tracing::warn!(
+                "refused an HTTP upstream's request or notification in place of its answer"
+            );
+            let why = "assent: the upstream answered the call with a request or a notification, not an answer";
+            let error = ErrorData::internal_error(why, None);
+            StreamableHttpPostResponse::Json(ServerJsonRpcMessage::error(error, Some(id)), session)
+        }
+        (_, None) => {
+            tracing::warn!(
+                "dropped an HTTP upstream's request or notification sent as a POST's answer"
+            );
+            StreamableHttpPostResponse::Accepted
+        }
+    }
+}
+
 fn over_bytes(max_size: usize) -> String {
     format!(
         "assent: the upstream's answer was over {max_size} bytes ({} MiB) and was refused unread",
@@ -404,5 +440,33 @@ mod tests {
         ] {
             assert_eq!(judged(same.clone(), &requests), same);
         }
+    }
+
+    /// A POST's JSON body passes an answer on, and refuses a request or notification in its
+    /// place: an error under the POSTed request's id, or nothing for a POSTed answer.
+    #[test]
+    fn a_posts_json_body_passes_only_an_answer() {
+        let msg = |v: serde_json::Value| serde_json::from_value::<ServerJsonRpcMessage>(v).unwrap();
+        let ping =
+            || msg(serde_json::json!({"jsonrpc": "2.0", "id": "x".repeat(2048), "method": "ping"}));
+        let answer = msg(serde_json::json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+        let asked = Some(RequestId::Number(7));
+        let passed = json_answer(answer.clone(), None, asked.clone());
+        let as_json = |m: &ServerJsonRpcMessage| serde_json::to_value(m).unwrap();
+        assert!(
+            matches!(&passed, StreamableHttpPostResponse::Json(m, _) if as_json(m) == as_json(&answer)),
+            "{passed:?}"
+        );
+        let refused = json_answer(ping(), None, asked);
+        let StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(e), _) = refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(e.id, Some(RequestId::Number(7)));
+        assert!(e.error.message.contains("not an answer"), "{e:?}");
+        let dropped = json_answer(ping(), None, None);
+        assert!(
+            matches!(dropped, StreamableHttpPostResponse::Accepted),
+            "{dropped:?}"
+        );
     }
 }
