@@ -516,7 +516,8 @@ fn lone_no_or_late(
 /// Three refusals of an approving event `s` (an approve, a vote, an approving timeout) on
 /// pending `rec`, each audited `decision.refused` for the caller to commit:
 /// - a timeout approving what [`assent_core::grant::default_on_timeout`] never lets one
-///   approve (irreversible, passkey, quorum, a trigger): `NotApprover`. The sweep applies the
+///   approve (irreversible, passkey, quorum, a trigger), or a call whose session took in more
+///   since it was held ([`crate::session_risk::took_in_since_held`]): `NotApprover`. The sweep applies the
 ///   rule before it sends the event; this is the settlement's own check (defence in depth). Refused, not
 ///   turned into a rejection: the next sweep, reading the same terms, rejects it.
 /// - a call held under a plan that has stopped ([`stopped_plan`]): `PlanStopped` (found by
@@ -530,10 +531,14 @@ fn no_approval_without_consent(
 ) -> Result<(), DecideError> {
     let name = approval_event_name(s.event);
     let t = &rec.terms;
+    // Nor one whose session took in more since it was held, read again here: the sweep's
+    // check ran in its own transaction before (found by review: a result landing between).
     if let Event::Expire(d) = s.event
-        && d != assent_core::grant::default_on_timeout(t, d)
+        && (d != assent_core::grant::default_on_timeout(t, d)
+            || (d == assent_core::DefaultDecision::Approve
+                && crate::session_risk::took_in_since_held(tx, rec)?))
     {
-        let why = "a timeout never approves a call that is irreversible, needs a passkey or a quorum, or was held by a trigger: its default on timeout is reject";
+        let why = "a timeout never approves a call that is irreversible, needs a passkey or a quorum, was held by a trigger, or whose session took in more since it was held: its default on timeout is reject";
         let data = json!({"decision": name, "why": why, "irreversible": t.irreversible,
             "require_passkey": t.require_passkey, "quorum": t.quorum, "triggers": t.triggers});
         s.audit(tx, "decision.refused", data)?;
