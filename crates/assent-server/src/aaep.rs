@@ -504,7 +504,8 @@ async fn confirmation(
         }
         Ok(rec) => {
             st.decided(&rec);
-            Ok(if accept {
+            // What was settled, not what was asked: an accept can end rejected (§6.3.2).
+            Ok(if rec.status == ApprovalStatus::Approved {
                 "confirmation accepted"
             } else {
                 "confirmation rejected"
