@@ -26,7 +26,9 @@ impl Store {
     /// decision (a token is minted only for `approve`), which is `reject` for one that needs a
     /// quorum, a passkey, is irreversible or was held by a trigger
     /// ([`assent_core::grant::default_on_timeout`]), or was held
-    /// under a plan that has stopped (`decide::stopped_plan`). Also catches
+    /// under a plan that has stopped (`decide::stopped_plan`), or whose session took in, since
+    /// the call was held, what can raise its risk, or whose session record cannot be read
+    /// (`session_risk::took_in_since_held`). Also catches
     /// up on approvals that were due while the server was down. An approval with unreadable
     /// stored columns ([`ApprovalRecord::damaged`]) is skipped: it stays pending until
     /// repaired. Returns the ids that changed; `Err` only when the store fails.
@@ -300,5 +302,53 @@ mod tests {
             assert_eq!(rec.status, ApprovalStatus::Expired, "{needs}");
             assert!(s.token_string(&id).unwrap().is_none(), "{needs}: no token");
         }
+    }
+
+    /// Review finding: the sweep weighs a held call's session in its first transaction, and a
+    /// result of untrusted output could land before the settling one. The settlement refuses
+    /// an approving timeout itself when the session took in more since the call was held
+    /// (audited, nothing minted, still pending), and the sweep then rejects it.
+    #[test]
+    fn the_settlement_refuses_a_timeout_approving_a_call_whose_session_took_in_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 60_000, std::sync::Arc::new(Bare)).unwrap();
+        let reg = crate::test_kit::bot_pays();
+        let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
+        let mut v = assent_core::evaluate(&reg, "bot", &call);
+        v.terms.default_decision = DefaultDecision::Approve;
+        let call = CanonicalCall::new(call).unwrap();
+        let ttl = |_: &assent_core::Verdict| 1_000;
+        let p = crate::Proposal::for_call("bot", "s1", &call, 1_000, &ttl, u64::MAX);
+        let id = s.create_approval(&p, &v).unwrap().id;
+        // The session reads untrusted content after the call was held (an allowed fetch).
+        let fetch = ToolCall::new("fetch", None, json!({})).unwrap();
+        let fetch = CanonicalCall::new(fetch).unwrap();
+        let effects = assent_core::session_risk::Effects {
+            untrusted_output: true,
+            ..Default::default()
+        };
+        let q = crate::Proposal {
+            effects,
+            ..crate::Proposal::for_call("bot", "s1", &fetch, 1_500, &ttl, u64::MAX)
+        };
+        let mut allow = v.clone();
+        allow.kind = assent_core::VerdictKind::Allow;
+        s.propose_observed(&q, None, |_, _, _| allow.clone())
+            .unwrap();
+        let approve = Event::Expire(DefaultDecision::Approve);
+        let r = s.apply(&id, approve, None, None, "system:expiry", None, 2_000);
+        assert!(
+            matches!(r, Err(crate::DecideError::NotApprover(_))),
+            "{r:?}"
+        );
+        let last = s.audit_tail(1).unwrap().pop().unwrap();
+        assert_eq!(last.kind, "decision.refused");
+        assert!(s.token_string(&id).unwrap().is_none(), "no token");
+        assert_eq!(s.expire_due(2_000).unwrap(), vec![id.clone()]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Expired);
+        let applied = rec.decisions.last().unwrap().default_applied;
+        assert_eq!(applied, Some(DefaultDecision::Reject), "{rec:?}");
+        assert!(s.token_string(&id).unwrap().is_none(), "no token");
     }
 }

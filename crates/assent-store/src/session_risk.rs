@@ -164,7 +164,11 @@ pub(crate) fn took_in_since_held(
             &now,
             rec.requested_at,
         )),
-        Err(e) if e.is_damaged_row() => Ok(true),
+        Err(e) if e.is_damaged_row() => {
+            tracing::warn!(agent = %rec.agent, session = %rec.session_id, tool = %rec.call.tool, error = %e,
+                "a held call's session record (or a tool pin or review it reads) cannot be read: its approving default is refused");
+            Ok(true)
+        }
         Err(e) => Err(e),
     }
 }

@@ -9,7 +9,8 @@
 //! refuses a stdio upstream's line ([`super::child`]): `[0,0,…]` parsed holds some 33 times
 //! its text, so 16 MiB of it made rmcp build half a gigabyte for one event. A JSON body
 //! (not SSE) within 16 MiB is still parsed by rmcp unweighed: rmcp parses it inside its
-//! reqwest client, before any hook this side. An SSE event within the weight is judged as a
+//! reqwest client, before any hook this side; only an answer in it is passed on
+//! ([`json_answer`]: a request or notification in its place is refused). An SSE event within the weight is judged as a
 //! stdio upstream's line is ([`crate::weigh::upstream_line`], [`judged`]): a request under an
 //! id over 1 KiB, or text that is no JSON object read whole, never reaches rmcp, and at most
 //! [`MAX_REQUESTS`] of the upstream's requests are in rmcp's hands at once.
@@ -243,7 +244,6 @@ impl StreamableHttpClient for WeighedClient {
     }
 }
 
-/// The words of the error answering a request whose answer passed `max_size` bytes.
 /// What a POST's JSON body passes on to rmcp: an answer only (a response or an error). A
 /// request or a notification in its place — rmcp takes any message there, outside the
 /// judging of SSE events and the count of the upstream's requests — is refused: for a POSTed
@@ -277,6 +277,7 @@ fn json_answer(
     }
 }
 
+/// The words of the error answering a request whose answer passed `max_size` bytes.
 fn over_bytes(max_size: usize) -> String {
     format!(
         "assent: the upstream's answer was over {max_size} bytes ({} MiB) and was refused unread",

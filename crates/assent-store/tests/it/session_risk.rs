@@ -133,7 +133,7 @@ fn an_unreadable_session_record_rejects_an_approving_default_instead_of_stalling
     db.execute("UPDATE session_risk SET untrusted_at = 'garbage'", [])
         .unwrap();
     let done = s.expire_due(5_000).unwrap();
-    assert_eq!(done, [id.clone()], "settled, not skipped");
+    assert_eq!(done, std::slice::from_ref(&id), "settled, not skipped");
     let rec = s.get_approval(&id).unwrap().unwrap();
     assert_eq!(rec.status, assent_core::ApprovalStatus::Expired);
     let last = rec.decisions.last().unwrap();
