@@ -23,11 +23,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
 
+/// `line` holding no more memory than its text: a line read or serialised into a buffer
+/// that grew by doubling holds up to twice its length. Found by the memory test of a client
+/// answering a flood of an upstream's requests with 1 MiB each: the queue and the answers
+/// [`Owed`] counted their lines' lengths, so each held close to twice its byte bound (the
+/// proxy peaked near 300 MiB for 80 MiB of bounds). Shrinking a large buffer gives its tail
+/// back without copying the text.
+pub(super) fn held(mut line: String) -> String {
+    line.shrink_to_fit();
+    line
+}
+
 /// Lines one queue holds before the relay adds no more (each at most 16 MiB, the line bound).
 pub(super) const MAX_QUEUED: usize = 1024;
 
-/// Bytes of text (the lines' UTF-8, before any era translation) one queue holds before the
-/// relay adds no more: 64 MiB, four lines of the 16 MiB line bound. With the one line a
+/// Bytes one queue holds (the lines' buffers, [`held`]: their UTF-8, before any era
+/// translation) before the relay adds no more: 64 MiB, four lines of the 16 MiB line bound. With the one line a
 /// queue under the bound still takes, one queue holds at most 80 MiB (and a little more for
 /// the proxy's own short answers, which are not refused).
 pub(super) const MAX_QUEUED_BYTES: usize = 64 << 20;
@@ -79,8 +90,10 @@ pub(super) fn queue() -> (Lines, LinesRx) {
 impl Lines {
     /// Queues `line` (one JSON-RPC message, no newline); `Err` with it when the writer is
     /// gone. Never refuses for depth: the callers that must bound it ask [`Lines::full`].
+    /// The line is [`held`] first: what the queue counts is the memory it keeps.
     pub(super) fn send(&self, line: String) -> Result<(), mpsc::error::SendError<String>> {
-        let len = line.len();
+        let line = held(line);
+        let len = line.capacity();
         self.depth.n.fetch_add(1, Ordering::SeqCst);
         self.depth.bytes.fetch_add(len, Ordering::SeqCst);
         self.tx.send(line).inspect_err(|_| {
@@ -94,7 +107,7 @@ impl Lines {
         self.depth.n.load(Ordering::SeqCst)
     }
 
-    /// How many bytes of text (the lines as sent, without their newlines) wait in the queue.
+    /// How many bytes the lines waiting in the queue hold (their buffers, [`held`]).
     pub(super) fn bytes(&self) -> usize {
         self.depth.bytes.load(Ordering::SeqCst)
     }
@@ -163,7 +176,7 @@ impl LinesRx {
     fn took(&self, line: Option<String>) -> Option<String> {
         if let Some(l) = &line {
             self.depth.n.fetch_sub(1, Ordering::SeqCst);
-            self.depth.bytes.fetch_sub(l.len(), Ordering::SeqCst);
+            self.depth.bytes.fetch_sub(l.capacity(), Ordering::SeqCst);
             self.depth.taken.notify_waiters();
         }
         line
@@ -280,12 +293,13 @@ pub(super) const MAX_OWED_BYTES: usize = 16 << 20;
 impl Owed {
     /// Adds `answer` behind those owed, unless the list is at its bound; `false`: dropped.
     pub(super) fn push(&mut self, answer: String) -> bool {
+        let answer = held(answer);
         let over = self.answers.len() >= MAX_OWED
-            || (!self.answers.is_empty() && self.bytes + answer.len() > MAX_OWED_BYTES);
+            || (!self.answers.is_empty() && self.bytes + answer.capacity() > MAX_OWED_BYTES);
         if over {
             return false;
         }
-        self.bytes += answer.len();
+        self.bytes += answer.capacity();
         self.answers.push_back(answer);
         true
     }
@@ -293,7 +307,7 @@ impl Owed {
     /// The oldest answer owed.
     pub(super) fn pop(&mut self) -> Option<String> {
         let answer = self.answers.pop_front()?;
-        self.bytes -= answer.len();
+        self.bytes -= answer.capacity();
         Some(answer)
     }
 }
@@ -371,6 +385,31 @@ mod tests {
             .expect("room once a line was taken")
             .unwrap();
         assert_eq!(tx.bytes(), 3 * line.len());
+    }
+
+    /// Attack (memory): lines read or serialised into buffers grown by doubling hold up to
+    /// twice their text; the queue and the answers owed counted the text, so each held up
+    /// to twice its bound. A line is kept shrunk to its text, and what is counted is what it
+    /// holds: the bytes counted in and out are its buffer's.
+    #[tokio::test]
+    async fn a_line_is_counted_by_the_memory_it_holds_and_holds_no_more_than_its_text() {
+        let text = "z".repeat((1 << 20) + 60);
+        let mut line = String::with_capacity(2 << 20);
+        line.push_str(&text);
+        let (tx, mut rx) = queue();
+        tx.send(line).unwrap();
+        let counted = tx.bytes();
+        let out = rx.recv().await.unwrap();
+        assert_eq!((counted, tx.bytes()), (out.capacity(), 0));
+        assert!(out.capacity() < text.len() + 64, "{}", out.capacity());
+        let mut owed = Owed::default();
+        let mut answer = String::with_capacity(2 << 20);
+        answer.push_str(&text);
+        assert!(owed.push(answer));
+        assert!(owed.bytes < text.len() + 64, "{}", owed.bytes);
+        assert_eq!(owed.bytes, owed.answers[0].capacity());
+        let back = owed.pop().unwrap();
+        assert_eq!((owed.bytes, back), (0, text));
     }
 
     /// A line larger than the byte bound passes an empty queue (nothing would ever make room

@@ -151,13 +151,13 @@ fn client_lines() -> ClientLines {
             buf.clear();
             let line = match bounded_line(&mut stdin, &mut buf, MAX_CLIENT_LINE) {
                 Ok(Some(true)) => match String::from_utf8(std::mem::take(&mut buf)) {
-                    Ok(line) => Some(line),
+                    Ok(line) => Some(lines::held(line)),
                     Err(_) => break,
                 },
                 Ok(Some(false)) => None,
                 Ok(None) | Err(_) => break,
             };
-            if !room.add_blocking(line.as_ref().map_or(0, String::len)) {
+            if !room.add_blocking(line.as_ref().map_or(0, String::capacity)) {
                 break;
             }
             if tx.blocking_send(line).is_err() {
@@ -180,7 +180,7 @@ impl ClientLines {
     async fn recv(&mut self) -> Option<Option<String>> {
         let line = self.rx.recv().await;
         if let Some(l) = &line {
-            self.ahead.took(l.as_ref().map_or(0, String::len));
+            self.ahead.took(l.as_ref().map_or(0, String::capacity));
         }
         line
     }
