@@ -1,20 +1,21 @@
 //! A streamable HTTP upstream's answers bounded before rmcp parses them ([`WeighedClient`]):
 //! the HTTP client of rmcp's streamable HTTP transport for the hub, which lets rmcp's reqwest
-//! client do the work and judges what it hands back. rmcp reads at most 16 MiB of a JSON body
-//! ([`MAX_ANSWER_BYTES`]) or of one SSE event and fails past that; here a request whose answer
-//! passed that bound is answered with a JSON-RPC error naming it (found by review: the call
-//! failed as if the connection had, "the gateway's log says why", or, over SSE, as a stream
-//! closed before its answer), and each SSE event is weighed ([`crate::weigh::raw_weight`])
-//! before rmcp parses it, one heavier than [`MAX_LINE_WEIGHT`] refused unparsed as the hub
-//! refuses a stdio upstream's line ([`super::child`]): `[0,0,…]` parsed holds some 33 times
-//! its text, so 16 MiB of it made rmcp build half a gigabyte for one event. A JSON body
-//! (not SSE) within 16 MiB is still parsed by rmcp unweighed: rmcp parses it inside its
-//! reqwest client, before any hook this side; only an answer in it is passed on
-//! ([`json_answer`]: a request or notification in its place is refused). An SSE event within the weight is judged as a
+//! client do the work and judges what it hands back. rmcp reads at most 16 MiB of one SSE
+//! event ([`MAX_ANSWER_BYTES`]) and, here, at most 2 MiB of a JSON body ([`MAX_JSON_BYTES`]),
+//! and fails past that; a request whose answer passed that bound is answered with a JSON-RPC
+//! error naming it (found by review: the call failed as if the connection had, "the gateway's
+//! log says why", or, over SSE, as a stream closed before its answer), and each SSE event is
+//! weighed ([`crate::weigh::raw_weight`]) before rmcp parses it, one heavier than
+//! [`MAX_LINE_WEIGHT`] refused unparsed as the hub refuses a stdio upstream's line
+//! ([`super::child`]): `[0,0,…]` parsed holds some 33 times its text, so 16 MiB of it made
+//! rmcp build half a gigabyte for one event. A JSON body is parsed by rmcp inside its reqwest
+//! client, before any hook this side, so it cannot be weighed first: its bytes are bounded so
+//! that it cannot weigh much past [`MAX_LINE_WEIGHT`] instead ([`MAX_JSON_BYTES`]); only an
+//! answer in it is passed on ([`json_answer`]: a request or notification in its place is
+//! refused). An SSE event within the weight is judged as a
 //! stdio upstream's line is ([`crate::weigh::upstream_line`], [`judged`]): a request under an
 //! id over 1 KiB, or text that is no JSON object read whole, never reaches rmcp, and at most
 //! [`MAX_REQUESTS`] of the upstream's requests are in rmcp's hands at once.
-
 use crate::weigh::{Line, MAX_LINE_WEIGHT, answerable, raw_weight, too_heavy, upstream_line};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -29,10 +30,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The most bytes of an upstream's answer read over HTTP: a JSON body, or one SSE event (its
-/// lines as sent). rmcp's defaults, both 16 MiB, as a stdio upstream's line
-/// (`rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH`).
+/// The most bytes of one SSE event of an upstream's read over HTTP (its lines as sent): rmcp's
+/// default, 16 MiB, as a stdio upstream's line (`rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH`).
 pub(super) const MAX_ANSWER_BYTES: usize = 16 << 20;
+
+/// The most bytes of a POST's JSON body read over HTTP (a success's answer, or a failure's
+/// JSON-RPC error): 2 MiB, which parsed weighs at most about [`MAX_LINE_WEIGHT`] (`[0,0,…]`,
+/// the heaviest text, weighs 33 bytes a byte: 66 MiB), where rmcp's default is 16 MiB. rmcp
+/// parses the body inside its reqwest client, so it cannot be weighed before: found by review,
+/// 16 MiB of `[0,0,…]` in answer to one call made the gateway build some 530 MiB, and 16
+/// calls at once 8 GiB. Doing the POST here instead, to weigh the body first, would copy
+/// rmcp's whole POST (its status, authentication and discovery handling and its bounded SSE
+/// reader are private to it). An answer past it is refused ([`over_bytes`]); a larger answer
+/// can come as an SSE event, which is weighed.
+pub(super) const MAX_JSON_BYTES: usize = 2 << 20;
 
 /// What rmcp's SSE reader says of an event past its bound (its error, private to it, is known
 /// only by its words; rmcp is pinned to one version, and the hub's test of an SSE answer past
@@ -139,8 +150,9 @@ impl StreamableHttpClient for WeighedClient {
         .await
     }
 
-    /// rmcp's POST, its answer judged: a request's JSON body past the byte bound is answered
-    /// with an error under the request's id ([`over_bytes`]); an SSE answer is read through
+    /// rmcp's POST, its answer judged: a JSON body is read within [`MAX_JSON_BYTES`] (the
+    /// lesser of it and `limits`), and a request's past it is answered with an error under the
+    /// request's id ([`over_bytes`]); an SSE answer is read through
     /// [`weighed`]. The POST of an answer to the upstream's request uncounts one of its
     /// requests ([`MAX_REQUESTS`]) when it ends, however it ends.
     async fn post_message_with_response_limits(
@@ -150,8 +162,9 @@ impl StreamableHttpClient for WeighedClient {
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
+        mut limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        limits.max_json_response_size = limits.max_json_response_size.min(MAX_JSON_BYTES);
         let id = match &message {
             ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
             _ => None,

@@ -315,8 +315,8 @@ impl Upstream {
 /// machine) through an env proxy, with its bearer token and every call's arguments and
 /// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
 /// A TCP (and TLS) connection must be made within [`CONNECT_TIMEOUT`]. What bounds the rest:
-/// rmcp's own limits on an answer (16 MiB for a JSON body or one SSE event; an answer past them
-/// refused, and each SSE event weighed before it is parsed, by the
+/// rmcp's own limits on an answer (16 MiB for one SSE event, 2 MiB for a JSON body; an answer
+/// past them refused, and each SSE event weighed before it is parsed, by the
 /// [`super::http_weigh::WeighedClient`] wrapping this client), the 30 s of
 /// [`START_TIMEOUT`] of [`Upstream::start`] for `initialize`, [`LIST_TIMEOUT`] for a tool list and
 /// [`CALL_TIMEOUT`] for a call; no read timeout, since a call's answer may legitimately

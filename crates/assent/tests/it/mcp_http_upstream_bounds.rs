@@ -1,7 +1,8 @@
-//! What the MCP hub reads of a streamable HTTP upstream's answer: at most 16 MiB of a JSON body
-//! or of one SSE event (rmcp's bounds), and no SSE event that would parse past 64 MiB (the
-//! bound on a stdio upstream's line); a call whose answer passes either is answered with an
-//! error naming the bound, and the upstream, like every other, keeps serving. A request of the
+//! What the MCP hub reads of a streamable HTTP upstream's answer: at most 2 MiB of a JSON body
+//! (which cannot parse much past 64 MiB) and 16 MiB of one SSE event (rmcp's bound), and no SSE
+//! event that would parse past 64 MiB (the bound on a stdio upstream's line); a call whose
+//! answer passes either is answered with an error naming the bound, and the upstream, like
+//! every other, keeps serving. A request of the
 //! upstream's under an id over 1 KiB on an SSE stream is dropped unanswered, as a stdio
 //! upstream's is.
 
@@ -26,10 +27,11 @@ static ANSWERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new(
 const SHORT_PING: &str = "short-ping";
 
 /// `notes` served as [`notes_upstream`] does, but a `tools/call` of `read` with `text` set to
-/// `flood`, `flood_sse`, `heavy_sse` or `ping_sse` answered by this upstream itself: a JSON
-/// body of a text result that never ends (1 GiB), the same as one SSE event, one SSE event of
-/// 3 MiB of zeros (some 100 MiB parsed), or an SSE stream of two `ping`s (under a 2 MiB id and
-/// under [`SHORT_PING`]) then the call's answer. Answers sent to it are recorded
+/// one of [`ATTACKS`] answered by this upstream itself: `flood`, a JSON body of a text result
+/// that never ends (1 GiB); `flood_sse`, the same as one SSE event; `heavy_sse`, one SSE event
+/// of 3 MiB of zeros (some 100 MiB parsed); `ping_sse`, an SSE stream of two `ping`s (under a
+/// 2 MiB id and under [`SHORT_PING`]) then the call's answer; `json_heavy`, a JSON body of
+/// 15 MiB of zeros (some 500 MiB parsed); `json_ok`, a JSON body of a 1 MiB text result. Answers sent to it are recorded
 /// ([`ANSWERED`]) and taken (202). Everything else goes to `notes`. Its port.
 fn flooding_upstream(rt: &tokio::runtime::Runtime, notes: Notes) -> u16 {
     use rmcp::transport::streamable_http_server::{
@@ -68,8 +70,7 @@ async fn flood_or_pass(
         return axum::http::StatusCode::ACCEPTED.into_response();
     }
     let attack = m["params"]["arguments"]["text"].as_str().unwrap_or("");
-    let attacks = ["flood", "flood_sse", "heavy_sse", "ping_sse"];
-    if m["method"] != "tools/call" || !attacks.contains(&attack) {
+    if m["method"] != "tools/call" || !ATTACKS.contains(&attack) {
         return next
             .run(axum::extract::Request::from_parts(parts, Body::from(body)))
             .await;
@@ -77,6 +78,9 @@ async fn flood_or_pass(
     let id = &m["id"];
     let head =
         format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
+    if let Some(body) = json_answer(attack, id, &head) {
+        return ([("content-type", "application/json")], body).into_response();
+    }
     if attack == "ping_sse" {
         let long = "p".repeat(2 << 20);
         let ping = |id: &str| format!(r#"data: {{"jsonrpc":"2.0","id":"{id}","method":"ping"}}"#);
@@ -103,6 +107,31 @@ async fn flood_or_pass(
     ([("content-type", kind)], Body::from_stream(stream)).into_response()
 }
 
+/// What [`flooding_upstream`] answers a `tools/call` of `read` with `text`.
+const ATTACKS: [&str; 6] = [
+    "flood",
+    "flood_sse",
+    "heavy_sse",
+    "ping_sse",
+    "json_heavy",
+    "json_ok",
+];
+
+/// The JSON body [`flood_or_pass`] answers `attack` with, the call's id `id` and the head of
+/// its text result `head` given; `None` for an attack not answered so.
+fn json_answer(attack: &str, id: &Value, head: &str) -> Option<String> {
+    match attack {
+        "json_heavy" => {
+            let zeros = "0,".repeat(15 << 19);
+            Some(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"z":[{zeros}0]}}}}}}"#
+            ))
+        }
+        "json_ok" => Some(format!(r#"{head}{}"}}]}}}}"#, "a".repeat(1 << 20))),
+        _ => None,
+    }
+}
+
 /// `read` with `text` on upstream `alias` through a fresh client of the hub at `url`, within
 /// 60 s: the result as JSON, or the error's words.
 fn read(rt: &tokio::runtime::Runtime, url: &str, alias: &str, text: &str) -> String {
@@ -124,8 +153,8 @@ fn read(rt: &tokio::runtime::Runtime, url: &str, alias: &str, text: &str) -> Str
 
 /// Attack (memory): a streamable HTTP upstream answers a `tools/call` with a body that does not
 /// end — 1 GiB of one JSON text, or of one SSE event — or with one SSE event of 3 MiB of
-/// zeros, which parsed would take some 100 MiB. The hub reads at most 16 MiB of the first two
-/// and refuses the third unparsed (its weight past 64 MiB): each call is answered with an
+/// zeros, which parsed would take some 100 MiB. The hub reads at most 2 MiB of the first,
+/// 16 MiB of the second, and refuses the third unparsed (its weight past 64 MiB): each call is answered with an
 /// error naming the bound (found by review: the first two said only that the connection
 /// failed, or that the stream closed before its answer, and the third was parsed whole), the
 /// gateway's memory stays far below a gigabyte, and the upstream and another one serve the
@@ -147,10 +176,13 @@ fn an_http_upstream_flooding_a_calls_answer_is_cut_off_at_16_mib() {
     assert!(read(&rt, &server.url, "web", "warm").contains("read warm: done"));
     let (before, _) = memory(pid);
 
-    for attack in ["flood", "flood_sse"] {
+    for (attack, bound) in [
+        ("flood", "over 2097152 bytes (2 MiB)"),
+        ("flood_sse", "over 16777216 bytes (16 MiB)"),
+    ] {
         let said = read(&rt, &server.url, "web", attack);
         assert!(
-            said.contains("over 16777216 bytes (16 MiB)") && said.contains("refused"),
+            said.contains(bound) && said.contains("refused"),
             "{attack}: {said}"
         );
     }
@@ -204,4 +236,45 @@ fn an_http_upstreams_ping_under_a_2_mib_id_is_dropped_unanswered() {
     let answered = ANSWERED.lock().unwrap();
     let long = answered.iter().filter(|id| id.len() > 1 << 20).count();
     assert_eq!(long, 0, "the hub answered the ping under a 2 MiB id");
+}
+
+/// Attack (memory): a streamable HTTP upstream answers a `tools/call` with a JSON body (not
+/// SSE) of 15 MiB of `[0,0,…]`, within rmcp's 16 MiB bound on a JSON body, which parsed would
+/// take some 500 MiB (16 such calls at once, 8 GiB). Found by review: rmcp parsed it in its
+/// reqwest client, where no SSE event's weighing reaches. The hub reads at most 2 MiB of a
+/// JSON body (at most about 64 MiB parsed, the bound on a line): the call is answered with an
+/// error naming the bound, the gateway's memory stays far below what parsing would take, and
+/// a JSON answer of 1 MiB still passes.
+#[test]
+fn an_http_upstreams_heavy_json_answer_is_refused_unparsed() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let web_port = flooding_upstream(&rt, Notes::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
+    let upstreams =
+        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
+    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
+    let server = serve(&cfg, port);
+    let pid = server.child.id();
+    assert!(read(&rt, &server.url, "web", "warm").contains("read warm: done"));
+    let (before, _) = memory(pid);
+
+    let said = read(&rt, &server.url, "web", "json_heavy");
+    let (_, peak) = crate::hub_kit::gateway_memory(pid, before);
+    assert!(
+        peak < before + (128 << 20),
+        "the gateway's memory grew by {} MiB",
+        (peak - before) >> 20
+    );
+    assert!(
+        said.contains("over 2097152 bytes (2 MiB)") && said.contains("refused"),
+        "{said:.400}"
+    );
+    let said: Value = serde_json::from_str(&read(&rt, &server.url, "web", "json_ok")).unwrap();
+    let text = said["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("aaaa") && text.len() == 1 << 20,
+        "{said:.400}"
+    );
 }
