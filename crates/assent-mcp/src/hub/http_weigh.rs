@@ -257,37 +257,45 @@ impl StreamableHttpClient for WeighedClient {
     }
 }
 
-/// What a POST's JSON body passes on to rmcp: an answer only (a response or an error). A
-/// request or a notification in its place — rmcp takes any message there, outside the
-/// judging of SSE events and the count of the upstream's requests — is refused: for a POSTed
-/// request, an error under its id saying so; for a POSTed answer or notification, nothing
-/// (`Accepted`, what the upstream should have said). Found by review: the upstream answered
-/// each of the hub's answer POSTs with a `ping` under a 14 MiB id, which rmcp answered with
-/// another POST, and so on, past [`MAX_REQUESTS`].
+/// What a POST's JSON body passes on to rmcp: an answer only (a response or an error), under
+/// the POSTed request's `id` when there is one. A request or a notification in its place —
+/// rmcp takes any message there, outside the judging of SSE events and the count of the
+/// upstream's requests — is refused: for a POSTed request, an error under its id saying so;
+/// for a POSTed answer or notification, nothing (`Accepted`, what the upstream should have
+/// said). Found by review: the upstream answered each of the hub's answer POSTs with a `ping`
+/// under a 14 MiB id, which rmcp answered with another POST, and so on, past
+/// [`MAX_REQUESTS`]. An answer under another id than the POSTed request's (or none) is
+/// refused the same way, under the POSTed id (found by review: it passed on, so the call was
+/// left waiting for its answer, or another call of the hub's took it).
 fn json_answer(
     message: ServerJsonRpcMessage,
     session: Option<String>,
     id: Option<RequestId>,
 ) -> StreamableHttpPostResponse {
-    match (message, id) {
-        (m @ (ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)), _) => {
-            StreamableHttpPostResponse::Json(m, session)
+    let answered = match &message {
+        ServerJsonRpcMessage::Response(r) => Some(Some(&r.id)),
+        ServerJsonRpcMessage::Error(e) => Some(e.id.as_ref()),
+        _ => None,
+    };
+    let why = match (answered, &id) {
+        (Some(_), None) => return StreamableHttpPostResponse::Json(message, session),
+        (Some(under), Some(id)) if under == Some(id) => {
+            return StreamableHttpPostResponse::Json(message, session);
         }
-        (_, Some(id)) => {
-            tracing::warn!(
-                "refused an HTTP upstream's request or notification in place of its answer"
-            );
-            let why = "assent: the upstream answered the call with a request or a notification, not an answer";
-            let error = ErrorData::internal_error(why, None);
-            StreamableHttpPostResponse::Json(ServerJsonRpcMessage::error(error, Some(id)), session)
+        (Some(_), Some(_)) => "assent: the upstream answered the call under another id, or none",
+        (None, Some(_)) => {
+            "assent: the upstream answered the call with a request or a notification, not an answer"
         }
-        (_, None) => {
+        (None, None) => {
             tracing::warn!(
                 "dropped an HTTP upstream's request or notification sent as a POST's answer"
             );
-            StreamableHttpPostResponse::Accepted
+            return StreamableHttpPostResponse::Accepted;
         }
-    }
+    };
+    tracing::warn!(why, "refused an HTTP upstream's JSON answer to a call");
+    let error = ErrorData::internal_error(why, None);
+    StreamableHttpPostResponse::Json(ServerJsonRpcMessage::error(error, id), session)
 }
 
 /// The words of the error answering a request whose answer passed `max_size` bytes.
@@ -456,8 +464,9 @@ mod tests {
         }
     }
 
-    /// A POST's JSON body passes an answer on, and refuses a request or notification in its
-    /// place: an error under the POSTed request's id, or nothing for a POSTed answer.
+    /// A POST's JSON body passes an answer under the POSTed id on, and refuses a request or
+    /// notification in its place, or an answer under another id: an error under the POSTed
+    /// request's id, or nothing for a POSTed answer.
     #[test]
     fn a_posts_json_body_passes_only_an_answer() {
         let msg = |v: serde_json::Value| serde_json::from_value::<ServerJsonRpcMessage>(v).unwrap();
@@ -477,6 +486,18 @@ mod tests {
         };
         assert_eq!(e.id, Some(RequestId::Number(7)));
         assert!(e.error.message.contains("not an answer"), "{e:?}");
+        let other = msg(serde_json::json!({"jsonrpc": "2.0", "id": 8, "result": {}}));
+        let unnamed = msg(serde_json::json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32700, "message": "parse error"}}));
+        for wrong in [other, unnamed] {
+            let refused = json_answer(wrong, None, Some(RequestId::Number(7)));
+            let StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(e), _) = refused
+            else {
+                panic!("{refused:?}");
+            };
+            assert_eq!(e.id, Some(RequestId::Number(7)));
+            assert!(e.error.message.contains("under another id"), "{e:?}");
+        }
         let dropped = json_answer(ping(), None, None);
         assert!(
             matches!(dropped, StreamableHttpPostResponse::Accepted),

@@ -31,7 +31,9 @@ const SHORT_PING: &str = "short-ping";
 /// that never ends (1 GiB); `flood_sse`, the same as one SSE event; `heavy_sse`, one SSE event
 /// of 3 MiB of zeros (some 100 MiB parsed); `ping_sse`, an SSE stream of two `ping`s (under a
 /// 2 MiB id and under [`SHORT_PING`]) then the call's answer; `json_heavy`, a JSON body of
-/// 15 MiB of zeros (some 500 MiB parsed); `json_ok`, a JSON body of a 1 MiB text result. Answers sent to it are recorded
+/// 15 MiB of zeros (some 500 MiB parsed); `json_ok`, a JSON body of a 1 MiB text result;
+/// `json_ping`, a JSON body of a `ping` request; `json_other_id`, a JSON body of a text result
+/// under another id than the call's. Answers sent to it are recorded
 /// ([`ANSWERED`]) and taken (202). Everything else goes to `notes`. Its port.
 fn flooding_upstream(rt: &tokio::runtime::Runtime, notes: Notes) -> u16 {
     use rmcp::transport::streamable_http_server::{
@@ -108,13 +110,15 @@ async fn flood_or_pass(
 }
 
 /// What [`flooding_upstream`] answers a `tools/call` of `read` with `text`.
-const ATTACKS: [&str; 6] = [
+const ATTACKS: [&str; 8] = [
     "flood",
     "flood_sse",
     "heavy_sse",
     "ping_sse",
     "json_heavy",
     "json_ok",
+    "json_ping",
+    "json_other_id",
 ];
 
 /// The JSON body [`flood_or_pass`] answers `attack` with, the call's id `id` and the head of
@@ -128,6 +132,11 @@ fn json_answer(attack: &str, id: &Value, head: &str) -> Option<String> {
             ))
         }
         "json_ok" => Some(format!(r#"{head}{}"}}]}}}}"#, "a".repeat(1 << 20))),
+        "json_ping" => Some(r#"{"jsonrpc":"2.0","id":"json-ping","method":"ping"}"#.into()),
+        "json_other_id" => {
+            let other = head.replacen(&format!(r#""id":{id}"#), r#""id":"not-the-call""#, 1);
+            Some(format!(r#"{other}read json_other_id: done"}}]}}}}"#))
+        }
         _ => None,
     }
 }
@@ -276,5 +285,47 @@ fn an_http_upstreams_heavy_json_answer_is_refused_unparsed() {
     assert!(
         text.starts_with("aaaa") && text.len() == 1 << 20,
         "{said:.400}"
+    );
+}
+
+/// Attack (protocol): a streamable HTTP upstream answers a `tools/call` POST with a JSON body
+/// that is no answer to it — a `ping` request, or a result under another id than the call's.
+/// Found by review: rmcp took any message there (a request outside the count and judging of
+/// the upstream's requests, which rmcp answered with a POST of its own), and an answer under
+/// another id left the call waiting for its own. The hub answers the call at once with an
+/// error saying why, never answers the ping, and the upstream serves the next call.
+#[test]
+fn an_http_upstreams_json_body_that_is_no_answer_to_the_call_is_refused() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let web_port = flooding_upstream(&rt, Notes::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
+    let upstreams =
+        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
+    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
+    let server = serve(&cfg, port);
+
+    for (attack, why) in [
+        (
+            "json_ping",
+            "with a request or a notification, not an answer",
+        ),
+        ("json_other_id", "under another id"),
+    ] {
+        let asked = std::time::Instant::now();
+        let said = read(&rt, &server.url, "web", attack);
+        assert!(said.contains(why), "{attack}: {said}");
+        let took = asked.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "{attack} took {took:?}"
+        );
+    }
+    assert!(read(&rt, &server.url, "web", "again").contains("read again: done"));
+    let answered = ANSWERED.lock().unwrap();
+    assert!(
+        !answered.contains(&"\"json-ping\"".to_string()),
+        "{answered:?}"
     );
 }
