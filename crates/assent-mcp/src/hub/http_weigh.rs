@@ -27,8 +27,8 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The most bytes of one SSE event of an upstream's read over HTTP (its lines as sent): rmcp's
 /// default, 16 MiB, as a stdio upstream's line (`rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH`).
@@ -55,7 +55,16 @@ const EVENT_TOO_LARGE: &str = "SSE event exceeded the maximum size of";
 /// a stdio upstream's answers may wait (`MAX_REPLIES` in [`super::child`]). Past it, a request
 /// is dropped with a warning, unanswered: answering it here would take a POST of the hub's
 /// own. Found by review: rmcp runs a handler and an answer task for each request, unbounded.
+/// They are kept by id ([`Requests`]).
 const MAX_REQUESTS: usize = 64;
+
+/// How long an upstream's request in rmcp's hands may wait for the POST of its answer to begin
+/// before its place is given up ([`Requests::take`]): 30 s. rmcp's handlers of the
+/// upstream's requests (a ping, roots, sampling and elicitation refused) answer at once, but
+/// rmcp never answers one the upstream cancelled, one it cannot parse, or the second of two
+/// under one id (it keeps one answer an id). Found by review: such a request was counted for
+/// ever, so after 64 of them every later request of the upstream's was dropped.
+const REQUEST_LIFE: Duration = Duration::from_secs(30);
 
 /// An SSE event stream as rmcp's client reads it.
 type Events = BoxStream<'static, Result<Sse, SseError>>;
@@ -79,29 +88,65 @@ impl WeighedClient {
     }
 }
 
-/// The count of an upstream's requests in rmcp's hands ([`MAX_REQUESTS`]).
+/// An upstream's requests in rmcp's hands ([`MAX_REQUESTS`]), at most 64, by id (its JSON
+/// text, at most 1 KiB: [`crate::weigh::answerable_id`]): when each was taken, or `None` once
+/// the POST of its answer began.
 #[derive(Default)]
-struct Requests(AtomicUsize);
+struct Requests(Mutex<HashMap<String, Option<Instant>>>);
+
+/// What [`Requests::take`] made of a request.
+#[derive(Debug, PartialEq)]
+enum Taken {
+    /// Taken: rmcp may have it.
+    Yes,
+    /// Another request under its id is in rmcp's hands (rmcp would answer one of the two).
+    Open,
+    /// [`MAX_REQUESTS`] are in rmcp's hands.
+    Full,
+}
 
 impl Requests {
-    /// Counts one more request; `false` (and nothing counted) at [`MAX_REQUESTS`].
-    fn take(&self) -> bool {
-        let more = |n: usize| (n < MAX_REQUESTS).then_some(n + 1);
-        self.0
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, more)
-            .is_ok()
+    /// Takes the request under `id` at `now`, unless one under that id is open or
+    /// [`MAX_REQUESTS`] are (those whose answer's POST has not begun within [`REQUEST_LIFE`]
+    /// given up first).
+    fn take(&self, id: &serde_json::Value, now: Instant) -> Taken {
+        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let id = id.to_string();
+        if open.contains_key(&id) {
+            return Taken::Open;
+        }
+        if open.len() >= MAX_REQUESTS {
+            let fresh = |taken: &Option<Instant>| {
+                taken.is_none_or(|t| now.saturating_duration_since(t) < REQUEST_LIFE)
+            };
+            open.retain(|_, taken| fresh(taken));
+        }
+        if open.len() >= MAX_REQUESTS {
+            return Taken::Full;
+        }
+        open.insert(id, Some(now));
+        Taken::Yes
+    }
+
+    /// The POST of rmcp's answer under `id` begun: its request's place kept until it ends
+    /// (the guard dropped); `None` when no request is open under `id`, or its answer's POST
+    /// has begun already.
+    fn answering(&self, id: &RequestId) -> Option<Answering<'_>> {
+        let id = serde_json::to_string(id).ok()?;
+        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        open.get_mut(&id)?.take()?;
+        Some(Answering(self, id))
     }
 }
 
-/// One answer to an upstream's request being POSTed: its request uncounted when it ends.
-struct Answering<'a>(&'a Requests);
+/// The POST of an answer to an upstream's request (its id as JSON) under way: the request's
+/// place given up when it ends.
+struct Answering<'a>(&'a Requests, String);
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
-        let less = |n: usize| n.checked_sub(1);
-        let _ = (self.0)
-            .0
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, less);
+        let mut open = (self.0).0.lock().unwrap_or_else(|p| p.into_inner());
+        open.remove(&self.1);
     }
 }
 
@@ -153,8 +198,8 @@ impl StreamableHttpClient for WeighedClient {
     /// rmcp's POST, its answer judged: a JSON body is read within [`MAX_JSON_BYTES`] (the
     /// lesser of it and `limits`), and a request's past it is answered with an error under the
     /// request's id ([`over_bytes`]); an SSE answer is read through
-    /// [`weighed`]. The POST of an answer to the upstream's request uncounts one of its
-    /// requests ([`MAX_REQUESTS`]) when it ends, however it ends.
+    /// [`weighed`]. The POST of an answer to the upstream's request gives up its place
+    /// ([`Requests`]) when it ends, however it ends.
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
@@ -169,11 +214,13 @@ impl StreamableHttpClient for WeighedClient {
             ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
             _ => None,
         };
-        let answer = matches!(
-            message,
-            ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_)
-        );
-        let _answering = answer.then(|| Answering(&self.requests));
+        let _answering = match &message {
+            ClientJsonRpcMessage::Response(r) => self.requests.answering(&r.id),
+            ClientJsonRpcMessage::Error(e) => {
+                e.id.as_ref().and_then(|i| self.requests.answering(i))
+            }
+            _ => None,
+        };
         let sent = self.http.post_message_with_response_limits(
             uri,
             message,
@@ -361,8 +408,9 @@ fn refused(event: Result<Sse, SseError>, requests: &Requests) -> Option<Result<S
 /// ([`upstream_line`], as `passes` in [`super::child`] does): a message event (no `event`
 /// field, or `message`) whose data is a request under an id rmcp's answer could not repeat
 /// cheaply (a string over 1 KiB, a fraction, an array…), or text [`crate::weigh::envelope`]
-/// cannot read (no JSON object, a key named twice, a byte order mark), or a request past
-/// [`MAX_REQUESTS`] (then counted in `requests`), is given with no data, which rmcp skips
+/// cannot read (no JSON object, a key named twice, a byte order mark), or a request
+/// [`Requests::take`] refuses (`requests`: one under its id is open, or [`MAX_REQUESTS`]
+/// are), is given with no data, which rmcp skips
 /// (its `id` and `retry`, which rmcp keeps for resuming the stream, kept): dropped, logged,
 /// never answered, since answering would take a POST of the hub's own. Found by review: such
 /// events reached rmcp unjudged, and an upstream streaming pings under 14 MiB ids had rmcp
@@ -377,11 +425,17 @@ fn judged(sse: Sse, requests: &Requests) -> Sse {
     }
     match upstream_line(data.as_bytes()) {
         Line::Other => return sse,
-        Line::Request(_) if requests.take() => return sse,
-        Line::Request(_) => tracing::warn!(
-            max = MAX_REQUESTS,
-            "dropped an HTTP upstream's request: too many of its requests wait for their answers"
-        ),
+        Line::Request(id) => match requests.take(&id, Instant::now()) {
+            Taken::Yes => return sse,
+            Taken::Open => tracing::warn!(
+                %id,
+                "dropped an HTTP upstream's request: one under its id waits for its answer"
+            ),
+            Taken::Full => tracing::warn!(
+                max = MAX_REQUESTS,
+                "dropped an HTTP upstream's request: too many of its requests wait for their answers"
+            ),
+        },
         Line::Unanswerable => {}
     }
     Sse { data: None, ..sse }
@@ -423,7 +477,8 @@ mod tests {
 
     /// Attack (memory): a request under an id over 1 KiB, or text no JSON object, loses its
     /// data (its event id kept); at most [`MAX_REQUESTS`] requests pass until an answer's
-    /// POST ends; answers, notifications, blank data and control events pass as they came.
+    /// POST ends, which frees its id; answers, notifications, blank data and control events
+    /// pass as they came.
     #[test]
     fn an_event_within_the_weight_is_judged_as_a_stdio_line() {
         let requests = Requests::default();
@@ -443,13 +498,13 @@ mod tests {
                 "{bad:.40}"
             );
         }
-        let ping = event(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
-        for _ in 0..MAX_REQUESTS {
-            assert_eq!(judged(ping.clone(), &requests), ping);
+        let ping = |id: usize| event(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+        for id in 0..MAX_REQUESTS {
+            assert_eq!(judged(ping(id), &requests), ping(id));
         }
-        assert_eq!(judged(ping.clone(), &requests).data, None);
-        drop(Answering(&requests));
-        assert_eq!(judged(ping.clone(), &requests), ping);
+        assert_eq!(judged(ping(MAX_REQUESTS), &requests).data, None);
+        drop(requests.answering(&RequestId::Number(3)));
+        assert_eq!(judged(ping(3), &requests), ping(3));
         let control = Sse {
             event: Some("endpoint".into()),
             ..message_event("/x")
@@ -503,5 +558,36 @@ mod tests {
             matches!(dropped, StreamableHttpPostResponse::Accepted),
             "{dropped:?}"
         );
+    }
+
+    /// Attack (denial of service): an upstream's requests rmcp never answers (cancelled,
+    /// unparsed, a second under one id) held their places for ever, so after 64 every later
+    /// request was dropped. One under an open id is refused; one whose answer's POST has not
+    /// begun within [`REQUEST_LIFE`] gives up its place when all are taken; one whose
+    /// answer's POST is under way keeps it until the POST ends.
+    #[test]
+    fn a_request_never_answered_gives_up_its_place() {
+        let requests = Requests::default();
+        let t0 = Instant::now();
+        let id = |n: usize| serde_json::json!(n);
+        assert_eq!(requests.take(&id(0), t0), Taken::Yes);
+        assert_eq!(requests.take(&id(0), t0), Taken::Open);
+        let answering = requests.answering(&RequestId::Number(0)).unwrap();
+        assert!(requests.answering(&RequestId::Number(0)).is_none());
+        for n in 1..MAX_REQUESTS {
+            assert_eq!(requests.take(&id(n), t0), Taken::Yes);
+        }
+        let later = t0 + REQUEST_LIFE - Duration::from_millis(1);
+        assert_eq!(requests.take(&id(MAX_REQUESTS), later), Taken::Full);
+        let past = t0 + REQUEST_LIFE;
+        assert_eq!(requests.take(&id(MAX_REQUESTS), past), Taken::Yes);
+        assert_eq!(
+            requests.take(&id(0), past),
+            Taken::Open,
+            "its answer is being POSTed"
+        );
+        drop(answering);
+        assert_eq!(requests.take(&id(0), past), Taken::Yes);
+        assert_eq!(requests.take(&serde_json::json!("0"), past), Taken::Yes);
     }
 }

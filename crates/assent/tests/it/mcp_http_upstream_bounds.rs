@@ -33,7 +33,9 @@ const SHORT_PING: &str = "short-ping";
 /// 2 MiB id and under [`SHORT_PING`]) then the call's answer; `json_heavy`, a JSON body of
 /// 15 MiB of zeros (some 500 MiB parsed); `json_ok`, a JSON body of a 1 MiB text result;
 /// `json_ping`, a JSON body of a `ping` request; `json_other_id`, a JSON body of a text result
-/// under another id than the call's. Answers sent to it are recorded
+/// under another id than the call's; `dup_sse`, an SSE stream of [`DUPLICATES`] `ping`s all
+/// under the id `"dup"`, a `ping` under `"probe"`, then the call's answer — the POST of an
+/// answer under `"dup"` held until one under `"probe"` comes (or 10 s pass). Answers sent to it are recorded
 /// ([`ANSWERED`]) and taken (202). Everything else goes to `notes`. Its port.
 fn flooding_upstream(rt: &tokio::runtime::Runtime, notes: Notes) -> u16 {
     use rmcp::transport::streamable_http_server::{
@@ -68,7 +70,16 @@ async fn flood_or_pass(
     let body = axum::body::to_bytes(body, 16 << 20).await.unwrap();
     let m: Value = serde_json::from_slice(&body).unwrap_or_default();
     if m.get("method").is_none() && m.get("id").is_some() {
-        ANSWERED.lock().unwrap().push(m["id"].to_string());
+        let id = m["id"].to_string();
+        ANSWERED.lock().unwrap().push(id.clone());
+        match id.as_str() {
+            r#""probe""# => PROBED.notify_one(),
+            r#""dup""# => {
+                let probed = PROBED.notified();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(10), probed).await;
+            }
+            _ => {}
+        }
         return axum::http::StatusCode::ACCEPTED.into_response();
     }
     let attack = m["params"]["arguments"]["text"].as_str().unwrap_or("");
@@ -82,6 +93,15 @@ async fn flood_or_pass(
         format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
     if let Some(body) = json_answer(attack, id, &head) {
         return ([("content-type", "application/json")], body).into_response();
+    }
+    if attack == "dup_sse" {
+        let ping = |id: &str| format!(r#"data: {{"jsonrpc":"2.0","id":"{id}","method":"ping"}}"#);
+        let mut body = format!("{}\n\n", ping("dup")).repeat(DUPLICATES);
+        body += &format!(
+            "{}\n\ndata: {head}read dup_sse: done\"}}]}}}}\n\n",
+            ping("probe")
+        );
+        return ([("content-type", "text/event-stream")], Body::from(body)).into_response();
     }
     if attack == "ping_sse" {
         let long = "p".repeat(2 << 20);
@@ -110,7 +130,7 @@ async fn flood_or_pass(
 }
 
 /// What [`flooding_upstream`] answers a `tools/call` of `read` with `text`.
-const ATTACKS: [&str; 8] = [
+const ATTACKS: [&str; 9] = [
     "flood",
     "flood_sse",
     "heavy_sse",
@@ -119,7 +139,16 @@ const ATTACKS: [&str; 8] = [
     "json_ok",
     "json_ping",
     "json_other_id",
+    "dup_sse",
 ];
+
+/// How many `ping`s under one id `dup_sse` sends: 64, as many requests of an upstream's as
+/// the hub lets rmcp hold at once.
+const DUPLICATES: usize = 64;
+
+/// Told when an answer under `"probe"` is POSTed to [`flooding_upstream`].
+static PROBED: std::sync::LazyLock<tokio::sync::Notify> =
+    std::sync::LazyLock::new(tokio::sync::Notify::new);
 
 /// The JSON body [`flood_or_pass`] answers `attack` with, the call's id `id` and the head of
 /// its text result `head` given; `None` for an attack not answered so.
@@ -328,4 +357,38 @@ fn an_http_upstreams_json_body_that_is_no_answer_to_the_call_is_refused() {
         !answered.contains(&"\"json-ping\"".to_string()),
         "{answered:?}"
     );
+}
+
+/// Attack (denial of service): a streamable HTTP upstream sends, on a call's SSE answer, 64
+/// `ping`s under one id, then a `ping` under another. rmcp keeps one answer an id and never
+/// answers the others, so each took one of the 64 places of the upstream's requests in rmcp's
+/// hands for ever (found by review: the count went down only when an answer's POST ended;
+/// after 64 such, every later request of the upstream's was dropped). The hub passes on only
+/// the first under an open id, and the `ping` after them is answered while the answer under
+/// the first is still being POSTed (the upstream holds that POST until then).
+#[test]
+fn an_http_upstreams_requests_under_one_id_take_one_place() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let web_port = flooding_upstream(&rt, Notes::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
+    let upstreams =
+        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
+    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
+    let server = serve(&cfg, port);
+
+    let said = read(&rt, &server.url, "web", "dup_sse");
+    assert!(said.contains("read dup_sse: done"), "{said}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ANSWERED.lock().unwrap().contains(&r#""probe""#.to_string()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ping after 64 under one id was never answered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let answered = ANSWERED.lock().unwrap();
+    let dups = answered.iter().filter(|id| *id == r#""dup""#).count();
+    assert_eq!(dups, 1, "{answered:?}");
 }
