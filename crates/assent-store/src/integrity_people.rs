@@ -195,10 +195,17 @@ pub(crate) type SettledKeys = (crate::seal::SealKey, crate::seal::SealKey);
 /// so moving the one forward, or the other back, hid an edited settlement), but by the audit
 /// chain, whose records are hash-linked and signed by checkpoints, and by the seals
 /// themselves. A settled approval is placed at its first settling record (`decision`,
-/// `approval.expired`, `approval.cancelled`, `grant.used`), and the newest audit-key
-/// take-over at the original record of its newest `audit.key_replaced` record
-/// (`carried_from` when retention carried it). A settled approval must hold its seal when:
+/// `approval.expired`, `approval.cancelled`, `grant.used`), the gateway's word that it seals
+/// every settlement at its `settlement.sealing` record ([`crate::sealing_marker::position`],
+/// written with the first settlement it seals, carried by retention), and the newest
+/// audit-key take-over at
+/// the original record of its newest `audit.key_replaced` record (`carried_from` when
+/// retention carried it). A settled approval must hold its seal when:
 ///
+/// - its settling record follows both the `settlement.sealing` record and the take-over (or
+///   none was recorded), whatever its columns say (found by review: told only by the seals,
+///   a writer who cleared every seal back to the first sealed settlement, and broke the
+///   terms' seals of those approvals, hid an edit of the last one);
 /// - its settling record follows the take-over (or none was recorded) and it carries a seal:
 ///   one this key wrote (before the take-over another key sealed it, which is not checked);
 /// - its settling record follows that of an approval whose seal holds: the gateway was
@@ -206,9 +213,10 @@ pub(crate) type SettledKeys = (crate::seal::SealKey, crate::seal::SealKey);
 /// - its terms hold today's seal ([`crate::approval_seal::holds_whole`], a form written only
 ///   since migration 0035) under this key: it was held, so settled, by a gateway that seals.
 ///
-/// A settlement made before migration 0035 (no seal, settled before any sealed one, terms in
-/// the older form) passes, as does one whose settling records were archived and which has no
-/// seal. To hide an edit by clearing seals, a writer must clear every seal back to the first
+/// A settlement made before the `settlement.sealing` record by a gateway from before
+/// migration 0035 (no seal, settled before any sealed one, terms in the older form) passes,
+/// as does one whose settling records were archived and which has no seal: for those, to
+/// hide an edit by clearing seals, a writer must clear every seal back to the first
 /// settlement since 0035 and break the terms' seal of each of those approvals. Only with the
 /// gateway's own audit key (the seal keys derive from it, the database never holds it). One
 /// pass over the settling records, one read of each settled approval's decisions and votes
@@ -220,6 +228,7 @@ pub(crate) fn settlements(
     out: &mut Vec<(Option<i64>, String)>,
 ) -> db::Result<()> {
     let cut = takeover_cut(conn)?;
+    let sealing = crate::sealing_marker::position(conn)?;
     let mut settled_at: HashMap<String, i64> = HashMap::new();
     conn.prepare_cached(
         "SELECT seq, approval_id FROM audit WHERE approval_id IS NOT NULL
@@ -247,7 +256,11 @@ pub(crate) fn settlements(
             if let Some(s) = at {
                 first = Some(first.map_or(s, |f| f.min(s)));
             }
-        } else if has_seal && (at.is_some() || cut.is_none()) {
+        } else if at.is_some_and(|s| sealing.is_some_and(|m| s > m))
+            || (has_seal && (at.is_some() || cut.is_none()))
+        {
+            // Settled after the chain's word that every settlement is sealed, or carrying
+            // a seal: whatever its columns say, it was sealed.
             out.push((at, unsealed_reason(&id)));
         } else {
             unsealed.push((id, at));
@@ -264,8 +277,12 @@ pub(crate) fn settlements(
 
 /// Where the newest audit-key take-over stands in the chain: the `seq` of the newest
 /// `audit.key_replaced` record, or of the record it was carried from (`carried_from`, kept
-/// through every carry: retention writes the record again before archiving it); `None` when
-/// no take-over is recorded. Read through the partial index `audit_key_replaced` (0051).
+/// through every carry: retention writes the record again before archiving it, and an
+/// earlier record only); `None` when no take-over is recorded. Read through the partial
+/// index `audit_key_replaced` (0051). The records' data is taken as it stands: a take-over
+/// record that is no take-over signed by the key it names, or whose keys do not lead to the
+/// key checked with, is itself the problem `audit verify` reports first (`key_ranges.rs`,
+/// whose walk places each accounted take-over where this does).
 fn takeover_cut(conn: Conn<'_>) -> db::Result<Option<i64>> {
     let found: Vec<(i64, String)> = crate::sql::rows(
         conn,
@@ -277,7 +294,10 @@ fn takeover_cut(conn: Conn<'_>) -> db::Result<Option<i64>> {
         .into_iter()
         .map(|(seq, data)| {
             let data: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
-            data["carried_from"].as_i64().unwrap_or(seq)
+            data["carried_from"]
+                .as_i64()
+                .filter(|c| *c <= seq)
+                .unwrap_or(seq)
         })
         .max())
 }

@@ -105,6 +105,7 @@ pub mod results;
 pub mod retention;
 mod retention_carry;
 mod seal;
+mod sealing_marker;
 mod session_risk;
 pub mod sessions;
 mod settlement_seal;

@@ -96,6 +96,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(51, "0051_audit_takeovers"),
     migration!(52, "0052_decision_key_binding"),
     migration!(53, "0053_audit_redeemed"),
+    migration!(54, "0054_settlement_sealing"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -84,16 +84,29 @@ fn stored(conn: Conn<'_>, id: &str) -> db::Result<Option<(Value, String)>> {
 
 /// Seals approval `id`'s settlement as just written, in the settling transaction (so what is
 /// sealed is what the gateway wrote): called once its status, decided time, scope, edit and
-/// decision row are stored. A row with a column of another type than the gateway writes
-/// (SQLite keeps what it is given) is left unsealed rather than failing the settlement: its
-/// receipt is refused, the denial or expiry stands.
+/// decision row are stored, before its settling audit record. A row with a column of another
+/// type than the gateway writes (SQLite keeps what it is given) is left unsealed rather than
+/// failing the settlement: its receipt is refused, the denial or expiry stands. The first
+/// settlement a gateway of this version seals also records, before its own record, the
+/// chain's word that settlements are sealed from there on ([`crate::sealing_marker`], at the
+/// settlement's `decided_at`, else at the head record's time), which `audit verify` holds
+/// every later settlement to.
 pub(crate) fn seal(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()> {
-    let seal = match stored(conn, id) {
-        Ok(Some((columns, _))) => key.seal(&columns),
+    let (seal, at) = match stored(conn, id) {
+        Ok(Some((columns, _))) => (key.seal(&columns), columns[2].as_i64()),
         Ok(None) => return Ok(()),
-        Err(e) if e.is_damaged_row() => String::new(),
+        Err(e) if e.is_damaged_row() => (String::new(), None),
         Err(e) => return Err(e),
     };
+    let at = match at {
+        Some(at) => at,
+        None => conn
+            .prepare_cached("SELECT at FROM audit ORDER BY seq DESC LIMIT 1")?
+            .query_row([], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0),
+    };
+    crate::sealing_marker::record_once(conn, at)?;
     conn.prepare_cached("UPDATE approvals SET settlement_seal = ?2 WHERE id = ?1")?
         .execute(crate::params![id, seal])?;
     Ok(())

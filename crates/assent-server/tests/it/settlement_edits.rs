@@ -1,8 +1,9 @@
 //! A settlement edited in the database while the gateway runs (`assent-store`
 //! `settlement_seal.rs`): its token is refused at redemption (`409 SETTLEMENT_UNSEALED`),
 //! not only voided at the next start; and `audit verify` reports it whatever
-//! `assent_schema.applied_at` of migration 0035 or the row's `decided_at` say, while a
-//! settlement from before 0035 (no seal) still passes. Either backend.
+//! `assent_schema.applied_at` of migration 0035, the row's `decided_at` or its cleared seals
+//! say: the audit chain's `settlement.sealing` record, written with the first settlement,
+//! holds every later one to its seal. Either backend.
 
 use crate::backend::{Param, audit_count, audit_problem};
 use crate::kit::{Gw, OP, assert_error, serve, token_of};
@@ -89,9 +90,9 @@ async fn a_settlement_edited_behind_the_running_gateway_redeems_nothing() {
 /// writer who strips a decision's key binding and moves `applied_at` forward (or the row's
 /// `decided_at` back) had the edit go unreported. Now which settlements were sealed is told
 /// by the audit chain and the seals: the edited settlement is reported, so is one whose seal
-/// was cleared after a sealed one, and one with no seal whose terms hold today's seal; a
-/// settlement made before 0035 (no seal, its terms in an older form, before every sealed
-/// one) passes.
+/// was cleared after a sealed one, one with no seal whose terms hold today's seal, and one
+/// made to look settled before 0035 (no seal, its terms' seal voided) but settled after the
+/// chain's `settlement.sealing` record.
 #[tokio::test]
 async fn verify_reports_an_edited_settlement_whatever_applied_at_and_decided_at_say() {
     let gw = serve().await;
@@ -99,12 +100,31 @@ async fn verify_reports_an_edited_settlement_whatever_applied_at_and_decided_at_
     let sealed = decided(&gw, "bob", "deny").await;
     let edited = decided(&gw, "carol", "approve").await;
     assert_eq!(problem(&gw), None);
-    // As settled before 0035: no settlement seal, its terms' seal voided (0033/0034).
+    // Made to look settled before 0035 (no settlement seal, its terms' seal voided,
+    // 0033/0034): it was settled after the chain's `settlement.sealing` record, so it is
+    // reported; put back, it passes.
+    let seals = |id: &str| {
+        let sql = "SELECT settlement_seal, seal FROM approvals WHERE id = ?1";
+        let r = gw.sql().rows(sql, &[Param::from(id)]);
+        (r[0][0].clone(), r[0][1].clone())
+    };
+    let (settlement_seal, seal) = seals(&old);
     tamper(
         &gw,
         &format!("UPDATE approvals SET settlement_seal = '', seal = '' WHERE id = '{old}'"),
     );
-    assert_eq!(problem(&gw), None, "a settlement from before 0035 passes");
+    let p = problem(&gw).expect("a settlement after settlement.sealing without a seal");
+    assert!(
+        p.contains(&old) && p.contains("does not hold its seal"),
+        "{p}"
+    );
+    tamper(
+        &gw,
+        &format!(
+            "UPDATE approvals SET settlement_seal = '{settlement_seal}', seal = '{seal}' WHERE id = '{old}'"
+        ),
+    );
+    assert_eq!(problem(&gw), None, "put back");
     tamper(
         &gw,
         "UPDATE assent_schema SET applied_at = 4102444800000 WHERE version = 35",
@@ -148,5 +168,86 @@ async fn verify_reports_an_edited_settlement_whatever_applied_at_and_decided_at_
     // seals settlements writes.
     tamper(&gw, &clear(&sealed));
     reported(&gw, &sealed, "every seal cleared");
+    gw.stop().await;
+}
+
+/// The number of state disagreements `audit verify` (the store's public API, as
+/// [`audit_problem`]) finds in the database of the gateway `gw`, and the first.
+fn disagreements(gw: &Gw) -> (usize, Option<String>) {
+    let db = crate::backend::database(&gw.data_dir);
+    let rep = crate::backend::off_runtime(|| {
+        let opts = Default::default();
+        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
+    });
+    (rep.state_disagreements, rep.problem.map(|p| p.reason))
+}
+
+/// Attack (found by review): which settlements must hold a seal was told by the seals
+/// themselves and the terms' seals, columns a database writer controls. One who clears every
+/// seal, the settlement's and the terms', back to the first settlement (so that none holds
+/// to place the others after, and none looks held by a gateway that seals) and strips the
+/// last approval's decision key binding had the edit pass `audit verify`. Now every
+/// settlement after the audit chain's `settlement.sealing` record (hash-linked, signed by the
+/// checkpoints, written with the first settlement) must hold its seal: each cleared one is
+/// reported, and with the untouched ones' seals put back, the edited one is named.
+#[tokio::test]
+async fn verify_names_an_edited_settlement_after_every_seal_before_it_was_cleared() {
+    let gw = serve().await;
+    let mut before = Vec::new();
+    for to in ["alice", "bob"] {
+        let id = decided(&gw, to, "approve").await;
+        let sql = "SELECT settlement_seal, seal FROM approvals WHERE id = ?1";
+        let r = gw.sql().rows(sql, &[Param::from(id.as_str())]);
+        before.push((id, r[0][0].clone(), r[0][1].clone()));
+    }
+    let edited = decided(&gw, "carol", "approve").await;
+    assert_eq!(disagreements(&gw), (0, None));
+    assert_eq!(audit_count(&gw.data_dir, "settlement.sealing"), 1);
+    let last = {
+        let sql = "SELECT rowid FROM approvals WHERE id = ?1";
+        gw.sql().int(sql, &[Param::from(edited.as_str())])
+    };
+    let cleared = gw.sql().exec(
+        &format!("UPDATE approvals SET seal = '', settlement_seal = '' WHERE rowid <= {last}"),
+        &[],
+    );
+    assert_eq!(cleared, 3);
+    tamper(
+        &gw,
+        &format!("UPDATE decisions SET key_binding = NULL WHERE approval_id = '{edited}'"),
+    );
+    let (n, p) = disagreements(&gw);
+    assert_eq!(n, 3, "every cleared settlement is reported: {p:?}");
+    for (id, settlement_seal, seal) in &before {
+        tamper(
+            &gw,
+            &format!(
+                "UPDATE approvals SET settlement_seal = '{settlement_seal}', seal = '{seal}' WHERE id = '{id}'"
+            ),
+        );
+    }
+    let (n, p) = disagreements(&gw);
+    let p = p.expect("the edited settlement is reported");
+    assert!(
+        n == 1 && p.contains(&edited) && p.contains("does not hold its seal"),
+        "{n}: {p}"
+    );
+    // Nor can the record go: renamed to another kind, or deleted, it breaks the chain.
+    let chain_broken = |gw: &Gw, what: &str| {
+        let p = audit_problem(&gw.data_dir).expect(what);
+        assert_eq!(p.check, "chain", "{what}: {p:?}");
+    };
+    let sealing = "kind = 'settlement.sealing'";
+    tamper(
+        &gw,
+        &format!("UPDATE audit SET kind = 'note' WHERE {sealing}"),
+    );
+    chain_broken(&gw, "renamed");
+    tamper(
+        &gw,
+        &format!("UPDATE audit SET {sealing} WHERE kind = 'note'"),
+    );
+    tamper(&gw, &format!("DELETE FROM audit WHERE {sealing}"));
+    chain_broken(&gw, "deleted");
     gw.stop().await;
 }

@@ -235,8 +235,9 @@ fn first_decision_wins_and_late_ones_are_audited() {
         DecideError::NotFound
     ));
     let rep = s.verify_audit().unwrap();
-    // approval.requested, confirm.requested, confirm.rejected, decision, decision.late
-    assert_eq!((rep.records, rep.broken), (5, None));
+    // approval.requested, settlement.sealing (with the first settlement), confirm.requested,
+    // confirm.rejected, decision, decision.late
+    assert_eq!((rep.records, rep.broken), (6, None));
 }
 
 #[test]
@@ -325,8 +326,8 @@ fn audit_verify_names_the_altered_or_removed_record() {
     drop(s);
     let rep = verify_offline(dir.path()).unwrap();
     // Per approval: approval.requested, confirm.requested, confirm.approved, decision,
-    // token.minted.
-    assert_eq!((rep.records, rep.broken.clone()), (15, None));
+    // token.minted; and settlement.sealing with the first settlement.
+    assert_eq!((rep.records, rep.broken.clone()), (16, None));
     let db = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
     db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 5", [])
         .unwrap();
@@ -486,6 +487,7 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
             "approval.requested",
             "confirm.requested",
             "decision.refused",
+            "settlement.sealing",
             "confirm.approved",
             "decision",
             "token.minted"

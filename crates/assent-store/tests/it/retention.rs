@@ -86,15 +86,16 @@ fn archived_store(dir: &Path, db: &Database) -> (Store, Archived) {
 fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_verifies() {
     crate::both_in_dirs(|db, dir| {
         let (s, a) = archived_store(dir, db);
-        // Per approval: requested, confirm.requested, confirm.approved, decision, token.minted.
-        assert_eq!((a.manifest.first_seq, a.manifest.last_seq), (1, 15));
+        // Per approval: requested, confirm.requested, confirm.approved, decision, token.minted;
+        // settlement.sealing with the first settlement.
+        assert_eq!((a.manifest.first_seq, a.manifest.last_seq), (1, 16));
         assert!(!a.more);
         use std::os::unix::fs::PermissionsExt;
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&a.path), 0o600);
         assert_eq!(mode(&dir.join("archive")), 0o700);
         let exp = verify_export(&a.path, &s.audit_public_key()).unwrap();
-        assert_eq!((exp.records, exp.problem.clone()), (15, None), "{exp:?}");
+        assert_eq!((exp.records, exp.problem.clone()), (16, None), "{exp:?}");
         assert_eq!(exp.manifest.as_ref(), Some(&a.manifest));
         let conn = db.connect().unwrap();
         assert_eq!(
@@ -103,14 +104,15 @@ fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_veri
         );
         let left: i64 = conn
             .conn()
-            .query_row("SELECT count(*) FROM audit WHERE seq <= 15", [], |r| {
+            .query_row("SELECT count(*) FROM audit WHERE seq <= 16", [], |r| {
                 r.get(0)
             })
             .unwrap();
         assert_eq!(left, 0);
         let rep = verify(&s, db);
         assert_eq!(rep.problem, None, "{rep:?}");
-        assert_eq!((rep.archived_records, rep.records), (15, 3));
+        // The pending approval's two, the note, and settlement.sealing carried forward.
+        assert_eq!((rep.archived_records, rep.records), (16, 4));
         // Nothing more is due; the chain goes on, checkpoints are still signed over it, and
         // it still verifies (the checkpoint's record count includes the archived records).
         assert!(
@@ -121,7 +123,7 @@ fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_veri
         s.append_audit("note", None, "test", &serde_json::json!({}), 11 * DAY)
             .unwrap();
         let cp = s.checkpoint_if_due(Due::NOW, 11 * DAY).unwrap().unwrap();
-        assert_eq!((cp.seq, cp.record_count), (19, 19));
+        assert_eq!((cp.seq, cp.record_count), (21, 21));
         assert_eq!(verify(&s, db).problem, None);
     });
 }
@@ -149,7 +151,8 @@ fn retention_archives_a_backlog_in_runs_that_chain() {
                 two.manifest.last_seq,
                 three.manifest.last_seq
             ],
-            [8, 16, 20]
+            // 4 × 5 records, settlement.sealing and the note; then its carried copy (day 10).
+            [8, 16, 21]
         );
         assert_eq!(two.manifest.first_prev_hash, one.manifest.last_hash);
         for a in [&one, &two, &three] {
@@ -165,7 +168,7 @@ fn retention_archives_a_backlog_in_runs_that_chain() {
 /// one after the anchor, or one in the middle).
 #[test]
 fn retention_refuses_a_record_deleted_from_the_remainder() {
-    for victim in [16, 17] {
+    for victim in [17, 18] {
         crate::both_in_dirs(|db, dir| {
             let (s, _) = archived_store(dir, db);
             tamper(db, &format!("DELETE FROM audit WHERE seq = {victim}"));
@@ -180,15 +183,15 @@ fn retention_refuses_a_record_deleted_from_the_remainder() {
 fn retention_refuses_an_edited_anchor() {
     crate::both_in_dirs(|db, dir| {
         let (s, a) = archived_store(dir, db);
-        let next_hash: String = scalar(db, "SELECT hash FROM audit WHERE seq = 16", []);
+        let next_hash: String = scalar(db, "SELECT hash FROM audit WHERE seq = 17", []);
         tamper(
             db,
             &format!(
-                "DELETE FROM audit WHERE seq = 16; UPDATE audit_archives SET last_seq = 16, record_count = 16, last_hash = '{next_hash}'"
+                "DELETE FROM audit WHERE seq = 17; UPDATE audit_archives SET last_seq = 17, record_count = 17, last_hash = '{next_hash}'"
             ),
         );
         let p = verify(&s, db).problem.expect("detected");
-        assert_eq!((p.check, p.seq), ("archive", Some(16)), "{p:?}");
+        assert_eq!((p.check, p.seq), ("archive", Some(17)), "{p:?}");
         // The checkpoint signer refuses to extend it too.
         s.append_audit("note", None, "test", &serde_json::json!({}), 11 * DAY)
             .unwrap();
@@ -264,7 +267,7 @@ fn retention_refuses_an_export_signed_by_another_key() {
         assert!(r.problem.unwrap().contains("does not verify"));
         // A manifest signed by another key: edit the public key and signature in place.
         let forged = "ab".repeat(64);
-        edit_line(&a.path, 15, |v| {
+        edit_line(&a.path, 16, |v| {
             v["manifest"]["public_key"] = hex::encode(other.audit_public_key().to_bytes()).into();
             v["manifest"]["signature"] = forged.clone().into();
         });
@@ -309,7 +312,7 @@ fn retention_runs_racing_delete_once() {
         assert_eq!(done.iter().filter(|d| d.is_some()).count(), 1);
         assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 1);
         let rep = verify(&s, db);
-        assert_eq!((rep.problem, rep.archived_records), (None, 10));
+        assert_eq!((rep.problem, rep.archived_records), (None, 11));
     });
 }
 
@@ -326,7 +329,7 @@ fn retention_never_archives_an_altered_chain() {
         assert!(e.to_string().contains("nothing archived"), "{e}");
         assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 0);
         let left: i64 = scalar(db, "SELECT count(*) FROM audit", []);
-        assert_eq!(left, 6);
+        assert_eq!(left, 7);
     });
 }
 
@@ -618,5 +621,54 @@ fn retention_prunes_expired_card_links_and_old_dead_letters() {
         );
         let all: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
         assert_eq!((dead, all), (1, 1));
+    });
+}
+
+/// Attack (found by review): after retention archived the records of the settlements before
+/// it, a database writer edits a later settlement (the reason its receipt gives) and clears its seals,
+/// the settlement's and the terms': no live settlement holds a seal it could be placed after,
+/// so only the audit chain's word that settlements are sealed (`settlement.sealing`, written
+/// with the first settlement) tells that it was sealed. Retention carries that record
+/// forward (once, naming its original place), and `audit verify` names the edited
+/// settlement; settling again writes no second one.
+#[test]
+fn the_sealing_record_is_carried_by_retention_and_holds_later_settlements_to_their_seal() {
+    crate::both_in_dirs(|db, dir| {
+        let (s, a) = archived_store(dir, db);
+        let kind = "kind = 'settlement.sealing'";
+        let count = |db: &Database| -> i64 {
+            scalar(db, &format!("SELECT count(*) FROM audit WHERE {kind}"), [])
+        };
+        assert_eq!(count(db), 1);
+        let data: String = scalar(db, &format!("SELECT data FROM audit WHERE {kind}"), []);
+        let data: serde_json::Value = serde_json::from_str(&data).unwrap();
+        assert_eq!(data["since_migration"], 35, "{data}");
+        let from = data["carried_from"].as_i64().expect("carried");
+        assert!((1..=a.manifest.last_seq).contains(&from), "{data}");
+        let held: String = scalar(db, "SELECT id FROM approvals WHERE status = 'pending'", []);
+        s.decide(
+            &held,
+            &super::DecisionInput::approve(),
+            "alice",
+            &[],
+            10 * DAY,
+        )
+        .unwrap();
+        assert_eq!(count(db), 1, "one record, whatever the settlements since");
+        let opts = VerifyOptions::default();
+        let check = || assent_store::integrity::verify_database(db, dir, &opts).unwrap();
+        assert_eq!(check().problem, None);
+        tamper(
+            db,
+            &format!(
+                "UPDATE decisions SET reason = 'forged' WHERE approval_id = '{held}';
+                 UPDATE approvals SET settlement_seal = '', seal = '' WHERE id = '{held}'"
+            ),
+        );
+        let p = check().problem.expect("reported");
+        assert!(
+            p.reason.contains(&held) && p.reason.contains("does not hold its seal"),
+            "{p:?}"
+        );
     });
 }

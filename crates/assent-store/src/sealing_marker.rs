@@ -1,0 +1,129 @@
+//! The audit chain's word that this gateway seals every settlement from there on
+//! ([`crate::settlement_seal`], migration 0035): one `settlement.sealing` record, appended by
+//! the transaction of the first settlement a gateway of this version seals, before that
+//! settlement's own record ([`record_once`], called by `settlement_seal::seal`), and
+//! written again at the chain's end by audit retention before it archives it ([`carry`]),
+//! as a take-over record is, so that it always stands in the live chain.
+//!
+//! `assent audit verify` ([`crate::integrity_people::settlements`]) requires a seal of
+//! every settlement whose first settling record follows it, whatever the approval's own
+//! columns say. Found by review: which settlements had to hold a seal was told only by
+//! evidence a database writer controls (the seals themselves and the terms' seals), so
+//! clearing every seal back to the first sealed settlement, and breaking the terms' seals of
+//! those approvals, hid an edited settlement. The record is hash-linked and signed over by
+//! the checkpoints: a writer can neither delete nor move it without breaking the chain (nor
+//! drop it alone from the head: the settling record of its own transaction follows it).
+//! Appending another one at the head only moves the word earlier or leaves it where it is:
+//! the earliest place any such record names counts ([`position`]).
+//!
+//! Written with the first settlement rather than at start-up: it is then never the head
+//! record of a committed chain, its time is the settlement's clock (retention, which
+//! archives a prefix older than its cut-off, is not held up by it), and opening a store
+//! still writes nothing.
+
+use crate::archive::Manifest;
+use crate::audit;
+use crate::db::{self, Conn};
+use crate::error::StoreError;
+use crate::params;
+use serde_json::{Value, json};
+
+/// The kind of the record: data `{"since_migration": 35}` (the migration that made every
+/// settlement sealed), plus `carried_from` and `carried_at` (the original record's `seq`
+/// and time, Unix ms) once retention carried it.
+pub const SETTLEMENT_SEALING: &str = "settlement.sealing";
+
+/// The records of [`SETTLEMENT_SEALING`], read through the partial index
+/// `audit_settlement_sealing` (migration 0054; the kind is a literal so that the planner may
+/// use it).
+const RECORDS_SQL: &str =
+    "SELECT seq, data FROM audit WHERE kind = 'settlement.sealing' ORDER BY seq";
+
+/// Where the gateway's word that it seals settlements stands in the chain: the least `seq`
+/// among the [`SETTLEMENT_SEALING`] records of the live chain, each at its own `seq` or at
+/// the `carried_from` it names when that is an earlier record (a carried copy); `None` when
+/// none is recorded (a database no gateway of this version served yet). One read through the
+/// partial index (normally one row). Errors: the database's.
+pub(crate) fn position(conn: Conn<'_>) -> db::Result<Option<i64>> {
+    let rows: Vec<(i64, String)> =
+        crate::sql::rows(conn, RECORDS_SQL, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows
+        .into_iter()
+        .map(|(seq, data)| {
+            let v: Value = serde_json::from_str(&data).unwrap_or_default();
+            v["carried_from"]
+                .as_i64()
+                .filter(|c| *c <= seq)
+                .unwrap_or(seq)
+        })
+        .min())
+}
+
+/// In the settling transaction `conn`, before the settlement's audit record: appends the
+/// [`SETTLEMENT_SEALING`] record (actor `system:settlement-seal`, time `at`, Unix ms: the
+/// settlement's) unless one is recorded already; `true` when it did. Called by
+/// `settlement_seal::seal`, so by every settlement. One read through the partial index
+/// (migration 0054) when recorded. Errors: the database's.
+pub(crate) fn record_once(conn: Conn<'_>, at: i64) -> db::Result<bool> {
+    if position(conn)?.is_some() {
+        return Ok(false);
+    }
+    let data = json!({"since_migration": 35});
+    audit::append(
+        conn,
+        at,
+        SETTLEMENT_SEALING,
+        None,
+        "system:settlement-seal",
+        &data,
+    )?;
+    Ok(true)
+}
+
+/// Before the records `m` covers are deleted (`retention.rs`): each [`SETTLEMENT_SEALING`]
+/// record among them is written again at the chain's end (same actor and data, plus
+/// `carried_from` and `carried_at`: the original record's `seq` and time, kept through later
+/// carries), so the word stays in the live chain at its original place ([`position`]).
+/// Errors: the database's.
+pub(crate) fn carry(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let found: Vec<(i64, i64, String, String)> = crate::sql::rows(
+        **tx,
+        "SELECT seq, at, actor, data FROM audit WHERE kind = 'settlement.sealing' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
+        params![m.first_seq, m.last_seq],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    for (seq, at, actor, data) in found {
+        let mut d = match serde_json::from_str(&data) {
+            Ok(Value::Object(d)) => d,
+            _ => serde_json::Map::new(),
+        };
+        d.entry("carried_at").or_insert(at.into());
+        d.entry("carried_from").or_insert(seq.into());
+        audit::append(
+            **tx,
+            m.archived_at,
+            SETTLEMENT_SEALING,
+            None,
+            &actor,
+            &d.into(),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The marker is read at every start and by every verify: through its partial index,
+    /// never by a scan of the audit log.
+    #[test]
+    fn the_marker_is_read_through_its_index_not_by_scanning_the_audit_log() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        crate::migrate::migrate(crate::sql::lite(&c), "test").unwrap();
+        let mut st = c
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::RECORDS_SQL))
+            .unwrap();
+        let rows = st.query_map([], |r| r.get::<_, String>(3)).unwrap();
+        let p = rows.map(Result::unwrap).collect::<Vec<_>>().join("\n");
+        assert!(p.contains("INDEX audit_settlement_sealing"), "{p}");
+    }
+}
