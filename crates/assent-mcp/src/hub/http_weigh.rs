@@ -1,18 +1,20 @@
 //! A streamable HTTP upstream's answers bounded before rmcp parses them ([`WeighedClient`]):
 //! the HTTP client of rmcp's streamable HTTP transport for the hub, which lets rmcp's reqwest
 //! client do the work and judges what it hands back. rmcp reads at most 16 MiB of one SSE
-//! event ([`MAX_ANSWER_BYTES`]) and, here, at most 2 MiB of a JSON body ([`MAX_JSON_BYTES`]),
-//! and fails past that; a request whose answer passed that bound is answered with a JSON-RPC
-//! error naming it (found by review: the call failed as if the connection had, "the gateway's
-//! log says why", or, over SSE, as a stream closed before its answer), and each SSE event is
-//! weighed ([`crate::weigh::raw_weight`]) before rmcp parses it, one heavier than
-//! [`MAX_LINE_WEIGHT`] refused unparsed as the hub refuses a stdio upstream's line
-//! ([`super::child`]): `[0,0,…]` parsed holds some 33 times its text, so 16 MiB of it made
-//! rmcp build half a gigabyte for one event. A JSON body is parsed by rmcp inside its reqwest
-//! client, before any hook this side, so it cannot be weighed first: its bytes are bounded so
-//! that it cannot weigh much past [`MAX_LINE_WEIGHT`] instead ([`MAX_JSON_BYTES`]); only an
-//! answer in it is passed on ([`json_answer`]: a request or notification in its place is
-//! refused). An SSE event within the weight is judged as a
+//! event ([`MAX_ANSWER_BYTES`]) and, here, at most 1 MiB of a JSON body ([`MAX_JSON_BYTES`]),
+//! 64 KiB of one answering a POST that carried no request ([`MAX_UNASKED_JSON_BYTES`]), and
+//! fails past that; a request whose answer passed that bound, or came as an HTTP failure rmcp
+//! gives as its status alone (429, or a 5xx whose JSON body passed the bound), is answered
+//! with a JSON-RPC error naming the bound or the status (found by review: the call failed as
+//! if the connection had, "the gateway's log says why", or, over SSE, as a stream closed
+//! before its answer), and each SSE event is weighed ([`crate::weigh::raw_weight`]) before
+//! rmcp parses it, one heavier than [`MAX_LINE_WEIGHT`] refused unparsed as the hub refuses a
+//! stdio upstream's line ([`super::child`]): `[0,0,…]` parsed holds some 33 times its text,
+//! so 16 MiB of it made rmcp build half a gigabyte for one event. A JSON body is parsed by
+//! rmcp inside its reqwest client, before any hook this side, so it cannot be weighed first:
+//! its bytes are bounded instead ([`MAX_JSON_BYTES`]: parsing takes some 64 times the text at
+//! its peak); only an answer in it is passed on ([`json_answer`]: a request or notification
+//! in its place is refused). An SSE event within the weight is judged as a
 //! stdio upstream's line is ([`crate::weigh::upstream_line`], [`judged`]): a request under an
 //! id over 1 KiB, or text that is no JSON object read whole, never reaches rmcp, and at most
 //! [`MAX_REQUESTS`] of the upstream's requests are in rmcp's hands at once.
@@ -20,7 +22,9 @@ use crate::weigh::{Line, MAX_LINE_WEIGHT, answerable, raw_weight, too_heavy, ups
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, ErrorData, RequestId, ServerJsonRpcMessage,
+};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -35,15 +39,27 @@ use std::time::{Duration, Instant};
 pub(super) const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// The most bytes of a POST's JSON body read over HTTP (a success's answer, or a failure's
-/// JSON-RPC error): 2 MiB, which parsed weighs at most about [`MAX_LINE_WEIGHT`] (`[0,0,…]`,
-/// the heaviest text, weighs 33 bytes a byte: 66 MiB), where rmcp's default is 16 MiB. rmcp
-/// parses the body inside its reqwest client, so it cannot be weighed before: found by review,
-/// 16 MiB of `[0,0,…]` in answer to one call made the gateway build some 530 MiB, and 16
-/// calls at once 8 GiB. Doing the POST here instead, to weigh the body first, would copy
-/// rmcp's whole POST (its status, authentication and discovery handling and its bounded SSE
-/// reader are private to it). An answer past it is refused ([`over_bytes`]); a larger answer
-/// can come as an SSE event, which is weighed.
-pub(super) const MAX_JSON_BYTES: usize = 2 << 20;
+/// JSON-RPC error): 1 MiB, where rmcp's default is 16 MiB. rmcp parses the body inside its
+/// reqwest client, so it cannot be weighed before; and it parses it twice over, into serde's
+/// intermediate tree (its messages are untagged and flattened) and then into the message, so
+/// `[0,0,…]`, the heaviest text, takes some 64 bytes a byte at the peak of its parsing (found
+/// by review: 1 MiB of zeros took the gateway up by 64 MiB, 2 MiB by 128 MiB), about
+/// [`MAX_LINE_WEIGHT`] here. Found by review before that: 16 MiB of `[0,0,…]` in answer to
+/// one call made the gateway build some 1 GiB. Doing the POST here instead, to weigh the body
+/// first, would copy rmcp's whole POST (its status, authentication and discovery handling and
+/// its bounded SSE reader are private to it). An answer past it is refused ([`over_bytes`]);
+/// a larger answer can come as an SSE event, which is weighed.
+pub(super) const MAX_JSON_BYTES: usize = 1 << 20;
+
+/// The most bytes of the JSON body answering a POST that carried no request (the hub's answer
+/// to a request of the upstream's, or a notification): 64 KiB. Nothing in it is needed (rmcp
+/// awaits no answer there), so a body past it is taken as `202 Accepted`, unparsed, with a
+/// warning. Found by review: an upstream could answer each of the hub's answer POSTs with
+/// [`MAX_JSON_BYTES`] of zeros, each parsed (some 64 MiB) and passed on to rmcp for nothing.
+/// (rmcp POSTs the hub's answers one at a time, each given 5 s,
+/// `StreamableHttpClientTransportConfig::control_request_timeout`, so they are not held
+/// open side by side.)
+const MAX_UNASKED_JSON_BYTES: usize = 64 << 10;
 
 /// What rmcp's SSE reader says of an event past its bound (its error, private to it, is known
 /// only by its words; rmcp is pinned to one version, and the hub's test of an SSE answer past
@@ -196,10 +212,12 @@ impl StreamableHttpClient for WeighedClient {
     }
 
     /// rmcp's POST, its answer judged: a JSON body is read within [`MAX_JSON_BYTES`] (the
-    /// lesser of it and `limits`), and a request's past it is answered with an error under the
-    /// request's id ([`over_bytes`]); an SSE answer is read through
-    /// [`weighed`]. The POST of an answer to the upstream's request gives up its place
-    /// ([`Requests`]) when it ends, however it ends.
+    /// lesser of it and `limits`), [`MAX_UNASKED_JSON_BYTES`] when the POST carries no request
+    /// (a body past it taken as `Accepted`); a
+    /// request's past it, or failed with an HTTP status alone, is answered with an error under
+    /// the request's id ([`refusal`]); an SSE answer is read through [`weighed`]. The POST of
+    /// an answer to the upstream's request gives up its place ([`Requests`]) when it ends,
+    /// however it ends.
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
@@ -209,11 +227,19 @@ impl StreamableHttpClient for WeighedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         mut limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        limits.max_json_response_size = limits.max_json_response_size.min(MAX_JSON_BYTES);
         let id = match &message {
             ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
             _ => None,
         };
+        // Start-up keeps rmcp's own handling of an HTTP failure (a fallback, or a failed start).
+        let starting = matches!(&message, ClientJsonRpcMessage::Request(r)
+            if matches!(r.request, ClientRequest::InitializeRequest(_) | ClientRequest::DiscoverRequest(_)));
+        let bound = if id.is_some() {
+            MAX_JSON_BYTES
+        } else {
+            MAX_UNASKED_JSON_BYTES
+        };
+        limits.max_json_response_size = limits.max_json_response_size.min(bound);
         let _answering = match &message {
             ClientJsonRpcMessage::Response(r) => self.requests.answering(&r.id),
             ClientJsonRpcMessage::Error(e) => {
@@ -230,15 +256,22 @@ impl StreamableHttpClient for WeighedClient {
             limits,
         );
         match (sent.await, id) {
-            (Err(StreamableHttpError::ResponseBodyTooLarge { max_size }), Some(id)) => {
+            (Err(StreamableHttpError::ResponseBodyTooLarge { max_size }), None) => {
                 tracing::warn!(
                     max_size,
-                    "refused an HTTP upstream's answer past its bytes bound"
+                    "took an HTTP upstream's answer to a POST of no request as accepted, unread: past its bytes bound"
                 );
-                let error = ErrorData::internal_error(over_bytes(max_size), None);
-                let answer = ServerJsonRpcMessage::error(error, Some(id));
-                Ok(StreamableHttpPostResponse::Json(answer, None))
+                Ok(StreamableHttpPostResponse::Accepted)
             }
+            (Err(e), Some(id)) if !starting => match refusal(&e) {
+                Some(why) => {
+                    tracing::warn!(error = %e, "refused an HTTP upstream's answer to a call");
+                    let error = ErrorData::internal_error(why, None);
+                    let answer = ServerJsonRpcMessage::error(error, Some(id));
+                    Ok(StreamableHttpPostResponse::Json(answer, None))
+                }
+                None => Err(e),
+            },
             (Ok(StreamableHttpPostResponse::Sse(events, session)), id) => {
                 let events = weighed(events, id, self.requests.clone());
                 Ok(StreamableHttpPostResponse::Sse(events, session))
@@ -343,6 +376,22 @@ fn json_answer(
     tracing::warn!(why, "refused an HTTP upstream's JSON answer to a call");
     let error = ErrorData::internal_error(why, None);
     StreamableHttpPostResponse::Json(ServerJsonRpcMessage::error(error, id), session)
+}
+
+/// The words of the error answering a request whose POST failed with `e`, when the upstream
+/// answered it: its JSON body past its bytes bound ([`over_bytes`]), or an HTTP failure rmcp
+/// gives as its status alone (429, or a 5xx with no JSON-RPC error rmcp could read: none, or
+/// one past [`MAX_JSON_BYTES`], which rmcp reports as the status, not the bound). `None` for
+/// any other failure (the connection's, the session's…), which rmcp reports itself.
+fn refusal(e: &StreamableHttpError<reqwest::Error>) -> Option<String> {
+    match e {
+        StreamableHttpError::ResponseBodyTooLarge { max_size } => Some(over_bytes(*max_size)),
+        StreamableHttpError::HttpStatus(status) => Some(format!(
+            "assent: the upstream answered HTTP {} with no JSON-RPC error within {MAX_JSON_BYTES} bytes",
+            status.status
+        )),
+        _ => None,
+    }
 }
 
 /// The words of the error answering a request whose answer passed `max_size` bytes.

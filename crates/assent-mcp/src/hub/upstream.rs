@@ -315,12 +315,14 @@ impl Upstream {
 /// machine) through an env proxy, with its bearer token and every call's arguments and
 /// result in cleartext to wherever the proxy is. Other hosts keep the environment's proxies.
 /// A TCP (and TLS) connection must be made within [`CONNECT_TIMEOUT`]. What bounds the rest:
-/// rmcp's own limits on an answer (16 MiB for one SSE event, 2 MiB for a JSON body; an answer
-/// past them refused, and each SSE event weighed before it is parsed, by the
-/// [`super::http_weigh::WeighedClient`] wrapping this client), the 30 s of
-/// [`START_TIMEOUT`] of [`Upstream::start`] for `initialize`, [`LIST_TIMEOUT`] for a tool list and
-/// [`CALL_TIMEOUT`] for a call; no read timeout, since a call's answer may legitimately
-/// come late and the upstream's event stream may be quiet for long.
+/// rmcp's own limits on an answer (16 MiB for one SSE event, 1 MiB for a JSON body, 64 KiB
+/// for one answering the hub's answer or notification; an answer past them refused, and each
+/// SSE event weighed before it is parsed, by the [`super::http_weigh::WeighedClient`]
+/// wrapping this client), the 30 s of [`START_TIMEOUT`] of [`Upstream::start`] for
+/// `initialize`, [`LIST_TIMEOUT`] for a tool list and [`CALL_TIMEOUT`] for a call, and
+/// rmcp's 5 s for the POST of an answer to the upstream's request; no read timeout, since a
+/// call's answer may legitimately come late and the upstream's event stream may be quiet for
+/// long.
 /// Errors: the client cannot be built (its TLS backend fails to load).
 fn http_client(url: &str) -> anyhow::Result<reqwest::Client> {
     let b = assent_api::http_builder()
