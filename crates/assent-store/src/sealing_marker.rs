@@ -33,20 +33,29 @@ use serde_json::{Value, json};
 /// and time, Unix ms) once retention carried it.
 pub const SETTLEMENT_SEALING: &str = "settlement.sealing";
 
-/// The records of [`SETTLEMENT_SEALING`], read through the partial index
+/// The records of [`SETTLEMENT_SEALING`] in the live chain, past the archive anchor `?1`
+/// ([`audit::anchor`]: 0 when nothing was archived), read through the partial index
 /// `audit_settlement_sealing` (migration 0054; the kind is a literal so that the planner may
-/// use it).
+/// use it). Found by review: rows at or below the anchor (a `seq` of 0 or less, or an
+/// archived one) are no part of the chain `audit verify` walks from the anchor, nor of what
+/// the checkpoint signer checks; a writer who planted one before the first settlement (say
+/// at `seq` -5: `append` goes on after the greatest `seq`) had every settlement write no
+/// record of its own, then deleted the planted row before `audit verify`, leaving no record
+/// at all. A carried copy stands past the anchor (its `carried_from` may name one at or
+/// below it).
 const RECORDS_SQL: &str =
-    "SELECT seq, data FROM audit WHERE kind = 'settlement.sealing' ORDER BY seq";
+    "SELECT seq, data FROM audit WHERE kind = 'settlement.sealing' AND seq > ?1 ORDER BY seq";
 
 /// Where the gateway's word that it seals settlements stands in the chain: the least `seq`
-/// among the [`SETTLEMENT_SEALING`] records of the live chain, each at its own `seq` or at
-/// the `carried_from` it names when that is an earlier record (a carried copy); `None` when
-/// none is recorded (a database no gateway of this version served yet). One read through the
-/// partial index (normally one row). Errors: the database's.
+/// among the [`SETTLEMENT_SEALING`] records of the live chain (past the archive anchor, see
+/// [`RECORDS_SQL`]), each at its own `seq` or at the `carried_from` it names when that is an
+/// earlier record (a carried copy); `None` when none is recorded (a database no gateway of
+/// this version served yet). One read through the partial index (normally one row). Errors:
+/// the database's.
 pub(crate) fn position(conn: Conn<'_>) -> db::Result<Option<i64>> {
+    let (anchor, _) = audit::anchor(conn)?;
     let rows: Vec<(i64, String)> =
-        crate::sql::rows(conn, RECORDS_SQL, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        crate::sql::rows(conn, RECORDS_SQL, [anchor], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows
         .into_iter()
         .map(|(seq, data)| {
@@ -61,7 +70,8 @@ pub(crate) fn position(conn: Conn<'_>) -> db::Result<Option<i64>> {
 
 /// In the settling transaction `conn`, before the settlement's audit record: appends the
 /// [`SETTLEMENT_SEALING`] record (actor `system:settlement-seal`, time `at`, Unix ms: the
-/// settlement's) unless one is recorded already; `true` when it did. Called by
+/// settlement's) unless the live chain holds one already ([`position`]: a row at or below
+/// the archive anchor does not count); `true` when it did. Called by
 /// `settlement_seal::seal`, so by every settlement. One read through the partial index
 /// (migration 0054) when recorded. Errors: the database's.
 pub(crate) fn record_once(conn: Conn<'_>, at: i64) -> db::Result<bool> {
@@ -122,7 +132,7 @@ mod tests {
         let mut st = c
             .prepare(&format!("EXPLAIN QUERY PLAN {}", super::RECORDS_SQL))
             .unwrap();
-        let rows = st.query_map([], |r| r.get::<_, String>(3)).unwrap();
+        let rows = st.query_map([0], |r| r.get::<_, String>(3)).unwrap();
         let p = rows.map(Result::unwrap).collect::<Vec<_>>().join("\n");
         assert!(p.contains("INDEX audit_settlement_sealing"), "{p}");
     }

@@ -37,6 +37,7 @@ mod replica_clocks;
 mod replicas;
 mod retention;
 mod retention_tools;
+mod sealing_marker;
 mod sec_backlog;
 mod session_risk;
 mod slack_skew;
