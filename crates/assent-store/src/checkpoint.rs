@@ -540,10 +540,10 @@ fn parsed_jsonl(
 /// one is `due` at `now` (Unix ms), after checking that the records since the previous
 /// checkpoint (the newest stored one signed with `key`, or `published` when that is newer)
 /// still link to it. The body of [`Store::checkpoint_if_due_after`], shared with
-/// [`sign_head_of_copy`]. Refuses first when the key was taken over, unless
-/// `replaced_checked` (the store's group commit checked it in this transaction). Returns the
-/// new checkpoint, `None` when none is due. Errors: as `checkpoint_if_due_after`.
-fn sign_due(
+/// [`sign_head_of_copy`] and `sealing_marker::carry`. Refuses first when the key was taken
+/// over, unless `replaced_checked` (the store's group commit checked it in this
+/// transaction). Returns the new checkpoint (`None`: none due). Errors: as `checkpoint_if_due_after`.
+pub(crate) fn sign_due(
     conn: Conn<'_>,
     (key, replaced_checked): (&SigningKey, bool),
     due: Due,

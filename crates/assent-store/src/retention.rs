@@ -529,8 +529,8 @@ fn checkpoints_in(conn: Conn<'_>, from: i64, to: i64, ranges: &KeyRanges) -> db:
 /// The deleting transaction: `Ok(false)` when the newest anchor moved since the plan (another
 /// run archived); otherwise checks the records still have the exported hashes and the next
 /// record links to the last, carries forward what must stay in the live chain (signing a
-/// carried take-over with `key`; the word that settlements are sealed,
-/// `sealing_marker.rs`), deletes them and stores the anchor.
+/// carried take-over with `key`; the word that settlements are sealed, `sealing_marker.rs`,
+/// and a checkpoint by `key` over it), deletes them and stores the anchor.
 fn commit(
     tx: &db::Tx<'_>,
     (p, key): (&Plan, &SigningKey),
@@ -572,7 +572,7 @@ fn commit(
     crate::retention_carry::carry_passkeys(tx, m)?;
     crate::retention_carry::carry_tools(tx, m)?;
     crate::retention_carry::carry_takeovers(tx, m, key)?;
-    crate::sealing_marker::carry(tx, m)?;
+    crate::sealing_marker::carry(tx, m, key)?;
     let gone = tx.execute(
         "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",
         params![m.first_seq, m.last_seq],

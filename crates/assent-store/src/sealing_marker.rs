@@ -3,7 +3,8 @@
 //! the transaction of the first settlement a gateway of this version seals, before that
 //! settlement's own record ([`record_once`], called by `settlement_seal::seal`), and
 //! written again at the chain's end by audit retention before it archives it ([`carry`]),
-//! as a take-over record is, so that it always stands in the live chain.
+//! as a take-over record is, so that it always stands in the live chain, with a checkpoint
+//! signed over it there.
 //!
 //! `assent audit verify` ([`crate::integrity_people::settlements`]) requires a seal of
 //! every settlement whose first settling record follows it, whatever the approval's own
@@ -26,6 +27,7 @@ use crate::audit;
 use crate::db::{self, Conn};
 use crate::error::StoreError;
 use crate::params;
+use ed25519_dalek::SigningKey;
 use serde_json::{Value, json};
 
 /// The kind of the record: data `{"since_migration": 35}` (the migration that made every
@@ -93,9 +95,14 @@ pub(crate) fn record_once(conn: Conn<'_>, at: i64) -> db::Result<bool> {
 /// Before the records `m` covers are deleted (`retention.rs`): each [`SETTLEMENT_SEALING`]
 /// record among them is written again at the chain's end (same actor and data, plus
 /// `carried_from` and `carried_at`: the original record's `seq` and time, kept through later
-/// carries), so the word stays in the live chain at its original place ([`position`]).
-/// Errors: the database's.
-pub(crate) fn carry(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+/// carries), so the word stays in the live chain at its original place ([`position`]); then
+/// signs with `key` a checkpoint over the new head, at `m.archived_at`
+/// ([`crate::checkpoint::sign_due`], as a carried take-over is signed). Found by review: the
+/// copy stood at the head with no checkpoint over it, so a writer who deleted that one row
+/// left a chain that verified and no word that settlements are sealed. Errors: `Invalid`
+/// when the chain does not extend the newest checkpoint of `key` (nothing archived); the
+/// database's.
+pub(crate) fn carry(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(), StoreError> {
     let found: Vec<(i64, i64, String, String)> = crate::sql::rows(
         **tx,
         "SELECT seq, at, actor, data FROM audit WHERE kind = 'settlement.sealing' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
@@ -117,6 +124,8 @@ pub(crate) fn carry(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
             &actor,
             &d.into(),
         )?;
+        let due = crate::checkpoint::Due::NOW;
+        crate::checkpoint::sign_due(**tx, (key, false), due, m.archived_at, None)?;
     }
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! The audit chain's `settlement.sealing` record (`sealing_marker.rs`) against a database
-//! writer: a row planted outside the live chain does not stand in for it. Both backends.
+//! writer: a row planted outside the live chain does not stand in for it, and the copy
+//! retention carries forward cannot be dropped from the head unseen. Both backends.
 
 use super::pgkit::both;
 use super::{open, pending};
-use crate::retention::{scalar, tamper};
+use crate::retention::{scalar, tamper, verify};
 use assent_store::DecisionInput;
 use assent_store::Store;
 use assent_store::db::Database;
@@ -114,4 +115,49 @@ fn a_sealing_record_planted_outside_the_live_chain_does_not_stand_in_for_it() {
             );
         });
     }
+}
+
+/// Three settlements on day 0 (the first writes `settlement.sealing`), an approval held
+/// then for 100 days (its records, and all after them, stay live), a note and one more
+/// settlement on day 10, then a retention run on day 11 keeping 5 days: the copy of
+/// `settlement.sealing` it carries is the chain's head. Returns the store, the day-10
+/// settlement (live, between the archive anchor and that copy) and the anchor's `seq`.
+fn carried(dir: &Path, db: &Database) -> (Store, String, i64) {
+    let s = open(dir, db);
+    for i in 1..=3 {
+        settled(&s, i, i * 10_000);
+    }
+    pending(&s, 9, 50_000, 100 * DAY, false);
+    s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+        .unwrap();
+    let live = settled(&s, 4, 10 * DAY + 1_000);
+    let a = s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 11 * DAY, None);
+    let anchor = a.unwrap().expect("records were due").manifest.last_seq;
+    let head = "SELECT kind FROM audit ORDER BY seq DESC LIMIT 1";
+    assert_eq!(scalar::<String>(db, head, []), "settlement.sealing");
+    assert_eq!(verify(&s, db).problem, None);
+    (s, live, anchor)
+}
+
+/// Attack (found by review): the copy of `settlement.sealing` retention carries forward
+/// stood at the chain's head with no checkpoint signed over it (a carried take-over has
+/// one): a writer who deleted that one row left a chain that still verified and no word
+/// that settlements are sealed, so the live settlements were no longer held to their seals
+/// (and the next settlement wrote a fresh record after them). Now retention signs a
+/// checkpoint over the head it carried the record to, in the same transaction: the copy
+/// deleted, `audit verify` reports the signed checkpoint past the chain's end.
+#[test]
+fn the_carried_sealing_record_cannot_be_dropped_from_the_head_unseen() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _, _) = carried(dir.path(), db);
+        let head: i64 = scalar(db, "SELECT max(seq) FROM audit", []);
+        let signed: i64 = scalar(db, "SELECT max(seq) FROM audit_checkpoints", []);
+        assert_eq!(signed, head, "a checkpoint is signed over the carried copy");
+        tamper(db, &format!("DELETE FROM audit WHERE seq = {head}"));
+        let p = verify(&s, db)
+            .problem
+            .expect("the dropped copy is reported");
+        assert!(p.reason.contains(&head.to_string()), "{p:?}");
+    });
 }
