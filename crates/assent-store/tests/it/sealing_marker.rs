@@ -1,6 +1,7 @@
 //! The audit chain's `settlement.sealing` record (`sealing_marker.rs`) against a database
-//! writer: a row planted outside the live chain does not stand in for it, and the copy
-//! retention carries forward cannot be dropped from the head unseen. Both backends.
+//! writer: a row planted outside the live chain does not stand in for it, the copy
+//! retention carries forward cannot be dropped from the head unseen, and a settlement
+//! between the archive anchor and that copy is held to its seal. Both backends.
 
 use super::pgkit::both;
 use super::{open, pending};
@@ -159,5 +160,42 @@ fn the_carried_sealing_record_cannot_be_dropped_from_the_head_unseen() {
             .problem
             .expect("the dropped copy is reported");
         assert!(p.reason.contains(&head.to_string()), "{p:?}");
+    });
+}
+
+/// Attack (found by review, untested until now): a settlement that stays live past a
+/// retention run but precedes the copy of `settlement.sealing` it carries is held to its
+/// seal only through the copy's `carried_from` (the original record's place). Its reason
+/// forged and its seals cleared, `audit verify` names it.
+#[test]
+fn a_live_settlement_before_the_carried_sealing_record_is_held_to_its_seal() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (_s, live, anchor) = carried(dir.path(), db);
+        let data: String = scalar(
+            db,
+            "SELECT data FROM audit WHERE kind = 'settlement.sealing'",
+            [],
+        );
+        let data: serde_json::Value = serde_json::from_str(&data).unwrap();
+        let from = data["carried_from"].as_i64().expect("carried");
+        assert!((1..=anchor).contains(&from), "{data}");
+        let settled_at: i64 = scalar(
+            db,
+            "SELECT min(seq) FROM audit WHERE approval_id = ?1 AND kind = 'decision'",
+            [&live],
+        );
+        let copy: i64 = scalar(db, "SELECT max(seq) FROM audit", []);
+        assert!(anchor < settled_at && settled_at < copy, "{settled_at}");
+        assert_eq!(check(db, dir.path()).problem, None);
+        forge_and_clear(db, &live);
+        let rep = check(db, dir.path());
+        let p = rep.problem.clone().expect("reported");
+        assert!(
+            rep.state_disagreements == 1
+                && p.reason.contains(&live)
+                && p.reason.contains("does not hold its seal"),
+            "{rep:?}"
+        );
     });
 }
