@@ -24,11 +24,12 @@
 
 use crate::archive::Manifest;
 use crate::audit;
-use crate::db::{self, Conn};
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::params;
 use ed25519_dalek::SigningKey;
 use serde_json::{Value, json};
+use std::ops::ControlFlow;
 
 /// The kind of the record: data `{"since_migration": 35}` (the migration that made every
 /// settlement sealed), plus `carried_from` and `carried_at` (the original record's `seq`
@@ -48,36 +49,46 @@ pub const SETTLEMENT_SEALING: &str = "settlement.sealing";
 const RECORDS_SQL: &str =
     "SELECT seq, data FROM audit WHERE kind = 'settlement.sealing' AND seq > ?1 ORDER BY seq";
 
+/// Whether the live chain holds a [`SETTLEMENT_SEALING`] record past the archive anchor
+/// `?1` (as [`RECORDS_SQL`]): at most one row read, through the same partial index.
+const RECORDED_SQL: &str =
+    "SELECT 1 FROM audit WHERE kind = 'settlement.sealing' AND seq > ?1 LIMIT 1";
+
 /// Where the gateway's word that it seals settlements stands in the chain: the least `seq`
 /// among the [`SETTLEMENT_SEALING`] records of the live chain (past the archive anchor, see
 /// [`RECORDS_SQL`]), each at its own `seq` or at the `carried_from` it names when that is an
 /// earlier record (a carried copy); `None` when none is recorded (a database no gateway of
-/// this version served yet). One read through the partial index (normally one row). Errors:
-/// the database's.
+/// this version served yet). One read through the partial index, streamed (normally one
+/// row). Errors: the database's.
 pub(crate) fn position(conn: Conn<'_>) -> db::Result<Option<i64>> {
     let (anchor, _) = audit::anchor(conn)?;
-    let rows: Vec<(i64, String)> =
-        crate::sql::rows(conn, RECORDS_SQL, [anchor], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows
-        .into_iter()
-        .map(|(seq, data)| {
-            let v: Value = serde_json::from_str(&data).unwrap_or_default();
-            v["carried_from"]
-                .as_i64()
-                .filter(|c| *c <= seq)
-                .unwrap_or(seq)
-        })
-        .min())
+    let mut least: Option<i64> = None;
+    conn.prepare_cached(RECORDS_SQL)?.for_each([anchor], |r| {
+        let (seq, data): (i64, String) = (r.get(0)?, r.get(1)?);
+        let v: Value = serde_json::from_str(&data).unwrap_or_default();
+        let at = v["carried_from"]
+            .as_i64()
+            .filter(|c| *c <= seq)
+            .unwrap_or(seq);
+        least = Some(least.map_or(at, |l| l.min(at)));
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(least)
 }
 
 /// In the settling transaction `conn`, before the settlement's audit record: appends the
 /// [`SETTLEMENT_SEALING`] record (actor `system:settlement-seal`, time `at`, Unix ms: the
-/// settlement's) unless the live chain holds one already ([`position`]: a row at or below
-/// the archive anchor does not count); `true` when it did. Called by
-/// `settlement_seal::seal`, so by every settlement. One read through the partial index
-/// (migration 0054) when recorded. Errors: the database's.
+/// settlement's) unless the live chain holds one already (past the archive anchor: a row at
+/// or below it does not count, see [`RECORDS_SQL`]); `true` when it did. Called by
+/// `settlement_seal::seal`, so by every settlement: one read of the anchor and at most one
+/// row through the partial index (migration 0054), [`RECORDED_SQL`]. Errors: the database's.
 pub(crate) fn record_once(conn: Conn<'_>, at: i64) -> db::Result<bool> {
-    if position(conn)?.is_some() {
+    let (anchor, _) = audit::anchor(conn)?;
+    let recorded = conn
+        .prepare_cached(RECORDED_SQL)?
+        .query_row([anchor], |r| r.get::<i64>(0))
+        .optional()?;
+    if recorded.is_some() {
         return Ok(false);
     }
     let data = json!({"since_migration": 35});
@@ -132,17 +143,17 @@ pub(crate) fn carry(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(
 
 #[cfg(test)]
 mod tests {
-    /// The marker is read at every start and by every verify: through its partial index,
+    /// The marker is read by every settlement and every verify: through its partial index,
     /// never by a scan of the audit log.
     #[test]
     fn the_marker_is_read_through_its_index_not_by_scanning_the_audit_log() {
         let c = rusqlite::Connection::open_in_memory().unwrap();
         crate::migrate::migrate(crate::sql::lite(&c), "test").unwrap();
-        let mut st = c
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::RECORDS_SQL))
-            .unwrap();
-        let rows = st.query_map([0], |r| r.get::<_, String>(3)).unwrap();
-        let p = rows.map(Result::unwrap).collect::<Vec<_>>().join("\n");
-        assert!(p.contains("INDEX audit_settlement_sealing"), "{p}");
+        for sql in [super::RECORDS_SQL, super::RECORDED_SQL] {
+            let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = st.query_map([0], |r| r.get::<_, String>(3)).unwrap();
+            let p = rows.map(Result::unwrap).collect::<Vec<_>>().join("\n");
+            assert!(p.contains("INDEX audit_settlement_sealing"), "{sql}: {p}");
+        }
     }
 }
