@@ -295,6 +295,20 @@ fn json_answer(attack: &str, id: &Value, head: &str) -> Option<String> {
 }
 
 /// `read` with `text` on upstream `alias` through a fresh client of the hub at `url`, within
+/// A gateway whose agent `helper` (key [`KEY`]) may call `read` on one streamable HTTP
+/// upstream, `web`, a [`flooding_upstream`]; its data directory (kept while the gateway runs).
+fn web_gateway(rt: &tokio::runtime::Runtime) -> (tempfile::TempDir, crate::Server) {
+    let web_port = flooding_upstream(rt, Notes::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
+    let upstreams =
+        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
+    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
+    let server = serve(&cfg, port);
+    (dir, server)
+}
+
 /// 60 s: the result as JSON, or the error's words.
 fn read(rt: &tokio::runtime::Runtime, url: &str, alias: &str, text: &str) -> String {
     rt.block_on(async {
@@ -373,14 +387,7 @@ fn an_http_upstream_flooding_a_calls_answer_is_cut_off_at_16_mib() {
 #[test]
 fn an_http_upstreams_ping_under_a_2_mib_id_is_dropped_unanswered() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let web_port = flooding_upstream(&rt, Notes::default());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
-    let upstreams =
-        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
-    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
-    let server = serve(&cfg, port);
+    let (_dir, server) = web_gateway(&rt);
 
     let said = read(&rt, &server.url, "web", "ping_sse");
     assert!(said.contains("read ping_sse: done"), "{said}");
@@ -413,14 +420,7 @@ fn an_http_upstreams_ping_under_a_2_mib_id_is_dropped_unanswered() {
 #[test]
 fn an_http_upstreams_heavy_json_answer_is_refused_unparsed() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let web_port = flooding_upstream(&rt, Notes::default());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
-    let upstreams =
-        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
-    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
-    let server = serve(&cfg, port);
+    let (_dir, server) = web_gateway(&rt);
     let pid = server.child.id();
     assert!(read(&rt, &server.url, "web", "warm").contains("read warm: done"));
     let (before, _) = memory(pid);
@@ -455,14 +455,7 @@ fn an_http_upstreams_heavy_json_answer_is_refused_unparsed() {
 #[test]
 fn an_http_upstreams_json_answer_of_zeros_under_the_bound_passes_within_its_memory() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let web_port = flooding_upstream(&rt, Notes::default());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
-    let upstreams =
-        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
-    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
-    let server = serve(&cfg, port);
+    let (_dir, server) = web_gateway(&rt);
     let pid = server.child.id();
     assert!(read(&rt, &server.url, "web", "warm").contains("read warm: done"));
     let (before, _) = memory(pid);
@@ -491,14 +484,7 @@ fn an_http_upstreams_json_answer_of_zeros_under_the_bound_passes_within_its_memo
 #[test]
 fn an_http_upstreams_heavy_answers_to_the_hubs_answers_are_not_read() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let web_port = flooding_upstream(&rt, Notes::default());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
-    let upstreams =
-        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
-    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
-    let server = serve(&cfg, port);
+    let (_dir, server) = web_gateway(&rt);
     let pid = server.child.id();
     assert!(read(&rt, &server.url, "web", "warm").contains("read warm: done"));
     let (before, _) = memory(pid);
@@ -528,14 +514,7 @@ fn an_http_upstreams_heavy_answers_to_the_hubs_answers_are_not_read() {
 #[test]
 fn an_http_upstreams_json_body_that_is_no_answer_to_the_call_is_refused() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let web_port = flooding_upstream(&rt, Notes::default());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
-    let upstreams =
-        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
-    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
-    let server = serve(&cfg, port);
+    let (_dir, server) = web_gateway(&rt);
 
     for (attack, why) in [
         (
@@ -586,14 +565,7 @@ fn an_http_upstreams_json_body_that_is_no_answer_to_the_call_is_refused() {
 #[test]
 fn an_http_upstreams_requests_under_one_id_take_one_place() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let web_port = flooding_upstream(&rt, Notes::default());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: web\n      allowed_tools: [read]\n";
-    let upstreams =
-        format!("mcp_upstreams:\n  web: {{url: \"http://127.0.0.1:{web_port}/mcp\"}}\n");
-    let cfg = write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
-    let server = serve(&cfg, port);
+    let (_dir, server) = web_gateway(&rt);
 
     let said = read(&rt, &server.url, "web", "dup_sse");
     assert!(said.contains("read dup_sse: done"), "{said}");
