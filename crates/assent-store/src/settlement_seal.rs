@@ -106,7 +106,7 @@ pub(crate) fn seal(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()> {
             .optional()?
             .unwrap_or(0),
     };
-    crate::sealing_marker::record_once(conn, at)?;
+    crate::sealing_marker::record_once(conn, key, at)?;
     conn.prepare_cached("UPDATE approvals SET settlement_seal = ?2 WHERE id = ?1")?
         .execute(crate::params![id, seal])?;
     Ok(())

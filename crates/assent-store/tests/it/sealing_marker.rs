@@ -47,9 +47,15 @@ fn forge_and_clear(db: &Database, id: &str) {
 /// seal, the settlements' and the terms', and forged the last one's reason: no record was
 /// left to hold them, and the edit passed `audit verify`. Now only the live chain counts:
 /// the first settlement writes the record, and the edited settlement is named.
+///
+/// Attack (found by review, `lowered`): the live chain is told by the archive anchor, which
+/// a writer can move. The writer deleted the `audit_archives` row (the anchor fell to 0) and
+/// planted a record linked to the genesis hash at `seq` 1, so that no settlement wrote its
+/// own; then put the row back and deleted the plant. Now a record spares a settlement only
+/// when its HMAC, under a key the database never holds, holds at its place.
 #[test]
 fn a_sealing_record_planted_outside_the_live_chain_does_not_stand_in_for_it() {
-    for planted in ["-5", "anchor"] {
+    for planted in ["-5", "anchor", "lowered"] {
         both(|db| {
             let dir = tempfile::tempdir().unwrap();
             let s = open(dir.path(), db);
@@ -63,18 +69,31 @@ fn a_sealing_record_planted_outside_the_live_chain_does_not_stand_in_for_it() {
             let arch = dir.path().join("archive");
             let a = s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None);
             let anchor = a.unwrap().expect("records were due").manifest.last_seq;
-            let seq = if planted == "anchor" { anchor } else { -5 };
+            let seq = match planted {
+                "anchor" => anchor,
+                "lowered" => 1,
+                _ => -5,
+            };
+            if planted == "lowered" {
+                let saved = "CREATE TABLE saved AS SELECT * FROM audit_archives";
+                tamper(db, &format!("{saved}; DELETE FROM audit_archives"));
+            }
+            let genesis = assent_store::audit::GENESIS;
             tamper(
                 db,
                 &format!(
                     "INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash)
                      VALUES ({seq}, 1000, 'settlement.sealing', NULL, 'system:settlement-seal',
-                             '{{\"since_migration\":35}}', 'x', 'x')"
+                             '{{\"since_migration\":35}}', '{genesis}', 'x')"
                 ),
             );
             let ids: Vec<String> = (1..=3)
                 .map(|i| settled(&s, i, 10 * DAY + i * 10_000))
                 .collect();
+            if planted == "lowered" {
+                let back = "INSERT INTO audit_archives SELECT * FROM saved";
+                tamper(db, &format!("{back}; DROP TABLE saved"));
+            }
             let live = format!("kind = 'settlement.sealing' AND seq > {anchor}");
             let n: i64 = scalar(db, &format!("SELECT count(*) FROM audit WHERE {live}"), []);
             assert_eq!(n, 1, "{planted}: the first settlement wrote the record");
