@@ -192,6 +192,9 @@ fn retention_refuses_an_edited_anchor() {
         );
         let p = verify(&s, db).problem.expect("detected");
         assert_eq!((p.check, p.seq), ("archive", Some(17)), "{p:?}");
+        // Retention refuses to archive on top of the edited anchor.
+        let again = s.archive_audit(&dir.join("archive"), 11 * DAY, 1_000, 11 * DAY, None);
+        assert!(again.is_err(), "{again:?}");
         // The checkpoint signer checks only the records past its newest checkpoint, which
         // retention signed over the head it carried `settlement.sealing` to, past the
         // anchor: what it signs next does not hide the edit.
