@@ -62,6 +62,14 @@ pub struct Manifest {
     /// export without it reads as `""`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub carries: String,
+    /// Where the audit chain's word that every settlement is sealed stands (the `seq` a
+    /// `settlement.sealing` record names, `sealing_marker.rs`), as of this run: the least
+    /// place named by such a record the run archived whose seal holds, or the previous
+    /// anchor's, whichever is earlier (migration 0055); `None` when neither. Signed when
+    /// present; an export without it reads as `None`. `audit verify` holds every settlement
+    /// after it to its seal, whatever is left in the live chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealing_since: Option<i64>,
 }
 
 /// [`Manifest::carries`] of a run that carried the records of the standing tool pins and
@@ -70,7 +78,8 @@ pub const CARRIES_TOOLS: &str = "tools";
 
 impl Manifest {
     /// What is signed: the canonical JSON of every field but `signature`, with `"format"`
-    /// (`carries` only when not empty, so a manifest from before it verifies as it was signed).
+    /// (`carries` only when not empty and `sealing_since` only when present, so a manifest
+    /// from before either verifies as it was signed).
     pub fn signed_bytes(&self) -> Vec<u8> {
         let mut v = json!({"format": FORMAT, "first_seq": self.first_seq, "last_seq": self.last_seq,
             "first_prev_hash": self.first_prev_hash, "last_hash": self.last_hash,
@@ -79,6 +88,9 @@ impl Manifest {
             "public_key": self.public_key});
         if !self.carries.is_empty() {
             v["carries"] = self.carries.clone().into();
+        }
+        if let Some(at) = self.sealing_since {
+            v["sealing_since"] = at.into();
         }
         canonical_value(&v)
             .expect("strings and integers canonicalise")
@@ -99,11 +111,11 @@ impl Manifest {
 }
 
 /// The columns of `audit_archives`, in [`Manifest`] order.
-pub(crate) const COLUMNS: &str = "first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature, carries";
+pub(crate) const COLUMNS: &str = "first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature, carries, sealing_since";
 
 fn row(r: &db::Row<'_>) -> db::Result<Manifest> {
     from_row!(r => Manifest { first_seq, last_seq, first_prev_hash, last_hash, record_count,
-        records_sha256, file, cutoff, archived_at, public_key, signature, carries })
+        records_sha256, file, cutoff, archived_at, public_key, signature, carries, sealing_since })
 }
 
 /// Every stored anchor, oldest first (none before schema 11).

@@ -97,6 +97,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(52, "0052_decision_key_binding"),
     migration!(53, "0053_audit_redeemed"),
     migration!(54, "0054_settlement_sealing"),
+    migration!(55, "0055_archive_sealing_since"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -75,6 +75,8 @@ pub struct Archived {
 struct Plan {
     prev_seq: i64,
     prev_hash: String,
+    /// The previous anchor's `sealing_since` ([`Manifest::sealing_since`]).
+    prev_sealing: Option<i64>,
     cut: i64,
     more: bool,
 }
@@ -126,6 +128,7 @@ fn plan(conn: Conn<'_>, cutoff: i64, now: i64, max: i64) -> db::Result<Option<Pl
     Ok((cut > prev_seq).then_some(Plan {
         prev_seq,
         prev_hash,
+        prev_sealing: crate::sealing_marker::anchored(conn)?,
         cut,
         more: cut == capped,
     }))
@@ -159,6 +162,8 @@ struct Written {
     pairs: Sha256,
     expect: i64,
     prev: String,
+    /// The `settlement.sealing` records met (`seq`, `prev_hash`, `data`).
+    sealing: Vec<(i64, String, String)>,
 }
 
 impl Written {
@@ -181,6 +186,10 @@ impl Written {
         line.push('\n');
         self.lines.update(line.as_bytes());
         self.pairs.update(format!("{}:{}\n", rec.seq, rec.hash));
+        if rec.kind == crate::sealing_marker::SETTLEMENT_SEALING {
+            let found = (rec.seq, rec.prev_hash.clone(), rec.data.clone());
+            self.sealing.push(found);
+        }
         self.expect += 1;
         self.prev = rec.hash.clone();
         Ok(line)
@@ -381,6 +390,7 @@ impl Store {
             pairs: Sha256::new(),
             expect: first,
             prev: p.prev_hash.clone(),
+            sealing: Vec::new(),
         };
         let mut from = p.prev_seq;
         while from < last {
@@ -435,6 +445,11 @@ impl Store {
             public_key: String::new(),
             signature: String::new(),
             carries: CARRIES_TOOLS.to_string(),
+            sealing_since: crate::sealing_marker::archived_since(
+                &self.audit_key,
+                p.prev_sealing,
+                &w.sealing,
+            ),
         }
         .signed(&self.audit_key);
         let trailer = format!("{}\n", json!({ "manifest": manifest }));
@@ -584,7 +599,7 @@ fn commit(
     }
     tx.execute(
         &format!(
-            "INSERT INTO audit_archives ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"
+            "INSERT INTO audit_archives ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"
         ),
         params![
             m.first_seq,
@@ -598,7 +613,8 @@ fn commit(
             m.archived_at,
             m.public_key,
             m.signature,
-            m.carries
+            m.carries,
+            m.sealing_since
         ],
     )?;
     Ok(true)

@@ -17,7 +17,10 @@
 //! Appending another one at the head only moves the word earlier or leaves it where it is:
 //! the earliest place any such record names counts ([`position`]). Only a record whose
 //! `seal` holds at its place (an HMAC under a key derived from the audit key) spares a
-//! settlement from writing one ([`record_once`]): a planted record is no gateway's word.
+//! settlement from writing one ([`record_once`]): a planted record is no gateway's word
+//! (though a genuine one put back whole where it stood is). Retention's signed manifest
+//! keeps the word too (`sealing_since`, [`archived_since`]), so that it stands even when no
+//! record is left in the live chain ([`position`]).
 //!
 //! Written with the first settlement rather than at start-up: it is then never the head
 //! record of a committed chain, its time is the settlement's clock (retention, which
@@ -40,7 +43,7 @@ use std::ops::ControlFlow;
 /// retention carried it.
 pub const SETTLEMENT_SEALING: &str = "settlement.sealing";
 
-/// The records of [`SETTLEMENT_SEALING`] (`seq`, `data`) in the live chain, past the archive anchor `?1`
+/// The records of [`SETTLEMENT_SEALING`] (`seq`, `data`, `prev_hash`) in the live chain, past the archive anchor `?1`
 /// ([`audit::anchor`]: 0 when nothing was archived), read through the partial index
 /// `audit_settlement_sealing` (migration 0054; the kind is a literal so that the planner may
 /// use it). Found by review: rows at or below the anchor (a `seq` of 0 or less, or an
@@ -50,61 +53,112 @@ pub const SETTLEMENT_SEALING: &str = "settlement.sealing";
 /// record of its own, then deleted the planted row before `audit verify`, leaving no record
 /// at all. A carried copy stands past the anchor (its `carried_from` may name one at or
 /// below it).
-const RECORDS_SQL: &str =
-    "SELECT seq, data FROM audit WHERE kind = 'settlement.sealing' AND seq > ?1 ORDER BY seq";
+const RECORDS_SQL: &str = "SELECT seq, data, prev_hash FROM audit WHERE kind = 'settlement.sealing' AND seq > ?1 ORDER BY seq";
 
 /// Where the gateway's word that it seals settlements stands in the chain: the least `seq`
 /// among the [`SETTLEMENT_SEALING`] records of the live chain (past the archive anchor, see
 /// [`RECORDS_SQL`]), each at its own `seq` or at the `carried_from` it names when that is an
-/// earlier record (a carried copy); `None` when none is recorded (a database no gateway of
-/// this version served yet). One read through the partial index, streamed (normally one
-/// row). Errors: the database's.
+/// earlier record (a carried copy), and the newest archive anchor's signed `sealing_since`
+/// ([`anchored`]), whichever is earliest; `None` when neither is recorded (a database no
+/// gateway of this version served yet). Found by review: with the live records alone, a
+/// writer who deleted retention's copy from the head together with the checkpoint over it
+/// (or had a genuine record put back below a lowered anchor stand in for the one the next
+/// settlement would write, then deleted it) left the later settlements held to nothing;
+/// the anchor's word is signed, and deleting the anchor breaks the chain's start. One read
+/// of the anchor and one through the partial index, streamed (normally one row). Errors:
+/// the database's.
 pub(crate) fn position(conn: Conn<'_>) -> db::Result<Option<i64>> {
     let (anchor, _) = audit::anchor(conn)?;
-    let mut least: Option<i64> = None;
+    let mut least = anchored(conn)?;
     conn.prepare_cached(RECORDS_SQL)?.for_each([anchor], |r| {
         let (seq, data): (i64, String) = (r.get(0)?, r.get(1)?);
-        let v: Value = serde_json::from_str(&data).unwrap_or_default();
-        let at = v["carried_from"]
-            .as_i64()
-            .filter(|c| *c <= seq)
-            .unwrap_or(seq);
+        let at = named(seq, &data);
         least = Some(least.map_or(at, |l| l.min(at)));
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(least)
 }
 
-/// What a [`SETTLEMENT_SEALING`] record's `seal` field is over: the kind and the `seq` the
-/// record stands at, `["settlement.sealing", seq]`, under the settlement seal key
-/// ([`crate::seal::Sealed::Settlement`], derived from the audit key the database never holds).
-fn word(seq: i64) -> Value {
-    json!([SETTLEMENT_SEALING, seq])
+/// The place a [`SETTLEMENT_SEALING`] record at `seq` with data `data` (JSON text) names:
+/// its `carried_from` when that is an earlier record (a carried copy), else `seq`.
+fn named(seq: i64, data: &str) -> i64 {
+    let v: Value = serde_json::from_str(data).unwrap_or_default();
+    v["carried_from"]
+        .as_i64()
+        .filter(|c| *c <= seq)
+        .unwrap_or(seq)
 }
 
-/// Whether the stored record `data` (JSON text) at `seq` carries a `seal` that holds under
-/// `key` ([`word`]): one the gateway wrote there, not one a database writer planted.
-fn sealed_here(key: &SealKey, seq: i64, data: &str) -> bool {
+/// The newest archive anchor's `sealing_since` ([`Manifest::sealing_since`], migration
+/// 0055; its signature is checked by `audit verify` with the anchor's): `None` when nothing
+/// was archived or the anchor names none. Errors: the database's.
+pub(crate) fn anchored(conn: Conn<'_>) -> db::Result<Option<i64>> {
+    if !conn.has_table("audit_archives")? {
+        return Ok(None);
+    }
+    let newest: Option<Option<i64>> = conn
+        .prepare_cached("SELECT sealing_since FROM audit_archives ORDER BY last_seq DESC LIMIT 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    Ok(newest.flatten())
+}
+
+/// A retention run's [`Manifest::sealing_since`]: the least place named ([`named`]) by the
+/// `records` it archives (`seq`, `prev_hash`, `data` of each [`SETTLEMENT_SEALING`] record)
+/// whose seal holds there under the settlement key derived from `audit_key`, and `prev` (the
+/// previous anchor's), whichever is earlier. A record whose seal does not hold (planted, or
+/// from a build before the seal) adds nothing.
+pub(crate) fn archived_since(
+    audit_key: &SigningKey,
+    prev: Option<i64>,
+    records: &[(i64, String, String)],
+) -> Option<i64> {
+    let key = SealKey::of(audit_key, Sealed::Settlement);
+    records
+        .iter()
+        .filter(|(seq, prev_hash, data)| sealed_here(&key, (*seq, prev_hash), data))
+        .map(|(seq, _, data)| named(*seq, data))
+        .chain(prev)
+        .min()
+}
+
+/// What a [`SETTLEMENT_SEALING`] record's `seal` field is over: the kind, the `seq` the
+/// record stands at and its `prev_hash`, `["settlement.sealing", seq, prev_hash]`, under the
+/// settlement seal key ([`crate::seal::Sealed::Settlement`], derived from the audit key the
+/// database never holds). The `prev_hash` ties it to this chain (found by review: over the
+/// `seq` alone, a seal copied from another database under the same audit key, a backup or a
+/// staging copy, held here too).
+fn word((seq, prev_hash): (i64, &str)) -> Value {
+    json!([SETTLEMENT_SEALING, seq, prev_hash])
+}
+
+/// Whether the stored record `data` (JSON text) at `place` (`seq`, `prev_hash`) carries a
+/// `seal` that holds under `key` ([`word`]): one the gateway wrote there, not one a database
+/// writer planted (a genuine record put back whole where it stood still holds).
+fn sealed_here(key: &SealKey, place: (i64, &str), data: &str) -> bool {
     let v: Value = serde_json::from_str(data).unwrap_or_default();
     v["seal"]
         .as_str()
-        .is_some_and(|seal| key.holds(&word(seq), seal))
+        .is_some_and(|seal| key.holds(&word(place), seal))
 }
 
 /// The data of a [`SETTLEMENT_SEALING`] record about to be appended to the chain `conn`:
-/// `base` with its `seal` over the `seq` it will stand at (one past the greatest, as
-/// `audit::append` numbers it; 1 in an empty table). Errors: the database's.
+/// `base` with its `seal` over the place it will stand at (one past the greatest `seq`, after
+/// that record's hash, as `audit::append` links it; 1 after the genesis hash in an empty
+/// table). Errors: the database's.
 fn sealed_data(
     conn: Conn<'_>,
     key: &SealKey,
     mut base: serde_json::Map<String, Value>,
 ) -> db::Result<Value> {
-    let head: Option<i64> = conn
-        .prepare_cached("SELECT seq FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| r.get(0))
+    let head: Option<(i64, String)> = conn
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    let seq = head.map_or(1, |h| h.saturating_add(1));
-    base.insert("seal".into(), key.seal(&word(seq)).into());
+    let (seq, prev) = head.map_or((1, audit::GENESIS.to_string()), |(s, h)| {
+        (s.saturating_add(1), h)
+    });
+    base.insert("seal".into(), key.seal(&word((seq, &prev))).into());
     Ok(base.into())
 }
 
@@ -119,15 +173,17 @@ fn sealed_data(
 /// settlements write none, then put the row back and delete the plant). A planted record
 /// carries no seal that holds (the key derives from the audit key), so the first settlement
 /// writes the gateway's own; a record of an earlier build (no seal) is followed by one more,
-/// which is harmless. Called by `settlement_seal::seal`, so by every settlement: one read of
+/// which is harmless. A genuine record put back whole where it stood (below a lowered
+/// anchor) still holds here; `audit verify` then holds the later settlements by the anchor's
+/// signed word ([`position`]). Called by `settlement_seal::seal`, so by every settlement: one read of
 /// the anchor, the records through the partial index (migration 0054: normally one) and
 /// one HMAC. Errors: the database's.
 pub(crate) fn record_once(conn: Conn<'_>, key: &SealKey, at: i64) -> db::Result<bool> {
     let (anchor, _) = audit::anchor(conn)?;
     let mut recorded = false;
     conn.prepare_cached(RECORDS_SQL)?.for_each([anchor], |r| {
-        let (seq, data): (i64, String) = (r.get(0)?, r.get(1)?);
-        recorded = sealed_here(key, seq, &data);
+        let (seq, data, prev): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        recorded = sealed_here(key, (seq, &prev), &data);
         Ok(if recorded {
             ControlFlow::Break(())
         } else {
@@ -152,7 +208,8 @@ pub(crate) fn record_once(conn: Conn<'_>, key: &SealKey, at: i64) -> db::Result<
 }
 
 /// Before the records `m` covers are deleted (`retention.rs`): each [`SETTLEMENT_SEALING`]
-/// record among them is written again at the chain's end (same actor and data, plus
+/// record among them whose seal holds (the gateway's own) is written again at the chain's
+/// end (same actor and data, plus
 /// `carried_from` and `carried_at`: the original record's `seq` and time, kept through later
 /// carries, and a `seal` over its new place, [`record_once`]), so the word stays in the live chain at its original place ([`position`]); then
 /// signs with `key` a checkpoint over the new head, at `m.archived_at`
@@ -162,14 +219,19 @@ pub(crate) fn record_once(conn: Conn<'_>, key: &SealKey, at: i64) -> db::Result<
 /// when the chain does not extend the newest checkpoint of `key` (nothing archived); the
 /// database's.
 pub(crate) fn carry(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(), StoreError> {
-    let found: Vec<(i64, i64, String, String)> = crate::sql::rows(
+    type Found = (i64, i64, String, String, String);
+    let found: Vec<Found> = crate::sql::rows(
         **tx,
-        "SELECT seq, at, actor, data FROM audit WHERE kind = 'settlement.sealing' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
+        "SELECT seq, at, actor, data, prev_hash FROM audit WHERE kind = 'settlement.sealing' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
         params![m.first_seq, m.last_seq],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
     )?;
     let settled = SealKey::of(key, Sealed::Settlement);
-    for (seq, at, actor, data) in found {
+    for (seq, at, actor, data, prev) in found {
+        // Only the gateway's own: a record appended behind its back is not sealed anew.
+        if !sealed_here(&settled, (seq, &prev), &data) {
+            continue;
+        }
         let mut d = match serde_json::from_str(&data) {
             Ok(Value::Object(d)) => d,
             _ => serde_json::Map::new(),

@@ -1,7 +1,8 @@
 //! The audit chain's `settlement.sealing` record (`sealing_marker.rs`) against a database
 //! writer: a row planted outside the live chain does not stand in for it, the copy
-//! retention carries forward cannot be dropped from the head unseen, and a settlement
-//! between the archive anchor and that copy is held to its seal. Both backends.
+//! retention carries forward cannot be dropped from the head unseen, a settlement between
+//! the archive anchor and that copy is held to its seal, and the anchor's signed word
+//! (`sealing_since`) holds the settlements when no record is left. Both backends.
 
 use super::pgkit::both;
 use super::{open, pending};
@@ -214,6 +215,134 @@ fn a_live_settlement_before_the_carried_sealing_record_is_held_to_its_seal() {
             rep.state_disagreements == 1
                 && p.reason.contains(&live)
                 && p.reason.contains("does not hold its seal"),
+            "{rep:?}"
+        );
+    });
+}
+
+/// Retention's copy of `settlement.sealing` (the chain's head) and the checkpoint over it,
+/// deleted behind the store's back.
+fn drop_copy(db: &Database) {
+    let head: i64 = scalar(db, "SELECT max(seq) FROM audit", []);
+    tamper(
+        db,
+        &format!(
+            "DELETE FROM audit WHERE seq = {head}; DELETE FROM audit_checkpoints WHERE seq = {head}"
+        ),
+    );
+}
+
+/// Attack (found by review, left in SECURITY.md until now): a writer deleted retention's copy
+/// of `settlement.sealing` together with the checkpoint signed over it, before the gateway
+/// published that checkpoint: the chain still verified and held no record, so a live
+/// settlement before the copy's place, its reason forged and its seals cleared, passed.
+/// Now retention's signed manifest keeps the word (`sealing_since`), and `audit verify`
+/// holds the settlement by it.
+#[test]
+fn the_sealing_word_outlives_the_carried_copy_and_its_checkpoint() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (_s, live, _) = carried(dir.path(), db);
+        let data: String = scalar(
+            db,
+            "SELECT data FROM audit WHERE kind = 'settlement.sealing'",
+            [],
+        );
+        let data: serde_json::Value = serde_json::from_str(&data).unwrap();
+        let since: i64 = scalar(db, "SELECT sealing_since FROM audit_archives", []);
+        assert_eq!(
+            Some(since),
+            data["carried_from"].as_i64(),
+            "the anchor signs the word"
+        );
+        drop_copy(db);
+        assert_eq!(
+            check(db, dir.path()).problem,
+            None,
+            "the deletion itself shows nowhere"
+        );
+        forge_and_clear(db, &live);
+        let rep = check(db, dir.path());
+        let p = rep
+            .problem
+            .clone()
+            .expect("the edited settlement is reported");
+        assert!(
+            rep.state_disagreements == 1 && p.reason.contains(&live),
+            "{rep:?}"
+        );
+        // The word is signed with the anchor: cleared, the anchor is reported.
+        tamper(db, "UPDATE audit_archives SET sealing_since = NULL");
+        let p = check(db, dir.path()).problem.expect("reported");
+        assert_eq!(p.check, "archive", "{p:?}");
+    });
+}
+
+/// Attack (found by review): the seal over a `settlement.sealing` record's own place stops a
+/// planted record, not the gateway's own put back whole. With retention's copy and its
+/// checkpoint deleted, a writer lowered the anchor (deleted the `audit_archives` row), put the
+/// archived original back where it stood, from the export, so that no settlement wrote a
+/// record; then restored the anchor and deleted the original again: no record was left, and
+/// the settlements since, edited and every seal cleared, passed `audit verify`. The anchor's
+/// signed word holds them.
+#[test]
+fn a_genuine_sealing_record_put_back_below_a_lowered_anchor_does_not_free_later_settlements() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _, anchor) = carried(dir.path(), db);
+        let export = std::fs::read_dir(dir.path().join("archive")).unwrap();
+        let export = export.map(|e| e.unwrap().path()).next().unwrap();
+        let text = std::fs::read_to_string(export).unwrap();
+        let original: serde_json::Value = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["kind"] == "settlement.sealing")
+            .expect("the original is in the export");
+        let at = original["seq"].as_i64().unwrap();
+        assert!(at <= anchor);
+        drop_copy(db);
+        let saved = "CREATE TABLE saved AS SELECT * FROM audit_archives";
+        tamper(db, &format!("{saved}; DELETE FROM audit_archives"));
+        let col = |k: &str| original[k].as_str().unwrap().to_string();
+        tamper(
+            db,
+            &format!(
+                "INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash)
+                 VALUES ({at}, {}, 'settlement.sealing', NULL, '{}', '{}', '{}', '{}')",
+                original["at"],
+                col("actor"),
+                col("data"),
+                col("prev_hash"),
+                col("hash")
+            ),
+        );
+        let ids: Vec<String> = (1..=2)
+            .map(|i| settled(&s, 10 + i, 12 * DAY + i * 10_000))
+            .collect();
+        let back = "INSERT INTO audit_archives SELECT * FROM saved";
+        tamper(
+            db,
+            &format!("{back}; DROP TABLE saved; DELETE FROM audit WHERE seq = {at}"),
+        );
+        let n: i64 = scalar(
+            db,
+            &format!(
+                "SELECT count(*) FROM audit WHERE kind = 'settlement.sealing' AND seq > {anchor}"
+            ),
+            [],
+        );
+        assert_eq!(n, 0, "the put-back original stood in for a new record");
+        assert_eq!(check(db, dir.path()).problem, None);
+        forge_and_clear(db, &ids[1]);
+        tamper(db, "UPDATE approvals SET settlement_seal = '', seal = ''");
+        let rep = check(db, dir.path());
+        // The day-10 settlement and both since, every seal cleared: each is named.
+        let p = rep
+            .problem
+            .clone()
+            .expect("the cleared settlements are reported");
+        assert!(
+            rep.state_disagreements == 3 && p.reason.contains("does not hold its seal"),
             "{rep:?}"
         );
     });
