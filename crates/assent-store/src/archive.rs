@@ -64,8 +64,8 @@ pub struct Manifest {
     pub carries: String,
     /// Where the audit chain's word that every settlement is sealed stands (the `seq` a
     /// `settlement.sealing` record names, `sealing_marker.rs`), as of this run: the least
-    /// place named by such a record the run archived whose seal holds, or the previous
-    /// anchor's, whichever is earlier (migration 0055); `None` when neither. Signed when
+    /// place named by such a record the run archived whose seal holds, or the earliest of
+    /// the stored anchors', whichever is earlier (migration 0055); `None` when neither. Signed when
     /// present; an export without it reads as `None`. `audit verify` holds every settlement
     /// after it to its seal, whatever is left in the live chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -75,7 +75,7 @@ pub struct Archived {
 struct Plan {
     prev_seq: i64,
     prev_hash: String,
-    /// The previous anchor's `sealing_since` ([`Manifest::sealing_since`]).
+    /// The anchors' earliest `sealing_since` ([`Manifest::sealing_since`]).
     prev_sealing: Option<i64>,
     cut: i64,
     more: bool,

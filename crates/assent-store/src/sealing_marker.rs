@@ -58,7 +58,7 @@ const RECORDS_SQL: &str = "SELECT seq, data, prev_hash FROM audit WHERE kind = '
 /// Where the gateway's word that it seals settlements stands in the chain: the least `seq`
 /// among the [`SETTLEMENT_SEALING`] records of the live chain (past the archive anchor, see
 /// [`RECORDS_SQL`]), each at its own `seq` or at the `carried_from` it names when that is an
-/// earlier record (a carried copy), and the newest archive anchor's signed `sealing_since`
+/// earlier record (a carried copy), and the archive anchors' signed `sealing_since`
 /// ([`anchored`]), whichever is earliest; `None` when neither is recorded (a database no
 /// gateway of this version served yet). Found by review: with the live records alone, a
 /// writer who deleted retention's copy from the head together with the checkpoint over it
@@ -89,18 +89,21 @@ fn named(seq: i64, data: &str) -> i64 {
         .unwrap_or(seq)
 }
 
-/// The newest archive anchor's `sealing_since` ([`Manifest::sealing_since`], migration
-/// 0055; its signature is checked by `audit verify` with the anchor's): `None` when nothing
-/// was archived or the anchor names none. Errors: the database's.
+/// The earliest `sealing_since` of the archive anchors ([`Manifest::sealing_since`],
+/// migration 0055; every anchor's signature is checked by `audit verify`): `None` when
+/// nothing was archived or no anchor names one. Every anchor, not the newest alone (found by
+/// review: a newer anchor without the word, signed by a run that read the previous one while
+/// a writer had cleared it, or by an older build's replica during an upgrade, dropped it); a
+/// signed word only ever moves the place earlier. Errors: the database's.
 pub(crate) fn anchored(conn: Conn<'_>) -> db::Result<Option<i64>> {
     if !conn.has_table("audit_archives")? {
         return Ok(None);
     }
-    let newest: Option<Option<i64>> = conn
-        .prepare_cached("SELECT sealing_since FROM audit_archives ORDER BY last_seq DESC LIMIT 1")?
+    let least: Option<Option<i64>> = conn
+        .prepare_cached("SELECT min(sealing_since) FROM audit_archives")?
         .query_row([], |r| r.get(0))
         .optional()?;
-    Ok(newest.flatten())
+    Ok(least.flatten())
 }
 
 /// A retention run's [`Manifest::sealing_since`]: the least place named ([`named`]) by the
@@ -172,8 +175,9 @@ fn sealed_data(
 /// the newest `audit_archives` row, plant a record just past the older anchor, let the
 /// settlements write none, then put the row back and delete the plant). A planted record
 /// carries no seal that holds (the key derives from the audit key), so the first settlement
-/// writes the gateway's own; a record of an earlier build (no seal) is followed by one more,
-/// which is harmless. A genuine record put back whole where it stood (below a lowered
+/// writes the gateway's own. (Records without a seal that holds, from builds of 2026-12-01
+/// and -02 that never left this repository, are followed by one more, and are neither
+/// carried by retention nor kept in its manifest.) A genuine record put back whole where it stood (below a lowered
 /// anchor) still holds here; `audit verify` then holds the later settlements by the anchor's
 /// signed word ([`position`]). Called by `settlement_seal::seal`, so by every settlement: one read of
 /// the anchor, the records through the partial index (migration 0054: normally one) and
