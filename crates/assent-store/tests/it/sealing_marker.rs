@@ -40,6 +40,29 @@ fn forge_and_clear(db: &Database, id: &str) {
     );
 }
 
+/// Asserts that `audit verify` of `db` (data directory `dir`) names settlement `id`, and it
+/// alone, as not holding its seal (`case` says which run).
+fn names_alone(db: &Database, dir: &Path, id: &str, case: &str) {
+    let rep = check(db, dir);
+    let p = rep
+        .problem
+        .clone()
+        .expect("the edited settlement is reported");
+    assert!(
+        rep.state_disagreements == 1
+            && p.reason.contains(id)
+            && p.reason.contains("does not hold its seal"),
+        "{case}: {rep:?}"
+    );
+}
+
+/// The `carried_from` of retention's copy of `settlement.sealing` (the original's place).
+fn copy_names(db: &Database) -> i64 {
+    let sql = "SELECT data FROM audit WHERE kind = 'settlement.sealing'";
+    let data: serde_json::Value = serde_json::from_str(&scalar::<String>(db, sql, [])).unwrap();
+    data["carried_from"].as_i64().expect("carried")
+}
+
 /// Attack (found by review): the `settlement.sealing` records were read wherever they
 /// stood, also outside the live chain (`seq` 0 or less, or at or below the archive anchor),
 /// where neither `audit verify` nor the checkpoint signer looks for them. Before the first
@@ -123,17 +146,7 @@ fn a_sealing_record_planted_outside_the_live_chain_does_not_stand_in_for_it() {
                     ),
                 );
             }
-            let rep = check(db, dir.path());
-            let p = rep
-                .problem
-                .clone()
-                .expect("the edited settlement is reported");
-            assert!(
-                rep.state_disagreements == 1
-                    && p.reason.contains(&ids[2])
-                    && p.reason.contains("does not hold its seal"),
-                "{planted}: {rep:?}"
-            );
+            names_alone(db, dir.path(), &ids[2], planted);
         });
     }
 }
@@ -192,14 +205,8 @@ fn a_live_settlement_before_the_carried_sealing_record_is_held_to_its_seal() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let (_s, live, anchor) = carried(dir.path(), db);
-        let data: String = scalar(
-            db,
-            "SELECT data FROM audit WHERE kind = 'settlement.sealing'",
-            [],
-        );
-        let data: serde_json::Value = serde_json::from_str(&data).unwrap();
-        let from = data["carried_from"].as_i64().expect("carried");
-        assert!((1..=anchor).contains(&from), "{data}");
+        let from = copy_names(db);
+        assert!((1..=anchor).contains(&from), "{from}");
         let settled_at: i64 = scalar(
             db,
             "SELECT min(seq) FROM audit WHERE approval_id = ?1 AND kind = 'decision'",
@@ -209,14 +216,7 @@ fn a_live_settlement_before_the_carried_sealing_record_is_held_to_its_seal() {
         assert!(anchor < settled_at && settled_at < copy, "{settled_at}");
         assert_eq!(check(db, dir.path()).problem, None);
         forge_and_clear(db, &live);
-        let rep = check(db, dir.path());
-        let p = rep.problem.clone().expect("reported");
-        assert!(
-            rep.state_disagreements == 1
-                && p.reason.contains(&live)
-                && p.reason.contains("does not hold its seal"),
-            "{rep:?}"
-        );
+        names_alone(db, dir.path(), &live, "live");
     });
 }
 
@@ -243,34 +243,13 @@ fn the_sealing_word_outlives_the_carried_copy_and_its_checkpoint() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let (_s, live, _) = carried(dir.path(), db);
-        let data: String = scalar(
-            db,
-            "SELECT data FROM audit WHERE kind = 'settlement.sealing'",
-            [],
-        );
-        let data: serde_json::Value = serde_json::from_str(&data).unwrap();
         let since: i64 = scalar(db, "SELECT sealing_since FROM audit_archives", []);
-        assert_eq!(
-            Some(since),
-            data["carried_from"].as_i64(),
-            "the anchor signs the word"
-        );
+        assert_eq!(since, copy_names(db), "the anchor signs the word");
         drop_copy(db);
-        assert_eq!(
-            check(db, dir.path()).problem,
-            None,
-            "the deletion itself shows nowhere"
-        );
+        let deleted = check(db, dir.path()).problem;
+        assert_eq!(deleted, None, "the deletion itself shows nowhere");
         forge_and_clear(db, &live);
-        let rep = check(db, dir.path());
-        let p = rep
-            .problem
-            .clone()
-            .expect("the edited settlement is reported");
-        assert!(
-            rep.state_disagreements == 1 && p.reason.contains(&live),
-            "{rep:?}"
-        );
+        names_alone(db, dir.path(), &live, "copy deleted");
         // The word is signed with the anchor: cleared, the anchor is reported.
         tamper(db, "UPDATE audit_archives SET sealing_since = NULL");
         let p = check(db, dir.path()).problem.expect("reported");
