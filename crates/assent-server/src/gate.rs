@@ -202,13 +202,14 @@ pub(crate) async fn delegate(
 }
 
 /// A store refusal of a reported result as the API answers it: `409 RESULT_RECORDED` for an
-/// outcome of a call that has a result already, `409 RESULT_NOT_CLEARED` (with the approval's
+/// outcome of a call that has a result already or a report past the call's bound
+/// ([`assent_store::results::MAX_RESULTS_PER_APPROVAL`]), `409 RESULT_NOT_CLEARED` (with the approval's
 /// `status`) for an approval that did not clear the reported call, `404` for an `approval_id`
 /// that is not the agent's; any other failure `503 STORE_UNAVAILABLE`.
 fn result_refused(e: ResultError) -> ApiError {
     let said = e.to_string();
     match e {
-        ResultError::Recorded => ApiError::new(
+        ResultError::Recorded | ResultError::TooMany => ApiError::new(
             StatusCode::CONFLICT,
             assent_api::error::RESULT_RECORDED,
             said,
@@ -243,11 +244,12 @@ fn result_refused(e: ResultError) -> ApiError {
 /// recorded a call that never ran). An outcome reported for an `approval_id` whose call has a
 /// result recorded is `409 RESULT_RECORDED` (an agent cannot say a call that ran did not), and
 /// an `approval_id` that is not one of the agent's approvals `404`; none of them is recorded.
-/// A result is always recorded, also after an outcome (the hub that ran the call reports after
-/// the agent could).
+/// A result is recorded also after an outcome (the hub that ran the call reports after the
+/// agent could), up to 8 reports a call: past that, `409 RESULT_RECORDED` (found by review: an
+/// agent could append reports to its redeemed approval without end).
 #[utoipa::path(post, path = "/v1/tool-results", tag = "propose",
     request_body = assent_api::gate::ToolResultRequest,
-    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "An outcome for a call whose result is recorded (`RESULT_RECORDED`), or an `approval_id` that did not clear the reported call: not approved, its token not redeemed, or redeemed for another call (`RESULT_NOT_CLEARED`)", body = assent_api::error::ApiErrorBody)),
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "An outcome for a call whose result is recorded, or a report for a call with 8 already (`RESULT_RECORDED`), or an `approval_id` that did not clear the reported call: not approved, its token not redeemed, or redeemed for another call (`RESULT_NOT_CLEARED`)", body = assent_api::error::ApiErrorBody)),
     security(("agent_key" = [])))]
 pub(crate) async fn tool_result(
     State(st): State<AppState>,

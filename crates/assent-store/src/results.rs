@@ -17,6 +17,17 @@ pub const RESULT_TWICE: &str = "this call already has a result recorded; an outc
 /// [`Store::record_result`]'s refusal of a result naming no approval of its agent.
 pub const RESULT_NO_APPROVAL: &str = "approval_id names no approval of this agent";
 
+/// The most reports (`call.result` records: results and outcomes) one approval's call may
+/// have: 8. A held call runs once (its token is single-use), so it has one result and perhaps
+/// an outcome from whoever reported first; the rest is room for retries. Found by review: an
+/// agent could post reports for its redeemed approval without end, each appended to the
+/// audit chain, and every later outcome read and parsed all of them under the write lock.
+pub const MAX_RESULTS_PER_APPROVAL: usize = 8;
+
+/// [`Store::record_result`]'s refusal of a report past [`MAX_RESULTS_PER_APPROVAL`].
+pub const RESULT_TOO_MANY: &str =
+    "this call already has 8 reports recorded (results or outcomes); no more are recorded";
+
 /// Why [`Store::record_result`] recorded nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultError {
@@ -26,6 +37,10 @@ pub enum ResultError {
     /// An outcome for a call whose result is recorded ([`RESULT_TWICE`]).
     #[error("{RESULT_TWICE}")]
     Recorded,
+    /// A report for a call with [`MAX_RESULTS_PER_APPROVAL`] reports already
+    /// ([`RESULT_TOO_MANY`]).
+    #[error("{RESULT_TOO_MANY}")]
+    TooMany,
     /// `approval_id` did not clear the reported call ([`result_link::check`]): not approved,
     /// its token never redeemed, or redeemed for another call.
     #[error("approval {id}: {why}")]
@@ -84,7 +99,8 @@ impl Store {
     /// result was linked to a pending or denied approval, so the audit showed a result of a call
     /// that never ran, and such a fake early result made the hub's true `not_run` refused); or
     /// when `r.data` is an outcome (`not_run`, `no_answer`: it has an `outcome`) and the
-    /// approval's call has a result recorded already ([`ResultError::Recorded`]): an agent
+    /// approval's call has a result recorded already ([`ResultError::Recorded`]); or when the
+    /// call has [`MAX_RESULTS_PER_APPROVAL`] reports already ([`ResultError::TooMany`]): an agent
     /// cannot contradict what the proxy or hub reported (`not_run` after the call ran; found by
     /// review). A result is always appended, also after an outcome: found by review of the
     /// first fix, which kept only the first report, an agent reporting `not_run` first had the
@@ -94,7 +110,11 @@ impl Store {
         self.write(|tx| {
             if let Some(id) = r.approval_id {
                 cleared(**tx, id, r)?;
-                if r.data.get("outcome").is_some() && ran(**tx, id)? {
+                let reports = reports(**tx, id)?;
+                if reports.len() >= MAX_RESULTS_PER_APPROVAL {
+                    return Err(ResultError::TooMany);
+                }
+                if r.data.get("outcome").is_some() && ran(&reports) {
                     return Err(ResultError::Recorded);
                 }
             }
@@ -150,12 +170,19 @@ fn cleared(tx: Conn<'_>, id: &str, r: &ReportedResult<'_>) -> Result<(), ResultE
         why,
     })
 }
-/// Whether approval `id`'s call has a result recorded (a `call.result` without an `outcome`).
-fn ran(tx: Conn<'_>, id: &str) -> db::Result<bool> {
-    let reports: Vec<String> = tx
-        .prepare_cached("SELECT data FROM audit WHERE approval_id = ?1 AND kind = 'call.result'")?
-        .query_map(params![id], |r| r.get(0))?;
-    Ok(reports
+/// The data (JSON text) of approval `id`'s reports (`call.result` records), at most
+/// [`MAX_RESULTS_PER_APPROVAL`] of them (a database from before the bound may hold more),
+/// through index `audit_results` (migration 0045).
+fn reports(tx: Conn<'_>, id: &str) -> db::Result<Vec<String>> {
+    tx.prepare_cached(
+        "SELECT data FROM audit WHERE approval_id = ?1 AND kind = 'call.result' LIMIT ?2",
+    )?
+    .query_map(params![id, MAX_RESULTS_PER_APPROVAL as i64], |r| r.get(0))
+}
+
+/// Whether `reports` hold a result (a `call.result` without an `outcome`).
+fn ran(reports: &[String]) -> bool {
+    reports
         .iter()
-        .any(|d| serde_json::from_str::<Value>(d).map_or(true, |v| v.get("outcome").is_none())))
+        .any(|d| serde_json::from_str::<Value>(d).map_or(true, |v| v.get("outcome").is_none()))
 }

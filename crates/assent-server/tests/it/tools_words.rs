@@ -306,3 +306,42 @@ async fn a_result_is_linked_only_to_an_approval_that_cleared_the_reported_call()
     assert!(format!("{linked:?}").contains(&id), "{linked:?}");
     gw.stop().await;
 }
+
+/// Attack (found by review): an agent posts report after report for its redeemed approval.
+/// Each was appended to the audit chain, and every later outcome read and parsed all of them
+/// under the write lock, stalling every agent's proposals. Now a call takes at most 8 reports
+/// (`MAX_RESULTS_PER_APPROVAL`): the 9th, a result or an outcome, is `409 RESULT_RECORDED`
+/// and nothing is appended.
+#[tokio::test]
+async fn a_calls_reports_are_bounded() {
+    let gw = serve().await;
+    let args = json!({"amount": 500, "to": "bob"});
+    let (s, b) = gw.propose("pay", args.clone()).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let token = token_of(&gw.as_agent(&id).await);
+    let (s, r) = gw.redeem(&token, "pay", args.clone(), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let max = assent_store::results::MAX_RESULTS_PER_APPROVAL;
+    for _ in 0..max {
+        let (s, b) = gw
+            .post("/v1/tool-results", BOT, pay_report(&id, &args, None))
+            .await;
+        assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    }
+    for outcome in [None, Some("no_answer")] {
+        let (s, e) = gw
+            .post("/v1/tool-results", BOT, pay_report(&id, &args, outcome))
+            .await;
+        assert_eq!(s, StatusCode::CONFLICT, "{outcome:?}: {e}");
+        assert_eq!(e["code"], "RESULT_RECORDED", "{outcome:?}: {e}");
+    }
+    let n = gw
+        .sql()
+        .rows("SELECT data FROM audit WHERE kind = 'call.result'", &[])
+        .len();
+    assert_eq!(n, max, "nothing appended past the bound");
+    gw.stop().await;
+}
