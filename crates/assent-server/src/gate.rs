@@ -285,6 +285,10 @@ pub(crate) async fn tool_result(
             effects.private_data = false;
         }
     }
+    // What answers the report is settled before it is recorded: a held result that cannot be
+    // submitted is refused with nothing recorded (found by review: it was recorded first, then
+    // refused, so it was never released and the hub's later `no_answer` was refused too).
+    let next = next_step(&st, &b, &original, &live)?;
     let (who, session, approval) = (b.agent.clone(), b.session_id.clone(), b.approval_id.clone());
     let (tool, server) = (b.tool.clone(), b.server.clone());
     let call_hash = original.call_hash().to_string();
@@ -303,51 +307,82 @@ pub(crate) async fn tool_result(
     })
     .await?
     .map_err(result_refused)?;
-    let v = evaluate_in(
-        &reg,
-        &b.agent,
-        original.call(),
-        Some(original.arguments()),
-        &Observations::none(now_ms()),
-    );
+    match next {
+        Next::Denied(v) => answer(&st, &b.agent, original.call_hash(), *v, Proposed::Denied).await,
+        Next::Held(sub) => gate(&st, *sub).await,
+        Next::Allowed(output_bytes) => Ok(Body(GateAnswer::Allow(Allowed {
+            output_bytes,
+            verdict: None,
+            grant: None,
+        }))
+        .into_response()),
+    }
+}
+
+/// What answers a reported result, settled before it is recorded ([`next_step`]).
+enum Next {
+    /// The current policy denies the call: its result is not released.
+    Denied(Box<Verdict>),
+    /// Over its `thresholds.output_bytes`: held for an operator as `result.TOOL`.
+    Held(Box<Submission>),
+    /// Released, with the `output_bytes` threshold that applied.
+    Allowed(Option<u64>),
+}
+
+/// What answers the result `b` reports of the call `original` under the rules `live`: denied
+/// when the policy now denies the call (found by review: the result of a call the policy
+/// denies since a reload was released unasked, however large: a deny verdict has no
+/// `output_bytes`), held when a result is over its `output_bytes` threshold (the submission
+/// of `result.TOOL`, size-checked here: its preview, up to 2,048 characters, is left out when
+/// the arguments would pass `max_arguments_bytes` with it), else allowed. Errors: `400` for a
+/// `result.TOOL` name past [`crate::calls::MAX_ID_BYTES`], `413 ARGUMENTS_TOO_LARGE` when
+/// even without its preview the held call is too large.
+fn next_step(
+    st: &AppState,
+    b: &ToolResultRequest,
+    original: &CanonicalCall,
+    live: &std::sync::Arc<crate::state::Live>,
+) -> Result<Next, ApiError> {
+    let observed = Observations::none(now_ms());
+    let (call, args) = (original.call(), Some(original.arguments()));
+    let v = evaluate_in(&live.registry, &b.agent, call, args, &observed);
     match v.terms.output_bytes {
-        // Found by review: the result of a call the policy now denies (a reload since it
-        // ran) was released unasked, however large: a deny verdict has no `output_bytes`.
-        // It is not released, nor held for a release the policy would refuse.
         _ if b.outcome.is_none() && v.kind == VerdictKind::Deny => {
             let mut denied = v;
             denied.terms.message = format!(
                 "the current policy denies this call, so its result is not released ({})",
                 denied.terms.message
             );
-            let hash = original.call_hash().to_string();
-            answer(&st, &b.agent, &hash, denied, Proposed::Denied).await
+            Ok(Next::Denied(Box::new(denied)))
         }
         Some(limit) if b.outcome.is_none() && b.output_bytes > limit => {
-            let held = held_result(v, &b, limit);
-            let preview: Option<String> = b.preview.map(|p| p.chars().take(2048).collect());
-            let args = body::to_value(&HeldResult {
-                call: Call {
-                    tool: b.tool.clone(),
-                    server: b.server.clone(),
-                    arguments: original.call().arguments.clone(),
-                },
-                output_bytes: b.output_bytes,
-                result_sha256: b.result_sha256.to_ascii_lowercase(),
-                preview,
-            });
-            let call = Canonical::call(format!("result.{}", b.tool), b.server, args)?;
-            let mut sub = Submission::new(b.agent, b.session_id, call);
-            sub.verdict = Some(held);
-            sub.rules = Some(live);
-            gate(&st, sub).await
+            let held = held_result(v, b, limit);
+            let submission = |preview: Option<String>| -> Result<Submission, ApiError> {
+                let args = body::to_value(&HeldResult {
+                    call: Call {
+                        tool: b.tool.clone(),
+                        server: b.server.clone(),
+                        arguments: original.call().arguments.clone(),
+                    },
+                    output_bytes: b.output_bytes,
+                    result_sha256: b.result_sha256.to_ascii_lowercase(),
+                    preview,
+                });
+                let call = Canonical::call(format!("result.{}", b.tool), b.server.clone(), args)?;
+                let mut sub = Submission::new(b.agent.clone(), b.session_id.clone(), call);
+                sub.verdict = Some(held.clone());
+                sub.rules = Some(live.clone());
+                check_sizes(&sub, st.settings.max_arguments_bytes)?;
+                Ok(sub)
+            };
+            let preview = b.preview.as_ref().map(|p| p.chars().take(2048).collect());
+            let sub = match submission(preview) {
+                Err(_) if b.preview.is_some() => submission(None)?,
+                done => done?,
+            };
+            Ok(Next::Held(Box::new(sub)))
         }
-        _ => Ok(Body(GateAnswer::Allow(Allowed {
-            output_bytes: v.terms.output_bytes,
-            verdict: None,
-            grant: None,
-        }))
-        .into_response()),
+        _ => Ok(Next::Allowed(v.terms.output_bytes)),
     }
 }
 

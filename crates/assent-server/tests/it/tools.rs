@@ -304,3 +304,37 @@ async fn a_grant_tier_or_review_status_edited_behind_the_gateways_back_reads_fai
     );
     gw.stop().await;
 }
+
+/// Attack (found by review): a held result was recorded before its `result.TOOL` submission
+/// was checked. A result over its `output_bytes` threshold whose call's arguments, with the
+/// 2,048-character preview added, passed `max_arguments_bytes` was recorded, then refused
+/// `413`: never released, and the hub's later `no_answer` refused as a second report. Now the
+/// submission is settled first, and held without its preview when the preview alone pushes
+/// it over; one `call.result` is recorded.
+#[tokio::test]
+async fn a_held_result_near_the_arguments_limit_is_held_without_its_preview() {
+    let rules = "- tool: read\n  approvers: [finance]\n  thresholds: {output_bytes: 100}\n";
+    let gov = policy("acme.test.output-preview-v1", rules);
+    let dir = tempfile::tempdir().unwrap();
+    let settings = assent_server::Settings {
+        max_arguments_bytes: 4096,
+        ..Default::default()
+    };
+    let gw = crate::kit::start_reg(dir.path(), 300_000, settings, AGENTS, &gov).await;
+    let args = json!({"path": "p".repeat(3500)});
+    let report = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": args,
+                        "output_bytes": 5000, "result_sha256": "ab".repeat(32),
+                        "preview": "x".repeat(2048)});
+    let (s, b) = gw.post("/v1/tool-results", BOT, report).await;
+    assert_answer(s, &b, "decision", StatusCode::ACCEPTED, "pending");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, rec) = gw.approval(&id, OP).await;
+    assert_eq!(s, StatusCode::OK, "{rec}");
+    assert_eq!(rec["call"]["tool"], "result.read");
+    assert_eq!(rec["call"]["arguments"]["preview"], Value::Null, "{rec}");
+    let results = gw
+        .sql()
+        .rows("SELECT data FROM audit WHERE kind = 'call.result'", &[]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    gw.stop().await;
+}
