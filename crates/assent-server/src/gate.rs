@@ -203,9 +203,9 @@ pub(crate) async fn delegate(
 
 /// A store refusal of a reported result as the API answers it: `409 RESULT_RECORDED` for an
 /// outcome of a call that has a result already or a report past the call's bound
-/// ([`assent_store::results::MAX_RESULTS_PER_APPROVAL`]), `409 RESULT_NOT_CLEARED` (with the approval's
-/// `status`) for an approval that did not clear the reported call, `404` for an `approval_id`
-/// that is not the agent's; any other failure `503 STORE_UNAVAILABLE`.
+/// ([`assent_store::results::MAX_RESULTS_PER_APPROVAL`]), `409 RESULT_NOT_CLEARED` (with the
+/// approval's `status`) for an approval that did not clear the reported call, `404` for an
+/// `approval_id` that is not the agent's; any other failure `503 STORE_UNAVAILABLE`.
 fn result_refused(e: ResultError) -> ApiError {
     let said = e.to_string();
     match e {

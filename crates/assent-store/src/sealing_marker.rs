@@ -43,8 +43,9 @@ use std::ops::ControlFlow;
 /// retention carried it.
 pub const SETTLEMENT_SEALING: &str = "settlement.sealing";
 
-/// The records of [`SETTLEMENT_SEALING`] (`seq`, `data`, `prev_hash`) in the live chain, past the archive anchor `?1`
-/// ([`audit::anchor`]: 0 when nothing was archived), read through the partial index
+/// The records of [`SETTLEMENT_SEALING`] (`seq`, `data`, `prev_hash`) in the live chain,
+/// past the archive anchor `?1` ([`audit::anchor`]: 0 when nothing was archived), read
+/// through the partial index
 /// `audit_settlement_sealing` (migration 0054; the kind is a literal so that the planner may
 /// use it). Found by review: rows at or below the anchor (a `seq` of 0 or less, or an
 /// archived one) are no part of the chain `audit verify` walks from the anchor, nor of what
@@ -177,11 +178,11 @@ fn sealed_data(
 /// carries no seal that holds (the key derives from the audit key), so the first settlement
 /// writes the gateway's own. (Records without a seal that holds, from builds of 2026-12-01
 /// and -02 that never left this repository, are followed by one more, and are neither
-/// carried by retention nor kept in its manifest.) A genuine record put back whole where it stood (below a lowered
-/// anchor) still holds here; `audit verify` then holds the later settlements by the anchor's
-/// signed word ([`position`]). Called by `settlement_seal::seal`, so by every settlement: one read of
-/// the anchor, the records through the partial index (migration 0054: normally one) and
-/// one HMAC. Errors: the database's.
+/// carried by retention nor kept in its manifest.) A genuine record put back whole where it
+/// stood (below a lowered anchor) still holds here; `audit verify` then holds the later
+/// settlements by the anchors' signed word ([`position`]). Called by `settlement_seal::seal`,
+/// so by every settlement: one read of the anchor, the records through the partial index
+/// (migration 0054: normally one) and one HMAC. Errors: the database's.
 pub(crate) fn record_once(conn: Conn<'_>, key: &SealKey, at: i64) -> db::Result<bool> {
     let (anchor, _) = audit::anchor(conn)?;
     let mut recorded = false;
@@ -213,10 +214,10 @@ pub(crate) fn record_once(conn: Conn<'_>, key: &SealKey, at: i64) -> db::Result<
 
 /// Before the records `m` covers are deleted (`retention.rs`): each [`SETTLEMENT_SEALING`]
 /// record among them whose seal holds (the gateway's own) is written again at the chain's
-/// end (same actor and data, plus
-/// `carried_from` and `carried_at`: the original record's `seq` and time, kept through later
-/// carries, and a `seal` over its new place, [`record_once`]), so the word stays in the live chain at its original place ([`position`]); then
-/// signs with `key` a checkpoint over the new head, at `m.archived_at`
+/// end (same actor and data, plus `carried_from` and `carried_at`: the original record's
+/// `seq` and time, kept through later carries, and a `seal` over its new place,
+/// [`record_once`]), so the word stays in the live chain at its original place
+/// ([`position`]); then signs with `key` a checkpoint over the new head, at `m.archived_at`
 /// ([`crate::checkpoint::sign_due`], as a carried take-over is signed). Found by review: the
 /// copy stood at the head with no checkpoint over it, so a writer who deleted that one row
 /// left a chain that verified and no word that settlements are sealed. Errors: `Invalid`
