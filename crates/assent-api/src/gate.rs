@@ -148,6 +148,12 @@ pub struct ToolResultRequest {
     /// with nothing its output would have brought, and is answered `allow`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<CallOutcome>,
+    /// The MCP hub's proof that it runs in the gateway's own process
+    /// ([`crate::tools::hub_token`]): the report is recorded as the hub's (`reported_by`
+    /// `hub`), whose `no_answer` an agent's earlier result does not refuse. Any other value, or
+    /// none, is recorded as the agent's word (`reported_by` `agent`). Other clients leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub_token: Option<String>,
 }
 
 /// What became of a cleared call that has no result ([`ToolResultRequest::outcome`]).

@@ -32,6 +32,8 @@ pub struct Gateway {
     cfg: ProxyConfig,
     /// Proposals on their way and the withdrawals they leave ([`Gateway::settle_proposals`]).
     settling: TaskTracker,
+    /// The hub token its reports carry ([`Gateway::reporting_as_hub`]); `None` for the proxy.
+    hub_token: Option<&'static str>,
 }
 
 mod proposing;
@@ -54,7 +56,22 @@ impl Gateway {
     /// key, sharing its connection pool); `cfg.gateway_url` and `cfg.api_key` are not read.
     pub fn with_api(api: Client, cfg: ProxyConfig) -> Self {
         let settling = TaskTracker::new();
-        Self { api, cfg, settling }
+        Self {
+            api,
+            cfg,
+            settling,
+            hub_token: None,
+        }
+    }
+
+    /// This gateway client, its results and outcomes sent with `token`, the process's hub token
+    /// ([`assent_api::tools::hub_token`]): the hub of `assent serve` reports as itself
+    /// (`reported_by` `hub`), so that the agent's own reports cannot silence its word.
+    pub fn reporting_as_hub(self, token: &'static str) -> Self {
+        Self {
+            hub_token: Some(token),
+            ..self
+        }
     }
 
     /// This gateway client, its proposals on their way tracked with `settling` (shared: the
@@ -420,6 +437,7 @@ impl Gateway {
             preview: Some(result.chars().take(2048).collect()),
             approval_id: approval_id.map(str::to_string),
             outcome: None,
+            hub_token: self.hub_token.map(str::to_string),
         };
         let id = match self.api.report_result(&req).await {
             Ok(GateAnswer::Allow(_)) => return Ok(()),
@@ -475,6 +493,7 @@ impl Gateway {
             preview: None,
             approval_id: approval_id.map(str::to_string),
             outcome: Some(outcome),
+            hub_token: self.hub_token.map(str::to_string),
         };
         let api = self.api.clone();
         let done = self.settling.spawn(async move {

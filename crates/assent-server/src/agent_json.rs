@@ -10,6 +10,18 @@ use crate::state::AppState;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use serde::de::DeserializeOwned;
 
+/// Whether `token` is this process's MCP hub token ([`assent_api::tools::hub_token`]; compared
+/// in constant time): the body comes from the hub of this very gateway, not from the agent's
+/// key alone (tool checks pin for every agent, tool results are the hub's word). Any other
+/// token, or none, is the agent's own: a hub in another process holds another token.
+pub(crate) fn from_own_hub(token: Option<&str>) -> bool {
+    use subtle::ConstantTimeEq as _;
+    match (token, assent_api::tools::hub_token()) {
+        (Some(t), Some(own)) => bool::from(t.as_bytes().ct_eq(own.as_bytes())),
+        _ => false,
+    }
+}
+
 /// A request body that names the agent it is for (its `"agent"` field).
 pub(crate) trait NamesAgent {
     /// The agent the body names.

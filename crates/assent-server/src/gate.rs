@@ -6,7 +6,7 @@
 //! `429 TOO_MANY_PENDING`. Decisions, redemptions and expiry live elsewhere
 //! ([`crate::approvals`], [`crate::tokens`]); routes are mounted by [`crate::router`](mod@crate::router).
 
-use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
+use crate::agent_json::{AgentJson, AgentJsonOneRefusal, from_own_hub};
 use crate::body::{self, Body};
 use crate::calls::{Canonical, check_id, check_name, check_trace_id};
 use crate::calls::{is_uuid_v4, resolve_real_path};
@@ -22,6 +22,7 @@ use assent_api::gate::{
 use assent_api::gate::{CallOutcome, ToolCallRequest, ToolResultRequest, VerdictEcho};
 use assent_core::CanonicalCall;
 use assent_core::gatekeeper::{default_timeout_seconds, settle_default};
+use assent_core::result_link::Reporter;
 use assent_core::triggers::Observations;
 use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};
 use assent_store::results::{ReportedResult, ResultError};
@@ -241,12 +242,16 @@ fn result_refused(e: ResultError) -> ApiError {
 /// cleared the reported call: approved (a token minted), its token redeemed, for exactly this
 /// call (the approved one, or the operator's edit); else `409 RESULT_NOT_CLEARED` with the
 /// approval's `status` (found by review: a result linked to a pending or denied approval
-/// recorded a call that never ran). An outcome reported for an `approval_id` whose call has a
-/// result recorded is `409 RESULT_RECORDED` (an agent cannot say a call that ran did not), and
-/// an `approval_id` that is not one of the agent's approvals `404`; none of them is recorded.
-/// A result is recorded also after an outcome (the hub that ran the call reports after the
-/// agent could), up to 8 reports a call: past that, `409 RESULT_RECORDED` (found by review: an
-/// agent could append reports to its redeemed approval without end).
+/// recorded a call that never ran). The record names its reporter (`reported_by`): `hub` when
+/// the body carries this process's hub token (the MCP hub of `assent serve`, which forwarded
+/// the call), else `agent`. An outcome reported for an `approval_id` whose call has a result
+/// recorded is `409 RESULT_RECORDED` (an agent cannot say a call that ran did not), unless the
+/// hub reports it and the result is the agent's (found by review: the agent's made-up result
+/// had the hub's `no_answer` refused); an `approval_id` that is not one of the agent's
+/// approvals is `404`; none of them is recorded. A result is recorded also after an outcome
+/// (the hub that ran the call reports after the agent could), up to 8 reports a call from each
+/// reporter: past that, `409 RESULT_RECORDED` (found by review: an agent could append reports
+/// to its redeemed approval without end, and fill the hub's room).
 #[utoipa::path(post, path = "/v1/tool-results", tag = "propose",
     request_body = assent_api::gate::ToolResultRequest,
     responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "An outcome for a call whose result is recorded, or a report for a call with 8 already (`RESULT_RECORDED`), or an `approval_id` that did not clear the reported call: not approved, its token not redeemed, or redeemed for another call (`RESULT_NOT_CLEARED`)", body = assent_api::error::ApiErrorBody)),
@@ -264,7 +269,11 @@ pub(crate) async fn tool_result(
     check_id("server", &b.server)?;
     check_id("approval_id", &b.approval_id)?;
     let original = Canonical::call(b.tool.clone(), b.server.clone(), b.arguments.clone())?;
-    let record = match b.outcome {
+    let reporter = match from_own_hub(b.hub_token.as_deref()) {
+        true => Reporter::Hub,
+        false => Reporter::Agent,
+    };
+    let mut record = match b.outcome {
         None => json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
                        "result_sha256": b.result_sha256.to_ascii_lowercase(),
                        "output_bytes": b.output_bytes, "approval_id": b.approval_id}),
@@ -272,6 +281,7 @@ pub(crate) async fn tool_result(
         Some(o) => json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
                           "outcome": o.as_str(), "approval_id": b.approval_id}),
     };
+    record["reported_by"] = json!(reporter.as_str());
     let live = st.live();
     let reg = live.registry.clone();
     let mut effects = reg.effects_of(&b.agent, &b.tool, b.server.as_deref());
@@ -301,6 +311,7 @@ pub(crate) async fn tool_result(
             approval_id: approval.as_deref(),
             call_hash: &call_hash,
             data: &record,
+            reporter,
             effects,
         };
         s.record_result(&r, now_ms())

@@ -18,7 +18,7 @@
 //!
 //! Routes are mounted by [`crate::router`](mod@crate::router).
 
-use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
+use crate::agent_json::{AgentJson, AgentJsonOneRefusal, from_own_hub};
 use crate::approvals::{LIST_PAGE_BYTES, page_link, page_query};
 use crate::body::{Body, to_value};
 use crate::error::ApiError;
@@ -49,16 +49,6 @@ fn review(mut r: ToolReview) -> ToolReview {
         r.diff = Some(crate::diff::json_diff(p, &r.definition));
     }
     r
-}
-
-/// Whether `token` is this process's MCP hub token ([`assent_api::tools::hub_token`]; compared
-/// in constant time): the report comes from the hub of this very gateway.
-fn from_own_hub(token: Option<&str>) -> bool {
-    use subtle::ConstantTimeEq as _;
-    match (token, assent_api::tools::hub_token()) {
-        (Some(t), Some(own)) => bool::from(t.as_bytes().ct_eq(own.as_bytes())),
-        _ => false,
-    }
 }
 
 impl crate::agent_json::NamesAgent for ToolCheckReport {

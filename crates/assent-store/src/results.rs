@@ -8,7 +8,7 @@ use crate::error::StoreError;
 use crate::params;
 use crate::store::Store;
 use assent_core::ApprovalStatus;
-use assent_core::result_link::{self, Linked, Unlinked};
+use assent_core::result_link::{self, Linked, Prior, Refused, Reporter, Unlinked};
 use serde_json::Value;
 
 /// [`Store::record_result`]'s refusal of an outcome (`not_run`, `no_answer`) for a call whose
@@ -17,16 +17,14 @@ pub const RESULT_TWICE: &str = "this call already has a result recorded; an outc
 /// [`Store::record_result`]'s refusal of a result naming no approval of its agent.
 pub const RESULT_NO_APPROVAL: &str = "approval_id names no approval of this agent";
 
-/// The most reports (`call.result` records: results and outcomes) one approval's call may
-/// have: 8. A held call runs once (its token is single-use), so it has one result and perhaps
-/// an outcome from whoever reported first; the rest is room for retries. Found by review: an
-/// agent could post reports for its redeemed approval without end, each appended to the
-/// audit chain, and every later outcome read and parsed all of them under the write lock.
-pub const MAX_RESULTS_PER_APPROVAL: usize = 8;
+/// The most reports (`call.result` records: results and outcomes) one reporter may make of
+/// one approval's call ([`result_link::MAX_REPORTS`], 8, counted per [`Reporter`]). Found by
+/// review: an agent could post reports for its redeemed approval without end, each appended to
+/// the audit chain, and every later outcome read and parsed all of them under the write lock.
+pub const MAX_RESULTS_PER_APPROVAL: usize = result_link::MAX_REPORTS;
 
 /// [`Store::record_result`]'s refusal of a report past [`MAX_RESULTS_PER_APPROVAL`].
-pub const RESULT_TOO_MANY: &str =
-    "this call already has 8 reports recorded (results or outcomes); no more are recorded";
+pub const RESULT_TOO_MANY: &str = "this call already has 8 reports of this reporter recorded (results or outcomes); no more are recorded";
 
 /// Why [`Store::record_result`] recorded nothing.
 #[derive(Debug, thiserror::Error)]
@@ -34,10 +32,11 @@ pub enum ResultError {
     /// `approval_id` names no approval of the agent ([`RESULT_NO_APPROVAL`]).
     #[error("{RESULT_NO_APPROVAL}")]
     NoApproval,
-    /// An outcome for a call whose result is recorded ([`RESULT_TWICE`]).
+    /// An outcome for a call whose result is recorded, by its reporter or the hub
+    /// ([`RESULT_TWICE`], [`result_link::admit`]).
     #[error("{RESULT_TWICE}")]
     Recorded,
-    /// A report for a call with [`MAX_RESULTS_PER_APPROVAL`] reports already
+    /// A report for a call its reporter made [`MAX_RESULTS_PER_APPROVAL`] reports of already
     /// ([`RESULT_TOO_MANY`]).
     #[error("{RESULT_TOO_MANY}")]
     TooMany,
@@ -80,8 +79,11 @@ pub struct ReportedResult<'a> {
     pub approval_id: Option<&'a str>,
     /// The reported call's hash (its tool, server and arguments, canonicalised).
     pub call_hash: &'a str,
-    /// The `call.result` audit data (call hash, result SHA-256, size).
+    /// The `call.result` audit data (call hash, result SHA-256, size, `outcome`,
+    /// `reported_by`: [`Reporter::as_str`] of `reporter`).
     pub data: &'a Value,
+    /// Who reports it: the hub of the gateway's own process, or the agent's key alone.
+    pub reporter: Reporter,
     /// What the call brings into its session (`Registry::effects_of`).
     pub effects: assent_core::session_risk::Effects,
 }
@@ -99,24 +101,26 @@ impl Store {
     /// result was linked to a pending or denied approval, so the audit showed a result of a call
     /// that never ran, and such a fake early result made the hub's true `not_run` refused); or
     /// when `r.data` is an outcome (`not_run`, `no_answer`: it has an `outcome`) and the
-    /// approval's call has a result recorded already ([`ResultError::Recorded`]); or when the
-    /// call has [`MAX_RESULTS_PER_APPROVAL`] reports already ([`ResultError::TooMany`]): an agent
-    /// cannot contradict what the proxy or hub reported (`not_run` after the call ran; found by
-    /// review). A result is always appended, also after an outcome: found by review of the
-    /// first fix, which kept only the first report, an agent reporting `not_run` first had the
-    /// hub's true result refused, and it is the hub that ran the call. Checked in the write
+    /// approval's call has a result recorded already that `r.reporter` may not contradict
+    /// ([`ResultError::Recorded`]: for the agent any result, for the hub its own); or when
+    /// `r.reporter` made [`MAX_RESULTS_PER_APPROVAL`] reports of the call already
+    /// ([`ResultError::TooMany`]); the rule is [`result_link::admit`]. An agent cannot
+    /// contradict what the proxy or hub reported (`not_run` after the call ran; found by
+    /// review), and the agent's made-up result or reports do not silence the hub that forwarded
+    /// the call (found by review). A result is always appended within the bound, also after an
+    /// outcome: found by review of the first fix, which kept only the first report, an agent
+    /// reporting `not_run` first had the hub's true result refused. Checked in the write
     /// transaction, through the `audit_redeemed` (migration 0053) and `audit_results` indexes.
     pub fn record_result(&self, r: &ReportedResult<'_>, now: i64) -> Result<(), ResultError> {
         self.write(|tx| {
             if let Some(id) = r.approval_id {
                 cleared(**tx, id, r)?;
-                let reports = reports(**tx, id)?;
-                if reports.len() >= MAX_RESULTS_PER_APPROVAL {
-                    return Err(ResultError::TooMany);
-                }
-                if r.data.get("outcome").is_some() && ran(&reports) {
-                    return Err(ResultError::Recorded);
-                }
+                let prior = reports(**tx, id)?;
+                let outcome = r.data.get("outcome").is_some();
+                result_link::admit(&prior, r.reporter, outcome).map_err(|e| match e {
+                    Refused::Recorded => ResultError::Recorded,
+                    Refused::TooMany => ResultError::TooMany,
+                })?;
             }
             audit::append(**tx, now, "call.result", r.approval_id, r.agent, r.data)?;
             let call = (r.tool, r.server);
@@ -170,19 +174,32 @@ fn cleared(tx: Conn<'_>, id: &str, r: &ReportedResult<'_>) -> Result<(), ResultE
         why,
     })
 }
-/// The data (JSON text) of approval `id`'s reports (`call.result` records), at most
-/// [`MAX_RESULTS_PER_APPROVAL`] of them (a database from before the bound may hold more),
-/// through index `audit_results` (migration 0045).
-fn reports(tx: Conn<'_>, id: &str) -> db::Result<Vec<String>> {
-    tx.prepare_cached(
-        "SELECT data FROM audit WHERE approval_id = ?1 AND kind = 'call.result' LIMIT ?2",
-    )?
-    .query_map(params![id, MAX_RESULTS_PER_APPROVAL as i64], |r| r.get(0))
+/// Approval `id`'s reports (`call.result` records): who made each and whether it was an
+/// outcome, at most twice [`MAX_RESULTS_PER_APPROVAL`] of them (each reporter's bound; a
+/// database from before the bound may hold more), through index `audit_results` (migration
+/// 0045). A record that cannot be read counts as a result of no known reporter (fail closed).
+fn reports(tx: Conn<'_>, id: &str) -> db::Result<Vec<Prior>> {
+    let data: Vec<String> = tx
+        .prepare_cached(
+            "SELECT data FROM audit WHERE approval_id = ?1 AND kind = 'call.result' LIMIT ?2",
+        )?
+        .query_map(params![id, 2 * MAX_RESULTS_PER_APPROVAL as i64], |r| {
+            r.get(0)
+        })?;
+    Ok(data.iter().map(|d| prior(d)).collect())
 }
 
-/// Whether `reports` hold a result (a `call.result` without an `outcome`).
-fn ran(reports: &[String]) -> bool {
-    reports
-        .iter()
-        .any(|d| serde_json::from_str::<Value>(d).map_or(true, |v| v.get("outcome").is_none()))
+/// A `call.result` record's data `d` as a [`Prior`] report.
+fn prior(d: &str) -> Prior {
+    let Ok(v) = serde_json::from_str::<Value>(d) else {
+        return Prior {
+            reporter: None,
+            outcome: false,
+        };
+    };
+    let reporter = v.get("reported_by").and_then(Value::as_str);
+    Prior {
+        reporter: reporter.and_then(Reporter::parse),
+        outcome: v.get("outcome").is_some(),
+    }
 }

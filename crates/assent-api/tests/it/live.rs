@@ -160,6 +160,7 @@ pub(crate) fn result_report(
         preview: None,
         approval_id: None,
         outcome: None,
+        hub_token: None,
     }
 }
 

@@ -347,6 +347,7 @@ impl Hub {
             },
         )
         .settling_on(self.settling.clone())
+        .reporting_as_hub(self.hub_token)
     }
 
     /// Reports `alias`'s tool definitions for `agent` with its key `key` (`POST

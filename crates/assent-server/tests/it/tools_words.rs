@@ -345,3 +345,62 @@ async fn a_calls_reports_are_bounded() {
     assert_eq!(n, max, "nothing appended past the bound");
     gw.stop().await;
 }
+
+/// Attack (found by review): the agent, holding the key the hub acts with, reports a made-up
+/// result of its redeemed approval while the hub still waits on the upstream, then fills the
+/// call's reports. The hub's true `no_answer` was refused `409 RESULT_RECORDED` and its result
+/// refused past the bound, so the audit kept only the agent's word. Now each record names its
+/// reporter (`reported_by`: `hub` only with this process's hub token), the hub's outcome is
+/// refused only after a result of its own, and each reporter has its own bound; the agent
+/// still cannot say `not_run` of a call with a result, and a forged hub token is the agent's.
+#[tokio::test]
+async fn an_agents_made_up_result_does_not_silence_the_hub() {
+    let gw = serve().await;
+    let hub = assent_api::tools::hub_token_init(|| format!("test-hub-{}", std::process::id()));
+    let args = json!({"amount": 500, "to": "bob"});
+    let id = gw.held("s1", "pay", args.clone()).await;
+    assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
+    let token = token_of(&gw.as_agent(&id).await);
+    let (s, r) = gw.redeem(&token, "pay", args.clone(), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let report = async |outcome: Option<&str>, token: Option<&str>| {
+        let mut body = pay_report(&id, &args, outcome);
+        if let Some(t) = token {
+            body["hub_token"] = json!(t);
+        }
+        gw.post("/v1/tool-results", BOT, body).await
+    };
+    let max = assent_store::results::MAX_RESULTS_PER_APPROVAL;
+    for _ in 0..max {
+        let (s, b) = report(None, None).await;
+        assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    }
+    let (s, e) = report(Some("not_run"), None).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "RESULT_RECORDED");
+    let forged = format!("{hub}x");
+    let (s, e) = report(None, Some(&forged)).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "RESULT_RECORDED");
+    // The hub's word is still taken: its outcome, then its result.
+    let (s, b) = report(Some("no_answer"), Some(hub)).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    let (s, b) = report(None, Some(hub)).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    // After a result of its own, the hub cannot say there was no answer either.
+    let (s, e) = report(Some("no_answer"), Some(hub)).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "RESULT_RECORDED");
+    let rows = gw.sql().rows(
+        "SELECT data FROM audit WHERE kind = 'call.result' ORDER BY seq",
+        &[],
+    );
+    let by: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let d: Value = serde_json::from_str(&r[0]).unwrap();
+            format!("{}:{}", d["reported_by"], d.get("outcome").is_some())
+        })
+        .collect();
+    let mut want = vec![r#""agent":false"#.to_string(); max];
+    want.extend([r#""hub":true"#.into(), r#""hub":false"#.into()]);
+    assert_eq!(by, want);
+    gw.stop().await;
+}

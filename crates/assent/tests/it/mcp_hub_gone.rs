@@ -237,5 +237,7 @@ fn a_hub_call_whose_upstream_never_answered_is_recorded_as_no_answer() {
     assert_eq!(recorded["outcome"], "no_answer", "{recorded}");
     assert_eq!(recorded["tool"], "crash", "{recorded}");
     assert!(recorded.get("result_sha256").is_none(), "{recorded}");
+    // The hub of the gateway's own process reports as itself: an agent's word cannot silence it.
+    assert_eq!(recorded["reported_by"], "hub", "{recorded}");
     drop(server);
 }
