@@ -413,6 +413,32 @@ impl Gateway {
         poll_until(read, &format!("approval {id}")).await
     }
 
+    /// The report (`POST /v1/tool-results`) of this client's call of `tool` with `arguments`
+    /// whose result's JSON text is `result` (`""` for an outcome): its size and SHA-256, under
+    /// `approval_id`, with the hub token when the hub sends it; no preview, no outcome.
+    fn report(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        result: &str,
+        approval_id: Option<&str>,
+    ) -> ToolResultRequest {
+        use sha2::Digest;
+        ToolResultRequest {
+            agent: self.cfg.agent.clone(),
+            session_id: self.cfg.session_id.clone(),
+            tool: tool.to_string(),
+            server: Some(self.cfg.server.clone()),
+            arguments: arguments.clone(),
+            output_bytes: result.len() as u64,
+            result_sha256: hex::encode(sha2::Sha256::digest(result.as_bytes())),
+            preview: None,
+            approval_id: approval_id.map(str::to_string),
+            outcome: None,
+            hub_token: self.hub_token.map(str::to_string),
+        }
+    }
+
     /// Reports a forwarded call's `result` (its JSON text; `POST /v1/tool-results`) and says
     /// whether it may reach the client: within the threshold it is released at once; over it
     /// an operator decides, and it is released only after the approval's token was redeemed
@@ -424,21 +450,9 @@ impl Gateway {
         result: &str,
         approval_id: Option<&str>,
     ) -> Result<(), String> {
-        use sha2::Digest;
-        let hash = hex::encode(sha2::Sha256::digest(result.as_bytes()));
-        let req = ToolResultRequest {
-            agent: self.cfg.agent.clone(),
-            session_id: self.cfg.session_id.clone(),
-            tool: tool.to_string(),
-            server: Some(self.cfg.server.clone()),
-            arguments: arguments.clone(),
-            output_bytes: result.len() as u64,
-            result_sha256: hash.clone(),
-            preview: Some(result.chars().take(2048).collect()),
-            approval_id: approval_id.map(str::to_string),
-            outcome: None,
-            hub_token: self.hub_token.map(str::to_string),
-        };
+        let mut req = self.report(tool, arguments, result, approval_id);
+        req.preview = Some(result.chars().take(2048).collect());
+        let hash = req.result_sha256.clone();
         let id = match self.api.report_result(&req).await {
             Ok(GateAnswer::Allow(_)) => return Ok(()),
             Ok(GateAnswer::Pending(p)) => p.approval_id,
@@ -481,20 +495,8 @@ impl Gateway {
         approval_id: Option<&str>,
         outcome: CallOutcome,
     ) -> impl Future<Output = ()> + Send + use<> {
-        use sha2::Digest;
-        let req = ToolResultRequest {
-            agent: self.cfg.agent.clone(),
-            session_id: self.cfg.session_id.clone(),
-            tool: tool.to_string(),
-            server: Some(self.cfg.server.clone()),
-            arguments: arguments.clone(),
-            output_bytes: 0,
-            result_sha256: hex::encode(sha2::Sha256::digest(b"")),
-            preview: None,
-            approval_id: approval_id.map(str::to_string),
-            outcome: Some(outcome),
-            hub_token: self.hub_token.map(str::to_string),
-        };
+        let mut req = self.report(tool, arguments, "", approval_id);
+        req.outcome = Some(outcome);
         let api = self.api.clone();
         let done = self.settling.spawn(async move {
             let (tool, outcome) = (req.tool.as_str(), outcome.as_str());
