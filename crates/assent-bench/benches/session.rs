@@ -11,8 +11,8 @@
 
 use assent_bench::{open_store, proposal};
 use assent_core::policy::Registry;
-use assent_core::triggers::Observations;
 use assent_core::triggers::window::WindowNeeds;
+use assent_core::triggers::{Observations, PriorCall};
 use assent_core::{CanonicalCall, ToolCall, VerdictKind, evaluate_in};
 use assent_store::Store;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -26,18 +26,11 @@ const GOVERNANCE: &str = "policies:\n  - id: b1c.pay-v1\n    rules:\n      - too
 /// One proposal of `pay {amount: 3}` at `now`, through the window (`needs`) or the history;
 /// recorded as allowed (`keep`) or as denied (the session does not grow).
 fn propose(s: &Store, reg: &Registry, needs: Option<&WindowNeeds>, now: i64, keep: bool) {
-    let call = ToolCall::new("pay", None, json!({"amount": 3, "memo": "b1c"})).unwrap();
-    let call = CanonicalCall::new(call).unwrap();
+    let call = CanonicalCall::new(measured_call()).unwrap();
     let timeout = |_: &assent_core::gatekeeper::Verdict| 60_000;
     let p = proposal(&call, now, &timeout, 64);
-    let evaluate = |prior: &[assent_core::triggers::PriorCall]| {
-        let obs = Observations {
-            now_ms: now,
-            prior_calls: prior,
-            agent_calls: &[],
-            session: &assent_core::session_risk::CLEAN_SESSION,
-            resolve_path: &assent_core::triggers::lexical_only,
-        };
+    let evaluate = |prior: &[PriorCall]| {
+        let obs = observing(prior, now);
         let mut v = evaluate_in(reg, "bot", call.call(), Some(call.arguments()), &obs);
         assert_eq!(v.kind, VerdictKind::Allow, "{:?}", v.terms.reasons);
         if !keep {
@@ -53,17 +46,27 @@ fn propose(s: &Store, reg: &Registry, needs: Option<&WindowNeeds>, now: i64, kee
 }
 
 /// The gatekeeper's verdict on the measured call with the session's earlier calls `prior`.
-fn verdict(reg: &Registry, prior: &[assent_core::triggers::PriorCall], now: i64) -> VerdictKind {
-    let call = ToolCall::new("pay", None, json!({"amount": 3, "memo": "b1c"})).unwrap();
+fn verdict(reg: &Registry, prior: &[PriorCall], now: i64) -> VerdictKind {
+    let call = measured_call();
     let a = call.canonical_arguments().unwrap();
-    let obs = Observations {
+    evaluate_in(reg, "bot", &call, Some(&a), &observing(prior, now)).kind
+}
+
+/// The measured call: `pay {amount: 3, memo: "b1c"}`.
+fn measured_call() -> ToolCall {
+    ToolCall::new("pay", None, json!({"amount": 3, "memo": "b1c"})).unwrap()
+}
+
+/// What the gatekeeper observes at `now` (Unix ms) given the session's earlier calls `prior`:
+/// no other calls of the agent, a clean session, paths checked lexically.
+fn observing(prior: &[PriorCall], now: i64) -> Observations<'_> {
+    Observations {
         now_ms: now,
         prior_calls: prior,
         agent_calls: &[],
         session: &assent_core::session_risk::CLEAN_SESSION,
         resolve_path: &assent_core::triggers::lexical_only,
-    };
-    evaluate_in(reg, "bot", &call, Some(&a), &obs).kind
+    }
 }
 
 fn bench(c: &mut Criterion) {
