@@ -404,43 +404,41 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     let mut put = |k: &'static str, v: &dyn std::fmt::Debug| {
         m.insert(k, format!("{v:?}"));
     };
-    put("listen", &c.listen);
-    put("data_dir", &c.data_dir);
-    put("keys_dir", &c.keys_dir);
-    put("database", &c.database);
-    put("approval_timeout_seconds", &c.approval_timeout_seconds);
-    put("max_pending_per_agent", &c.max_pending_per_agent);
-    put(
-        "aaep_max_timeout_extension_seconds",
-        &c.aaep_max_timeout_extension_seconds,
+    /// Puts each named field of `c` (`Debug` text) under its own name, so a key is always its
+    /// field's name.
+    macro_rules! fields {
+        ($($field:ident),* $(,)?) => { $(put(stringify!($field), &c.$field);)* };
+    }
+    fields!(
+        listen,
+        data_dir,
+        keys_dir,
+        database,
+        approval_timeout_seconds,
+        max_pending_per_agent,
+        aaep_max_timeout_extension_seconds,
+        token_ttl_seconds,
+        session_grant_max_seconds,
+        max_arguments_bytes,
+        max_connections,
+        max_connections_per_address,
+        header_read_timeout_seconds,
+        body_read_timeout_seconds,
+        max_waiters_per_principal,
+        rate_limits,
+        trusted_proxies,
+        metrics_key_env,
+        mcp_upstreams,
+        mcp_allowed_hosts,
+        mcp_allowed_origins,
+        mcp_client_gone_seconds,
+        public_url,
+        webhooks,
+        oidc,
+        passkeys,
+        audit_checkpoints,
+        audit_retention_days
     );
-    put("token_ttl_seconds", &c.token_ttl_seconds);
-    put("session_grant_max_seconds", &c.session_grant_max_seconds);
-    put("max_arguments_bytes", &c.max_arguments_bytes);
-    put("max_connections", &c.max_connections);
-    put(
-        "max_connections_per_address",
-        &c.max_connections_per_address,
-    );
-    put(
-        "header_read_timeout_seconds",
-        &c.header_read_timeout_seconds,
-    );
-    put("body_read_timeout_seconds", &c.body_read_timeout_seconds);
-    put("max_waiters_per_principal", &c.max_waiters_per_principal);
-    put("rate_limits", &c.rate_limits);
-    put("trusted_proxies", &c.trusted_proxies);
-    put("metrics_key_env", &c.metrics_key_env);
-    put("mcp_upstreams", &c.mcp_upstreams);
-    put("mcp_allowed_hosts", &c.mcp_allowed_hosts);
-    put("mcp_allowed_origins", &c.mcp_allowed_origins);
-    put("mcp_client_gone_seconds", &c.mcp_client_gone_seconds);
-    put("public_url", &c.public_url);
-    put("webhooks", &c.webhooks);
-    put("oidc", &c.oidc);
-    put("passkeys", &c.passkeys);
-    put("audit_checkpoints", &c.audit_checkpoints);
-    put("audit_retention_days", &c.audit_retention_days);
     // The Slack user map follows a reload (with the principals); the rest needs a restart.
     let slack = c.slack.clone().map(|mut s| {
         s.users.clear();
