@@ -151,8 +151,10 @@ pub struct ToolResultRequest {
     /// The MCP hub's proof that it runs in the gateway's own process
     /// ([`crate::tools::hub_token`]): the report is recorded as the hub's (`reported_by`
     /// `hub`), whose `no_answer` an agent's earlier result does not refuse. Any other value, or
-    /// none, is recorded as the agent's word (`reported_by` `agent`). Other clients leave it out.
+    /// none, is recorded as the agent's word (`reported_by` `agent`). Not in the OpenAPI
+    /// document: no client but that hub sends it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub hub_token: Option<String>,
 }
 

@@ -402,5 +402,40 @@ async fn an_agents_made_up_result_does_not_silence_the_hub() {
     let mut want = vec![r#""agent":false"#.to_string(); max];
     want.extend([r#""hub":true"#.into(), r#""hub":false"#.into()]);
     assert_eq!(by, want);
+    hub_first_then_the_agent(&gw, hub).await;
+    // The token is the hub's alone: no client is told of it.
+    let doc = assent_server::openapi::spec();
+    let fields = &doc["components"]["schemas"]["ToolResultRequest"]["properties"];
+    assert!(
+        fields.get("outcome").is_some() && fields.get("hub_token").is_none(),
+        "{fields}"
+    );
     gw.stop().await;
+}
+
+/// The hub reports a call's result first: the agent's `not_run` after it is refused as a
+/// contradiction of the result, not for want of room.
+async fn hub_first_then_the_agent(gw: &crate::kit::Gw, hub: &str) {
+    let args = json!({"amount": 700, "to": "carol"});
+    let id = gw.held("s1", "pay", args.clone()).await;
+    assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
+    let token = token_of(&gw.as_agent(&id).await);
+    assert_eq!(
+        gw.redeem(&token, "pay", args.clone(), None).await.0,
+        StatusCode::OK
+    );
+    let mut result = pay_report(&id, &args, None);
+    result["hub_token"] = json!(hub);
+    let (s, b) = gw.post("/v1/tool-results", BOT, result).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    let (s, e) = gw
+        .post(
+            "/v1/tool-results",
+            BOT,
+            pay_report(&id, &args, Some("not_run")),
+        )
+        .await;
+    assert_error(s, &e, StatusCode::CONFLICT, "RESULT_RECORDED");
+    let said = e["message"].as_str().unwrap_or_default();
+    assert_eq!(said, assent_store::results::RESULT_TWICE, "{e}");
 }

@@ -208,7 +208,7 @@ fn leave_while_forwarded(front: &mut Command, mark: &std::path::Path, tool: &str
 
 /// A gateway with server `bank` (tool `slow`, see [`slow_upstream`]), and through the front
 /// end `front` makes of its URL, directory and upstream source, [`leave_while_forwarded`] with
-/// `tool`: the call's result is recorded once, with its hash.
+/// `tool`: the call's result is recorded once, with its hash, as the agent's report.
 fn result_recorded_after_leaving(
     front: impl FnOnce(&str, &std::path::Path, &str) -> Command,
     tool: &str,
@@ -222,6 +222,9 @@ fn result_recorded_after_leaving(
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!(recorded[0]["tool"], "slow", "{recorded:?}");
     assert!(recorded[0].get("result_sha256").is_some(), "{recorded:?}");
+    // The proxy and the stdio hub (its own hub token, not the gateway's) hold the agent's key
+    // alone: their report is the agent's word.
+    assert_eq!(recorded[0]["reported_by"], "agent", "{recorded:?}");
     drop(server);
 }
 
