@@ -257,7 +257,7 @@ impl CanonicalCall {
 }
 
 /// Refuses arguments where a top-level key with a dot (`a.b`) and the nested path `a.b` both
-/// hold a value: [`crate::condition::lookup`] reads the literal key first, and a tool the
+/// hold a value: [`crate::arg_path::lookup`] reads the literal key first, and a tool the
 /// nested one, so an agent could show the policy a harmless value and run another. The nested
 /// path is matched as a case-insensitive decoder matches it ([`folded_walk`]; found by review:
 /// `{"req.path": "/ok", "Req": {"path": "/etc/shadow"}}` passed). Only keys with a dot are

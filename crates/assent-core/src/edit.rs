@@ -211,7 +211,7 @@ pub fn raised_costs(
         return Vec::new();
     };
     let value = |call: &crate::ToolCall, arg: &str| {
-        crate::condition::lookup(&call.arguments, arg).and_then(serde_json::Value::as_f64)
+        crate::arg_path::lookup(&call.arguments, arg).and_then(serde_json::Value::as_f64)
     };
     let mut out: Vec<String> = Vec::new();
     for (_, r) in reg.covering_rules(agent, &edited.tool, edited.server.as_deref()) {

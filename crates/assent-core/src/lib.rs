@@ -17,6 +17,7 @@
 
 pub mod agf;
 pub mod approval;
+pub mod arg_path;
 pub mod canonical;
 pub mod checkpoint;
 pub mod clarification;

@@ -33,7 +33,7 @@ impl Redactor {
     /// A redactor for `arguments` with the rule's `paths` (empty: masks nothing).
     pub fn new(arguments: &Value, paths: &[String]) -> Self {
         // A dotted path names the nested value and also, as every reader of arguments
-        // (`condition::lookup`: templates, conditions, scopes) finds it first, a top-level key
+        // (`arg_path::lookup`: templates, conditions, scopes) finds it first, a top-level key
         // spelled with the dots (`{"card.number": …}`): both are masked.
         let paths: Vec<Vec<String>> = paths
             .iter()

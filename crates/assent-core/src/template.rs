@@ -148,12 +148,12 @@ fn resolve(ctx: &TemplateContext<'_>, name: &str) -> String {
         "agent_id" => ctx.agent_id.to_string(),
         "mcp_server_alias" => ctx.mcp_server_alias.unwrap_or("").to_string(),
         _ => match name.strip_prefix("tool_args.") {
-            Some(path) => crate::condition::lookup(ctx.tool_args, path)
+            Some(path) => crate::arg_path::lookup(ctx.tool_args, path)
                 .map(value_text)
                 .unwrap_or_default(),
             None => ctx
                 .extra
-                .and_then(|x| crate::condition::lookup(x, name))
+                .and_then(|x| crate::arg_path::lookup(x, name))
                 .map(value_text)
                 .unwrap_or_default(),
         },

@@ -16,7 +16,7 @@
 //! the agent-wide windows, and a function that resolves symlinks ([`Observations`]). What the thresholds need from the history, kept small
 //! by the store, is [`window`].
 
-use crate::condition::lookup;
+use crate::arg_path::lookup;
 use crate::session_risk::CLEAN_SESSION;
 pub use crate::session_risk::SessionRisk;
 use serde::{Deserialize, Serialize};

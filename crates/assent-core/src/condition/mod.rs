@@ -12,12 +12,14 @@
 //! missing`), so every reason a verdict gives can be traced to a line of policy.
 //!
 //! Layout: this module holds the condition itself ([`Condition`], [`ConditionGroup`],
-//! [`Outcome`]: parsing the groups and combining their results) and [`lookup`]; `matcher`
+//! [`Outcome`]: parsing the groups and combining their results), reading arguments through
+//! [`crate::arg_path::lookup`]; `matcher`
 //! holds one match expression ([`Matcher`], [`Ops`], [`Pattern`]): its parsing, its test
 //! against an argument and its rendering in reasons.
 
 mod matcher;
 
+use crate::arg_path::lookup;
 use serde_json::Value;
 
 pub use matcher::{MAX_PATTERN_LEN, MAX_SHOWN_CHARS, Matcher, Ops, Pattern, compile_pattern};
@@ -189,28 +191,6 @@ impl ConditionGroup {
             Outcome::Match(vec![shown.join(" and ")])
         }
     }
-}
-
-/// Finds `key` in `args`: first as a literal key, then as a dotted path through nested objects
-/// ([`path`]). A call's arguments never hold both for one key ([`crate::ToolCall::new`]
-/// refuses them: `CanonicalError::AmbiguousKey`), so which comes first matters only for the
-/// gateway's own objects (the folded cost totals of `triggers::window`).
-pub fn lookup<'a>(args: &'a Value, key: &str) -> Option<&'a Value> {
-    args.get(key).or_else(|| path(args, key))
-}
-
-/// Follows the dotted path `key` (`order.amount`, `items.0.sku`) through nested objects and
-/// arrays (a numeric part indexes an array), never reading a literal key with a dot.
-pub fn path<'a>(args: &'a Value, key: &str) -> Option<&'a Value> {
-    let mut cur = args;
-    for part in key.split('.') {
-        cur = match cur {
-            Value::Object(m) => m.get(part)?,
-            Value::Array(a) => a.get(part.parse::<usize>().ok()?)?,
-            _ => return None,
-        };
-    }
-    Some(cur)
 }
 
 #[cfg(test)]

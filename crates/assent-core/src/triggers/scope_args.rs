@@ -12,8 +12,8 @@
 //! the filesystem inside the proposal's write transaction: past [`MAX_SCOPE_VALUES`] values the
 //! call is held without checking any.
 
+use crate::arg_path::lookup;
 use crate::canonical::{Walk, folded_key, folded_walk, type_name};
-use crate::condition::lookup;
 use serde_json::Value;
 
 /// The most values of one scope argument (an array of paths or URLs) a call's scope check

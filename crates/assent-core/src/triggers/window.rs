@@ -23,7 +23,7 @@
 //! (with arguments) from the longest of them ([`WindowNeeds::agent_since`]), which costs the
 //! calls in that window, not the history. Everything here is pure.
 
-use crate::condition::lookup;
+use crate::arg_path::lookup;
 use crate::policy::{Registry, Rule};
 use crate::triggers::{Per, PriorCall, window_start_ms};
 use serde_json::{Map, Value};

@@ -81,7 +81,7 @@ fn diff_lines(t: &ToolReview, out: &mut String) {
         .unwrap_or_default();
     let pinned = t.pinned.as_ref().unwrap_or(&Value::Null);
     for PatchOp { op, path, value } in &ops {
-        let old = assent_core::condition::lookup(
+        let old = assent_core::arg_path::lookup(
             pinned,
             path.trim_start_matches('/').replace('/', ".").as_str(),
         )
