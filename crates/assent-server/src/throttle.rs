@@ -28,11 +28,13 @@
 //! - Single sign-on code exchanges have an allowance of their own per client address (network):
 //!   each exchange the provider refuses ([`Throttle::sso_exchange_failed`]) counts, at the same
 //!   rate, and a locked-out address's callbacks get `429` before the provider is asked
-//!   ([`Throttle::sso_locked_out`]); at most [`SSO_EXCHANGES`] exchanges are in flight on one
-//!   replica at once, fairly shared between networks (`dashboard/oidc/places.rs`). Only exchanges count: a callback refused
-//!   before the provider is asked (no or a forged sign-in cookie, a spent `state`, the
-//!   provider's `error=`) guesses nothing and counts nothing, so a web page firing callbacks
-//!   at the gateway from its visitors' browsers cannot lock their address out (found by
+//!   ([`Throttle::sso_locked_out`]); at most
+//!   [`SSO_EXCHANGES`](crate::config::oidc::SSO_EXCHANGES) exchanges are in flight on one
+//!   replica at once, fairly shared between networks (`dashboard/oidc/places.rs`). Only
+//!   exchanges count: a callback refused before the provider is asked (no or a forged
+//!   sign-in cookie, a spent `state`, the provider's `error=`) guesses nothing and counts
+//!   nothing, so a web page firing callbacks at the gateway from its visitors' browsers
+//!   cannot lock their address out (found by
 //!   review: every refused callback counted against the address's failed authentications, so
 //!   `<img src=…/ui/oidc/callback?state=x&code=y>` locked an office's NAT out of single
 //!   sign-on and of key sign-in). Neither allowance locks out the other: guessing keys does
@@ -67,9 +69,6 @@ use std::time::{Duration, Instant};
 pub const FAILURES_PER_SECOND: u32 = 5;
 /// Failed authentications allowed in a burst before the rate applies.
 pub const FAILURE_BURST: u32 = 20;
-/// Single sign-on code exchanges in flight on one replica at once, at the most (handed out
-/// by `dashboard/oidc/places.rs`).
-pub const SSO_EXCHANGES: usize = 16;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
 /// How long a key's authentication from an address lets it past that address's lock-out
@@ -139,7 +138,8 @@ pub struct Throttle {
     /// ([`Throttle::session_authenticated`]).
     sessions_seen: Mutex<HashMap<[u8; 32], SessionNetworks>>,
     trusted_proxies: Vec<IpAddr>,
-    /// Places for single sign-on code exchanges in flight ([`SSO_EXCHANGES`]).
+    /// Places for single sign-on code exchanges in flight
+    /// ([`SSO_EXCHANGES`](crate::config::oidc::SSO_EXCHANGES)).
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
 }

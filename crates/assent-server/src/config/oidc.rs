@@ -34,6 +34,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// Single sign-on code exchanges in flight on one replica at once, at the most (handed out
+/// by `dashboard/oidc/places.rs`).
+pub const SSO_EXCHANGES: usize = 16;
+
 /// The prefix of every single sign-on operator's name (`oidc:<name_claim's value>`); no
 /// configured principal may use it, so an SSO session never acts as a configured principal.
 pub const NAME_PREFIX: &str = "oidc:";
@@ -321,7 +325,7 @@ impl Sso {
             http,
             redirect,
             discovered: tokio::sync::Mutex::new(Discovered::Nothing),
-            places: Places::new(crate::throttle::SSO_EXCHANGES),
+            places: Places::new(SSO_EXCHANGES),
         })
     }
 

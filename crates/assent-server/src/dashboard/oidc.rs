@@ -38,7 +38,7 @@
 //! Only code exchanges the provider refused and ID tokens that failed their checks count
 //! against the client address, in an allowance of single sign-on's own; a locked-out address
 //! is `429` before the provider is asked, with its cookie kept and nothing spent. At most
-//! `crate::throttle::SSO_EXCHANGES` exchanges are in flight per replica, at most
+//! `crate::config::oidc::SSO_EXCHANGES` exchanges are in flight per replica, at most
 //! [`places::PER_NETWORK`] of one client network's (an IPv4 address or an IPv6 /48,
 //! [`places::network`]); a callback finding no place waits up to
 //! [`PLACE_WAIT`] for one, and a freed place goes to the waiting network with the fewest in
@@ -262,7 +262,7 @@ impl Refusal {
 /// free to obtain, so something must bound the code exchanges one address makes the gateway
 /// send to the provider with its client secret; counting the failed ones does, and only an
 /// exchange can fail that way, which takes a `state` that the provider sent back, so a page
-/// elsewhere cannot. At most [`crate::throttle::SSO_EXCHANGES`] exchanges are in flight per
+/// elsewhere cannot. At most [`crate::config::oidc::SSO_EXCHANGES`] exchanges are in flight per
 /// replica, [`places::PER_NETWORK`] per client network, shared fairly ([`places`]; no place
 /// within [`PLACE_WAIT`], or no room to wait: `503` with `Retry-After`, nothing spent), which
 /// bounds what many addresses at once, or an address before its failures are counted, can

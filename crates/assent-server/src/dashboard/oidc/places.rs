@@ -1,8 +1,8 @@
 //! Places for single sign-on code exchanges in flight on one replica, shared fairly between
 //! client networks (see `super`).
 //!
-//! At most `total` exchanges are in flight ([`crate::throttle::SSO_EXCHANGES`]), and at most
-//! [`PER_NETWORK`] of one client network's ([`network`]: an IPv4 address, an IPv6 /48). A callback finding no place waits for one, at most the time it is given, in a
+//! At most `total` exchanges are in flight ([`crate::config::oidc::SSO_EXCHANGES`]), and at
+//! most [`PER_NETWORK`] of one client network's ([`network`]: an IPv4 address, an IPv6 /48). A callback finding no place waits for one, at most the time it is given, in a
 //! queue of at most [`WAITING_PER_NETWORK`] per network and [`WAITING`] in all. A place that
 //! frees goes to the waiting network with the fewest exchanges in flight, then to the one
 //! served longest ago (or never), so a network with nothing in flight is served before the
