@@ -3,13 +3,14 @@
 //! (`TOOL_DENIED`) is not an error body: it is [`crate::gate::GateAnswer::Deny`].
 
 use crate::kit::{ApprovalStatus, Reason};
+use crate::reload::ConfigProblem;
 use serde::{Deserialize, Serialize};
 
 /// The JSON body of an API error: a stable machine-readable `code` (one of the constants of
 /// this module) and a human `message`; 5xx errors hide their detail. Some codes add fields:
 /// `ALREADY_DECIDED` the approval's `status`, `APPROVAL_DAMAGED` the `damaged` columns, the
 /// `EDIT_*` refusals (and the `FORBIDDEN` of an edit needing another role) the edited call's
-/// `reasons` and `triggers`.
+/// `reasons` and `triggers`, `CONFIG_INVALID` the refused file's `errors`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiErrorBody {
     /// Stable code, e.g. [`ALREADY_DECIDED`].
@@ -28,6 +29,9 @@ pub struct ApiErrorBody {
     /// An edit refused by the gatekeeper: the triggers the edited call fired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triggers: Option<Vec<String>>,
+    /// `CONFIG_INVALID` (a refused reload): each problem of the file, as start-up reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<ConfigProblem>>,
 }
 
 impl ApiErrorBody {
@@ -40,10 +44,13 @@ impl ApiErrorBody {
             damaged: None,
             reasons: None,
             triggers: None,
+            errors: None,
         }
     }
 }
 
+/// 422: a reload's configuration file was refused (`errors` names each problem).
+pub const CONFIG_INVALID: &str = "CONFIG_INVALID";
 /// 400: the request is malformed (bad field, bad query parameter, bad JSON shape).
 pub const BAD_REQUEST: &str = "BAD_REQUEST";
 /// 400: the JSON body is not JSON.

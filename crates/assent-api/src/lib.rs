@@ -32,6 +32,7 @@ pub mod identity;
 pub mod insights;
 pub mod plans;
 pub mod policies;
+pub mod reload;
 mod routes;
 pub mod tokens;
 pub mod tools;

@@ -17,6 +17,7 @@ use crate::kit::ApprovalStatus;
 use crate::plans::{
     ConfirmRequest, CreatePlanRequest, PipelineEvents, SubmitPlanRequest, UpdatePlanRequest,
 };
+use crate::reload::Reloaded;
 use crate::tokens::{GrantList, RedeemRequest, Redeemed};
 use crate::tools::{
     DeclaredTools, ReviewStatus, ToolCheckRequest, ToolCheckResponse, ToolPinList, ToolReview,
@@ -54,6 +55,14 @@ impl Client {
     /// `GET /v1/whoami`: the principal of this client's key.
     pub async fn whoami(&self) -> Result<WhoAmI, ClientError> {
         self.get(&["v1", "whoami"], &[]).await
+    }
+
+    /// `POST /v1/reload` (operator): the gateway re-reads its configuration file. A refused
+    /// file is [`ClientError::Status`] `422` whose body's `errors` name each problem
+    /// ([`crate::ApiErrorBody::errors`]); the old set stays in force.
+    pub async fn reload(&self) -> Result<Reloaded, ClientError> {
+        let none: Option<&()> = None;
+        self.call(Method::POST, &["v1", "reload"], &[], none).await
     }
 
     /// `POST /v1/tool-calls`: gates one tool call.

@@ -17,42 +17,15 @@ use crate::config::{Config, ConfigError, Principal, Problem, ReloadSource, resta
 use crate::error::ApiError;
 use crate::extract::{Operator, Refusal};
 use crate::state::{AppState, Live, now_ms};
+use assent_api::ApiErrorBody;
+use assent_api::error::CONFIG_INVALID;
+use assent_api::reload::{ConfigProblem, Reloaded};
 use assent_core::grant_standing::Decider;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
-
-/// The answer to a reload that was applied (`200`).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Reloaded {
-    /// The configuration file read.
-    pub file: String,
-    /// Agents, governance policies and principals now in force.
-    pub agents: usize,
-    /// See `agents`.
-    pub policies: usize,
-    /// See `agents`.
-    pub principals: usize,
-    /// SHA-256 (hex) of the policy set now in force (`Registry::policy_set_sha256`).
-    pub policy_set_sha256: String,
-    /// The policy set's hash before the reload.
-    pub previous_policy_set_sha256: String,
-    /// Principals added, by name.
-    pub added: Vec<String>,
-    /// Principals removed, by name: their keys stopped working.
-    pub removed: Vec<String>,
-    /// Principals whose key, kind, roles, agent or owned agents changed, by name (a changed
-    /// key: the old one stopped working).
-    pub changed: Vec<String>,
-    /// Settings the file changed that only a restart applies (still as at start-up).
-    pub needs_restart: Vec<String>,
-    /// The file's warnings (globs matching nothing, the registry's warnings), and a note when
-    /// the principal who asked is no longer an operator.
-    pub warnings: Vec<String>,
-}
 
 /// Why a reload was not applied; the old set stays in force.
 #[derive(Debug)]
@@ -75,7 +48,15 @@ impl IntoResponse for ReloadError {
                     "the configuration was not reloaded: {} error(s); the previous principals, agents and policies stay in force",
                     errors.len()
                 );
-                let body = json!({"code": "CONFIG_INVALID", "message": message, "errors": errors});
+                let errors = errors.into_iter().map(|p| ConfigProblem {
+                    file: p.file,
+                    line: p.line,
+                    reason: p.reason,
+                });
+                let body = ApiErrorBody {
+                    errors: Some(errors.collect()),
+                    ..ApiErrorBody::new(CONFIG_INVALID, message)
+                };
                 (StatusCode::UNPROCESSABLE_ENTITY, crate::body::Body(body)).into_response()
             }
             ReloadError::Busy => ApiError::new(
@@ -333,7 +314,7 @@ impl Refusal for ReloadRefusal {
 /// with `errors` (`file`, `line`, `reason`) when the file is refused (the old set stays);
 /// `409 RELOAD_IN_PROGRESS`, `409 RELOAD_UNAVAILABLE`, `503 STORE_UNAVAILABLE`.
 #[utoipa::path(post, path = "/v1/reload", tag = "around",
-    responses((status = 200, description = "The new configuration is in force", body = Reloaded)),
+    responses((status = 200, description = "The new configuration is in force", body = Reloaded), (status = 409, description = "Another reload is running (`RELOAD_IN_PROGRESS`), or the gateway was not started from a file (`RELOAD_UNAVAILABLE`)", body = ApiErrorBody), (status = 422, description = "The file was refused (`CONFIG_INVALID`, each problem in `errors`); the old set stays in force", body = ApiErrorBody)),
     security(("operator_key" = [])))]
 pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal>) -> Response {
     match reload(&st, Trigger::Operator(op.name())).await {

@@ -61,6 +61,11 @@ fn assent_reload_refuses_a_broken_file_with_file_and_line_then_applies_a_fixed_o
         "{err}"
     );
     assert_eq!(whoami(&url, BOT_KEY), 200, "the old set stays in force");
+    let out = cli(&url, &["reload", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let refused: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(refused["code"], "CONFIG_INVALID", "{refused}");
+    assert_eq!(refused["errors"][0]["line"], 2, "{refused}");
     std::fs::write(&cfg, &good).unwrap();
     let text = ok(&cli(&url, &["reload"]));
     assert!(text.contains("removed (keys revoked): bot"), "{text}");
