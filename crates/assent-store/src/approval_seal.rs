@@ -294,7 +294,7 @@ fn with_stored<T>(
         .prepare_cached(
             "SELECT policies, policy_set_sha256 FROM confirm_context WHERE approval_id = ?1",
         )?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row([id], db::tuple)
         .optional()?;
     let (policies, policy_set) = governance.unzip();
     let policy_set = policy_set.flatten();

@@ -194,7 +194,7 @@ pub(crate) fn append(
 ) -> db::Result<()> {
     let last: Option<(i64, String)> = tx
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row([], db::tuple)
         .optional()?;
     let (seq, prev) = match last {
         // A planted record at `i64::MAX` would wrap the next number (or panic): refused.
@@ -225,7 +225,7 @@ pub fn anchor(conn: Conn<'_>) -> db::Result<(i64, String)> {
         .prepare_cached(
             "SELECT last_seq, last_hash FROM audit_archives ORDER BY last_seq DESC LIMIT 1",
         )?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row([], db::tuple)
         .optional()?
         .unwrap_or((0, GENESIS.to_string())))
 }

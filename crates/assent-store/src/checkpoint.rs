@@ -265,7 +265,7 @@ fn due_head(
 ) -> Result<Option<(i64, String, Option<Checkpoint>)>, StoreError> {
     let head: Option<(i64, String)> = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row([], db::tuple)
         .optional()?;
     let prev = latest(conn, key)?;
     let head_seq = head.as_ref().map_or(0, |h| h.0);
@@ -612,7 +612,7 @@ pub(crate) fn sign_carried(
     }
     let (head, hash): (i64, String) = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        .query_row([], db::tuple)?;
     crate::key_replaced::sign_takeover(conn, key, head)?;
     crate::key_replaced::refuse_unsigned(conn, prev.as_ref().map_or(0, |p| p.seq), &public)?;
     Ok(store_signed(conn, key, head, &hash, now)?)
@@ -670,7 +670,7 @@ pub(crate) fn take_over(
     audit::append(conn, now, KEY_REPLACED, None, "system:audit-key", &data)?;
     let (head, hash): (i64, String) = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        .query_row([], db::tuple)?;
     tracing::warn!(audit_key = %ours, replaces = %theirs, at_record = head, "the database taken over from the replaced audit key: a replica still serving under it writes nothing more");
     crate::key_replaced::sign_takeover(conn, key, head)?;
     Ok(store_signed(conn, key, head, &hash, now)?)

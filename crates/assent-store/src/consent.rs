@@ -38,7 +38,7 @@ pub(crate) fn approving_deciders(
          UNION SELECT g.created_by, g.key_binding FROM approvals a \
          JOIN grants g ON g.id = a.grant_id AND g.approval_id <> a.id WHERE a.id = ?1",
         params![aid],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )
 }
 

@@ -6,8 +6,8 @@
 //!   `$N` ([`dollar_params`]) and prepares each text once per session.
 //! - Parameters are the kernel's [`Value`]s (`params![…]`, arrays, `[]`); booleans bind as
 //!   0/1 on SQLite and as `BOOLEAN` on Postgres. Columns are read as [`ValueRef`] (what the
-//!   strict reader tells apart) or any [`FromValue`]; no row is `Err(NoRows)`, made `None` by
-//!   [`OptionalExtension::optional`].
+//!   strict reader tells apart) or any [`FromValue`], a row's first columns as a tuple by
+//!   [`tuple`]; no row is `Err(NoRows)`, made `None` by [`OptionalExtension::optional`].
 //! - [`Conn::write`] is the one write transaction: `BEGIN IMMEDIATE` on SQLite, `BEGIN` plus
 //!   the schema's advisory write lock on Postgres, so every write in every process is
 //!   serialised as SQLite serialises them; the [`Change`]s it collects are NOTIFYed in the
@@ -585,4 +585,37 @@ impl Row<'_> {
             why,
         })
     }
+}
+
+/// A row's first N columns (2 to 8), in order, as a tuple of [`FromValue`]s: what
+/// [`tuple`] reads.
+pub trait FromRow: Sized {
+    /// Columns 0, 1, … read in turn by [`Row::get`]; the first that is not its element's
+    /// type is `Err(Column)` naming it (by position), as `Row::get` says.
+    fn from_row(r: &Row<'_>) -> Result<Self>;
+}
+
+/// `impl FromRow for (A, B, …)`: `Ok((r.get(0)?, r.get(1)?, …))`.
+macro_rules! from_row_tuple {
+    ($($T:ident $i:tt),+) => {
+        impl<$($T: FromValue),+> FromRow for ($($T,)+) {
+            fn from_row(r: &Row<'_>) -> Result<Self> {
+                Ok(($(r.get::<$T>($i)?,)+))
+            }
+        }
+    };
+}
+from_row_tuple!(A 0, B 1);
+from_row_tuple!(A 0, B 1, C 2);
+from_row_tuple!(A 0, B 1, C 2, D 3);
+from_row_tuple!(A 0, B 1, C 2, D 3, E 4);
+from_row_tuple!(A 0, B 1, C 2, D 3, E 4, F 5);
+from_row_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+from_row_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+
+/// The row's first columns as the tuple `T` (see [`FromRow`]), a mapper for
+/// `query_map(sql, p, db::tuple)` and `query_row(…, db::tuple)`: the same as the closure
+/// `|r| Ok((r.get(0)?, r.get(1)?, …))`, with the same errors.
+pub fn tuple<T: FromRow>(r: &Row<'_>) -> Result<T> {
+    T::from_row(r)
 }

@@ -213,7 +213,7 @@ impl Store {
                  AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
                    OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
             )?
-            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            .query_map([now], db::tuple)?;
         let mut n = 0;
         for (id, marks) in due {
             let Some(a) = read_approval(**tx, &id)? else {

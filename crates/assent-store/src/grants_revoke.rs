@@ -106,7 +106,7 @@ pub(crate) fn revoke_grants_of_in(
             crate::sql::grant_unexpired_at("?2")
         );
         let rows: Vec<(String, String)> =
-            crate::sql::rows(tx, &sql, params![name, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            crate::sql::rows(tx, &sql, params![name, now], db::tuple)?;
         for (gid, aid) in rows {
             n += revoke(tx, &gid, &aid, name, (by, why), now)?;
         }
@@ -163,7 +163,7 @@ pub(crate) fn revoke_plan_grants(
          JOIN approvals a ON a.id = g.approval_id JOIN confirm_context c ON c.approval_id = g.approval_id \
          WHERE c.plan_id = ?1 AND g.revoked_at IS NULL ORDER BY g.created_at, g.id",
         params![plan_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        db::tuple,
     )?;
     let why = format!("the plan {plan_id} its call was approved under is {status}");
     let mut n = 0;
@@ -208,9 +208,7 @@ fn active_grants(conn: Conn<'_>, now: i64) -> db::Result<Vec<GrantOrigin>> {
         crate::sql::grant_unexpired_at("?1")
     );
     let rows: Vec<(String, String, String, Option<String>)> =
-        crate::sql::rows(conn, &sql, params![now], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })?;
+        crate::sql::rows(conn, &sql, params![now], db::tuple)?;
     let mut out = Vec::with_capacity(rows.len());
     for (grant_id, approval_id, created_by, key_binding) in rows {
         let approvers = crate::record::read_approval(conn, &approval_id)?

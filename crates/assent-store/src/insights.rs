@@ -205,7 +205,7 @@ fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, boo
             "SELECT seq, at, kind, data FROM audit WHERE at >= ?1 AND at < ?2 AND (at > ?1 OR seq > ?3)
                AND kind IN ('call.allowed', 'call.denied') ORDER BY at, seq LIMIT ?4",
             crate::params![from, until, after, AUDIT_CHUNK],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            db::tuple,
         )?;
         let Some(last) = chunk.last() else {
             return Ok((out, false));
@@ -327,7 +327,7 @@ fn prompts_per_day(c: Conn<'_>, since: i64, until: i64) -> db::Result<Vec<(i64, 
              GROUP BY a.requested_at / {DAY_MS} ORDER BY day"
         ),
         crate::params![since, until],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )
 }
 
@@ -338,7 +338,7 @@ fn granted_per_tool(c: Conn<'_>, since: i64, until: i64) -> db::Result<Vec<(Stri
         "SELECT a.tool, COUNT(*) FROM approvals a JOIN decisions g ON g.approval_id = a.id AND substr(g.actor, 1, 6) = 'grant:'
          WHERE a.requested_at >= ?1 AND a.requested_at < ?2 GROUP BY a.tool",
         crate::params![since, until],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )
 }
 

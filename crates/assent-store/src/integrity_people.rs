@@ -52,7 +52,7 @@ pub(crate) fn votes(
          FROM votes v LEFT JOIN approvals a ON a.id = v.approval_id
          ORDER BY v.at, v.approval_id, v.principal",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        db::tuple,
     )?;
     for (aid, who, decision, status, requested_at) in rows {
         let archived = status.as_deref().is_some_and(|s| s != "pending")
@@ -113,7 +113,7 @@ pub(crate) fn passkeys(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> 
     let rows: Vec<(String, String, String)> = conn.query_map(
         "SELECT credential_id, principal, public_key FROM passkeys ORDER BY created_at, credential_id",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        db::tuple,
     )?;
     for (id, who, key) in rows {
         let key: serde_json::Value = serde_json::from_str(&key).unwrap_or_default();
@@ -168,7 +168,7 @@ pub(crate) fn decisions(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) ->
     let rows: Vec<DecisionRow> = conn.query_map(
         "SELECT approval_id, decision, actor, at FROM decisions ORDER BY at, rowid",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        db::tuple,
     )?;
     for (aid, decision, actor, at) in rows {
         match settling.get(&aid) {
@@ -242,7 +242,7 @@ pub(crate) fn settlements(
         "SELECT CAST(id AS TEXT), settlement_seal <> '' FROM approvals WHERE status <> 'pending' \
          ORDER BY rowid",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )?;
     let mut first: Option<i64> = None;
     let mut unsealed: Vec<(String, Option<i64>)> = Vec::new();
@@ -288,7 +288,7 @@ fn takeover_cut(conn: Conn<'_>) -> db::Result<Option<i64>> {
         conn,
         "SELECT seq, data FROM audit WHERE kind = ?1 ORDER BY seq",
         [crate::key_replaced::KEY_REPLACED],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )?;
     Ok(found
         .into_iter()

@@ -144,7 +144,7 @@ fn grant_archived(conn: Conn<'_>, gid: &str, gone: &Gone) -> db::Result<bool> {
     let (created, expires, revoked): (i64, Option<i64>, Option<i64>) = conn.query_row(
         "SELECT created_at, expires_at, revoked_at FROM grants WHERE id = ?1",
         [gid],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        db::tuple,
     )?;
     Ok(gone.before(created) && (gone.ended(revoked) || gone.ended(expires)))
 }

@@ -144,7 +144,7 @@ pub(crate) fn sign_takeover(
     let (kind, hash, data): (String, String, String) = conn.query_row(
         "SELECT kind, hash, data FROM audit WHERE seq = ?1",
         [seq],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        db::tuple,
     )?;
     let bytes = takeover_bytes(seq, &hash, &data).filter(|_| kind == KEY_REPLACED);
     let Some(bytes) = bytes else {
@@ -178,9 +178,7 @@ pub(crate) fn refuse_unsigned(
     key: &VerifyingKey,
 ) -> Result<(), crate::error::StoreError> {
     type Row = (i64, String, String, Option<String>, Option<String>);
-    let rows: Vec<Row> = crate::sql::rows(conn, UNSIGNED_SQL, [after], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-    })?;
+    let rows: Vec<Row> = crate::sql::rows(conn, UNSIGNED_SQL, [after], db::tuple)?;
     let unsigned = rows.into_iter().find(|(seq, hash, data, signer, sig)| {
         let ours = signer.as_deref().and_then(parse_key) == Some(*key);
         let record = (*seq, hash.as_str(), data.as_str());
@@ -223,16 +221,7 @@ fn takeovers_after(conn: Conn<'_>, after: i64) -> db::Result<(Vec<Takeover>, Opt
         conn,
         "SELECT t.seq, t.public_key, t.signature, a.hash, a.data, (SELECT max(seq) FROM audit) FROM audit_takeovers t LEFT JOIN audit a ON a.seq = t.seq AND a.kind = 'audit.key_replaced' WHERE t.seq > ?1 ORDER BY t.seq",
         [after],
-        |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        },
+        db::tuple,
     )?;
     let examined = rows
         .last()

@@ -210,7 +210,7 @@ pub(crate) fn page(
            AND (COALESCE(decided_at, -1) > ?1 OR id > ?2)
          ORDER BY COALESCE(decided_at, -1), id LIMIT ?3",
         crate::params![at, id, i64::from(limit) + 1],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )?;
     let mut out = SamplePage::default();
     let mut bytes = 0;

@@ -245,7 +245,7 @@ pub(crate) fn owner_of(
         .query_row(
             "SELECT principal, public_key FROM passkeys WHERE credential_id = ?1",
             [credential_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            db::tuple,
         )
         .optional()?;
     Ok(row.map(|(p, k)| (p, serde_json::from_str(&k).ok())))

@@ -129,7 +129,7 @@ impl Store {
                 "SELECT id, seen_at, rowid FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1)
                    AND seen_at <= ?2 AND (seen_at < ?2 OR rowid < ?3) ORDER BY seen_at DESC, rowid DESC LIMIT ?4",
                 crate::params![status, at, row, n + 1],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                crate::db::tuple,
             )?;
             let sql = format!("SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1");
             let (mut out, mut bytes) = (Vec::new(), 0usize);

@@ -346,7 +346,7 @@ impl<'a> Report<'a> {
             **tx,
             "SELECT id, status, fingerprint, definition FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND tool = ?3",
             params![key, self.server, name],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            db::tuple,
         )?;
         let existing = reviews.into_iter().find(|(_, _, rfp, def)| {
             rfp == fp

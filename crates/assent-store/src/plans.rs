@@ -363,7 +363,7 @@ pub(crate) fn held_under(
          JOIN plans p ON p.plan_id = c.plan_id \
          WHERE a.status = 'pending' AND c.plan_id = ?1 ORDER BY a.requested_at",
         params![plan_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        db::tuple,
     )?;
     Ok(rows
         .into_iter()
@@ -392,9 +392,7 @@ pub(crate) fn plan_of_call(
             "SELECT p.plan_id, p.status, a.agent, c.plan_owner, p.agent FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
              JOIN plans p ON p.plan_id = c.plan_id WHERE c.approval_id = ?1",
         )?
-        .query_row(params![aid], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })
+        .query_row(params![aid], db::tuple)
         .optional()?;
     Ok(row
         .filter(|(_, _, caller, gated_by, owner)| {

@@ -146,7 +146,7 @@ impl Store {
                 conn,
                 "SELECT risk_tier, count(*) FROM approvals WHERE status = 'pending' GROUP BY risk_tier ORDER BY risk_tier",
                 crate::params![],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                db::tuple,
             )
         })
     }
@@ -184,7 +184,7 @@ fn keys(
 ) -> db::Result<Vec<(String, i64, i64)>> {
     let (at, row) = before.unwrap_or((i64::MAX, i64::MAX));
     let n = i64::from(limit) + 1;
-    let key = |r: &db::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?));
+    let key = db::tuple;
     const AFTER: &str = "requested_at <= ?1 AND (requested_at < ?1 OR rowid < ?2)";
     const ORDER: &str = "ORDER BY requested_at DESC, rowid DESC";
     const COLUMNS: &str = "SELECT CAST(id AS TEXT), requested_at, rowid FROM approvals";

@@ -38,7 +38,7 @@ pub(crate) fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreErro
         let (at, kind, actor, data): (i64, String, String, String) = tx.query_row(
             "SELECT at, kind, actor, data FROM audit WHERE seq = ?1",
             [*seq],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            db::tuple,
         )?;
         let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
             continue;
@@ -68,7 +68,7 @@ pub(crate) fn carry_takeovers(
         **tx,
         "SELECT seq, at, actor, data FROM audit WHERE kind = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
         params![crate::key_replaced::KEY_REPLACED, m.first_seq, m.last_seq],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        db::tuple,
     )?;
     for (seq, at, actor, data) in found {
         let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
@@ -93,7 +93,7 @@ pub(crate) fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreE
         **tx,
         "SELECT seq, actor, data FROM audit WHERE kind = 'passkey.registered' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
         params![m.first_seq, m.last_seq],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        db::tuple,
     )?;
     for (seq, actor, data) in regs {
         let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {

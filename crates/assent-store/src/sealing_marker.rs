@@ -157,7 +157,7 @@ fn sealed_data(
 ) -> db::Result<Value> {
     let head: Option<(i64, String)> = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row([], db::tuple)
         .optional()?;
     let (seq, prev) = head.map_or((1, audit::GENESIS.to_string()), |(s, h)| {
         (s.saturating_add(1), h)
@@ -229,7 +229,7 @@ pub(crate) fn carry(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(
         **tx,
         "SELECT seq, at, actor, data, prev_hash FROM audit WHERE kind = 'settlement.sealing' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
         params![m.first_seq, m.last_seq],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        db::tuple,
     )?;
     let settled = SealKey::of(key, Sealed::Settlement);
     for (seq, at, actor, data, prev) in found {

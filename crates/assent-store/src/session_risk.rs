@@ -112,7 +112,7 @@ fn changes(tx: Conn<'_>, agent: &str, server: &str, tool: &str) -> db::Result<Ve
         tx,
         "SELECT pinned_at, pinned_by FROM tool_pins WHERE server = ?1 AND tool = ?2 AND (scope = '' OR scope = ?3) AND pinned_by <> 'trust-on-first-use' ORDER BY pinned_at",
         params![server, tool, agent],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )?;
     let mut out: Vec<ToolChange> = pins
         .into_iter()
@@ -127,7 +127,7 @@ fn changes(tx: Conn<'_>, agent: &str, server: &str, tool: &str) -> db::Result<Ve
         tx,
         "SELECT seen_at, id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND (scope = '' OR scope = ?3) ORDER BY seen_at",
         params![server, tool, agent],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        db::tuple,
     )?;
     out.extend(reviews.into_iter().map(|(at_ms, id, status)| ToolChange {
         server: server.into(),
@@ -212,9 +212,7 @@ pub(crate) fn on_redeem(tx: Conn<'_>, approval_id: &str, now: i64) -> db::Result
     type Row = (Flag, Flag, Flag, String, String, String, Option<String>);
     let row: Option<Row> = tx
         .prepare_cached("SELECT h.untrusted_output, h.private_data, h.egress, a.agent, a.session_id, a.tool, a.server FROM approvals a LEFT JOIN session_risk_held h ON h.approval_id = a.id WHERE a.id = ?1")?
-        .query_row([approval_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
-        })
+        .query_row([approval_id], db::tuple)
         .optional()?;
     let Some((untrusted, private, egress, agent, session, tool, server)) = row else {
         return Ok(());

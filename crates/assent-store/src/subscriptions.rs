@@ -373,7 +373,7 @@ impl Store {
              WHERE closed_at IS NULL AND subscriber_id = 'sse:' || principal \
              ORDER BY created_at, id LIMIT ?1",
             params![max.max(1)],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            db::tuple,
         )?)
     }
 

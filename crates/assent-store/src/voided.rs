@@ -183,7 +183,7 @@ pub(crate) fn void_grant_tokens(
          OR EXISTS (SELECT 1 FROM decisions d WHERE d.approval_id = t.approval_id \
          AND d.decision = 'approve' AND d.actor = ?4)) ORDER BY t.issued_at, t.token_id",
         params![gid, origin, now, format!("grant:{gid}")],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )?;
     let mut n = 0;
     for (token, approval) in &minted {
@@ -282,7 +282,7 @@ fn unbacked(
         "SELECT token_id, approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?1 \
          ORDER BY issued_at, token_id",
         params![now],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        db::tuple,
     )?;
     let mut out = Vec::new();
     for (token, approval) in outstanding {
@@ -338,7 +338,7 @@ fn consent_stands(
         conn,
         "SELECT principal, roles, key_binding FROM votes WHERE approval_id = ?1 AND decision = 'approve'",
         [aid],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        db::tuple,
     )?;
     let mut fallen: Vec<String> = Vec::new();
     for (p, key) in deciders {

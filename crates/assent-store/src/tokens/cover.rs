@@ -409,7 +409,7 @@ mod tests {
             assert!(covered(&s, 2_000), "the new grant covers");
             let read = "SELECT seal, key_binding FROM grants";
             let (seal, bound): (String, Option<String>) = s
-                .aside(|c| c.query_row(read, [], |r| Ok((r.get(0)?, r.get(1)?))))
+                .aside(|c| c.query_row(read, [], crate::db::tuple))
                 .unwrap();
             assert!(
                 seal.starts_with("v2:") && bound.is_none(),

@@ -5,7 +5,7 @@ use crate::Refused;
 use crate::pgkit::{both, both_connected, cluster, column, fresh_pg, value};
 use assent_store::db::{
     Backend, Change, Conn, Connection, Database, DbError, Heard, OptionalExtension, ToValue,
-    ValueRef, dollar_params, listen,
+    ValueRef, dollar_params, listen, tuple,
 };
 use assent_store::params;
 use std::ops::ControlFlow;
@@ -489,7 +489,7 @@ fn each_postgres_session_bounds_its_lock_wait_and_idle_transactions() {
         .query_row(
             "SELECT current_setting('lock_timeout'), current_setting('idle_in_transaction_session_timeout')",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            tuple,
         )
         .unwrap();
     assert_eq!(settings, ("10s".to_string(), "10s".to_string()));
@@ -621,4 +621,44 @@ fn a_postgres_error_says_what_the_server_said() {
         e.contains("ERROR") && e.contains("syntax error") && e.contains("(42601)"),
         "{e}"
     );
+}
+
+#[test]
+fn tuple_reads_the_first_columns_in_order_with_the_closures_errors_on_both_backends() {
+    with_table(|_, c| {
+        c.execute(INSERT, params!["a", 1i64, true, "x"]).unwrap();
+        c.execute(INSERT, params!["b", None::<i64>, false, None::<String>])
+            .unwrap();
+        let sql = "SELECT id, n, flag, note FROM k ORDER BY id";
+        let rows: Vec<(String, Option<i64>, bool, Option<String>)> =
+            c.query_map(sql, [], tuple).unwrap();
+        let by_hand: Vec<(String, Option<i64>, bool, Option<String>)> = c
+            .query_map(sql, [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .unwrap();
+        assert_eq!(rows, by_hand);
+        assert_eq!(rows[1], ("b".into(), None, false, None));
+        // Fewer columns than the row has: the first ones.
+        let first: (String, Option<i64>) = c.query_row(sql, [], tuple).unwrap();
+        assert_eq!(first, ("a".into(), Some(1)));
+        // A column of another type: the error names it, as the closure's does.
+        let text = "SELECT id, note FROM k ORDER BY id";
+        let err = c.query_row(text, [], tuple::<(String, i64)>).unwrap_err();
+        let hand = c
+            .query_row(text, [], |r| Ok::<(String, i64), _>((r.get(0)?, r.get(1)?)))
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Column { column, .. } if column == "1"),
+            "{err}"
+        );
+        assert_eq!(err.to_string(), hand.to_string());
+        // No row: NoRows.
+        let none = c.query_row(
+            "SELECT id, n FROM k WHERE id = 'z'",
+            [],
+            tuple::<(String, i64)>,
+        );
+        assert!(matches!(none, Err(DbError::NoRows)));
+    });
 }

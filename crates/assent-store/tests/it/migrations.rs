@@ -3,7 +3,7 @@
 //! runner existed, and the store's own statements against the schema both dialects build.
 
 use crate::pgkit::{both, both_connected, fresh_sqlite};
-use assent_store::db::{Backend, Conn, Database};
+use assent_store::db::{Backend, Conn, Database, tuple};
 use assent_store::migrate::{MIGRATIONS, SchemaState, latest, migrate, schema_state};
 
 /// Every table the numbered migrations create.
@@ -56,7 +56,7 @@ fn a_fresh_database_is_migrated_once_and_reopening_applies_nothing() {
             .query_map(
                 "SELECT version, name FROM assent_schema ORDER BY version",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                tuple,
             )
             .unwrap();
         let want: Vec<(i64, String)> = MIGRATIONS
@@ -195,8 +195,7 @@ fn columns(c: Conn<'_>) -> Vec<(String, String, bool)> {
              WHERE table_schema = current_schema() AND column_name <> 'rowid' ORDER BY 1, 2"
         }
     };
-    c.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
+    c.query_map(sql, [], tuple).unwrap()
 }
 
 /// `read` of a freshly migrated database on each backend the tests run (SQLite, then
@@ -235,8 +234,7 @@ fn indexes(c: Conn<'_>) -> Vec<(String, bool)> {
                AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = c.oid) ORDER BY 1"
         }
     };
-    c.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
+    c.query_map(sql, [], tuple).unwrap()
 }
 
 /// Migrations 0030 and 0031: what only pending approvals are looked up by is indexed only while

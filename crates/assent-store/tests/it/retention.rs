@@ -7,7 +7,7 @@ use super::{approved, open, pending, wire};
 use assent_store::Store;
 use assent_store::archive::{self as retention, verify_export};
 use assent_store::checkpoint::Due;
-use assent_store::db::{Database, FromValue, Params};
+use assent_store::db::{Database, FromValue, Params, tuple};
 use assent_store::integrity::{Report, VerifyOptions, verify_on};
 use assent_store::retention::ARCHIVE_DIR;
 use assent_store::retention::Archived;
@@ -370,16 +370,7 @@ fn rewrite_and_rechain(db: &Database) {
         .query_map(
             "SELECT seq, at, kind, approval_id, actor, data FROM audit ORDER BY seq",
             [],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            },
+            tuple,
         )
         .unwrap();
     let mut prev = assent_store::audit::GENESIS.to_string();

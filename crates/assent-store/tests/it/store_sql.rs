@@ -6,7 +6,7 @@
 //! the store's SQL uses.
 
 use crate::pgkit::{both, column, value};
-use assent_store::db::{Conn, OptionalExtension};
+use assent_store::db::{Conn, OptionalExtension, tuple};
 use assent_store::migrate::migrate;
 use assent_store::params;
 
@@ -79,7 +79,7 @@ fn the_stores_statements_run_on_the_schema_of_both_dialects() {
             .query_row(
                 "SELECT irreversible, in_client FROM approvals WHERE id = ?1",
                 ["a1"],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                tuple,
             )
             .unwrap();
         assert_eq!((irreversible, in_client), (true, false));
@@ -184,7 +184,7 @@ fn events_and_side_tables(c: Conn<'_>) {
         .query_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            tuple,
         )
         .unwrap();
     assert_eq!(head, (1, "h1".to_string()));
