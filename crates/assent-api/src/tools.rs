@@ -7,8 +7,9 @@
 //!
 //! A report pins for whoever made it: an agent's own relay for that agent alone; the MCP hub
 //! inside `assent serve` (the gateway's own upstreams) for every agent, which it proves with
-//! the process's [`hub_token`] (set by the hub, read by the gateway in the same process) in a
-//! [`ToolCheckReport`].
+//! the process's [`hub_token`] (set by the hub, read by the gateway in the same process) in
+//! [`ToolCheckRequest::hub_token`]; its tool results carry it too
+//! ([`crate::gate::ToolResultRequest::hub_token`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,7 +19,7 @@ static HUB_TOKEN: OnceLock<String> = OnceLock::new();
 
 /// This process's MCP hub token, made by `make` on the first call (the hub passes a random
 /// secret of at least 128 bits) and the same ever after. It never leaves the process but in
-/// [`ToolCheckReport::hub_token`] to the gateway the hub reports to: a gateway in the same
+/// [`ToolCheckRequest::hub_token`] to the gateway the hub reports to: a gateway in the same
 /// process (`assent serve` with `mcp_upstreams`) takes such a report as its own hub's.
 pub fn hub_token_init(make: impl FnOnce() -> String) -> &'static str {
     HUB_TOKEN.get_or_init(make)
@@ -51,28 +52,12 @@ pub struct ToolCheckRequest {
     /// `tools`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshake: Option<Value>,
-}
-
-/// `POST /v1/tools/check` as the gateway reads it: a [`ToolCheckRequest`], or the same
-/// fields and `hub_token` from the MCP hub of `assent serve` to its own gateway. With the
-/// process's [`hub_token`] the report pins the gateway's upstream for every agent; without
-/// it, or with any other value, the report pins for `agent` alone (as every relay's does).
-/// Not in the OpenAPI document: no client but that hub sends `hub_token`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolCheckReport {
-    /// The agent; must be the key's own agent.
-    pub agent: String,
-    /// The MCP server alias; must be declared by the agent.
-    pub server: String,
-    /// At most 10000 tool definitions, each with a string `name`.
-    #[serde(default)]
-    pub tools: Vec<Value>,
-    /// The server's own words from its handshake ([`ToolCheckRequest::handshake`]).
+    /// The MCP hub's proof that it runs in the gateway's own process ([`hub_token`]): with
+    /// it the report pins the gateway's upstream for every agent; without it, or with any
+    /// other value, it pins for `agent` alone (as every relay's does). Not in the OpenAPI
+    /// document: no client but that hub sends it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handshake: Option<Value>,
-    /// The hub's proof that it runs in the gateway's process ([`hub_token`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub hub_token: Option<String>,
 }
 

@@ -120,6 +120,7 @@ impl Gateway {
             server: self.cfg.server.clone(),
             tools: tools.to_vec(),
             handshake: None,
+            hub_token: self.hub_token.map(str::to_string),
         };
         match self.api.check_tools(&req).await {
             Ok(r) => Ok(r.tools.into_iter().map(|t| (t.name.clone(), t)).collect()),
@@ -139,6 +140,7 @@ impl Gateway {
             server: self.cfg.server.clone(),
             tools: Vec::new(),
             handshake: Some(words.clone()),
+            hub_token: self.hub_token.map(str::to_string),
         };
         let asked = tokio::time::timeout(HANDSHAKE_CHECK_TIMEOUT, self.api.check_tools(&req));
         let Ok(answer) = asked.await else {

@@ -28,7 +28,7 @@ use crate::extract::{ReportTools, ReviewTools};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, review_key};
 use assent_api::tools::ToolReviewList;
-use assent_api::tools::{ToolCheckReport, ToolCheckResponse, ToolPinList};
+use assent_api::tools::{ToolCheckRequest, ToolCheckResponse, ToolPinList};
 use assent_core::pin::{PinState, ReviewStatus, ToolReview};
 use assent_store::pins::{PinCheckError, PinScope};
 use axum::Json;
@@ -51,12 +51,6 @@ fn review(mut r: ToolReview) -> ToolReview {
     r
 }
 
-impl crate::agent_json::NamesAgent for ToolCheckReport {
-    fn agent(&self) -> &str {
-        &self.agent
-    }
-}
-
 /// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list — for
 /// the agent alone (its own relay), or for every agent when the gateway's own MCP hub reports
 /// (`hub_token`). `429 TOO_MANY_PENDING_REVIEWS` past the reporter's cap of pending reviews
@@ -67,7 +61,7 @@ impl crate::agent_json::NamesAgent for ToolCheckReport {
     security(("agent_key" = [])))]
 pub(crate) async fn check(
     State(st): State<AppState>,
-    AgentJson(_, b): AgentJsonOneRefusal<ReportTools, ToolCheckReport>,
+    AgentJson(_, b): AgentJsonOneRefusal<ReportTools, ToolCheckRequest>,
 ) -> Result<Body<ToolCheckResponse>, ApiError> {
     let declared = st
         .registry()
@@ -126,7 +120,7 @@ pub(crate) async fn check(
 /// `400` unless a report's `handshake` (the server's own words) is an object whose
 /// `instructions` and `serverInfo`, when present, are text and an object, and the report
 /// carries no tools beside it.
-fn check_handshake(b: &ToolCheckReport) -> Result<(), ApiError> {
+fn check_handshake(b: &ToolCheckRequest) -> Result<(), ApiError> {
     let Some(words) = &b.handshake else {
         return Ok(());
     };

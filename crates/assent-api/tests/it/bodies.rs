@@ -20,8 +20,8 @@ use assent_api::plans::{
 };
 use assent_api::tokens::{GrantList, RedeemRequest, Redeemed};
 use assent_api::tools::{
-    DeclaredTools, PinState, ToolCheckReport, ToolCheckRequest, ToolCheckResponse, ToolPinList,
-    ToolReview, ToolReviewList,
+    DeclaredTools, PinState, ToolCheckRequest, ToolCheckResponse, ToolPinList, ToolReview,
+    ToolReviewList,
 };
 use assent_api::{ApiErrorBody, ApprovalStatus, DecisionKind, RiskTier};
 use serde_json::{Value, json};
@@ -411,8 +411,8 @@ fn tool_pinning_bodies_write_back_what_they_read() {
     let def = json!({"name": "write_file", "description": "writes",
                      "inputSchema": {"type": "object"}});
     round_trip::<ToolCheckRequest>(&json!({"agent": "bot", "server": "fs", "tools": [def]}));
-    round_trip::<ToolCheckReport>(&json!({"agent": "bot", "server": "fs", "tools": [def]}));
-    round_trip::<ToolCheckReport>(
+    round_trip::<ToolCheckRequest>(&json!({"agent": "bot", "server": "fs", "tools": [def]}));
+    round_trip::<ToolCheckRequest>(
         &json!({"agent": "bot", "server": "fs", "tools": [], "hub_token": "t"}),
     );
     let r: ToolCheckResponse = round_trip(&json!({"tools": [

@@ -253,6 +253,7 @@ async fn tool_pinning_reviews_and_declared_tools() {
         server: "fs".into(),
         tools: vec![def(d)],
         handshake: None,
+        hub_token: None,
     };
     let first = bot.check_tools(&check("writes")).await.unwrap();
     assert_eq!(first.tools[0].state, PinState::FirstUse);

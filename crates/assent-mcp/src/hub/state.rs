@@ -8,7 +8,7 @@ use super::upstream::{Upstream, UpstreamSpec};
 use crate::gateway::Gateway;
 use crate::kit::{ProxyConfig, failure, status_line};
 use assent_api::identity::WhoAmI;
-use assent_api::tools::{ToolCheckReport, ToolCheckResponse, ToolState};
+use assent_api::tools::{ToolCheckRequest, ToolCheckResponse, ToolState};
 use assent_api::{Client, ClientError, Method};
 use rmcp::model::CallToolRequestParams;
 use rmcp::task_manager::TaskManager;
@@ -362,7 +362,7 @@ impl Hub {
         alias: &str,
         tools: &[Value],
     ) -> Result<HashMap<String, ToolState>, String> {
-        let report = ToolCheckReport {
+        let report = ToolCheckRequest {
             agent: agent.to_string(),
             server: alias.to_string(),
             tools: tools.to_vec(),
@@ -385,7 +385,7 @@ impl Hub {
         alias: &str,
         words: &Value,
     ) -> Result<ToolState, String> {
-        let report = ToolCheckReport {
+        let report = ToolCheckRequest {
             agent: agent.to_string(),
             server: alias.to_string(),
             tools: Vec::new(),
@@ -411,7 +411,7 @@ impl Hub {
     async fn report(
         &self,
         key: &str,
-        report: &ToolCheckReport,
+        report: &ToolCheckRequest,
         what: &str,
     ) -> Result<ToolCheckResponse, String> {
         let body = serde_json::to_value(report).map_err(|e| e.to_string())?;

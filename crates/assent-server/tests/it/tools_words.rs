@@ -405,11 +405,14 @@ async fn an_agents_made_up_result_does_not_silence_the_hub() {
     hub_first_then_the_agent(&gw, hub).await;
     // The token is the hub's alone: no client is told of it.
     let doc = assent_server::openapi::spec();
-    let fields = &doc["components"]["schemas"]["ToolResultRequest"]["properties"];
-    assert!(
-        fields.get("outcome").is_some() && fields.get("hub_token").is_none(),
-        "{fields}"
-    );
+    for (schema, field) in [
+        ("ToolResultRequest", "outcome"),
+        ("ToolCheckRequest", "handshake"),
+    ] {
+        let fields = &doc["components"]["schemas"][schema]["properties"];
+        assert!(fields.get(field).is_some(), "{schema}: {fields}");
+        assert!(fields.get("hub_token").is_none(), "{schema}: {fields}");
+    }
     gw.stop().await;
 }
 
