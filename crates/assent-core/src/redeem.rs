@@ -52,11 +52,24 @@ pub enum Presenter<'a> {
     },
 }
 
+/// The prefixes of the gateway's derived calls: `result.TOOL` (a held result's release),
+/// `delegate.ALIAS` (a delegation), `mplp.TYPE` (an MPLP plan or target). Their tokens are the
+/// agent's (or its relay's) to redeem; no executor runs them.
+pub const DERIVED_PREFIXES: [&str; 3] = ["result.", "delegate.", "mplp."];
+
+/// Whether `tool` names a derived call ([`DERIVED_PREFIXES`]).
+pub fn is_derived(tool: &str) -> bool {
+    DERIVED_PREFIXES.iter().any(|p| tool.starts_with(p))
+}
+
 impl Presenter<'_> {
     /// Whether an executor executes the presented call of agent `agent` (an agent: always
     /// `true`, its own tokens are checked by agent id): `agent` is in `agents`, the server is
     /// in `servers` and the tool in `tools`, for each list given. A local tool (no server) is
-    /// never covered by a `servers` list.
+    /// never covered by a `servers` list, and a derived call ([`is_derived`]: `result.read`
+    /// keeps its call's server) only by a `tools` list naming it exactly (found by review: an
+    /// executor of server `fs` redeemed the token releasing a held result of `fs`, so the
+    /// agent's own redemption failed `TOKEN_USED` and the result never reached it).
     pub fn executes(&self, agent: &str) -> bool {
         match self {
             Presenter::Agent(_) => true,
@@ -70,7 +83,10 @@ impl Presenter<'_> {
             } => {
                 let by_server =
                     servers.is_none_or(|s| server.is_some_and(|x| s.iter().any(|a| a == x)));
-                let by_tool = tools.is_none_or(|t| t.iter().any(|n| n == tool));
+                let by_tool = match tools {
+                    Some(t) => t.iter().any(|n| n == tool),
+                    None => !is_derived(tool),
+                };
                 let by_agent = agents.iter().any(|a| a == agent);
                 (servers.is_some() || tools.is_some()) && by_server && by_tool && by_agent
             }
@@ -196,6 +212,17 @@ mod tests {
         assert_eq!(check(&M, &c, &exec(s, t, "pay", Some("fs"))), Ok(()));
         assert_eq!(check(&M, &c, &exec(s, t, "read", Some("fs"))), refused);
         assert_eq!(check(&M, &c, &exec(None, None, "pay", None)), refused);
+        // A derived call keeps its server, but no server executor runs it.
+        for derived in ["result.read", "delegate.helper", "mplp.plan"] {
+            let by_server = exec(s, None, derived, Some("fs"));
+            assert_eq!(check(&M, &c, &by_server), refused, "{derived}");
+        }
+        let named = ["result.read".to_string()];
+        let n: Option<&[String]> = Some(&named);
+        assert_eq!(
+            check(&M, &c, &exec(s, n, "result.read", Some("fs"))),
+            Ok(())
+        );
     }
 
     /// Found by review: tool names are each agent's own, so an executor of `pay` redeemed a

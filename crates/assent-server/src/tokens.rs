@@ -58,8 +58,10 @@ fn redeem_error(e: RedeemError) -> ApiError {
 /// "server"?, "arguments", "device_id"?}` (strict JSON) → `{"call_hash", "approval_id",
 /// "token_id", "agent"}` when the token was minted for exactly this call (and device), to
 /// this agent or, for an executor, to one of its `agents` for a call on what it executes,
-/// and is unused and unexpired. Every refusal is
-/// audited.
+/// and is unused and unexpired (an executor never redeems a derived call's token, `result.`,
+/// `delegate.`, `mplp.`, unless its `tools` name it). Every refusal the store decides (the
+/// token, its binding, the presenter) is audited `token.refused`; a malformed body or key is
+/// refused before (`400`, `401`, `403`), unaudited.
 #[utoipa::path(post, path = "/v1/tokens/redeem", tag = "redeem",
     request_body = assent_api::tokens::RedeemRequest,
     responses((status = 200, description = "Redeemed: the call may run", body = assent_api::tokens::Redeemed)),
@@ -117,7 +119,7 @@ pub(crate) async fn redeem(
 /// ([`crate::calls::check_name`]) once a derived call's prefix (`result.`, `delegate.`,
 /// `mplp.`) is set aside.
 fn check_redeemed_tool(tool: &str) -> Result<(), ApiError> {
-    let base = ["result.", "delegate.", "mplp."]
+    let base = assent_core::redeem::DERIVED_PREFIXES
         .iter()
         .find_map(|p| tool.strip_prefix(p))
         .unwrap_or(tool);
@@ -140,7 +142,7 @@ pub const GRANTS_DEFAULT_LIMIT: u32 = 1_000;
 /// given.
 #[utoipa::path(get, path = "/v1/grants", tag = "redeem",
     params(("all" = Option<bool>, Query, description = "Also revoked and expired grants"),
-           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100)"),
+           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 1000)"),
            ("before" = Option<String>, Query, description = "The opaque cursor of the next page, from the previous answer's `Link` header (`rel=\"next\"`)")),
     responses((status = 200, description = "OK", body = assent_api::tokens::GrantList,
         headers(("Link" = String, description = "`</v1/grants?all=B&limit=N&before=CURSOR>; rel=\"next\"` while more may follow; absent on the last page")))),

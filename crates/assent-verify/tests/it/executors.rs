@@ -131,3 +131,50 @@ async fn an_executor_key_opens_no_route_but_redeem_and_an_operator_may_not_redee
     redeemed(&gw.url, "bot-key", pay_body(&token, 500)).await;
     let _ = gw.stop().await;
 }
+
+/// Attack (found by review): an executor of server `fs` redeemed `bot`'s token releasing a
+/// held result of `fs`'s `read_file` (the derived call `result.read_file` keeps server `fs`),
+/// so the relay's own redemption failed `TOKEN_USED` and the result never reached the agent.
+/// No executor runs a derived call: `403 NOT_EXECUTOR`, the token not burnt, and the agent
+/// redeems it.
+#[tokio::test]
+async fn an_executor_of_a_server_never_redeems_its_held_results_release() {
+    use assent_api::approvals::DecisionRequest;
+    use assent_api::gate::{GateAnswer, ToolResultRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), 300_000).await;
+    let bot = assent_api::Client::new(&gw.url, "bot-key").unwrap();
+    let alice = assent_api::Client::new(&gw.url, "alice-key").unwrap();
+    let report = ToolResultRequest {
+        agent: "bot".into(),
+        session_id: "s1".into(),
+        tool: "read_file".into(),
+        server: Some("fs".into()),
+        arguments: json!({"path": "/tmp/x"}),
+        output_bytes: 50,
+        result_sha256: "ab".repeat(32),
+        preview: None,
+        approval_id: None,
+        outcome: None,
+        hub_token: None,
+    };
+    let GateAnswer::Pending(p) = bot.report_result(&report).await.unwrap() else {
+        panic!("a result over 10 bytes is held")
+    };
+    let approve = DecisionRequest::new(assent_api::DecisionKind::Approve);
+    alice.decide(&p.approval_id, &approve).await.unwrap();
+    let a = bot.approval(&p.approval_id).await.unwrap();
+    let token = a.token.expect("the agent gets its token");
+    let body = json!({"token": token, "tool": a.call.tool, "server": "fs",
+                      "arguments": a.call.arguments});
+    assert_eq!(body["tool"], "result.read_file", "{body}");
+    let (s, b) = redeem(&gw.url, "fs-runner-key", body.clone()).await;
+    assert_eq!((s, b["code"].as_str()), (403, Some("NOT_EXECUTOR")), "{b}");
+    let (s, b) = redeem(&gw.url, "bot-key", body).await;
+    assert_eq!(
+        (s, b["approval_id"].as_str()),
+        (200, Some(a.id.as_str())),
+        "{b}"
+    );
+    let _ = gw.stop().await;
+}

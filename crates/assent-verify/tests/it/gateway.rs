@@ -1,7 +1,7 @@
 //! The gateway these tests verify tokens of: a real SQLite store in a directory of the
 //! test's, `assent_server::run` on a loopback port (as the API client's live tests start
 //! it). Agent `bot` (`pay` over 100 held for role `finance`; MCP server `fs` with
-//! `write_file` always held), agent `other`, operator `alice` (`finance`), and three
+//! `write_file` always held, a `read_file` result over 10 bytes held), agent `other`, operator `alice` (`finance`), and three
 //! executors: `fs-runner` (`servers: [fs]`), `db-runner` (`servers: [db]`) and `pay-runner`
 //! (`tools: [pay]`). Every key is `NAME-key`.
 
@@ -71,7 +71,7 @@ fn principals() -> Vec<Principal> {
 pub(crate) async fn start(dir: &Path, token_ttl_ms: i64) -> Loopback {
     let gov = assent_testkit::fixtures::policy(
         "acme.test.pay-v1",
-        "- tool: pay\n  approvers: [finance]\n",
+        "- tool: pay\n  approvers: [finance]\n- tool: read_file\n  approvers: [finance]\n  thresholds: {output_bytes: 10}\n",
     );
     let other = "metadata: {id: other}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
     let reg = Registry::load(
