@@ -88,9 +88,34 @@ impl PlanRecord {
     }
 }
 
-/// The most MPLP events one plan holds; a revision past it is refused
-/// ([`PlanError::WrongState`]).
+/// The most MPLP events one plan holds: a revision ([`PlanError::WrongState`]) or a
+/// submission (`StoreError::Invalid`) that would leave no room for the events that may follow
+/// it is refused (`has_room`); a decision or a cancellation is never refused for room.
 pub const MAX_PLAN_EVENTS: usize = 1_000;
+
+/// Whether plan `p` may take `n` more events of its agent's doing (a revision 1; a submission
+/// 2: its own and its Confirm's decision, which is always appended) and still have room for
+/// the one that may close it (its cancellation), so that it never holds more than
+/// [`MAX_PLAN_EVENTS`].
+fn has_room(p: &PlanRecord, n: usize) -> bool {
+    p.events.len() + n < MAX_PLAN_EVENTS
+}
+
+/// `Ok` when draft `p` has room for a submission ([`has_room`]); else `Invalid` naming the
+/// bound (the server's 409 `WRONG_STATE`, as for a revision past it). Found by review: only
+/// revisions were bounded, so an agent submitting a draft and letting its Confirm expire
+/// (back to `draft`) in a loop grew the plan's event list, rewritten whole inside the one
+/// writer every agent shares, without bound.
+pub(crate) fn room_to_submit(p: &PlanRecord) -> Result<(), StoreError> {
+    if has_room(p, 2) {
+        return Ok(());
+    }
+    Err(StoreError::Invalid(format!(
+        "plan {} holds {} events and a plan holds at most {MAX_PLAN_EVENTS} (submitted or revised too often): create a new plan",
+        p.plan_id,
+        p.events.len()
+    )))
+}
 
 /// Why a plan operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -454,8 +479,9 @@ impl Store {
     }
 
     /// Replaces the body of a `draft` plan of `agent` (`plan.updated`), e.g. revised after a
-    /// rejection; `NotOwner` for another agent's plan. The same body again changes nothing (no event, no audit record); past
-    /// [`MAX_PLAN_EVENTS`] events a revision is refused (`WrongState`).
+    /// rejection; `NotOwner` for another agent's plan. The same body again changes nothing (no event, no audit record); a
+    /// revision that would leave no room for a cancellation within [`MAX_PLAN_EVENTS`] is
+    /// refused (`WrongState`).
     pub fn update_plan(
         &self,
         agent: &str,
@@ -477,11 +503,12 @@ impl Store {
             // Each revision rewrites the plan's whole event list inside the one writer that
             // every agent's writes share: an agent re-sending its plan in a loop grew it
             // without bound (found by review). The same body again is no revision, and a
-            // plan takes at most MAX_PLAN_EVENTS events.
+            // revision or a submission (`room_to_submit`) is refused when it would leave no
+            // room for what may follow it: a plan holds at most MAX_PLAN_EVENTS events.
             if p.body == body {
                 return Ok(p);
             }
-            if p.events.len() >= MAX_PLAN_EVENTS {
+            if !has_room(&p, 1) {
                 return Err(PlanError::WrongState(
                     p.status,
                     "revised too often (1,000 events): create a new plan",

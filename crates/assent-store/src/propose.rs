@@ -479,8 +479,9 @@ impl Gate<'_> {
 }
 
 /// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]) whose
-/// reviewed form ([`plans::PlanRecord::reviewed`]) is `reviewed`, what the Confirm shows;
-/// else `Invalid` saying why (the server's 409 `WRONG_STATE`). Found by review: the server
+/// reviewed form ([`plans::PlanRecord::reviewed`]) is `reviewed`, what the Confirm shows, with
+/// room for the submission ([`plans::room_to_submit`]); else `Invalid` saying why (the
+/// server's 409 `WRONG_STATE`). Found by review: the server
 /// built the Confirm from its own earlier read, so a revision landing between that read and
 /// this transaction had a person approve one body while the plan kept another.
 fn check_submittable(
@@ -499,7 +500,9 @@ fn check_submittable(
                 "plan {plan_id} was revised while it was being submitted; submit it again"
             )))
         }
-        Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => Ok(()),
+        Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => {
+            plans::room_to_submit(&pl)
+        }
         Some(pl) if pl.agent == agent => Err(StoreError::Invalid(format!(
             "plan {plan_id} is {}; only a draft can be submitted",
             pl.status

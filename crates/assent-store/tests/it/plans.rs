@@ -110,9 +110,11 @@ fn a_plan_revised_during_submit_is_not_approved_with_the_revised_body() {
 /// Attack (found by review): each revision rewrote the plan's whole event list inside the
 /// writer every agent shares, and nothing bounded it: an agent re-sending its plan in a loop
 /// made every later write slower for everyone. The same body again is no revision (no event,
-/// no audit record), and a plan holds at most `MAX_PLAN_EVENTS` events.
+/// no audit record), and a plan holds at most `MAX_PLAN_EVENTS` events: the last revision
+/// leaves room for its cancellation.
 #[test]
 fn revising_a_plan_is_bounded_and_the_same_body_is_no_revision() {
+    use assent_core::approval::Canceller;
     use assent_store::plans::{MAX_PLAN_EVENTS, PlanError};
     both_stores(|_, s| {
         let id = "7a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
@@ -133,17 +135,90 @@ fn revising_a_plan_is_bounded_and_the_same_body_is_no_revision() {
             n += 1;
             assert!(n <= MAX_PLAN_EVENTS, "never refused");
         };
-        assert_eq!(n, MAX_PLAN_EVENTS, "refused at {n}");
+        assert_eq!(n, MAX_PLAN_EVENTS - 1, "refused at {n}");
         assert!(
             matches!(&refused, PlanError::WrongState(_, m) if m.contains("create a new plan")),
             "{refused:?}"
         );
         let stored = s.plan(id).unwrap().unwrap();
-        assert_eq!(stored.events.len(), MAX_PLAN_EVENTS);
+        assert_eq!(stored.events.len(), MAX_PLAN_EVENTS - 1);
         assert_eq!(
             stored.body["steps"][0]["description"],
             format!("step {}", n - 1)
         );
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        let (cancelled, _) = s.cancel_plan(id, &bot, &[], None, 9_000).unwrap();
+        assert_eq!(cancelled.events.len(), MAX_PLAN_EVENTS);
+    });
+}
+
+/// Attack (found by review): only revisions were bounded. An agent submitting its draft and
+/// letting the Confirm expire (its deny default puts the plan back in `draft`) in a loop added
+/// two events a round to the plan's list, rewritten whole inside the one writer every agent
+/// shares, without bound. A submission that would leave no room for its own event, its
+/// Confirm's decision and a cancellation is refused (the server's `409 WRONG_STATE`), naming
+/// the bound; every decision is still recorded, and the plan never holds more than
+/// `MAX_PLAN_EVENTS` events.
+#[test]
+fn submitting_a_plan_and_letting_its_confirm_expire_in_a_loop_is_bounded() {
+    use assent_core::approval::Canceller;
+    use assent_store::plans::MAX_PLAN_EVENTS;
+    both_stores(|_, s| {
+        let id = "2c4e6a8b-1d3f-4a5b-9c7d-8e0f2a4b6c8d";
+        let plan = s
+            .create_plan("bot", "s1", &body(id, "Pay it"), None, 100, 1_000)
+            .unwrap();
+        let (_, v) = pay(500);
+        assert_eq!(v.terms.default_decision.as_str(), "reject");
+        let ttl = |_: &Verdict| 1_000;
+        let call =
+            CanonicalCall::new(ToolCall::new("mplp.plan", None, plan.reviewed()).unwrap()).unwrap();
+        let target = ConfirmTarget {
+            target_type: "plan",
+            target_id: id,
+            diff: None,
+        };
+        let (mut now, mut rounds) = (2_000, 0);
+        let refused = loop {
+            let p = Proposal {
+                target: Some(target),
+                ..proposal(&call, "s1", now, &ttl)
+            };
+            let confirm = match s.propose(&p, |_| v.clone()) {
+                Ok((_, Proposed::Held { approval, joined })) => {
+                    assert!(!joined);
+                    approval.id
+                }
+                Ok((_, other)) => panic!("{other:?}"),
+                Err(e) => break e,
+            };
+            assert_eq!(s.expire_due(now + 1_000).unwrap(), vec![confirm.clone()]);
+            let stored = s.plan(id).unwrap().unwrap();
+            assert_eq!(stored.status, "draft");
+            assert_eq!(stored.events.last().unwrap()["event_type"], "plan.rejected");
+            assert!(stored.events.len() <= MAX_PLAN_EVENTS);
+            (now, rounds) = (now + 2_000, rounds + 1);
+            assert!(rounds <= MAX_PLAN_EVENTS, "never refused");
+        };
+        let bound = MAX_PLAN_EVENTS.to_string();
+        assert!(
+            matches!(&refused, StoreError::Invalid(m) if m.contains(&bound) && m.contains("create a new plan")),
+            "{refused:?}"
+        );
+        let stored = s.plan(id).unwrap().unwrap();
+        assert_eq!(stored.status, "draft");
+        assert_eq!(rounds, (MAX_PLAN_EVENTS - 2) / 2, "refused after {rounds}");
+        // The cancellation still has its room.
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        let (cancelled, _) = s.cancel_plan(id, &bot, &[], None, now).unwrap();
+        assert_eq!(cancelled.status, "cancelled");
+        assert!(cancelled.events.len() <= MAX_PLAN_EVENTS);
     });
 }
 
