@@ -1,10 +1,13 @@
 //! AAEP reply handling (§6.2.1, §6.2.2, §6.3.4): every check a reply must pass — schema, token,
 //! timestamp, authentication, operator, subscription ownership, reply support, open
 //! subscription — ignores a failing reply without saying why; a late duplicate gets the
-//! courtesy notice; reply tokens are unique across confirmations and restarts.
+//! courtesy notice; reply tokens are unique across confirmations and restarts. A reply is a
+//! decision like any other: approver roles, separation of duties and passkeys hold it.
 
-use super::kit::{confirm, core};
+use super::kit::{AWAITING, Sse, confirm, core};
+use crate::backend::audit_count;
 use crate::kit::{Gw, OP, Param, Sql, serve, start};
+use crate::quorum::{args, gateway_rules};
 use crate::schemas::assert_valid;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -208,4 +211,87 @@ async fn a_reply_token_moved_onto_another_call_approves_neither() {
         assert_eq!(st["status"], "pending", "{st}");
         assert!(st["approval_token"].is_null(), "{st}");
     }
+}
+
+/// A gateway under governance `rules` ([`gateway_rules`]) with the operators of `keys`
+/// subscribed (reply support on), then a `pay` of `bot` held with `extra` (`on_behalf_of`…):
+/// its data directory (keep it), the gateway, each operator's subscription id (with its
+/// stream, kept open), the approval id and its reply token.
+async fn held_for_replies(
+    rules: &str,
+    keys: &[&str],
+    extra: Value,
+) -> (tempfile::TempDir, Gw, Vec<(String, Sse)>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway_rules(dir.path(), rules).await;
+    let mut subs = Vec::new();
+    for key in keys {
+        subs.push(gw.subscribe(key, true, json!({})).await);
+    }
+    let (s, b) = gw.call("s1", "pay", args(), extra).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let token = subs[0].1.reply_token(AWAITING).await;
+    (dir, gw, subs, id, token)
+}
+
+/// Posts `decision` on confirmation `token` with `key` on subscription `sub` (always `204`)
+/// and answers the approval's status after it.
+async fn reply_as(gw: &Gw, key: &str, sub: &str, token: &str, id: &str, decision: &str) -> Value {
+    let reply = confirm(token, sub, decision);
+    assert_eq!(gw.reply(Some(key), reply).await, StatusCode::NO_CONTENT);
+    gw.status(id).await["status"].clone()
+}
+
+/// An AAEP reply is held to the approver roles the call needs, as every other door is
+/// (`Store::decide`): olaf (ops) accepting or rejecting a payment only finance may decide is
+/// refused, audited `decision.refused`, and the confirmation stays pending; alice (finance)
+/// then decides it through the same door.
+#[tokio::test]
+async fn a_reply_from_an_operator_without_the_approver_role_is_refused() {
+    let rules = "- tool: pay\n  approvers: [finance]\n";
+    let (_dir, gw, subs, id, token) = held_for_replies(rules, &["olaf-key", OP], json!({})).await;
+    let (olafs, alices) = (&subs[0].0, &subs[1].0);
+    for decision in ["accept", "reject"] {
+        let st = reply_as(&gw, "olaf-key", olafs, &token, &id, decision).await;
+        assert_eq!(st, "pending", "olaf's {decision} was applied");
+    }
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 2);
+    let st = reply_as(&gw, OP, alices, &token, &id, "accept").await;
+    assert_eq!(st, "approved");
+    gw.stop().await;
+}
+
+/// Attack: the person the agent acts for (`on_behalf_of: alice`, a finance approver) accepts
+/// the call through AAEP. Separation of duties refuses it (audited `decision.refused`), the
+/// confirmation stays pending, and fred (finance) then approves it.
+#[tokio::test]
+async fn a_reply_from_the_person_a_call_acts_for_is_refused() {
+    let rules = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
+    let extra = json!({"on_behalf_of": "alice"});
+    let (_dir, gw, subs, id, token) = held_for_replies(rules, &[OP, "fred-key"], extra).await;
+    let (alices, freds) = (&subs[0].0, &subs[1].0);
+    let st = reply_as(&gw, OP, alices, &token, &id, "accept").await;
+    assert_eq!(st, "pending", "the person the call acts for approved it");
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 1);
+    let st = reply_as(&gw, "fred-key", freds, &token, &id, "accept").await;
+    assert_eq!(st, "approved");
+    gw.stop().await;
+}
+
+/// An R4 call needs a passkey-signed approval (`require_passkey`, on by default for R4),
+/// which a reply cannot carry: alice's accept is refused (audited `decision.refused`) and the
+/// confirmation stays pending; saying no through AAEP stays open to her.
+#[tokio::test]
+async fn a_reply_cannot_accept_a_call_that_needs_a_passkey() {
+    let rules = "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n";
+    let (_dir, gw, subs, id, token) = held_for_replies(rules, &[OP], json!({})).await;
+    let alices = &subs[0].0;
+    assert_eq!(gw.status(&id).await["require_passkey"], true);
+    let st = reply_as(&gw, OP, alices, &token, &id, "accept").await;
+    assert_eq!(st, "pending", "accepted without a passkey");
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 1);
+    let st = reply_as(&gw, OP, alices, &token, &id, "reject").await;
+    assert_eq!(st, "rejected");
+    gw.stop().await;
 }
