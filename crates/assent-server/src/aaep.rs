@@ -364,13 +364,13 @@ async fn late(st: &AppState, a: ApprovalRecord, sub: String, token: String) {
 /// The decision a valid, timely `confirmation.reply` on subscription `sub` asks for:
 /// `accept` approves (with `modified_action` re-gated by [`crate::edits::edit`] for an
 /// operator holding `roles`), `reject` denies; the reason names the subscription, `decided_by`
-/// and the rationale.
+/// ([`claimed_by`], beside the reply's `sender`) and the rationale.
 async fn reply_input(
     st: &AppState,
     msg: &Value,
     a: &ApprovalRecord,
     sub: &str,
-    roles: &[String],
+    (sender, roles): (&str, &[String]),
 ) -> Result<DecisionInput, Ignored> {
     let decision = msg["decision"].as_str().unwrap_or("");
     if !["accept", "reject"].contains(&decision) {
@@ -388,7 +388,7 @@ async fn reply_input(
         return Err("decision_rationale over 4096 bytes");
     }
     let by = decided_by
-        .map(|d| format!(" (decided_by {d})"))
+        .map(|d| claimed_by(d, sender))
         .unwrap_or_default();
     let rationale = rationale.map(|r| format!(": {r}")).unwrap_or_default();
     let mut input = if decision == "accept" {
@@ -427,6 +427,19 @@ async fn reply_input(
         }
     }
     Ok(input)
+}
+
+/// What a decision's reason says of a reply's `decided_by` `d` (the subscriber's free text)
+/// sent by operator `sender`: ` (decided_by alice)` when it names the sender (`alice` or
+/// `user:alice`); otherwise marked as the subscriber's claim beside the sender's name. Found
+/// by review: the reason read "(decided_by alice)" on a reply bob sent, so a webhook or Slack
+/// reader could take bob's decision for alice's.
+fn claimed_by(d: &str, sender: &str) -> String {
+    if d == sender || d.strip_prefix("user:") == Some(sender) {
+        format!(" (decided_by {d})")
+    } else {
+        format!(" (the subscriber says decided_by {d}; sent by operator {sender})")
+    }
 }
 
 /// Decides `a` with `input` as the reply's sender `p` (holding `roles`) through AAEP, the
@@ -476,7 +489,7 @@ async fn confirmation(
             "accept is not in allowed_replies: the confirmation could not show the whole call",
         );
     }
-    let input = reply_input(st, msg, &a, &sub.id, &roles).await?;
+    let input = reply_input(st, msg, &a, &sub.id, (&p.name, &roles)).await?;
     let reply = (&p, token.as_str(), roles.as_slice());
     let mut res = decide_reply(st, &a, input, reply).await?;
     // An accept's `modified_action` was re-gated against the session as it was read; the
@@ -485,7 +498,7 @@ async fn confirmation(
     // unmodified. Re-gated once against the session as it is now; moved again, the accept is
     // taken as a reject, as one whose modification cannot be applied is (AAEP §6.3.2).
     if matches!(res, Err(DecideError::SessionChanged)) {
-        let input = reply_input(st, msg, &a, &sub.id, &roles).await?;
+        let input = reply_input(st, msg, &a, &sub.id, (&p.name, &roles)).await?;
         res = decide_reply(st, &a, input, reply).await?;
     }
     if matches!(res, Err(DecideError::SessionChanged)) {

@@ -295,3 +295,34 @@ async fn a_reply_cannot_accept_a_call_that_needs_a_passkey() {
     assert_eq!(st, "rejected");
     gw.stop().await;
 }
+
+/// Found by review: a reply's `decided_by` is the subscriber's free text, yet the decision's
+/// reason (what webhooks and Slack show) read "(decided_by bob)" on a reply alice sent, so a
+/// reader could take alice's decision for bob's. A `decided_by` naming someone other than the
+/// sender is kept as the subscriber's claim, beside the sender; one naming the sender is kept
+/// as it is.
+#[tokio::test]
+async fn a_replys_decided_by_naming_someone_else_is_not_recorded_as_theirs() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let cases = [
+        (
+            "/tmp/bob",
+            "bob",
+            "(the subscriber says decided_by bob; sent by operator alice)",
+        ),
+        ("/tmp/alice", "user:alice", "(decided_by user:alice)"),
+    ];
+    for (path, by, shown) in cases {
+        let (id, token) = gw.confirmation(&mut sse, path).await;
+        let mut reply = confirm(&token, &sub, "accept");
+        reply["decided_by"] = json!(by);
+        assert_eq!(gw.reply(Some(OP), reply).await, StatusCode::NO_CONTENT);
+        let st = gw.status(&id).await;
+        assert_eq!(st["status"], "approved", "{st}");
+        let reason = st["decisions"][0]["reason"].as_str().unwrap();
+        assert!(reason.contains(shown), "{reason}");
+        assert!(!reason.contains("(decided_by bob)"), "{reason}");
+    }
+    gw.stop().await;
+}
