@@ -26,7 +26,9 @@ pub struct Hub {
     api: Client,
     poll_seconds: u64,
     pub(super) progress_seconds: u64,
-    agents: Mutex<HashMap<String, String>>,
+    /// The agent of each key (by its SHA-256), and when the gateway said so
+    /// ([`Hub::agent_of`]): kept [`DECLARED_FOR`].
+    agents: Mutex<HashMap<String, (Instant, String)>>,
     /// The gateway's word on what the agent of each key (by its SHA-256) declares on each
     /// upstream alias, and when it was asked ([`Hub::declared`]): kept [`DECLARED_FOR`].
     declarations: Mutex<HashMap<(String, String), (Instant, Declared)>>,
@@ -511,18 +513,23 @@ impl Hub {
         serde_json::to_value(r).map_err(|e| e.to_string())
     }
 
-    /// The agent a key acts for (`GET /v1/whoami`), cached. `Err(why)` when the key is not
-    /// an agent's, is refused, or the gateway cannot be asked.
+    /// The agent a key acts for (`GET /v1/whoami`), kept [`DECLARED_FOR`] per key (by its
+    /// SHA-256: the hub holds no key it is not using). `Err(why)` when the key is not an
+    /// agent's, is refused, or the gateway cannot be asked; such an answer is not kept. Found
+    /// by review: kept for good, a key a reload gave to another agent had every call proposed
+    /// for its old agent, refused by the gateway, until the hub restarted.
     pub(super) async fn agent_of(&self, key: &str) -> Result<String, String> {
-        if let Some(a) = self.agents.lock().expect("agents").get(key) {
+        let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(key.as_bytes()));
+        if let Some((when, a)) = self.agents.lock().expect("agents").get(&digest)
+            && when.elapsed() < DECLARED_FOR
+        {
             return Ok(a.clone());
         }
         match self.api.with_key(key).whoami().await {
             Ok(WhoAmI::Agent { agent_id, .. }) => {
-                self.agents
-                    .lock()
-                    .expect("agents")
-                    .insert(key.to_string(), agent_id.clone());
+                let mut all = self.agents.lock().expect("agents");
+                all.retain(|_, (when, _)| when.elapsed() < DECLARED_FOR);
+                all.insert(digest, (Instant::now(), agent_id.clone()));
                 Ok(agent_id)
             }
             // A 2xx answer that names no agent.
@@ -568,7 +575,8 @@ impl Hub {
     }
 }
 
-/// How long the hub keeps the gateway's word on an agent's declarations.
+/// How long the hub keeps the gateway's word on an agent's declarations, and on the agent a
+/// key acts for: 5 s.
 pub(super) const DECLARED_FOR: Duration = Duration::from_secs(5);
 
 /// What an agent declares on one upstream, as the gateway said.

@@ -41,3 +41,44 @@ fn a_call_to_an_undeclared_hub_upstream_is_refused_before_its_tools_are_looked_a
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// Found by review: the hub kept the agent of each key for good. A reload that gave the key to
+/// another agent had every call the hub made with it proposed for the old agent, refused by
+/// the gateway (this key acts for agent `second`, not `helper`), until the hub restarted. The
+/// hub asks the gateway again after 5 s, so the key acts for its new agent.
+#[test]
+fn a_key_a_reload_gives_to_another_agent_acts_for_that_agent_in_the_hub() {
+    use crate::hub_kit::{py_list, py_text, py_upstream};
+    let source = py_upstream(&py_list(&["hello"]), &py_text("hi"));
+    let (dir, mut server) = hub_gateway(KEY, &[("good", Some("[hello]"), &source)]);
+    let url = server.url.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let call = || rmcp::model::CallToolRequestParams::new("good__hello");
+    let said = hub_call(&rt, &url, KEY, call());
+    assert_ne!(said["isError"], true, "{said}");
+    let second = "metadata: {id: second}\naction_space:\n  mcp_servers:\n    - alias: good\n      allowed_tools: [hello]\n";
+    std::fs::write(dir.path().join("second.agf.yaml"), second).unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let moved = text
+        .replace(
+            "agents: [helper.agf.yaml]",
+            "agents: [helper.agf.yaml, second.agf.yaml]",
+        )
+        .replace(
+            "name: helper, kind: agent, agent_id: helper",
+            "name: second, kind: agent, agent_id: second",
+        );
+    assert_ne!(moved, text);
+    std::fs::write(&cfg, moved).unwrap();
+    let out = crate::cli(&url, &["reload"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let said = hub_call(&rt, &url, KEY, call());
+    assert_ne!(
+        said["isError"], true,
+        "the key acts for `second` now: {said}"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
