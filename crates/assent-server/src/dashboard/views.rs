@@ -349,7 +349,7 @@ fn vote_line(v: &assent_store::VoteRecord) -> String {
     let why = v
         .reason
         .as_deref()
-        .map(|r| format!(": {r}"))
+        .map(|r| format!(": {}", visible(r)))
         .unwrap_or_default();
     let signed = if v.passkey.is_some() {
         " (passkey-signed)"
@@ -498,14 +498,15 @@ fn reason_line(r: &assent_core::Reason) -> (String, String) {
     (src, r.text.clone())
 }
 
-/// A decision as the card lists it: `approve by alice at T (passkey-signed): reason`.
+/// A decision as the card lists it: `approve by alice at T (passkey-signed): reason`, the
+/// reason [`visible`] (an agent writes it when it cancels its own call).
 fn decision_line(d: &assent_store::DecisionRecord) -> String {
     let mut line = format!("{} by {} at {}", d.decision, d.actor, rfc3339(d.at));
     if d.passkey.is_some() {
         line.push_str(" (passkey-signed)");
     }
     if let Some(r) = d.reason.as_deref().filter(|r| !r.is_empty()) {
-        line.push_str(&format!(": {r}"));
+        line.push_str(&format!(": {}", visible(r)));
     }
     line
 }
@@ -604,7 +605,10 @@ pub(crate) async fn history_page(
                 risk_tier: a.terms.risk_tier.to_string(),
                 status: a.status.as_str().to_string(),
                 decided_by: by,
-                reason: last.and_then(|d| d.reason.clone()).unwrap_or_default(),
+                reason: last
+                    .and_then(|d| d.reason.as_deref())
+                    .map(|r| visible(r).into_owned())
+                    .unwrap_or_default(),
             })
         })
         .take(500)

@@ -16,6 +16,7 @@ mod agent_thresholds;
 mod checkpoints;
 mod config_attacks;
 mod dashboard_edge;
+mod dashboard_forgery;
 mod dashboard_sessions;
 mod decide_guards;
 mod decide_holes;

@@ -20,12 +20,12 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
 
-fn sha(s: &str) -> String {
+pub(crate) fn sha(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
 /// A gateway (the kit's default policy) with passkeys configured for `http://localhost`.
-async fn with_passkeys(dir: &Path) -> Gw {
+pub(crate) async fn with_passkeys(dir: &Path) -> Gw {
     let rp = Relying::new(&PasskeysConfig {
         origin: "http://localhost:7878".into(),
         rp_id: "localhost".into(),
@@ -36,7 +36,7 @@ async fn with_passkeys(dir: &Path) -> Gw {
 
 /// Issues an enrolment code for `alice` straight into the database (what `assent passkeys
 /// enrol alice` does).
-fn enrol_alice(gw: &Gw, code: &str) {
+pub(crate) fn enrol_alice(gw: &Gw, code: &str) {
     let at = i64::MAX / 2;
     gw.sql().exec(
         "INSERT INTO passkey_enrolments (code_sha256, principal, issued_by, expires_at) VALUES (?1, ?2, ?3, ?4)",
@@ -46,7 +46,7 @@ fn enrol_alice(gw: &Gw, code: &str) {
 
 /// A passkey of `alice` as `webauthn-rs` stores one (an ES256 key; the vote ceremony only
 /// names its credential id to the browser), added through the store.
-fn alices_passkey(gw: &Gw, credential_id: &str) {
+pub(crate) fn alices_passkey(gw: &Gw, credential_id: &str) {
     let b64 = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA";
     let pk = json!({"cred": {
         "cred_id": credential_id,
@@ -182,7 +182,7 @@ async fn remove_passkey(gw: &Gw, cookie: &str, csrf: &str) -> reqwest::Response 
         .await
 }
 
-fn alices_passkeys(gw: &Gw) -> usize {
+pub(crate) fn alices_passkeys(gw: &Gw) -> usize {
     gw.with_store(|s| s.passkeys_of("alice")).unwrap().len()
 }
 
