@@ -8,10 +8,10 @@ use crate::state::{AppState, now_ms};
 use assent_api::DecisionKind;
 use assent_api::approvals::DecisionRequest;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::page::{Message, page_with, secured};
+use super::page::{Message, moving_on, page_with, secured};
 use super::session::{Operator, Posted, SignedIn, message, operator_form};
 use super::views::{Loaded, card, load, not_found};
 use assent_store::ApprovalRecord;
@@ -164,11 +164,14 @@ pub(crate) async fn answer_form(
 /// unexpired link is used up and opens the approval's card. Without a session it is only
 /// looked up, never used: a live one sends to the sign-in with the link itself as `next`, so
 /// that it is used by the signed-in request that follows (found by review: a mail link scanner
-/// or chat preview bot fetching it without a cookie used it up, and its operator got `410`).
+/// or chat preview bot fetching it without a cookie used it up, and its operator got `410`);
+/// opened from another site (`Sec-Fetch-Site: cross-site` or `none`), it first answers a page
+/// that steps on to the link itself ([`moving_on`]), which brings the session cookie.
 /// Any other link is `410` with a page that says so.
 pub(crate) async fn open_link(
     State(st): State<AppState>,
     signed: SignedIn,
+    headers: HeaderMap,
     Path(token): Path<String>,
 ) -> Response {
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
@@ -202,7 +205,16 @@ pub(crate) async fn open_link(
         return secured(Redirect::to(&format!("/ui/approvals/{id}")).into_response());
     }
     // Live, so `token` is one the gateway made (64 hex digits): safe in a `Location`.
-    secured(Redirect::to(&format!("/ui/login?next=/ui/l/{token}")).into_response())
+    let link = format!("/ui/l/{token}");
+    // Clicked on another site (chat, mail): the `SameSite=Strict` session cookie did not
+    // come, nor would it after a redirect; this page's own step to the link brings it (found
+    // by review: a signed-in operator got the sign-in form, and signing in again ended the
+    // session of their other tabs).
+    let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if matches!(site, Some("cross-site" | "none")) {
+        return moving_on(&link, "Open the approval");
+    }
+    secured(Redirect::to(&format!("/ui/login?next={link}")).into_response())
 }
 
 /// A form posted to `/ui/{approvals|clarifications}/{id}/ACTION`, as an extractor: the `{id}`

@@ -72,7 +72,7 @@ use assent_store::oidc_logins::{MAX_NEXT, SignIn};
 use assent_store::ui_sessions::SsoGrant;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use openidconnect::core::{
     CoreAuthenticationFlow, CoreGenderClaim, CoreJweContentEncryptionAlgorithm,
     CoreJwsSigningAlgorithm,
@@ -287,7 +287,7 @@ pub(crate) async fn callback(
                 super::sessions::end(&st, &old).await;
             }
             st.throttle.session_authenticated(addr, &id);
-            let mut r = moving_on(&next);
+            let mut r = super::page::moving_on(&next, "Signed in. Continue to the dashboard");
             set_session_cookie(&mut r, &id, Jar::of(&st, &headers));
             clear_cookie(&st, &headers, &mut r, q.as_ref());
             return r;
@@ -338,23 +338,6 @@ fn clear_cookie(
     if let Some(state) = q.and_then(|q| q.get("state")) {
         cookie::clear(st, headers, r, state);
     }
-}
-
-/// A `200` page that moves the browser on to `next` (a dashboard path) by itself, so the
-/// `SameSite=Strict` session cookie is sent (a redirect would still be part of the
-/// provider's cross-site navigation).
-fn moving_on(next: &str) -> Response {
-    let esc = next
-        .replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed in</title>\
-         <meta http-equiv=\"refresh\" content=\"0;url={esc}\"></head>\
-         <body><p>Signed in. <a href=\"{esc}\">Continue to the dashboard</a>.</p></body></html>"
-    );
-    secured((StatusCode::OK, Html(html)).into_response())
 }
 
 /// The checks of a callback with query `q` from client address `addr`, in order (see

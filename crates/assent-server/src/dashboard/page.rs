@@ -30,6 +30,27 @@ pub(crate) fn secured(mut r: Response) -> Response {
     r
 }
 
+/// A `200` page that moves the browser on to `next` (a dashboard path) by itself, saying
+/// `text` (plain: escaped here) on a link to it, so that the `SameSite=Strict` session cookie
+/// is sent: a navigation from another site (a provider's redirect, a link in chat or mail)
+/// comes without it, a redirect would still be part of that navigation, and this page's own
+/// navigation is the gateway's.
+pub(crate) fn moving_on(next: &str, text: &str) -> Response {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('"', "&quot;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let (next, text) = (esc(next), esc(text));
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>assent</title>\
+         <meta http-equiv=\"refresh\" content=\"0;url={next}\"></head>\
+         <body><p><a href=\"{next}\">{text}</a>.</p></body></html>"
+    );
+    secured((StatusCode::OK, Html(html)).into_response())
+}
+
 /// Template `t` rendered as a `200` page, with the [`secured`] headers.
 pub(crate) fn page(t: &impl Template) -> Response {
     page_with(StatusCode::OK, t)
