@@ -152,6 +152,7 @@ pub(crate) fn declare(
     for p in raw {
         let line = Some(p.referenced.line());
         let r = &p.value;
+        name_ok(&r.name).map_err(|m| at(path, line, m))?;
         if !names.insert(r.name.clone()) {
             return Err(at(
                 path,
@@ -196,6 +197,50 @@ pub(crate) fn declare(
         });
     }
     Ok(out)
+}
+
+/// Starts of the actor names the gateway writes for deciders that are no principal: a
+/// linked single sign-on session (`oidc:NAME`), an agent's user in the client
+/// (`user-of:AGENT`), the gateway itself (`system:expiry`, `system:sighup`, …) and a grant
+/// (`grant:ID`). Audit records, vote counts and consent revocation (`reload::fallen_names`)
+/// go by those names, so no principal may take one (compared without ASCII case).
+pub const RESERVED_NAME_PREFIXES: [&str; 4] = [
+    super::oidc::NAME_PREFIX,
+    crate::decide::IN_CLIENT_USER,
+    "system:",
+    "grant:",
+];
+
+/// Why `name` may not be a principal's name, if it may not: it is empty, longer than 256
+/// bytes, has a control or invisible character ([`is_default_ignorable`]: two names that look
+/// the same would be two actors), or starts with one of [`RESERVED_NAME_PREFIXES`] (found by
+/// review: a principal named `system:expiry` or `user-of:bot` was mixed up with those actors
+/// in the audit trail and when consent is withdrawn).
+fn name_ok(name: &str) -> Result<(), String> {
+    let shown = name.escape_debug();
+    if name.is_empty() || name.len() > 256 {
+        return Err(format!(
+            "principal `{shown}`: its name is not 1 to 256 bytes"
+        ));
+    }
+    if name
+        .chars()
+        .any(|c| c.is_control() || is_default_ignorable(c))
+    {
+        return Err(format!(
+            "principal `{shown}`: its name has a control or invisible character"
+        ));
+    }
+    let reserved = RESERVED_NAME_PREFIXES.iter().find(|p| {
+        name.get(..p.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(p))
+    });
+    if let Some(p) = reserved {
+        return Err(format!(
+            "principal `{shown}`: its name starts with `{p}`, kept for the gateway's own actors"
+        ));
+    }
+    Ok(())
 }
 
 /// Principal `r`'s `sso` name, or why it may not have it: operators only, 1 to 200 bytes (the

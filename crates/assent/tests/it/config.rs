@@ -1,7 +1,8 @@
 //! Start-up refusals through the real binary: a bad config stops `serve` naming the file, the
 //! line and the reason (principals, unset keys, MCP upstreams, webhooks, audit checkpoints),
 //! and unknown agent-file fields warn, or stop `check` and `serve` when strict; what they
-//! quote from a file reaches the terminal escaped.
+//! quote from a file reaches the terminal escaped; principal names the gateway keeps for its
+//! own actors are refused.
 
 use crate::{BIN, serve_cmd};
 use std::path::Path;
@@ -289,4 +290,77 @@ fn an_escape_sequence_in_an_agent_file_reaches_the_terminal_escaped() {
         err.contains(r"x\u001b]0;pwned\u0007") && !err.contains(['\u{1b}', '\u{7}']),
         "{err:?}"
     );
+}
+
+/// A config whose only principal is `name` (written as a YAML double-quoted string), at line 3.
+fn named(name: &str) -> String {
+    let hash = "ab".repeat(32);
+    format!(
+        "listen: 127.0.0.1:0\nagents: [bot.agf.yaml]\nprincipals: [{{name: \"{name}\", kind: operator, key_sha256: \"{hash}\"}}]\n"
+    )
+}
+
+/// Found by review: any principal name loaded, so one named `system:expiry`, `user-of:BOT`
+/// (an agent's user in the client), `oidc:NAME` (a linked SSO session) or `grant:ID` was
+/// mixed up with the gateway's own actors in audit records and when consent is withdrawn;
+/// an empty name, or one with an invisible character, looked like another. Each stops
+/// `assent check` (2) and `assent serve` (1) naming the file, the line and why.
+#[test]
+fn a_principal_name_that_is_empty_invisible_or_reserved_stops_check_and_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    std::fs::write(
+        dir.path().join("bot.agf.yaml"),
+        "metadata: {id: bot}\naction_space:\n  local_tools: [{alias: pay, approval: true}]\n",
+    )
+    .unwrap();
+    let long = "a".repeat(257);
+    for (name, why) in [
+        ("", "its name is not 1 to 256 bytes"),
+        (&long, "its name is not 1 to 256 bytes"),
+        (
+            r"ali\u200bce",
+            "its name has a control or invisible character",
+        ),
+        (r"bob\t", "its name has a control or invisible character"),
+        (
+            r"eve\u202e",
+            "its name has a control or invisible character",
+        ),
+        ("system:expiry", "its name starts with `system:`"),
+        ("SYSTEM:sighup", "its name starts with `system:`"),
+        ("user-of:treasury_bot", "its name starts with `user-of:`"),
+        ("oidc:bob", "its name starts with `oidc:`"),
+        ("Oidc:bob", "its name starts with `oidc:`"),
+        ("grant:0123", "its name starts with `grant:`"),
+    ] {
+        // `check` first: a `serve` that accepted the name would run on.
+        std::fs::write(&p, named(name)).unwrap();
+        let out = crate::check_bot_pay(&p);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let at = format!("{}:3: principal `", p.display());
+        assert!(
+            out.status.code() == Some(2) && err.contains(&at) && err.contains(why),
+            "{name}: {err}"
+        );
+        let (code, err) = serve_on(&p, &named(name), None);
+        assert!(
+            code == Some(1) && err.contains(&at) && err.contains(why),
+            "{name}: {err}"
+        );
+    }
+    // Names near those still load (`pay` needs approval: exit status 10).
+    for name in [
+        "alice",
+        "Ops Team",
+        "system-admin",
+        "oidc-bridge",
+        "grants",
+        "andr\u{e9}",
+    ] {
+        std::fs::write(&p, named(name)).unwrap();
+        let out = crate::check_bot_pay(&p);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(10), "{name}: {err}");
+    }
 }
