@@ -2,7 +2,8 @@
 //! line and the reason (principals, unset keys, MCP upstreams, webhooks, audit checkpoints),
 //! and unknown agent-file fields warn, or stop `check` and `serve` when strict; what they
 //! quote from a file reaches the terminal escaped; principal names the gateway keeps for its
-//! own actors are refused.
+//! own actors are refused; YAML alias bombs, deep nesting and non-finite numbers are refused
+//! quickly.
 
 use crate::{BIN, serve_cmd};
 use std::path::Path;
@@ -362,5 +363,82 @@ fn a_principal_name_that_is_empty_invisible_or_reserved_stops_check_and_start_up
         let out = crate::check_bot_pay(&p);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(10), "{name}: {err}");
+    }
+}
+
+/// The YAML limits that protect loading (serde-saphyr's budget): an alias bomb (a billion
+/// nodes if expanded), thousands of nested levels and a non-finite number, in the config
+/// and in an agent file, each stop `assent check` with exit 2 and an error at the line, in
+/// a few seconds, nothing panicking.
+#[test]
+fn yaml_bombs_deep_nesting_and_non_finite_numbers_are_refused_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    let agent = dir.path().join("bot.agf.yaml");
+    // Nine levels of ten aliases each: 10^9 nodes if expanded, past the 250,000-node budget.
+    let mut bomb = String::from("  - &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..9 {
+        let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+        bomb.push_str(&format!("  - &a{i} [{refs}]\n"));
+    }
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let pay = "action_space:\n  local_tools:\n    - alias: pay\n      approval: {condition: {args_match: {amount: {gt: ";
+    let agents = "agents: [bot.agf.yaml]\n";
+    let bot = "metadata: {id: bot}\n";
+    let with_pay = |n: &str| Some(format!("{bot}{pay}{n}}}}}}}}}\n"));
+    for (config, agent_file, said) in [
+        (format!("governance:\n{bomb}"), None, "assent.yaml:2:"),
+        (
+            agents.into(),
+            Some(format!("{bot}x-lol:\n{bomb}")),
+            "bot.agf.yaml:8: budget breached",
+        ),
+        (
+            format!("agents: {deep}\n"),
+            None,
+            "assent.yaml:1: recursion limit exceeded",
+        ),
+        (
+            agents.into(),
+            Some(format!("{bot}x-deep: {deep}\n")),
+            "bot.agf.yaml:2: recursion limit exceeded",
+        ),
+        (
+            "approval_timeout_seconds: .nan\n".into(),
+            None,
+            "assent.yaml:1:",
+        ),
+        (
+            agents.into(),
+            with_pay(".nan"),
+            "bot.agf.yaml:5: non-finite float `.nan`",
+        ),
+        (
+            agents.into(),
+            with_pay("-.inf"),
+            "bot.agf.yaml:5: non-finite float `-.inf`",
+        ),
+        (
+            agents.into(),
+            with_pay("1e999"),
+            "bot.agf.yaml:5: non-finite float `1e999`",
+        ),
+    ] {
+        std::fs::write(&cfg, &config).unwrap();
+        if let Some(text) = &agent_file {
+            std::fs::write(&agent, text).unwrap();
+        }
+        let start = std::time::Instant::now();
+        let out = crate::check_bot_pay(&cfg);
+        let took = start.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(2) && err.contains(said) && !err.contains("panicked"),
+            "{config} {agent_file:?}: {err}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "{said}: {took:?}"
+        );
     }
 }
