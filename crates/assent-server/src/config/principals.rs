@@ -365,8 +365,42 @@ fn key_of(r: &RawPrincipal) -> Result<KeySource, String> {
     }
 }
 
+/// Fewest distinct characters a `key_env` key has (`aaaa…` or `abab…` is guessed at once;
+/// `openssl rand -hex 32` gives 16 almost always).
+pub const MIN_KEY_DISTINCT_CHARS: usize = 8;
+
+/// The key in the variable `var` (a principal's `key_env`), or why it is refused (naming
+/// the variable, never the key): unset or empty; with whitespace (a line break or space
+/// pasted with it, which no client sends back); and, unless `insecure`, shorter than
+/// [`MIN_KEY_CHARS`] or of fewer than [`MIN_KEY_DISTINCT_CHARS`] distinct characters (found
+/// by review: 32 spaces, or one character 32 times, passed the length check).
+fn env_key(var: &str, insecure: bool) -> Result<String, String> {
+    let demo = "or `assent serve --insecure-demo-keys` on a loopback address for a demo";
+    let k = std::env::var(var).unwrap_or_default();
+    let chars = k.chars().count();
+    if k.is_empty() {
+        Err(format!(
+            "environment variable {var} (key_env) is not set or empty"
+        ))
+    } else if k.chars().any(char::is_whitespace) {
+        Err(format!(
+            "the key in {var} (key_env) has whitespace (a pasted line break or space?); give it without"
+        ))
+    } else if chars < MIN_KEY_CHARS && !insecure {
+        Err(format!(
+            "the key in {var} (key_env) is {chars} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`), {demo}"
+        ))
+    } else if k.chars().collect::<BTreeSet<_>>().len() < MIN_KEY_DISTINCT_CHARS && !insecure {
+        Err(format!(
+            "the key in {var} (key_env) has fewer than {MIN_KEY_DISTINCT_CHARS} distinct characters; use a random key (e.g. `openssl rand -hex 32`), {demo}"
+        ))
+    } else {
+        Ok(k)
+    }
+}
+
 /// Resolves every declared principal's key: `key_env` reads the variable (the key itself),
-/// which must be set, non-empty and at least [`MIN_KEY_CHARS`] long (unless `insecure`);
+/// which must pass [`env_key`];
 /// `key_sha256` is used as is. Two principals with the same key are an error (at `file`'s
 /// line of the second). Keys are never logged; an agent id no agent file declares is warned.
 pub(crate) fn resolve(
@@ -380,28 +414,11 @@ pub(crate) fn resolve(
         let name = &d.name;
         let key_sha256 = match &d.key {
             KeySource::Sha256(h) => *h,
-            KeySource::Env(var) => match std::env::var(var) {
-                Ok(k) if k.chars().count() < MIN_KEY_CHARS && !k.is_empty() && !insecure => {
-                    return Err(at(
-                        file,
-                        d.line,
-                        format!(
-                            "principal `{name}`: the key in {var} (key_env) is {} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`), or `assent serve --insecure-demo-keys` on a loopback address for a demo",
-                            k.chars().count()
-                        ),
-                    ));
-                }
-                Ok(k) if !k.is_empty() => Sha256::digest(k.as_bytes()).into(),
-                _ => {
-                    return Err(at(
-                        file,
-                        d.line,
-                        format!(
-                            "principal `{name}`: environment variable {var} (key_env) is not set or empty"
-                        ),
-                    ));
-                }
-            },
+            KeySource::Env(var) => {
+                let why = |m| at(file, d.line, format!("principal `{name}`: {m}"));
+                let key = env_key(var, insecure).map_err(why)?;
+                Sha256::digest(key.as_bytes()).into()
+            }
         };
         if let Some(o) = out.iter().find(|p| p.key_sha256 == key_sha256) {
             return Err(at(

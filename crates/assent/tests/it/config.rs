@@ -2,8 +2,8 @@
 //! line and the reason (principals, unset keys, MCP upstreams, webhooks, audit checkpoints),
 //! and unknown agent-file fields warn, or stop `check` and `serve` when strict; what they
 //! quote from a file reaches the terminal escaped; principal names the gateway keeps for its
-//! own actors are refused; YAML alias bombs, deep nesting and non-finite numbers are refused
-//! quickly.
+//! own actors and guessable keys are refused; YAML alias bombs, deep nesting and non-finite
+//! numbers are refused quickly.
 
 use crate::{BIN, serve_cmd};
 use std::path::Path;
@@ -189,7 +189,10 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
     let cfg = "listen: 127.0.0.1:0\nmetrics_key_env: ASSENT_TEST_SHARED_KEY\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_SHARED_KEY}\n";
     std::fs::write(&p, cfg).unwrap();
     let out = serve_cmd(&p)
-        .env("ASSENT_TEST_SHARED_KEY", "k".repeat(40))
+        .env(
+            "ASSENT_TEST_SHARED_KEY",
+            "shared-key-0123456789abcdef0123456789",
+        )
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -363,6 +366,58 @@ fn a_principal_name_that_is_empty_invisible_or_reserved_stops_check_and_start_up
         let out = crate::check_bot_pay(&p);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(10), "{name}: {err}");
+    }
+}
+
+/// Found by review: a `key_env` key was checked by its length only, so 32 spaces or one
+/// character 40 times passed. Whitespace stops start-up always (a pasted line break); fewer
+/// than 8 distinct characters unless `--insecure-demo-keys`. The error names the variable,
+/// never the key. A random key passes (shown by the next principal's shared-key error).
+#[test]
+fn a_key_of_whitespace_or_few_distinct_characters_stops_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    let cfg = "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_WEAK_KEY}\n  - {name: b, kind: operator, key_env: ASSENT_TEST_WEAK_KEY}\n";
+    std::fs::write(&p, cfg).unwrap();
+    let run = |key: &str, demo: bool| {
+        let mut c = serve_cmd(&p);
+        if demo {
+            c.arg("--insecure-demo-keys");
+        }
+        let out = c.env("ASSENT_TEST_WEAK_KEY", key).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    let space = "has whitespace";
+    let few = "fewer than 8 distinct characters";
+    let passes = "principal `b` has the same key as `a`";
+    let hex = "9f3c0a7be21d4856f0c3a9e7b1d2486c5e0f9a3b7c1d2e4f6a8b0c2d4e6f8a0b";
+    for (key, demo, why) in [
+        (" ".repeat(40), false, space),
+        (format!("{hex}\n"), false, space),
+        (format!("{} {}", &hex[..20], &hex[20..]), false, space),
+        ("\tk3y-for-demo".into(), true, space),
+        ("z".repeat(40), false, few),
+        ("0123456".repeat(6), false, few),
+        // Long and varied enough: the first principal's key passes.
+        (hex.into(), false, passes),
+        ("0123456".repeat(6) + "7", false, passes),
+        // A demo key need be neither long nor varied.
+        ("zz".into(), true, passes),
+    ] {
+        let (code, err) = run(&key, demo);
+        assert!(
+            code == Some(1) && err.contains(&format!("{}:", p.display())) && err.contains(why),
+            "{key:?}: {err}"
+        );
+        if why == passes {
+            continue;
+        }
+        assert!(
+            err.contains(":3: principal `a`: the key in ASSENT_TEST_WEAK_KEY (key_env)")
+                && !err.contains(&key[1..key.len() - 1]),
+            "the variable is named, the key never shown: {err}"
+        );
     }
 }
 
