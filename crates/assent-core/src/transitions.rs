@@ -12,6 +12,40 @@ pub fn plan_editable(status: &str) -> bool {
     status == "draft"
 }
 
+/// The most MPLP events one plan holds. A revision or a submission that would leave no room
+/// for the events that may follow it is refused ([`plan_has_room`]); a decision or a
+/// cancellation is never refused for room, so a plan ends with at most this many.
+pub const MAX_PLAN_EVENTS: usize = 1_000;
+
+/// What an agent does to its draft plan that adds MPLP events (seed 001 §4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanGrowth {
+    /// A revision of the draft: its `plan.updated` (1 event).
+    Revision,
+    /// A submission for approval: its own event and its Confirm's decision, which is always
+    /// appended (2 events).
+    Submission,
+}
+
+impl PlanGrowth {
+    /// The events this growth appends: 1 for a revision, 2 for a submission.
+    pub fn events(self) -> usize {
+        match self {
+            PlanGrowth::Revision => 1,
+            PlanGrowth::Submission => 2,
+        }
+    }
+}
+
+/// Whether a plan holding `events` MPLP events may take `growth` and still have room for the
+/// one event that may close it (its cancellation), so that it never holds more than
+/// [`MAX_PLAN_EVENTS`]. Found by review: an agent revising its draft in a loop, or submitting
+/// it and letting its Confirm expire (back to `draft`) in a loop, grew the plan's event list,
+/// rewritten whole inside the one writer every agent shares, without bound.
+pub fn plan_has_room(events: usize, growth: PlanGrowth) -> bool {
+    events.saturating_add(growth.events()) < MAX_PLAN_EVENTS
+}
+
 /// Whether a plan in `status` lets the tool calls that name it run: `approved` or
 /// `in_progress`.
 pub fn plan_runs_calls(status: &str) -> bool {
@@ -106,6 +140,30 @@ mod tests {
         // approved by a Confirm that outlived it, nor a draft revised since.
         for plan in ["cancelled", "draft", "approved", "completed", "failed"] {
             assert_eq!(plan_after_confirm(plan, "approved"), None, "{plan}");
+        }
+    }
+
+    #[test]
+    fn a_plan_never_grows_past_its_bound() {
+        // A revision needs room for itself and a cancellation; a submission for itself, its
+        // Confirm's decision and a cancellation.
+        assert!(plan_has_room(0, PlanGrowth::Submission));
+        assert!(plan_has_room(MAX_PLAN_EVENTS - 2, PlanGrowth::Revision));
+        assert!(!plan_has_room(MAX_PLAN_EVENTS - 1, PlanGrowth::Revision));
+        assert!(plan_has_room(MAX_PLAN_EVENTS - 3, PlanGrowth::Submission));
+        assert!(!plan_has_room(MAX_PLAN_EVENTS - 2, PlanGrowth::Submission));
+        assert!(
+            !plan_has_room(usize::MAX, PlanGrowth::Submission),
+            "no overflow"
+        );
+        // Walking either growth from an empty plan, then closing it, never passes the bound.
+        for growth in [PlanGrowth::Revision, PlanGrowth::Submission] {
+            let mut n = 0;
+            while plan_has_room(n, growth) {
+                n += growth.events();
+            }
+            // Room is left for the closing event (n + 1 ≤ MAX_PLAN_EVENTS).
+            assert!(n < MAX_PLAN_EVENTS, "{growth:?} {n}");
         }
     }
 

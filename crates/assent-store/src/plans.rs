@@ -17,7 +17,7 @@ use crate::params;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use assent_core::policy::{Delegations, plan_gates, plan_reaches_held};
-use assent_core::transitions;
+use assent_core::transitions::{self, PlanGrowth};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -88,26 +88,17 @@ impl PlanRecord {
     }
 }
 
-/// The most MPLP events one plan holds: a revision ([`PlanError::WrongState`]) or a
-/// submission (`StoreError::Invalid`) that would leave no room for the events that may follow
-/// it is refused (`has_room`); a decision or a cancellation is never refused for room.
-pub const MAX_PLAN_EVENTS: usize = 1_000;
+/// The most MPLP events one plan holds: the rule is core's
+/// ([`assent_core::transitions::plan_has_room`]).
+pub use assent_core::transitions::MAX_PLAN_EVENTS;
 
-/// Whether plan `p` may take `n` more events of its agent's doing (a revision 1; a submission
-/// 2: its own and its Confirm's decision, which is always appended) and still have room for
-/// the one that may close it (its cancellation), so that it never holds more than
-/// [`MAX_PLAN_EVENTS`].
-fn has_room(p: &PlanRecord, n: usize) -> bool {
-    p.events.len() + n < MAX_PLAN_EVENTS
-}
-
-/// `Ok` when draft `p` has room for a submission ([`has_room`]); else `Invalid` naming the
+/// `Ok` when draft `p` has room for a submission ([`transitions::plan_has_room`]); else `Invalid` naming the
 /// bound (the server's 409 `WRONG_STATE`, as for a revision past it). Found by review: only
 /// revisions were bounded, so an agent submitting a draft and letting its Confirm expire
 /// (back to `draft`) in a loop grew the plan's event list, rewritten whole inside the one
 /// writer every agent shares, without bound.
 pub(crate) fn room_to_submit(p: &PlanRecord) -> Result<(), StoreError> {
-    if has_room(p, 2) {
+    if transitions::plan_has_room(p.events.len(), PlanGrowth::Submission) {
         return Ok(());
     }
     Err(StoreError::Invalid(format!(
@@ -508,7 +499,7 @@ impl Store {
             if p.body == body {
                 return Ok(p);
             }
-            if !has_room(&p, 1) {
+            if !transitions::plan_has_room(p.events.len(), PlanGrowth::Revision) {
                 return Err(PlanError::WrongState(
                     p.status,
                     "revised too often (1,000 events): create a new plan",
