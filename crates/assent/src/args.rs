@@ -57,13 +57,14 @@ pub(crate) struct Listing {
 }
 
 // Where an offline command finds the database: `--config FILE` (its `data_dir`) or
-// `--data-dir DIR`; neither: `data_dir` of ./assent.yaml if present, else `.assent`.
+// `--data-dir DIR`; neither: ./assent.yaml if present, read as `--config` would be (its
+// database, keys and checkpoint file too: `setup::config_file`), else `.assent`.
 #[derive(clap::Args, Clone)]
 pub(crate) struct DataPlace {
     /// The gateway's config: its `data_dir` holds the database.
     #[arg(long, conflicts_with = "data_dir")]
     pub(crate) config: Option<PathBuf>,
-    /// The data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+    /// The data directory (default: ./assent.yaml's store if present, else .assent).
     #[arg(long = "data-dir")]
     pub(crate) data_dir: Option<PathBuf>,
 }

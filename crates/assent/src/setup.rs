@@ -2,6 +2,7 @@
 //! upstream specs from the config, and the data directory an offline command reads. It runs
 //! nothing itself and knows no subcommand.
 
+use crate::args::DataPlace;
 use anyhow::{Result, anyhow};
 use assent_server::config::Config;
 use std::path::PathBuf;
@@ -47,17 +48,28 @@ pub(crate) fn upstream_specs(
         .collect()
 }
 
-/// `--data-dir`, else `data_dir` of ./assent.yaml when it exists, else `.assent`.
-pub(crate) fn data_dir_or_default(data_dir: Option<PathBuf>) -> Result<PathBuf> {
-    Ok(match data_dir {
-        Some(d) => d,
-        None => {
-            let p = PathBuf::from("assent.yaml");
-            if p.exists() {
-                Config::load(&p)?.data_dir
-            } else {
-                PathBuf::from(".assent")
-            }
-        }
-    })
+/// The config file an offline command reads its store from: `--config FILE`, else
+/// ./assent.yaml when it exists and no `--data-dir` was given, else none. That file is then
+/// read whole, as `--config` would be: its `database`, `keys_dir` and
+/// `audit_checkpoints.file` as well as its `data_dir`. Found by review: with ./assent.yaml
+/// taken for its `data_dir` alone, a plain `assent audit verify` in the gateway's directory
+/// skipped its checkpoint file without a word (so a rewritten chain whose stored checkpoints
+/// were deleted verified), a plain `assent backup` signed that head into the copy, and on
+/// PostgreSQL `backup`, `verify` and `migrate` worked on a stale SQLite file instead.
+pub(crate) fn config_file(place: &DataPlace) -> Option<PathBuf> {
+    match (&place.config, &place.data_dir) {
+        (Some(f), _) => Some(f.clone()),
+        (None, None) => Some(PathBuf::from(IMPLICIT_CONFIG)).filter(|p| p.is_file()),
+        (None, Some(_)) => None,
+    }
+}
+
+/// The config file an offline command reads when none is named: `assent.yaml` in the working
+/// directory.
+pub(crate) const IMPLICIT_CONFIG: &str = "assent.yaml";
+
+/// The data directory of a command given no config ([`config_file`] is `None`): `--data-dir`,
+/// else `.assent`.
+pub(crate) fn data_dir_or_default(data_dir: Option<PathBuf>) -> PathBuf {
+    data_dir.unwrap_or_else(|| PathBuf::from(".assent"))
 }

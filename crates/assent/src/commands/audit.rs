@@ -9,7 +9,7 @@
 
 use crate::args::{AuditCmd, DataPlace};
 use crate::render::{inert, one_line};
-use crate::setup::data_dir_or_default;
+use crate::setup::{IMPLICIT_CONFIG, config_file, data_dir_or_default};
 use anyhow::{Context, Result, bail};
 use assent_server::config::Config;
 use assent_store::ClaimReport;
@@ -47,8 +47,8 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
             (None, Some(d)) => shared_audit_key(&d),
             // ./assent.yaml with a keys_dir of its own: that directory's key, never created
             // there; with none, its data_dir (where the gateway makes the key) as `--data-dir`.
-            (None, None) if data_dir.is_none() && Path::new("assent.yaml").is_file() => {
-                let c = Config::load(Path::new("assent.yaml"))?;
+            (None, None) if data_dir.is_none() && Path::new(IMPLICIT_CONFIG).is_file() => {
+                let c = Config::load(Path::new(IMPLICIT_CONFIG))?;
                 match c.keys_dir() {
                     k if k != c.data_dir => shared_audit_key(&k),
                     _ => audit_key(Some(c.data_dir)),
@@ -303,7 +303,7 @@ fn shared_audit_key(keys_dir: &Path) -> Result<i32> {
 /// Keys are made by a gateway's first start over a new SQLite database or by `assent keys
 /// init`; the error says which fits (the database holds records: put the old key back).
 fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
-    let dir = data_dir_or_default(data_dir)?;
+    let dir = data_dir_or_default(data_dir);
     let Some(key) = checkpoint::read_key(&dir)? else {
         let db = Database::Sqlite {
             path: dir.join("assent.db"),
@@ -326,8 +326,8 @@ fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
     Ok(0)
 }
 
-/// Where `place`'s store is: `--config FILE`'s data directory, keys directory, database and
-/// `audit_retention_days`; else `--data-dir` (or [`data_dir_or_default`]) for both
+/// Where `place`'s store is: the data directory, keys directory, database and
+/// `audit_retention_days` of `--config FILE` or ./assent.yaml ([`config_file`]); else `--data-dir` (or [`data_dir_or_default`]) for both
 /// directories, its SQLite file, and no retention.
 pub(crate) struct Resolved {
     pub(crate) data_dir: PathBuf,
@@ -360,9 +360,9 @@ pub(crate) fn audit_public_key(
 
 /// [`Resolved`] of `place`.
 pub(crate) fn resolve(place: &DataPlace) -> Result<Resolved> {
-    Ok(match &place.config {
+    Ok(match config_file(place) {
         Some(f) => {
-            let c = Config::load(f)?;
+            let c = Config::load(&f)?;
             Resolved {
                 db: c.database()?,
                 keys_dir: c.keys_dir(),
@@ -372,7 +372,7 @@ pub(crate) fn resolve(place: &DataPlace) -> Result<Resolved> {
             }
         }
         None => {
-            let d = data_dir_or_default(place.data_dir.clone())?;
+            let d = data_dir_or_default(place.data_dir.clone());
             Resolved {
                 db: Database::Sqlite {
                     path: d.join(assent_store::ops::DB_FILE),

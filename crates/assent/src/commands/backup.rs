@@ -4,20 +4,21 @@
 //! prints what was done, as text or JSON.
 
 use crate::args::{Cmd, DataPlace};
-use crate::setup::data_dir_or_default;
+use crate::setup::{config_file, data_dir_or_default};
 use anyhow::Result;
 use assent_server::config::Config;
 use assent_store::ops::{self, Copied};
 use std::path::{Path, PathBuf};
 
-/// The data and keys directories of `place` and its checkpoint file: `--config FILE`'s
+/// The data and keys directories of `place` and its checkpoint file: `--config FILE`'s (or
+/// ./assent.yaml's, [`config_file`])
 /// `data_dir`, `keys_dir` and `audit_checkpoints.file`, else `--data-dir` (or
 /// [`data_dir_or_default`]) for both and none. A config on PostgreSQL is refused: its
 /// database is backed up with `pg_dump` (README, "PostgreSQL").
 fn dirs(place: &DataPlace) -> Result<(PathBuf, PathBuf, Option<PathBuf>)> {
-    match &place.config {
+    match config_file(place) {
         Some(f) => {
-            let cfg = Config::load(f)?;
+            let cfg = Config::load(&f)?;
             if cfg.database != assent_server::config::DatabaseConfig::Sqlite {
                 anyhow::bail!(
                     "{}: database: PostgreSQL — assent backup and restore copy the embedded SQLite file; back a PostgreSQL database up with pg_dump and restore it with pg_restore (README, \"PostgreSQL\"), and keep a copy of {} with it",
@@ -29,7 +30,7 @@ fn dirs(place: &DataPlace) -> Result<(PathBuf, PathBuf, Option<PathBuf>)> {
             Ok((cfg.data_dir, keys, cfg.audit_checkpoints.file))
         }
         None => {
-            let d = data_dir_or_default(place.data_dir.clone())?;
+            let d = data_dir_or_default(place.data_dir.clone());
             Ok((d.clone(), d, None))
         }
     }

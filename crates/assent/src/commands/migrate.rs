@@ -5,21 +5,21 @@
 //! (`assent_store::migrate`); `assent serve` runs the same at start-up.
 
 use crate::args::DataPlace;
-use crate::setup::data_dir_or_default;
+use crate::setup::{config_file, data_dir_or_default};
 use anyhow::{Context, Result};
 use assent_server::config::Config;
 use assent_store::db::Database;
 use assent_store::migrate;
 use serde_json::json;
 
-/// The database `place` names: `--config FILE`'s (SQLite in its `data_dir`, or its
+/// The database `place` names: `--config FILE`'s or ./assent.yaml's ([`config_file`]; SQLite in its `data_dir`, or its
 /// PostgreSQL URL), else SQLite in `--data-dir` or the default data directory, which is
 /// created (mode 0700) when missing.
 pub(crate) fn database(place: &DataPlace) -> Result<Database> {
-    let db = match &place.config {
-        Some(f) => Config::load(f)?.database()?,
+    let db = match config_file(place) {
+        Some(f) => Config::load(&f)?.database()?,
         None => Database::Sqlite {
-            path: data_dir_or_default(place.data_dir.clone())?.join("assent.db"),
+            path: data_dir_or_default(place.data_dir.clone()).join("assent.db"),
         },
     };
     if let Database::Sqlite { path } = &db {

@@ -4,6 +4,7 @@
 
 use super::*;
 
+mod implicit_config;
 mod pins;
 mod restore;
 
