@@ -140,6 +140,18 @@ impl Ends {
         if hit { i.probe.take() } else { None }
     }
 
+    /// Whether a client's `server/discover` of id `key` (JSON text) is still unanswered: the
+    /// probe relayed to the upstream, or the one parked while the proxy initialises a legacy
+    /// upstream. A client request may not reuse its id meanwhile (found by review: a call
+    /// under a parked discover's id was forwarded, and the client got two answers under one
+    /// id, the call's unrecorded if taken for the discover's).
+    pub fn holds_discover(&self, key: &str) -> bool {
+        let i = self.lock();
+        [&i.probe, &i.discover_waiting]
+            .into_iter()
+            .any(|d| d.as_ref().is_some_and(|id| same_id(id, key)))
+    }
+
     /// Parks a modern client's discover (id `id`) until the proxy's own `initialize` of the
     /// legacy upstream is answered.
     pub fn park_discover(&self, id: Value) {

@@ -221,7 +221,7 @@ impl Relay {
     /// Why a client request may not use `id`: one of the relay's own (`assent-…`, the
     /// prefix of its questions, the upstream's requests and its tasks), or one still in flight
     /// (held at the gateway, cleared and queued for the upstream, a `tools/list` whose answer
-    /// is awaited, or open at the upstream) — an answer for one would be taken for the other,
+    /// is awaited, a `server/discover` relayed or parked, or open at the upstream) — an answer for one would be taken for the other,
     /// and a `call.result` recorded for the wrong answer (found by review: an id reused while
     /// its cleared call waited in the upstream's queue had the first call's result recorded
     /// and released under the second call's rules). `None`: free.
@@ -242,7 +242,8 @@ impl Relay {
         let queued = st.forwarded.lock().expect("forwarded").contains_key(&key)
             || st.list_ids.lock().expect("ids").contains(&key)
             || st.init_ids.lock().expect("inits").contains_key(&key)
-            || st.ends.parks_init(&key);
+            || st.ends.parks_init(&key)
+            || st.ends.holds_discover(&key);
         (held || queued || st.upstream_open.is_open(&key))
             .then_some("a request with this id is still in flight")
     }
@@ -373,9 +374,10 @@ impl Relay {
                     super::handshake::offered(&mut r, st.pass_ungated);
                     let _ = self.to_client.send(reply(id, Ok(r)));
                 }
-                None => {
-                    let _ = self.to_upstream.send(line);
-                }
+                // Its id in use from here (found by review: sent bare, a call under the same
+                // id could pass while the discover waited for the writer, and the upstream's
+                // one answer under it was taken for either).
+                None => self.pass_on(Some(id), line),
             },
             // The modern revision has no ping: answered here for a legacy client.
             (Some("ping"), Some(id)) if st.ends.upstream() == Some(Era::Modern) => {

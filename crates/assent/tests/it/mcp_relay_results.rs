@@ -160,3 +160,92 @@ fn a_call_reusing_a_translated_initializes_id_is_held_over_output_bytes() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// A legacy upstream (Python, stdio) that refuses `server/discover`, answers `initialize`
+/// only after 2 s, and answers `tools/call` with `CALL-RESULT`; it logs each method to `log`.
+fn slow_legacy(log: &std::path::Path) -> String {
+    format!(
+        r#"import json,sys,time
+log=open({log:?},'a')
+def out(m): print(json.dumps(m), flush=True)
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    log.write(meth+"\n"); log.flush()
+    if meth=="server/discover":
+        out({{"jsonrpc":"2.0","id":i,"error":{{"code":-32601,"message":"method not found"}}}})
+    elif meth=="initialize":
+        time.sleep(2)
+        out({{"jsonrpc":"2.0","id":i,"result":{{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"slow","version":"1"}}}}}})
+    elif meth=="tools/list":
+        out({{"jsonrpc":"2.0","id":i,"result":{{"tools":[{{"name":"read","description":"d","inputSchema":{{"type":"object"}}}}]}}}})
+    elif meth=="tools/call":
+        out({{"jsonrpc":"2.0","id":i,"result":{{"content":[{{"type":"text","text":"CALL-RESULT"}}]}}}})
+    else:
+        out({{"jsonrpc":"2.0","id":i,"result":{{}}}})
+"#
+    )
+}
+
+/// Attack (found by review): a modern client's `server/discover`, parked while the proxy
+/// initialised a legacy upstream, did not hold its id, so a `tools/call` under the same id
+/// went upstream and the client got two answers under one id — the call's result, or the
+/// discover's taken for it. A request reusing the id of a discover still unanswered is refused
+/// and never reaches the upstream; the discover is answered once.
+#[test]
+fn a_call_reusing_a_pending_discovers_id_is_refused_not_forwarded() {
+    const KEY: &str = "relay-results-discover-agent-key-1";
+    let dir = tempfile::tempdir().unwrap();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [read]\n";
+    let rules = "- tool: read\n  approvers: [ops]\n  thresholds: {output_bytes: 1000}\n";
+    let mut server =
+        crate::serve_helper(dir.path(), (agent, KEY), ("acme.test.discover-v1", rules));
+    let log = dir.path().join("upstream.log");
+    let (mut proxy, mut stdin, out) =
+        crate::helper_proxy((&server.url, KEY), &[], &slow_legacy(&log));
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in out.lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&l).unwrap());
+        }
+    });
+    let mut send = |v: Value| {
+        use std::io::Write;
+        writeln!(stdin, "{v}").unwrap();
+    };
+    send(json!({"jsonrpc": "2.0", "id": 5, "method": "server/discover", "params": {}}));
+    // The upstream refuses the discover at once; the proxy then initialises it (2 s).
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("initialize")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never initialised"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "read", "arguments": {}}}));
+    let mut under_5 = Vec::new();
+    while let Ok(m) = rx.recv_timeout(Duration::from_secs(5)) {
+        if m["id"] == 5 {
+            under_5.push(m);
+        }
+    }
+    let text = serde_json::to_string(&under_5).unwrap();
+    assert!(!text.contains("CALL-RESULT"), "{text}");
+    assert_eq!(under_5.len(), 2, "{text}");
+    assert!(text.contains("still in flight"), "{text}");
+    assert_eq!(
+        under_5.iter().filter(|m| m.get("result").is_some()).count(),
+        1,
+        "the discover answered once: {text}"
+    );
+    let methods = std::fs::read_to_string(&log).unwrap();
+    assert!(!methods.contains("tools/call"), "{methods}");
+    proxy.kill().unwrap();
+    proxy.wait().unwrap();
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
