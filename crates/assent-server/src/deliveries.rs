@@ -57,6 +57,20 @@ pub(crate) fn retry_after(r: &reqwest::Response) -> Option<std::time::Duration> 
     Some(std::time::Duration::from_secs(secs).min(MAX_RETRY_AFTER))
 }
 
+/// Whether receiver answer `status` refuses the event for good, so that trying it again cannot
+/// succeed and the delivery is dead-lettered at once: a `4xx` other than `401`, `407` (the
+/// receiver's or a proxy's credentials, which an operator may be fixing), `408`, `409`, `425`
+/// and `429` (RFC 9110 §15.5; a timeout, a conflict, too early, too many requests), and any
+/// `3xx` (redirects are never followed). Found by review: every non-2xx answer was retried
+/// for its whole schedule, and delivery is in order, so an agent able to make a receiver
+/// refuse its events (text the receiver rejects with a `400` or `422`) held back every other
+/// agent's notifications for about 8.5 minutes an event with the defaults.
+pub(crate) fn refused_for_good(status: reqwest::StatusCode) -> bool {
+    status.is_redirection()
+        || (status.is_client_error()
+            && !matches!(status.as_u16(), 401 | 407 | 408 | 409 | 425 | 429))
+}
+
 /// Keeps a delivery that gave up as a dead letter (`GET /v1/webhooks/dead-letters`): audit
 /// record `audit_seq`'s `event` for `target` (a webhook's name, or the Slack bot's cursor)
 /// with `body`, after `tries` (attempts, the last error), now, and moves `target`'s cursor

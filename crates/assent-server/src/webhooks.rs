@@ -7,7 +7,8 @@
 //! - Delivery reads the audit log: each webhook keeps a cursor (the last audit record it
 //!   delivered or gave up on), so an event is never lost — not while the receiver is down, nor
 //!   across a gateway restart. Delivery is at least once and in order per webhook; receivers
-//!   de-duplicate by `X-Assent-Delivery` (`NAME-SEQ`).
+//!   de-duplicate by the body's signed `delivery_id` (`NAME-SEQ-HASH12`, also sent unsigned
+//!   as `X-Assent-Delivery`).
 //! - Replicas of one database deliver each event once (issue 13 §2): only the holder of the
 //!   webhook's lease ([`LEASE`], renewed before every attempt, given up at shutdown) delivers
 //!   and moves the cursor, and a cursor move by a replica whose lease was taken is refused. If
@@ -20,7 +21,9 @@
 //!   `retry_initial_ms`, doubling up to 5 minutes (or after the `Retry-After` of a `429` or
 //!   `503` when longer, at most 60 s), `max_attempts` times in all; then the
 //!   delivery is recorded as a dead letter (`GET /v1/webhooks/dead-letters`) and the next
-//!   event goes out.
+//!   event goes out. An answer that refuses the event for good (a `3xx`, or a `4xx` but
+//!   `401`, `407`, `408`, `409`, `425` and `429`: [`refused_for_good`]) is dead-lettered at
+//!   once, so one event a receiver rejects holds back no other.
 //! - Every delivery carries the newest signed audit checkpoint (`checkpoint` in the JSON body,
 //!   `null` before the first one; `X-Assent-Checkpoint`: its canonical JSON, absent before the
 //!   first one), so a receiver can keep evidence of how far the audit log reached.
@@ -35,7 +38,7 @@
 
 use crate::config::{Webhook, WebhookFormat};
 use crate::cursor::{store, take_lease};
-use crate::deliveries::{KINDS, MAX_BACKOFF, dead_letter, retry_after};
+use crate::deliveries::{KINDS, MAX_BACKOFF, dead_letter, refused_for_good, retry_after};
 use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
@@ -221,18 +224,23 @@ async fn deliver(
             .body(body.clone())
             .send()
             .await;
-        let (error, asked) = match sent {
+        let (error, asked, for_good) = match sent {
             Ok(r) if r.status().is_success() => {
                 tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
                 st.metrics.delivery(true, false);
                 return advance(st, hook, holder, rec.seq).await;
             }
-            Ok(r) => (format!("HTTP {}", r.status().as_u16()), retry_after(&r)),
-            Err(e) => (format!("{}", e.without_url()), None),
+            Ok(r) => (
+                format!("HTTP {}", r.status().as_u16()),
+                retry_after(&r),
+                refused_for_good(r.status()),
+            ),
+            Err(e) => (format!("{}", e.without_url()), None, false),
         };
         tracing::warn!(webhook = %hook.name, delivery = %delivery, attempt, error = %error, "webhook delivery failed");
-        st.metrics.delivery(false, attempt >= hook.max_attempts);
-        if attempt >= hook.max_attempts {
+        let last = for_good || attempt >= hook.max_attempts;
+        st.metrics.delivery(false, last);
+        if last {
             break error;
         }
         let wait = asked.map_or(delay, |w| w.max(delay));

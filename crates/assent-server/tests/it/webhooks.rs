@@ -3,6 +3,7 @@
 //! leave, the Slack format, dead letters, and the single-use card link.
 
 mod dead_letter_pages;
+mod refused;
 
 use crate::kit::{BOT, OP, add_principals, assert_error, assert_says, redacting_gov, start_gov};
 use assent_server::config::{Webhook, WebhookFormat};
@@ -23,6 +24,8 @@ pub(crate) struct Receiver {
     failed: Arc<Mutex<u32>>,
     /// How many more requests to /hook get a 503 with `Retry-After: 2`.
     busy: Arc<Mutex<u32>>,
+    /// How many more requests to /hook get a 422.
+    refuse: Arc<Mutex<u32>>,
     /// When each request to /hook came.
     tried: Arc<Mutex<Vec<std::time::Instant>>>,
 }
@@ -41,6 +44,11 @@ async fn receive(
             *busy -= 1;
             let h = [(axum::http::header::RETRY_AFTER, "2")];
             return (axum::http::StatusCode::SERVICE_UNAVAILABLE, h).into_response();
+        }
+        let mut refuse = r.refuse.lock().unwrap();
+        if *refuse > 0 {
+            *refuse -= 1;
+            return axum::http::StatusCode::UNPROCESSABLE_ENTITY.into_response();
         }
         let mut fail = r.fail.lock().unwrap();
         if *fail > 0 {
