@@ -179,28 +179,7 @@ async fn deliver(
     }) else {
         return advance(st, hook, holder, rec.seq).await;
     };
-    let link = if event == "approval.requested" {
-        single_use_link(st, &a).await
-    } else {
-        None
-    };
-    let checkpoint = store(st, |s| s.latest_checkpoint())
-        .await
-        .flatten()
-        .map(|c| crate::checkpoints::to_json(&c));
-    let body = match hook.format {
-        WebhookFormat::Json => {
-            let mut v = json_body(st, hook, rec, event, &a, link.as_deref());
-            v["checkpoint"] = json!(checkpoint);
-            v
-        }
-        WebhookFormat::Slack => slack_body(st, event, &a, link.as_deref()),
-    }
-    .to_string();
-    // Canonical JSON is ASCII (hex, digits, RFC 3339): a valid header value.
-    let checkpoint_header = checkpoint
-        .as_ref()
-        .and_then(|c| assent_core::canonical::canonical_value(c).ok());
+    let (body, checkpoint_header) = body_of(st, hook, rec, event, &a).await;
     let delivery = delivery_id(hook, rec);
     let mut attempt = 0u32;
     let mut delay = Duration::from_millis(hook.retry_initial_ms).min(MAX_BACKOFF);
@@ -252,6 +231,40 @@ async fn deliver(
     tracing::error!(webhook = %hook.name, delivery = %delivery, attempts = attempt, "webhook delivery dead-lettered");
     let tries = (attempt, last_error);
     dead_letter(st, holder, &hook.name, rec.seq, event, body, tries).await
+}
+
+/// The body of `hook`'s delivery of `rec` (event `event` of approval `a`), and the newest
+/// signed checkpoint as the `X-Assent-Checkpoint` header (its canonical JSON), if any.
+async fn body_of(
+    st: &AppState,
+    hook: &Webhook,
+    rec: &AuditRecord,
+    event: &str,
+    a: &ApprovalRecord,
+) -> (String, Option<String>) {
+    let link = if event == "approval.requested" {
+        single_use_link(st, a).await
+    } else {
+        None
+    };
+    let checkpoint = store(st, |s| s.latest_checkpoint())
+        .await
+        .flatten()
+        .map(|c| crate::checkpoints::to_json(&c));
+    let body = match hook.format {
+        WebhookFormat::Json => {
+            let mut v = json_body(st, hook, rec, event, a, link.as_deref());
+            v["checkpoint"] = json!(checkpoint);
+            v
+        }
+        WebhookFormat::Slack => slack_body(st, event, a, link.as_deref()),
+    }
+    .to_string();
+    // Canonical JSON is ASCII (hex, digits, RFC 3339): a valid header value.
+    let checkpoint_header = checkpoint
+        .as_ref()
+        .and_then(|c| assent_core::canonical::canonical_value(c).ok());
+    (body, checkpoint_header)
 }
 
 /// The id of `hook`'s delivery of record `rec`: `NAME-SEQ-HASH12`, the record's sequence number
