@@ -2,7 +2,7 @@
 //! (`mcp_upstreams`), outgoing webhooks (`webhooks[]`, their secrets resolved only at start)
 //! and the `public_url` links point to. One validation step of [`crate::config`].
 
-use super::principals::MIN_KEY_CHARS;
+use super::principals::secret_flaw;
 use super::raw::{ConfigError, RawConfig, RawUpstream, RawWebhook, at};
 use super::urls::private_transport;
 use serde_saphyr::Spanned;
@@ -30,7 +30,7 @@ pub struct Webhook {
     /// `secret_env`: the environment variable holding the HMAC key.
     pub secret_env: String,
     /// The HMAC key, once resolved ([`Config::webhooks`](super::Config::webhooks)): at least
-    /// [`MIN_KEY_CHARS`] characters.
+    /// [`MIN_KEY_CHARS`](super::principals::MIN_KEY_CHARS) characters.
     pub secret: String,
     /// `format`: `json` (default) or `slack`.
     pub format: WebhookFormat,
@@ -85,6 +85,33 @@ pub struct McpUpstream {
 /// Whether `u` is an absolute http(s) URL with a host.
 fn http_url(u: &str) -> bool {
     url::Url::parse(u).is_ok_and(|x| matches!(x.scheme(), "http" | "https") && x.host().is_some())
+}
+
+/// Outbound URL `u` as an error may show it: its scheme and host (with port), then `/…` when
+/// it has more (a path, a query, credentials), which is never shown — a Slack incoming
+/// webhook's path, or a token in an upstream's query, is its secret (found by review: the
+/// whole URL went to stderr and CI logs). A URL without `://`, or with an odd scheme, is not
+/// shown at all.
+fn shown(u: &str) -> String {
+    let Some((scheme, rest)) = u.split_once("://") else {
+        return "(not shown)".into();
+    };
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        return "(not shown)".into();
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let more = if end < rest.len() || host.len() < authority.len() {
+        "/…"
+    } else {
+        ""
+    };
+    format!("{scheme}://{host}{more}")
 }
 
 /// What to do about a plain-http `url` to another host (the message ends the error).
@@ -162,14 +189,16 @@ fn upstream_ok(alias: &str, u: &RawUpstream) -> Result<(), String> {
         }
         (Some(url), true) if !http_url(url) => {
             return Err(format!(
-                "mcp_upstreams.{alias}: url `{url}` is not an http(s) URL"
+                "mcp_upstreams.{alias}: url `{}` is not an http(s) URL",
+                shown(url)
             ));
         }
         // Every URL upstream, token or not: over plain http anyone on the path reads the token
         // and the calls' arguments, and changes the tools and their results.
         (Some(url), true) if !private_transport(url) => {
             return Err(format!(
-                "mcp_upstreams.{alias}: url `{url}` is plain http to a host that is not this machine: anyone on the network path could read its bearer token and the calls, and change its tools and results; {USE_HTTPS}"
+                "mcp_upstreams.{alias}: url `{}` is plain http to a host that is not this machine: anyone on the network path could read its bearer token and the calls, and change its tools and results; {USE_HTTPS}",
+                shown(url)
             ));
         }
         (None, true) => {
@@ -238,7 +267,7 @@ fn webhook(r: &RawWebhook) -> Result<Webhook, String> {
         return Err("name must be letters, digits, `_` or `-`".into());
     }
     if !http_url(&r.url) {
-        return Err(format!("url `{}` is not an http(s) URL", r.url));
+        return Err(format!("url `{}` is not an http(s) URL", shown(&r.url)));
     }
     let format = match r.format.as_deref() {
         None | Some("json") => WebhookFormat::Json,
@@ -264,7 +293,7 @@ fn webhook(r: &RawWebhook) -> Result<Webhook, String> {
     if !private_transport(&r.url) {
         return Err(format!(
             "url `{}` is plain http to a host that is not this machine: anyone on the network path could read the events (one-time links, arguments) and answer in the receiver's place; {USE_HTTPS}",
-            r.url
+            shown(&r.url)
         ));
     }
     Ok(Webhook {
@@ -285,38 +314,35 @@ fn webhook(r: &RawWebhook) -> Result<Webhook, String> {
 }
 
 /// `webhooks` with their secrets read from `secret_env`; an unset or empty variable, or a
-/// secret shorter than [`MIN_KEY_CHARS`] (one signed delivery lets anyone try short keys
-/// offline, then sign events of their own), is an error of `file` naming it (the secret itself
-/// is never printed). `--insecure-demo-keys` does not lift the minimum.
+/// secret with a [`secret_flaw`] (whitespace, shorter than [`MIN_KEY_CHARS`](super::principals::MIN_KEY_CHARS), fewer than 8
+/// distinct characters: one signed delivery lets anyone try weak keys offline, then sign
+/// events of their own; found by review, 32 spaces passed), is an error of `file` naming it
+/// (the secret itself is never printed). `--insecure-demo-keys` lifts none of these.
 pub(crate) fn resolve_secrets(
     file: &Path,
     webhooks: &[Webhook],
 ) -> Result<Vec<Webhook>, ConfigError> {
     webhooks
         .iter()
-        .map(|w| match std::env::var(&w.secret_env) {
-            Ok(secret) if secret.chars().count() >= MIN_KEY_CHARS => Ok(Webhook {
-                secret,
-                ..w.clone()
-            }),
-            Ok(secret) if !secret.is_empty() => Err(at(
-                file,
-                w.line,
+        .map(|w| {
+            let secret = std::env::var(&w.secret_env).unwrap_or_default();
+            let why = if secret.is_empty() {
                 format!(
-                    "webhooks `{}`: the secret in {} (secret_env) is {} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`), and give the receiver the same",
-                    w.name,
-                    w.secret_env,
-                    secret.chars().count()
-                ),
-            )),
-            _ => Err(at(
-                file,
-                w.line,
+                    "environment variable {} (secret_env) is not set or empty",
+                    w.secret_env
+                )
+            } else if let Some((flaw, _)) = secret_flaw(&secret) {
                 format!(
-                    "webhooks `{}`: environment variable {} (secret_env) is not set or empty",
-                    w.name, w.secret_env
-                ),
-            )),
+                    "the secret in {} (secret_env) {flaw}, and give the receiver the same",
+                    w.secret_env
+                )
+            } else {
+                return Ok(Webhook {
+                    secret,
+                    ..w.clone()
+                });
+            };
+            Err(at(file, w.line, format!("webhooks `{}`: {why}", w.name)))
         })
         .collect()
 }

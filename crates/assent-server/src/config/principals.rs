@@ -369,33 +369,56 @@ fn key_of(r: &RawPrincipal) -> Result<KeySource, String> {
 /// `openssl rand -hex 32` gives 16 almost always).
 pub const MIN_KEY_DISTINCT_CHARS: usize = 8;
 
+/// What is wrong with secret `k` (a key, a webhook secret, a signing secret), if anything, as
+/// the end of a sentence naming it ("the key in VAR (key_env) …"), and whether
+/// `--insecure-demo-keys` may lift it (`true` for strength, never for whitespace): with
+/// whitespace (a line break or space pasted with it, which no client sends back); shorter than
+/// [`MIN_KEY_CHARS`]; of fewer than [`MIN_KEY_DISTINCT_CHARS`] distinct characters (found by
+/// review: 32 spaces, or one character 32 times, passed the length check). The secret is
+/// never part of the text. `None`: none of these (an empty secret is the caller's to name).
+pub(crate) fn secret_flaw(k: &str) -> Option<(String, bool)> {
+    let chars = k.chars().count();
+    if k.chars().any(char::is_whitespace) {
+        Some((
+            "has whitespace (a pasted line break or space?); give it without".into(),
+            false,
+        ))
+    } else if chars < MIN_KEY_CHARS {
+        Some((
+            format!(
+                "is {chars} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`)"
+            ),
+            true,
+        ))
+    } else if k.chars().collect::<BTreeSet<_>>().len() < MIN_KEY_DISTINCT_CHARS {
+        Some((
+            format!(
+                "has fewer than {MIN_KEY_DISTINCT_CHARS} distinct characters; use a random key (e.g. `openssl rand -hex 32`)"
+            ),
+            true,
+        ))
+    } else {
+        None
+    }
+}
+
 /// The key in the variable `var` (a principal's `key_env`), or why it is refused (naming
-/// the variable, never the key): unset or empty; with whitespace (a line break or space
-/// pasted with it, which no client sends back); and, unless `insecure`, shorter than
-/// [`MIN_KEY_CHARS`] or of fewer than [`MIN_KEY_DISTINCT_CHARS`] distinct characters (found
-/// by review: 32 spaces, or one character 32 times, passed the length check).
+/// the variable, never the key): unset or empty, or [`secret_flaw`] (its strength flaws
+/// lifted when `insecure`).
 fn env_key(var: &str, insecure: bool) -> Result<String, String> {
     let demo = "or `assent serve --insecure-demo-keys` on a loopback address for a demo";
     let k = std::env::var(var).unwrap_or_default();
-    let chars = k.chars().count();
     if k.is_empty() {
-        Err(format!(
+        return Err(format!(
             "environment variable {var} (key_env) is not set or empty"
-        ))
-    } else if k.chars().any(char::is_whitespace) {
-        Err(format!(
-            "the key in {var} (key_env) has whitespace (a pasted line break or space?); give it without"
-        ))
-    } else if chars < MIN_KEY_CHARS && !insecure {
-        Err(format!(
-            "the key in {var} (key_env) is {chars} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`), {demo}"
-        ))
-    } else if k.chars().collect::<BTreeSet<_>>().len() < MIN_KEY_DISTINCT_CHARS && !insecure {
-        Err(format!(
-            "the key in {var} (key_env) has fewer than {MIN_KEY_DISTINCT_CHARS} distinct characters; use a random key (e.g. `openssl rand -hex 32`), {demo}"
-        ))
-    } else {
-        Ok(k)
+        ));
+    }
+    match secret_flaw(&k) {
+        Some((flaw, false)) => Err(format!("the key in {var} (key_env) {flaw}")),
+        Some((flaw, true)) if !insecure => {
+            Err(format!("the key in {var} (key_env) {flaw}, {demo}"))
+        }
+        _ => Ok(k),
     }
 }
 

@@ -150,7 +150,10 @@ fn users(
 }
 
 /// The Slack integration with its secrets read from the environment: the signing secret and,
-/// when named, the bot token must be set and non-empty (the error names the variable only).
+/// when named, the bot token must be set and non-empty, and the signing secret (Slack's are 32
+/// hex digits) may have no [`secret_flaw`] (found by review: any non-empty text was taken,
+/// so a pasted line break or a placeholder made every signed request look forged, or a
+/// guessable secret let anyone sign button clicks). Errors name the variable only.
 pub(crate) fn resolve(file: &Path, c: &SlackConfig) -> Result<Slack, ConfigError> {
     let read = |var: &str, what: &str| match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(v),
@@ -160,8 +163,19 @@ pub(crate) fn resolve(file: &Path, c: &SlackConfig) -> Result<Slack, ConfigError
             format!("slack: environment variable {var} ({what}) is not set or empty"),
         )),
     };
+    let signing_secret = read(&c.signing_secret_env, "signing_secret_env")?;
+    if let Some((flaw, _)) = super::principals::secret_flaw(&signing_secret) {
+        return Err(at(
+            file,
+            None,
+            format!(
+                "slack: the signing secret in {} (signing_secret_env) {flaw}; copy it from the app's Basic Information page",
+                c.signing_secret_env
+            ),
+        ));
+    }
     Ok(Slack {
-        signing_secret: read(&c.signing_secret_env, "signing_secret_env")?,
+        signing_secret,
         bot_token: c
             .bot_token_env
             .as_deref()

@@ -421,6 +421,57 @@ fn a_key_of_whitespace_or_few_distinct_characters_stops_start_up() {
     }
 }
 
+/// Found by review: a webhook's secret was checked by its length only and Slack's signing
+/// secret not at all, so 32 spaces, one character 40 times or a pasted line break loaded, and
+/// with it every signature the receiver (or assent, for Slack's) checks could be guessed or
+/// never matched. Each stops start-up naming the webhook or `slack` and the variable, never
+/// the secret; `--insecure-demo-keys` lifts none of it. A random secret passes (the error is
+/// then the other's).
+#[test]
+fn a_weak_webhook_or_slack_signing_secret_stops_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    let cfg = "listen: 127.0.0.1:0\nwebhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_HOOK}\nslack:\n  signing_secret_env: ASSENT_TEST_SIGNING\n";
+    std::fs::write(&p, cfg).unwrap();
+    let hex = "8f742231b10e4c6fa9d3e5b7c1a2f4e6";
+    let run = |hook: &str, signing: &str| {
+        let out = serve_cmd(&p)
+            .arg("--insecure-demo-keys")
+            .env("ASSENT_TEST_HOOK", hook)
+            .env("ASSENT_TEST_SIGNING", signing)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let hook = ":3: webhooks `ops`: the secret in ASSENT_TEST_HOOK (secret_env)";
+    let slack = "slack: the signing secret in ASSENT_TEST_SIGNING (signing_secret_env)";
+    for (weak, why) in [
+        (" ".repeat(40), "has whitespace"),
+        (format!("{hex}\n"), "has whitespace"),
+        ("z".repeat(40), "has fewer than 8 distinct characters"),
+        ("0123456".repeat(6), "has fewer than 8 distinct characters"),
+        ("k3y".into(), "is 3 characters; use at least 32"),
+    ] {
+        let err = run(&weak, hex);
+        assert!(
+            err.contains(&format!("{hook} {why}")) && !err.contains("signing secret"),
+            "{weak:?}: {err}"
+        );
+        let err = run(hex, &weak);
+        assert!(
+            err.contains(&format!("{slack} {why}")) && !err.contains("webhooks `ops`"),
+            "{weak:?}: {err}"
+        );
+        if weak.trim().len() > 3 {
+            assert!(
+                !err.contains(weak.trim()),
+                "the secret is never shown: {err}"
+            );
+        }
+    }
+}
+
 /// The YAML limits that protect loading (serde-saphyr's budget): an alias bomb (a billion
 /// nodes if expanded), thousands of nested levels and a non-finite number, in the config
 /// and in an agent file, each stop `assent check` with exit 2 and an error at the line, in

@@ -68,6 +68,44 @@ const PRIVATE: [&str; 5] = [
     "http://LOCALHOST:9/h",
 ];
 
+/// `u` (one of [`REMOTE`], each with a path) as a config error shows it: its scheme and host,
+/// then `/…`.
+fn shown(u: &str) -> String {
+    let host_end = u[7..].find('/').unwrap() + 7;
+    format!("{}/…", &u[..host_end])
+}
+
+/// Found by review: a config error printed a webhook's or an upstream's whole URL, and a Slack
+/// incoming webhook's path (or a token in a query) is its secret; stderr and CI logs kept it.
+/// Only the scheme and host are shown.
+#[test]
+fn a_refused_outbound_url_is_shown_without_its_path_query_or_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    for (cfg, shown) in [
+        (
+            "webhooks:\n  - {name: ops, url: \"http://hooks.example.com/services/T0/B0/SECRETPATH\", secret_env: S}\n",
+            "url `http://hooks.example.com/…`",
+        ),
+        (
+            "webhooks:\n  - {name: ops, url: \"http://user:SECRETPASS@203.0.113.5:8080\", secret_env: S}\n",
+            "url `http://203.0.113.5:8080/…`",
+        ),
+        (
+            "webhooks:\n  - {name: ops, url: \"ftp://x/SECRETPATH\", secret_env: S}\n",
+            "url `ftp://x/…` is not an http(s) URL",
+        ),
+        (
+            "mcp_upstreams:\n  t: {url: \"http://203.0.113.5/mcp?token=SECRETQUERY\"}\n",
+            "url `http://203.0.113.5/…`",
+        ),
+    ] {
+        let (code, err) = check_on(&p, cfg);
+        assert!(code == Some(2) && err.contains(shown), "{cfg}: {err}");
+        assert!(!err.contains("SECRET"), "{cfg}: {err}");
+    }
+}
+
 #[test]
 fn a_webhook_in_plain_http_to_another_host_is_refused_at_start_up() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,8 +114,9 @@ fn a_webhook_in_plain_http_to_another_host_is_refused_at_start_up() {
     for u in REMOTE {
         let (code, err) = check_on(&p, &hook(u));
         let want = format!(
-            "{}:3: webhooks `ops`: url `{u}` is plain http to a host that is not this machine",
-            p.display()
+            "{}:3: webhooks `ops`: url `{}` is plain http to a host that is not this machine",
+            p.display(),
+            shown(u)
         );
         assert!(
             code == Some(2) && err.contains(&want) && err.contains("use https"),
@@ -105,8 +144,9 @@ fn an_mcp_upstream_in_plain_http_to_another_host_is_refused_with_or_without_a_to
         for u in REMOTE {
             let (code, err) = check_on(&p, &up(u));
             let want = format!(
-                "{}:3: mcp_upstreams.tickets: url `{u}` is plain http to a host that is not this machine",
-                p.display()
+                "{}:3: mcp_upstreams.tickets: url `{}` is plain http to a host that is not this machine",
+                p.display(),
+                shown(u)
             );
             assert!(
                 code == Some(2) && err.contains(&want) && err.contains("use https"),
