@@ -69,7 +69,13 @@ async fn archive_all(state: &AppState, days: u64, archive_dir: &std::path::Path)
                     return archived;
                 }
             }
-            Ok(Ok(None)) | Err(_) => return archived,
+            Ok(Ok(None)) => return archived,
+            // Found by review: a run whose task panicked or was lost went unlogged, so an
+            // operator never learned that retention had stopped.
+            Err(e) => {
+                tracing::error!(error = ?e, "audit retention stopped: its run did not finish");
+                return archived;
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "audit retention failed: nothing deleted");
                 return archived;

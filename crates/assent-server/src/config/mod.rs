@@ -292,9 +292,10 @@ impl Config {
     }
 
     /// SHA-256 of the scrape key read now from `metrics_key_env` (`None` without one). The
-    /// variable must be set, hold at least [`principals::MIN_KEY_CHARS`] characters (fewer
-    /// only with `--insecure-demo-keys`) and be no principal's key; the error names the
-    /// variable, never the key.
+    /// variable must be set, have no [`principals::secret_flaw`] (whitespace always; fewer than
+    /// [`principals::MIN_KEY_CHARS`] characters or 8 distinct ones only with
+    /// `--insecure-demo-keys`: found by review, 32 spaces passed) and be no principal's key;
+    /// the error names the variable, never the key.
     pub fn metrics_key(&self) -> Result<Option<[u8; 32]>, ConfigError> {
         use sha2::{Digest, Sha256};
         let Some(var) = &self.metrics_key_env else {
@@ -307,11 +308,11 @@ impl Config {
                 "metrics_key_env: environment variable {var} is not set or empty"
             )));
         }
-        if key.chars().count() < principals::MIN_KEY_CHARS && !self.insecure_demo_keys {
-            return Err(fail(format!(
-                "metrics_key_env: the key in {var} is shorter than {} characters",
-                principals::MIN_KEY_CHARS
-            )));
+        match principals::secret_flaw(&key) {
+            Some((flaw, lifted)) if !lifted || !self.insecure_demo_keys => {
+                return Err(fail(format!("metrics_key_env: the key in {var} {flaw}")));
+            }
+            _ => {}
         }
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         if self.principals()?.iter().any(|p| p.key_sha256 == digest) {

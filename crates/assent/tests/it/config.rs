@@ -174,16 +174,24 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
     );
     let cfg = "listen: 127.0.0.1:0\nmetrics_key_env: ASSENT_TEST_SHORT_METRICS\n";
     std::fs::write(&p, cfg).unwrap();
-    let out = serve_cmd(&p)
-        .env("ASSENT_TEST_SHORT_METRICS", "guessable")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.code() == Some(1)
-            && err.contains("the key in ASSENT_TEST_SHORT_METRICS is shorter than 32"),
-        "{err}"
-    );
+    // Found by review: only the length was checked, so 32 spaces or one character 40 times
+    // passed.
+    for (key, why) in [
+        ("guessable".to_string(), "is 9 characters; use at least 32"),
+        (" ".repeat(40), "has whitespace"),
+        ("z".repeat(40), "has fewer than 8 distinct characters"),
+    ] {
+        let out = serve_cmd(&p)
+            .env("ASSENT_TEST_SHORT_METRICS", &key)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1)
+                && err.contains(&format!("the key in ASSENT_TEST_SHORT_METRICS {why}")),
+            "{key:?}: {err}"
+        );
+    }
     // Attack: the scrape key is an operator's key, which then also passes the throttle as a
     // scrape key would; start-up refuses the pair.
     let cfg = "listen: 127.0.0.1:0\nmetrics_key_env: ASSENT_TEST_SHARED_KEY\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_SHARED_KEY}\n";
