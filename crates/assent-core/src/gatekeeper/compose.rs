@@ -466,6 +466,7 @@ fn denied(file: &str, r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<Stri
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_kit::{AGENT, governing_bot};
     use crate::policy::Registry;
     use crate::triggers::{Escalation, EscalationStep};
     use crate::{RiskTier, ToolCall, VerdictKind, evaluate};
@@ -478,35 +479,28 @@ mod tests {
         }
     }
 
-    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
-
     /// Two covering rules fold tighten-only: the highest tier, the shortest wait, the union of
     /// approvers and escalation roles with the shortest extension, the smallest output limit,
     /// `approve` at expiry only when every rule that names a default says so, and one reason a
     /// rule, in policy order, before the tier's.
     #[test]
     fn covering_rules_fold_into_one_tighter_verdict() {
-        let gov = "policies:
-  - id: a.fold-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: pay
-        risk_tier: R1
-        timeout_seconds: 60
-        approvers: [ops]
-        default_decision: approve
-        on_timeout: {escalate_to: [lead], after_seconds: 100}
-        thresholds: {output_bytes: 500}
-        suggested_alternatives: [quote]
-      - tool: pay
-        risk_tier: R3
-        timeout_seconds: 30
-        approvers: [ops, cfo]
-        on_timeout: {escalate_to: [cfo], after_seconds: 50}
-        thresholds: {output_bytes: 900}
-        suggested_alternatives: [quote, wait]
-";
-        let reg = Registry::of(AGENT, gov);
+        let rules = "- tool: pay
+  risk_tier: R1
+  timeout_seconds: 60
+  approvers: [ops]
+  default_decision: approve
+  on_timeout: {escalate_to: [lead], after_seconds: 100}
+  thresholds: {output_bytes: 500}
+  suggested_alternatives: [quote]
+- tool: pay
+  risk_tier: R3
+  timeout_seconds: 30
+  approvers: [ops, cfo]
+  on_timeout: {escalate_to: [cfo], after_seconds: 50}
+  thresholds: {output_bytes: 900}
+  suggested_alternatives: [quote, wait]";
+        let reg = governing_bot(AGENT, &[("a.fold-v1", rules)]);
         let call = ToolCall::new("pay", None, json!({})).unwrap();
         let v = evaluate(&reg, "bot", &call);
         assert_eq!(v.kind, VerdictKind::Confirm);

@@ -5,8 +5,9 @@
 //! `delegation`), then each covering governance rule in policy order (`compose`), then the risk
 //! tier and the message (`Composed::finish`), its default at the timeout settled by
 //! `timeout_default` ([`settle_default`], the rule the expiry sweep applies). `kit` holds the
-//! shared helpers at the bottom. This module holds the public entry points only; the verdict
-//! type is in [`crate::verdict`], the rule model in [`crate::policy`].
+//! shared helpers at the bottom. This module holds the public entry points only (and, for the
+//! unit tests, `test_kit`); the verdict type is in [`crate::verdict`], the rule model in
+//! [`crate::policy`].
 
 mod compose;
 mod declared;
@@ -200,4 +201,28 @@ fn compose<'a>(
     }
     verdict.add_session(call, obs);
     Ok(verdict)
+}
+
+/// Test set-up shared by the gatekeeper's unit tests.
+#[cfg(test)]
+mod test_kit {
+    use crate::policy::Registry;
+
+    /// The agent file of agent `bot`, declaring the local tool `pay`.
+    pub(super) const AGENT: &str =
+        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+
+    /// The registry of agent file `agent` and one governance file of `policies`, each
+    /// `(id, rules)`: a policy selecting agent `bot` whose `rules` are YAML list items written
+    /// from the left margin.
+    pub(super) fn governing_bot(agent: &str, policies: &[(&str, &str)]) -> Registry {
+        let mut gov = String::from("policies:\n");
+        for (id, rules) in policies {
+            gov += &format!("  - id: {id}\n    selector: {{agents: [bot]}}\n    rules:\n");
+            for line in rules.lines() {
+                gov += &format!("      {line}\n");
+            }
+        }
+        Registry::of(agent, &gov)
+    }
 }

@@ -54,12 +54,10 @@ pub fn settle_default(terms: &mut ApprovalTerms, configured: DefaultDecision, ex
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_kit::{AGENT, governing_bot};
     use super::*;
-    use crate::policy::Registry;
     use crate::{ToolCall, VerdictKind, evaluate};
     use serde_json::json;
-
-    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
 
     /// The attack: a governance rule asks two finance approvers (`deny: quorum`) and names no
     /// default; another rule covering the same tool says `default_decision: approve`. Folded,
@@ -68,26 +66,19 @@ mod tests {
     /// the same approving default on a call without a quorum still applies.
     #[test]
     fn a_quorum_call_never_defaults_to_approve_whatever_another_rules_default() {
-        let gov = "policies:
-  - id: a.quorum-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: pay
-        approval: true
-        approvers: {roles: [finance], count: 2, deny: quorum}
-        escalation: [{after: 60, approvers: [cfo]}]
-  - id: b.lenient-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: pa*
-        risk_tier: R1
-        default_decision: approve
-      - tool: quote
-        approval: true
-        default_decision: approve
-";
-        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: quote\n";
-        let reg = Registry::of(agent, gov);
+        let quorum = "- tool: pay
+  approval: true
+  approvers: {roles: [finance], count: 2, deny: quorum}
+  escalation: [{after: 60, approvers: [cfo]}]";
+        let lenient = "- tool: pa*
+  risk_tier: R1
+  default_decision: approve
+- tool: quote
+  approval: true
+  default_decision: approve";
+        let agent = format!("{AGENT}    - alias: quote\n");
+        let policies = [("a.quorum-v1", quorum), ("b.lenient-v1", lenient)];
+        let reg = governing_bot(&agent, &policies);
         let warned = reg.warnings_with("needs a quorum");
         assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
         assert!(warned[0].contains("a.quorum-v1 rules[0]"), "{warned:?}");
@@ -115,18 +106,13 @@ mod tests {
     /// why) and it is not asked in the client; the same rule's call with no trigger keeps both.
     #[test]
     fn a_call_held_by_a_trigger_never_defaults_to_approve_nor_is_asked_in_the_client() {
-        let gov = "policies:
-  - id: a.team-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: pay
-        approval: true
-        default_decision: approve
-        in_client_approval: true
-        scope: {paths: {arguments: [path], roots: [/srv/data]}}
-        thresholds: {cost: {argument: amount, max_per_session: 100}}
-";
-        let reg = Registry::of(AGENT, gov);
+        let rules = "- tool: pay
+  approval: true
+  default_decision: approve
+  in_client_approval: true
+  scope: {paths: {arguments: [path], roots: [/srv/data]}}
+  thresholds: {cost: {argument: amount, max_per_session: 100}}";
+        let reg = governing_bot(AGENT, &[("a.team-v1", rules)]);
         let plain = json!({"path": "/srv/data/a", "amount": 5});
         let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, plain).unwrap());
         let plain_terms = (v.terms.triggers.is_empty(), v.terms.in_client_approval);
