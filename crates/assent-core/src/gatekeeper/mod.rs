@@ -20,7 +20,7 @@ use crate::policy::{Agent, Registry};
 use crate::template::TemplateContext;
 use crate::triggers::Observations;
 use compose::Composed;
-use declared::Mode;
+use declared::Mode::{self, Delegation, Target, Tool};
 use kit::Denial;
 
 pub use crate::risk::default_timeout_seconds;
@@ -74,7 +74,7 @@ pub fn evaluate_in(
     canonical_arguments: Option<&str>,
     obs: &Observations<'_>,
 ) -> Verdict {
-    evaluate_inner(reg, agent_id, call, canonical_arguments, obs, Mode::Tool)
+    evaluate_inner(reg, agent_id, call, canonical_arguments, obs, Tool)
 }
 
 /// The verdict for a delegation to a sub-agent (seed 004 "Approval on Agent Delegation";
@@ -98,14 +98,7 @@ pub fn evaluate_delegation(
     canonical_arguments: Option<&str>,
     obs: &Observations<'_>,
 ) -> Verdict {
-    evaluate_inner(
-        reg,
-        agent_id,
-        call,
-        canonical_arguments,
-        obs,
-        Mode::Delegation,
-    )
+    evaluate_inner(reg, agent_id, call, canonical_arguments, obs, Delegation)
 }
 
 /// The verdict for an MPLP Confirm on a target that is not a tool call (MPLP Confirm module
@@ -120,28 +113,9 @@ pub fn evaluate_target(
     call: &ToolCall,
     canonical_arguments: Option<&str>,
 ) -> Verdict {
-    Mode::Target.evaluate_unobserved(reg, agent_id, call, canonical_arguments)
-}
-
-impl Mode {
-    /// [`evaluate_inner`] in this mode with nothing observed (no earlier calls, no
-    /// filesystem): non-tool targets have no thresholds to count.
-    fn evaluate_unobserved(
-        self,
-        reg: &Registry,
-        agent_id: &str,
-        call: &ToolCall,
-        canonical_arguments: Option<&str>,
-    ) -> Verdict {
-        evaluate_inner(
-            reg,
-            agent_id,
-            call,
-            canonical_arguments,
-            &Observations::none(0),
-            self,
-        )
-    }
+    // Nothing observed (no earlier calls, no filesystem): a target has no thresholds to count.
+    let none = Observations::none(0);
+    evaluate_inner(reg, agent_id, call, canonical_arguments, &none, Target)
 }
 
 /// The one evaluation behind every entry point: an unknown or refused agent is denied, else
