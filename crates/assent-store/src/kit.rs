@@ -83,8 +83,30 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(path)?;
+    hand_to_dir_owner(&f, path.parent().unwrap_or(Path::new(".")))?;
     f.write_all(bytes)?;
     f.sync_all()
+}
+
+/// In an administration command run by root ([`let_root_read_service_keys`]), gives `file`,
+/// just created in `dir`, to `dir`'s owner when that is another user: the service user whose
+/// keys directory it is must be able to read what root made there. Found by review: `sudo
+/// assent keys rotate-token-key` on a service's keys directory left `token.key` and the
+/// retired key root's, so the running gateways could not re-read the directory (they kept
+/// signing with the old key while the command said they would switch within 10 s) and the
+/// next start failed. A gateway never gives files away. By the handle, not the path.
+#[cfg(unix)]
+pub(crate) fn hand_to_dir_owner(file: &std::fs::File, dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let admin = ROOT_READS_SERVICE_KEYS.load(std::sync::atomic::Ordering::Relaxed);
+    if !admin || !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let d = std::fs::metadata(dir)?;
+    if d.uid() == 0 {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(d.uid()), Some(d.gid()))
 }
 #[cfg(not(unix))]
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -322,7 +344,14 @@ fn create_private_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<b
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
         Err(e) => return Err(e),
     };
-    if let Err(e) = f.write_all(bytes).and_then(|()| f.sync_all()) {
+    #[cfg(unix)]
+    let handed = hand_to_dir_owner(&f, dir);
+    #[cfg(not(unix))]
+    let handed = Ok(());
+    if let Err(e) = handed
+        .and_then(|()| f.write_all(bytes))
+        .and_then(|()| f.sync_all())
+    {
         let _ = std::fs::remove_file(&path);
         return Err(e);
     }

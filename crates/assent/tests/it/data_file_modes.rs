@@ -177,6 +177,33 @@ fn root_migrating_a_service_users_data_directory_leaves_the_database_to_that_use
     );
 }
 
+/// Found by review: `sudo assent keys rotate-token-key` (or `keys init`) on a service user's
+/// keys directory left the new `token.key` and the retired key root's, so the service's
+/// gateways could not re-read the directory (they kept signing with the old key, while the
+/// command said they would switch) and the next start failed. The key files root makes there
+/// are the directory owner's, 0600. Only as root.
+#[test]
+fn root_making_or_rotating_a_service_users_keys_leaves_them_to_that_user() {
+    let Some((_dir, keys)) = root_and_service_dir() else {
+        return;
+    };
+    let k = keys.to_str().unwrap();
+    umask_ok(&["keys", "init", "--keys-dir", k]);
+    umask_ok(&["keys", "rotate-token-key", "--keys-dir", k]);
+    let mut files: Vec<_> = std::fs::read_dir(&keys)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert!(
+        files.iter().any(|f| f.starts_with("token-retired-")),
+        "{files:?}"
+    );
+    for f in &files {
+        services_private(&keys.join(f), f);
+    }
+}
+
 /// Found by review: root restoring a backup into a service user's data directory renamed its
 /// own 0600 copy into place, owned by root, so the service could not open its database. The
 /// restored file is the directory owner's, 0600. Only as root.
