@@ -45,6 +45,12 @@ fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -
                 receipt.status.as_str(),
                 receipt.call_hash
             );
+            // Found by review: a call approved with edits read as the proposed call approved.
+            if let Some(edited) = &receipt.approved_call_hash {
+                println!(
+                    "approved with edits: the operator approved another call, call_hash {edited} (the receipt holds the proposed call, not the edited one)"
+                );
+            }
             Ok(0)
         }
         Err(e) => {

@@ -79,3 +79,42 @@ fn a_fetched_receipt_verifies_offline_and_an_edited_one_does_not() {
     assert_eq!(out.status.code(), Some(2));
     drop(server);
 }
+
+/// Found by review: a receipt of a call an operator approved with edits verified as
+/// "approval X (approved), call_hash <proposed>", so an auditor read that the proposed call
+/// was approved. `receipt verify` now says it was approved with edits, naming the edited
+/// call's hash.
+#[test]
+fn a_receipt_of_an_edited_approval_says_so() {
+    let Served {
+        dir, data, server, ..
+    } = served("");
+    let url = server.url.clone();
+    let id = crate::held(&url, 5000);
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/approvals/{id}/decision"))
+        .bearer_auth(crate::OP_KEY)
+        .json(&serde_json::json!({"decision": "approve",
+            "arguments": {"amount": 4000, "currency": "EUR", "recipient": "ext-1"}}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text());
+    let text = ok(&cli(&url, &["receipt", "get", &id]));
+    let file = dir.path().join("receipt.json");
+    std::fs::write(&file, &text).unwrap();
+    let receipt: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let edited = receipt["approved_call_hash"].as_str().unwrap();
+    let out = ok(&run(&[
+        "receipt",
+        "verify",
+        file.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]));
+    assert!(
+        out.contains(&format!(
+            "approved with edits: the operator approved another call, call_hash {edited}"
+        )),
+        "{out}"
+    );
+}
