@@ -453,10 +453,11 @@ async fn decide_reply(
     mut input: DecisionInput,
     (p, token, roles): (&Principal, &str, &[String]),
 ) -> Result<Result<ApprovalRecord, DecideError>, Ignored> {
-    (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
+    let duties = st.duties_of(&p.name);
+    (input.decider_owns, input.decider_aka) = duties.clone();
     let via = assent_store::Via::channel("aaep");
     let who = crate::decide::Decider::new(p, roles, via.clone());
-    input.still_stands = Some(crate::decide::still_stands(st, &who));
+    input.still_stands = Some(crate::decide::still_stands(st, &who, duties));
     input.decider_key = Some(p.vote_key_binding());
     input.via = Some(via);
     input.reply_token = Some(token.to_string());

@@ -128,7 +128,8 @@ async fn decision_input(
         }
         (Some(a), Some(id)) => Some(crate::passkeys::finish_vote(st, name, id, a).await?),
     };
-    let (decider_owns, decider_aka) = st.duties_of(name);
+    let duties = st.duties_of(name);
+    let (decider_owns, decider_aka) = duties.clone();
     Ok(DecisionInput {
         passkey,
         kind: Some(b.decision),
@@ -144,7 +145,7 @@ async fn decision_input(
         via: Some(who.via.clone()),
         in_client: None,
         reply_token: None,
-        still_stands: Some(still_stands(st, who)),
+        still_stands: Some(still_stands(st, who, duties)),
         session_grant_max_ms: Some(st.settings.session_grant_max_ms),
         session_seen,
     })
@@ -152,12 +153,24 @@ async fn decision_input(
 
 /// What the store asks of `who` under the decision's write lock ([`assent_store::StillStands`]):
 /// whether the principals in force then still have them as the request authenticated them
-/// ([`vote_stands`]; a Slack account still mapped to them). A reload swaps the principals before
-/// its second pass, so a decision commits before that pass (which voids its token) or is refused.
-pub(crate) fn still_stands(st: &AppState, who: &Decider<'_>) -> assent_store::StillStands {
+/// ([`vote_stands`]; a Slack account still mapped to them), with the agents they own and the
+/// names they go by (`duties`, [`AppState::duties_of`] at authentication, which separation of
+/// duties was checked against) unchanged. A reload swaps the principals before its second
+/// pass, so a decision commits before that pass (which voids its token) or is refused. Found
+/// by review: a reload giving the decider `owns: [the agent]` (or a single sign-on link the
+/// call acts for) between authentication and the write let the decision stand, checked
+/// against the duties read before.
+pub(crate) fn still_stands(
+    st: &AppState,
+    who: &Decider<'_>,
+    duties: (Vec<String>, Vec<String>),
+) -> assent_store::StillStands {
     let (st, name, roles) = (st.clone(), who.name.to_string(), who.roles.to_vec());
     let key = who.key.clone();
     assent_store::StillStands(std::sync::Arc::new(move || {
+        if st.duties_of(&name) != duties {
+            return false;
+        }
         let live = st.live();
         let oidc = st.oidc.as_ref().map(|o| &o.config);
         match key.as_deref().and_then(|k| k.strip_prefix(SLACK_VOTE)) {

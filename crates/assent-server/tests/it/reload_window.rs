@@ -172,3 +172,75 @@ async fn an_aaep_reply_counts_as_soon_as_the_escalation_step_adding_its_sender_i
     }
     panic!("the timer ran every due step before the reply could be sent");
 }
+
+/// Attack (found by review): alice approves every held call of `bot`, each with an edit (which
+/// the gateway re-gates between authenticating the request and deciding), while a reload makes
+/// her `bot`'s owner under a rule with separation of duties. A decision checked against the
+/// agents she owned at authentication and committed after the reload's second pass stood:
+/// its token redeemed, an owner approving their own agent's call. The decider's duties are
+/// now checked again inside the write: a decision crossing the reload is refused (`403`), one
+/// committed before its second pass has its token voided. No token she approved redeems.
+#[tokio::test]
+async fn decisions_in_flight_when_a_reload_makes_the_decider_the_agents_owner_leave_no_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let gov = policy(
+        "acme.test.reload-duties",
+        "- tool: read\n  approval: true\n  separation_of_duties: true\n",
+    );
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let gw = reloading_gateway_with(dir.path(), &gov, &principals(&[alice, olaf, bot]), |st| {
+        st.settings.max_pending_per_agent = 1_000;
+    })
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..N {
+        ids.push(
+            gw.held("s1", "read", json!({"path": format!("/{i}")}))
+                .await,
+        );
+    }
+    let mut flying = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let url = format!("{}/v1/approvals/{id}/decision", gw.url);
+        let body = json!({"decision": "approve", "arguments": {"path": format!("/{i}")}});
+        let r = gw.http.post(url).bearer_auth(OP).json(&body);
+        flying.push(tokio::spawn(async move {
+            let resp = r.send().await.unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        }));
+    }
+    let start = Instant::now();
+    while decisions(&gw) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "nothing was decided"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let owner = ("alice", "kind: operator, roles: [finance], owns: [bot]", OP);
+    let b = reloaded(&gw, dir.path(), &principals(&[owner, olaf, bot])).await;
+    assert_eq!(b["changed"], json!(["alice"]), "{b}");
+    let (mut approved, mut refused) = (0, 0);
+    for (i, (id, f)) in ids.iter().zip(flying).enumerate() {
+        let (s, b) = f.await.unwrap();
+        match s {
+            StatusCode::OK => {
+                approved += 1;
+                let token = token_of(&gw.as_agent(id).await);
+                let path = json!({"path": format!("/{i}")});
+                let (s, b) = gw.redeem(&token, "read", path, None).await;
+                assert_eq!(
+                    (s, b["code"].as_str()),
+                    (StatusCode::CONFLICT, Some("TOKEN_USED")),
+                    "a token alice approved for the agent she now owns redeemed: {b}"
+                );
+            }
+            StatusCode::FORBIDDEN => refused += 1,
+            s => panic!("{s} {b}"),
+        }
+    }
+    eprintln!("approved {approved} (voided), refused {refused}");
+    gw.stop().await;
+}
