@@ -17,6 +17,7 @@ mod checkpoints;
 mod db;
 mod dead_letter_bounds;
 mod decide_holes;
+mod decide_races;
 mod escalation;
 mod group;
 mod heavy_reads;
