@@ -161,4 +161,48 @@ impl ApprovalTerms {
             redact: Vec::new(),
         }
     }
+
+    /// Whether the agent's own user may decide an approval held under these terms in the MCP
+    /// client (issue 4): `in_client_approval` is set, and nothing is asked that the
+    /// gatekeeper never offers there — a fired trigger, separation of duties, a quorum, a
+    /// passkey. Checked again at each in-client decision on the stored terms. Found by review:
+    /// the store's check left out the quorum and the passkey, so on terms holding both
+    /// `in_client_approval` and a quorum, the user's deny was counted as a vote.
+    pub fn decidable_in_client(&self) -> bool {
+        self.in_client_approval
+            && self.triggers.is_empty()
+            && !self.separation_of_duties
+            && self.quorum.is_none()
+            && !self.require_passkey
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_in_client_terms_are_decided_in_the_client() {
+        let mut t = ApprovalTerms::plain(String::new(), Vec::new(), RiskTier::R1);
+        assert!(!t.decidable_in_client(), "not asked for");
+        t.in_client_approval = true;
+        assert!(t.decidable_in_client());
+        let spoil: [fn(&mut ApprovalTerms); 4] = [
+            |t| t.triggers.push("rate".into()),
+            |t| t.separation_of_duties = true,
+            |t| t.require_passkey = true,
+            |t| {
+                t.quorum = crate::quorum::parse_approvers(
+                    &serde_json::json!({"roles": ["ops"], "count": 2}),
+                )
+                .unwrap()
+                .quorum
+            },
+        ];
+        for (i, f) in spoil.iter().enumerate() {
+            let mut u = t.clone();
+            f(&mut u);
+            assert!(!u.decidable_in_client(), "{i}");
+        }
+    }
 }

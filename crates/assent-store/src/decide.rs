@@ -397,14 +397,10 @@ fn as_the_caller_read(
     rec: &ApprovalRecord,
 ) -> Result<(), DecideError> {
     let name = approval_event_name(s.event);
-    // Separation of duties too: the in-client user is the person the call acts for (an
-    // approval held under both before the gatekeeper stopped offering it in-client).
+    // The stored terms' (`ApprovalTerms::decidable_in_client`): an approval held under terms
+    // since tightened is not decided in the client.
     let not_held_for = |agent: &str| {
-        !(rec.agent == agent
-            && rec.terms.in_client_approval
-            && rec.terms.triggers.is_empty()
-            && !rec.terms.separation_of_duties
-            && rec.target_type == "other")
+        !(rec.agent == agent && rec.terms.decidable_in_client() && rec.target_type == "other")
     };
     // `still_stands` is asked under the write lock: a reload's withdrawal of the decider's
     // consent either comes after this commits (and voids its token) or was in force before.

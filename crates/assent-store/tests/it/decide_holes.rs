@@ -197,6 +197,28 @@ fn an_in_client_decision_is_checked_on_the_row_it_settles() {
         assert!(matches!(r, Err(DecideError::NotApprover(_))), "{r:?}");
         let rec = s.decide(&id, &user, "user-of:bot", &[], 2_000).unwrap();
         assert_eq!(rec.status, ApprovalStatus::Approved);
+        // Found by review: terms holding both in-client approval and a quorum (stored before
+        // the gatekeeper stopped offering such a call in the client) took the user's deny as
+        // a vote, which under `deny: any` settled it. Refused, as for a passkey.
+        let approvers = parse_approvers(&json!({"roles": ["ops"], "count": 2})).unwrap();
+        let (call, mut v) = pay(3);
+        v.terms.in_client_approval = true;
+        v.terms.quorum = approvers.quorum;
+        let quorum = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let (call, mut v) = pay(4);
+        v.terms.in_client_approval = true;
+        v.terms.require_passkey = true;
+        let passkey = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let deny = DecisionInput {
+            in_client: Some("bot".into()),
+            ..DecisionInput::deny(None)
+        };
+        for id in [quorum, passkey] {
+            let r = s.decide(&id, &deny, "user-of:bot", &[], 2_000);
+            assert!(matches!(r, Err(DecideError::NotApprover(_))), "{r:?}");
+            let rec = s.get_approval(&id).unwrap().unwrap();
+            assert_eq!(rec.status, ApprovalStatus::Pending);
+        }
     });
 }
 
