@@ -20,6 +20,13 @@ pub const RETIRED_PREFIX: &str = "token-retired-";
 /// replica to re-read `keys_dir` ([`REREAD_AFTER`]) and stop signing with it.
 pub const RETIRED_GRACE_MS: i64 = 60_000;
 
+/// The longest a retired key can still verify a token (ms): the longest token lifetime a
+/// configuration may give (`token_ttl_seconds` is at most one day) and [`RETIRED_GRACE_MS`].
+/// A retired key's file older than this is not read at all, so one damaged or unreadable long
+/// after its tokens expired stops nothing (found by review: any bad retired file failed every
+/// load, refusing start-up and leaving a running store on the keys it read before).
+pub(crate) const RETIRED_READ_MS: i64 = 86_400_000 + RETIRED_GRACE_MS;
+
 /// How often a running store re-reads the token keys of `keys_dir`.
 pub const REREAD_AFTER: Duration = Duration::from_secs(10);
 
@@ -57,6 +64,7 @@ fn read_token_keys(dir: &Path) -> Result<Loaded, StoreError> {
         StoreError::Invalid(format!("keys_dir {}: no {TOKEN_KEY_FILE}", dir.display()))
     })?;
     let mut retired = Vec::new();
+    let oldest = crate::kit::now_ms().saturating_sub(RETIRED_READ_MS);
     for entry in std::fs::read_dir(dir).map_err(io(dir))? {
         let entry = entry.map_err(io(dir))?;
         let name = entry.file_name();
@@ -68,6 +76,9 @@ fn read_token_keys(dir: &Path) -> Result<Loaded, StoreError> {
         else {
             continue;
         };
+        if at < oldest {
+            continue;
+        }
         if let Some(seed) = read_seed(&entry.path())? {
             retired.push((TokenSigner::from_seed(&seed).public_key().clone(), at));
         }

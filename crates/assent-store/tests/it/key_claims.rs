@@ -325,3 +325,38 @@ fn a_store_whose_audit_key_was_taken_over_writes_and_signs_nothing_more() {
         assert_eq!(sb.readiness().problem, None, "{db:?}");
     });
 }
+
+/// Found by review: one damaged retired token key failed every read of the keys, refusing
+/// start-up, even a file retired long after its tokens expired. A retired key's file older
+/// than the longest token lifetime and its grace is not read; a damaged one still in its
+/// window still stops the store (a key it may need is gone), naming the file.
+#[test]
+fn a_damaged_retired_key_stops_the_store_only_while_its_tokens_may_live() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    drop(Store::open(dir, 60_000, crate::wire()).unwrap());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let damaged = |at: i64| {
+        let p = dir.join(format!("token-retired-{at}.key"));
+        std::fs::write(&p, b"short").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        p
+    };
+    // Two days ago: past the longest lifetime (one day) and its minute of grace.
+    let old = damaged(now - 2 * 86_400_000);
+    assert!(Store::open(dir, 60_000, crate::wire()).is_ok());
+    std::fs::remove_file(old).unwrap();
+    damaged(now - 3_600_000);
+    let err = Store::open(dir, 60_000, crate::wire())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("a token key is a 32-byte Ed25519 seed"),
+        "{err}"
+    );
+}
