@@ -50,32 +50,7 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
     let bot = ("bot", "kind: agent, agent_id: bot", BOT);
     let alice = ("alice", "kind: operator, roles: [finance]", OP);
     let gw = reloading(dir.path(), &principals(&[alice, olaf, bot])).await;
-    let mut ids = Vec::new();
-    for i in 0..N {
-        ids.push(
-            gw.held("s1", "read", json!({"path": format!("/{i}")}))
-                .await,
-        );
-    }
-    let mut flying = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        let url = format!("{}/v1/approvals/{id}/decision", gw.url);
-        let body = json!({"decision": "approve", "arguments": {"path": format!("/{i}")}});
-        let r = gw.http.post(url).bearer_auth(OP).json(&body);
-        flying.push(tokio::spawn(async move {
-            let resp = r.send().await.unwrap();
-            (resp.status(), resp.json::<Value>().await.unwrap())
-        }));
-    }
-    // Some have decided: the others are under way (a state read, not a guess of time).
-    let start = Instant::now();
-    while decisions(&gw) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "nothing was decided"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let (ids, flying) = approving_all_with_edits(&gw).await;
     let rotated = ("alice", "kind: operator, roles: [finance]", "alice-new-key");
     let b = reloaded(&gw, dir.path(), &principals(&[rotated, olaf, bot])).await;
     assert_eq!(b["changed"], json!(["alice"]), "{b}");
@@ -118,6 +93,42 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
     let sql = "SELECT count(*) FROM audit WHERE kind = 'decision.refused' AND actor = 'alice'";
     assert_eq!(gw.sql().int(sql, &[]), refused);
     gw.stop().await;
+}
+
+/// A decision request in flight: its status and body once answered.
+type Flying = tokio::task::JoinHandle<(StatusCode, Value)>;
+
+/// Holds [`N`] `read` calls of `bot` at `gw` and has alice approve each with an edit (which
+/// the gateway re-gates, reading the store, between authenticating and deciding), all at
+/// once; returns once some have decided and the others are under way (a state read, not a
+/// guess of time): the approval ids and their requests in flight.
+async fn approving_all_with_edits(gw: &Gw) -> (Vec<String>, Vec<Flying>) {
+    let mut ids = Vec::new();
+    for i in 0..N {
+        ids.push(
+            gw.held("s1", "read", json!({"path": format!("/{i}")}))
+                .await,
+        );
+    }
+    let mut flying = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let url = format!("{}/v1/approvals/{id}/decision", gw.url);
+        let body = json!({"decision": "approve", "arguments": {"path": format!("/{i}")}});
+        let r = gw.http.post(url).bearer_auth(OP).json(&body);
+        flying.push(tokio::spawn(async move {
+            let resp = r.send().await.unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        }));
+    }
+    let start = Instant::now();
+    while decisions(gw) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "nothing was decided"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    (ids, flying)
 }
 
 /// How many calls are held and decided at once.
@@ -194,31 +205,7 @@ async fn decisions_in_flight_when_a_reload_makes_the_decider_the_agents_owner_le
         st.settings.max_pending_per_agent = 1_000;
     })
     .await;
-    let mut ids = Vec::new();
-    for i in 0..N {
-        ids.push(
-            gw.held("s1", "read", json!({"path": format!("/{i}")}))
-                .await,
-        );
-    }
-    let mut flying = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        let url = format!("{}/v1/approvals/{id}/decision", gw.url);
-        let body = json!({"decision": "approve", "arguments": {"path": format!("/{i}")}});
-        let r = gw.http.post(url).bearer_auth(OP).json(&body);
-        flying.push(tokio::spawn(async move {
-            let resp = r.send().await.unwrap();
-            (resp.status(), resp.json::<Value>().await.unwrap())
-        }));
-    }
-    let start = Instant::now();
-    while decisions(&gw) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "nothing was decided"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let (ids, flying) = approving_all_with_edits(&gw).await;
     let owner = ("alice", "kind: operator, roles: [finance], owns: [bot]", OP);
     let b = reloaded(&gw, dir.path(), &principals(&[owner, olaf, bot])).await;
     assert_eq!(b["changed"], json!(["alice"]), "{b}");
