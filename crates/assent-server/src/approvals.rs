@@ -20,7 +20,6 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::time::Duration;
 
 /// About the most call text one page of `GET /v1/approvals` holds, in bytes (each listed
 /// approval's canonical call, edited call, message and summary): a page ends early once it
@@ -327,7 +326,7 @@ pub(crate) async fn get_approval(
             return Ok(Look::Done(body));
         }
         // Wake at its own expiry too.
-        let until_expiry = Duration::from_millis((rec.expires_at - now_ms()).max(0) as u64 + 5);
+        let until_expiry = crate::waiters::recheck_after(rec.expires_at, now_ms());
         Ok(Look::Pending(body, until_expiry))
     };
     let span = crate::telemetry::step_span(crate::telemetry::Step::Wait);

@@ -25,7 +25,6 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::time::Duration;
 
 /// `POST /v1/clarifications` (the agent itself): asks a question (`202` with it).
 #[utoipa::path(post, path = "/v1/clarifications", tag = "propose",
@@ -163,7 +162,7 @@ pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<V
         if c.status != ClarificationStatus::Pending {
             return Ok(Look::Done(to_value(&c)));
         }
-        let until = Duration::from_millis((c.expires_at - now_ms()).max(0) as u64 + 5);
+        let until = crate::waiters::recheck_after(c.expires_at, now_ms());
         Ok(Look::Pending(to_value(&c), until))
     };
     let body = st

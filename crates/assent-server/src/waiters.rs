@@ -23,6 +23,22 @@ pub(crate) enum Look<T> {
 /// Default `max_waiters_per_principal`.
 pub const DEFAULT_MAX_WAITERS_PER_PRINCIPAL: usize = 1024;
 
+/// How long a long-poll on an item still pending past its expiry waits before it looks
+/// again: the expiry sweep left it (a damaged row the sweep skips, or a sweep not yet run).
+pub(crate) const OVERDUE_RECHECK: Duration = Duration::from_secs(1);
+
+/// When a long-poll on an item pending until `expires_at` (Unix ms) looks again at `now`: 5 ms
+/// after the expiry, or [`OVERDUE_RECHECK`] once it is past. Found by review: past the
+/// expiry the wait was 5 ms, so a long-poll on a damaged row (which the sweep skips, leaving
+/// it pending) read the store — an expiry sweep and its write transaction — 200 times a
+/// second for its whole wait. Never overflows on an edited `expires_at`.
+pub(crate) fn recheck_after(expires_at: i64, now: i64) -> Duration {
+    match expires_at.saturating_sub(now) {
+        left if left > 0 => Duration::from_millis(left as u64 + 5),
+        _ => OVERDUE_RECHECK,
+    }
+}
+
 /// The waiter key of approval `id`.
 pub(crate) fn approval_key(id: &str) -> String {
     format!("approval:{id}")
@@ -262,5 +278,23 @@ impl Drop for Wait {
                 p.remove(&self.principal);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_poll_looks_again_just_after_the_expiry_and_slowly_past_it() {
+        assert_eq!(recheck_after(10_000, 4_000), Duration::from_millis(6_005));
+        assert_eq!(recheck_after(10_000, 9_999), Duration::from_millis(6));
+        // Past the expiry (the sweep left it pending): not every 5 ms.
+        for now in [10_000, 10_001, 99_999_999] {
+            assert_eq!(recheck_after(10_000, now), OVERDUE_RECHECK);
+        }
+        // Edited expiries at the ends of the range neither panic nor wrap.
+        assert_eq!(recheck_after(i64::MIN, i64::MAX), OVERDUE_RECHECK);
+        assert!(recheck_after(i64::MAX, i64::MIN) > Duration::from_secs(1 << 40));
     }
 }
