@@ -164,6 +164,7 @@ impl Store {
         let keys = [Sealed::Approval, Sealed::Vote, Sealed::Settlement].map(|k| self.seal_key(k));
         self.write(|tx| {
             let s = Settle {
+                delegations: &self.delegations(),
                 id,
                 seal: &keys[0],
                 votes: &keys[1],
@@ -216,14 +217,13 @@ impl Store {
                     };
                     tokens::create_grant(**tx, &self.seal_key(Sealed::Grant), &g, actor, now)?;
                 }
-                let device = rec.device_id.as_deref();
                 self.mint(
                     **tx,
                     id,
                     &rec.agent,
                     hash,
                     &scope.to_wire(),
-                    device,
+                    rec.device_id.as_deref(),
                     actor,
                     now,
                 )?;
@@ -263,6 +263,8 @@ struct Settle<'a> {
     settled: &'a crate::seal::SealKey,
     /// The store's event renderer.
     env: &'a dyn crate::events::Envelopes,
+    /// The delegations in force ([`Store::set_delegations`]).
+    delegations: &'a assent_core::policy::Delegations,
     event: Event,
     input: Option<&'a DecisionInput>,
     reason: Option<&'a str>,
@@ -540,7 +542,7 @@ fn no_approval_without_consent(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(t.approvers.clone()));
     }
-    if let Some((plan_id, status)) = stopped_plan(tx, rec)? {
+    if let Some((plan_id, status)) = stopped_plan(tx, rec, s.delegations)? {
         let why = format!(
             "the call was held under plan {plan_id}, which is {status} and runs no calls: it cannot be approved (deny it, or let it be cancelled)"
         );
@@ -563,18 +565,19 @@ fn no_approval_without_consent(
 }
 
 /// The plan (id, status) pending approval `rec` was held under when that plan's stop reaches
-/// it ([`plans::plan_of_call`], by the plan's agent recorded with the call) and it runs no
-/// calls now; `None` otherwise, and for the plan's own Confirm (`target_type: plan`, which
-/// moves the plan). What neither an operator nor a timeout may approve; the expiry sweep
-/// rejects it.
+/// it ([`plans::plan_of_call`]: by the plan's agent recorded with the call, or as the plan's
+/// delegate under `delegations`) and it runs no calls now; `None` otherwise, and for the
+/// plan's own Confirm (`target_type: plan`, which moves the plan). What neither an operator
+/// nor a timeout may approve; the expiry sweep rejects it.
 pub(crate) fn stopped_plan(
     tx: Conn<'_>,
     rec: &ApprovalRecord,
+    delegations: &assent_core::policy::Delegations,
 ) -> db::Result<Option<(String, String)>> {
     if rec.target_type == "plan" {
         return Ok(None);
     }
-    let plan = plans::plan_of_call(tx, &rec.id, &assent_core::policy::NO_DELEGATIONS)?;
+    let plan = plans::plan_of_call(tx, &rec.id, delegations)?;
     Ok(plan.filter(|(_, status)| !assent_core::transitions::plan_runs_calls(status)))
 }
 

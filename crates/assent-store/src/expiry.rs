@@ -94,7 +94,7 @@ impl Store {
                 let refused =
                     crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some())
                         .is_some()
-                        || crate::decide::stopped_plan(**tx, &rec)?.is_some()
+                        || crate::decide::stopped_plan(**tx, &rec, &self.delegations())?.is_some()
                         || crate::session_risk::took_in_since_held(**tx, &rec)?;
                 let t = &rec.terms;
                 Ok(Step::Expire(if refused {

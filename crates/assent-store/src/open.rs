@@ -130,6 +130,7 @@ impl Store {
             readers: Default::default(),
             replaced,
             _data_lock: data_lock,
+            delegations: Default::default(),
         };
         // Written on the store's connection itself, not through `Store::write`, which
         // refuses a key whose take-over is recorded.

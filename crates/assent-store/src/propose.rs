@@ -47,9 +47,8 @@ pub struct Proposal<'a> {
     pub device_id: Option<&'a str>,
     /// MPLP trace id (UUID v4) the agent sent; generated when `None`.
     pub trace_id: Option<&'a str>,
-    /// W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`) of the span that proposes, kept with
-    /// a held approval so that its later steps join that trace (issue 15 §1); `None` when
-    /// tracing is off.
+    /// W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`) of the proposing span, kept with a
+    /// held approval so its later steps join that trace (issue 15 §1); `None`: tracing off.
     pub traceparent: Option<&'a str>,
     /// The call.
     pub call: &'a ToolCall,
@@ -330,6 +329,7 @@ impl Store {
                 call: p.call,
                 call_hash: p.call_hash,
                 now: p.now,
+                delegations: &self.delegations(),
             };
             let found = covering_grant(tx, &keys, &c, &verdict.terms, wait, p.duties_of)?;
             if let Some((gid, scope)) = found {

@@ -36,9 +36,31 @@ pub struct Store {
     /// SQLite: `<data_dir>/assent.lock`, held shared while the store is open (a restore takes
     /// it exclusively, [`crate::kit::DataDirLock`]); `None` on Postgres.
     pub(crate) _data_lock: Option<crate::kit::DataDirLock>,
+    /// Whose plans stop whose calls: the agent files' declared local delegations in force
+    /// ([`Store::set_delegations`]; none until set).
+    pub(crate) delegations: std::sync::RwLock<Arc<assent_core::policy::Delegations>>,
 }
 
 impl Store {
+    /// Puts `d`, the declared local delegations of the agent files in force, in force for the
+    /// plan checks of decisions, the expiry sweep and grant coverage (as redemption takes them
+    /// per call): a plan that runs no calls stops its delegates' held calls too, whether or
+    /// not a plan agent was recorded with the call (found by review: those checks used no
+    /// delegation, so a delegate's call naming a plan registered after it was held could be
+    /// approved, or approved by its timeout, while the plan was a draft). The server sets it
+    /// at start and at every reload.
+    pub fn set_delegations(&self, d: assent_core::policy::Delegations) {
+        *self.delegations.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(d);
+    }
+
+    /// The delegations in force ([`Store::set_delegations`]).
+    pub(crate) fn delegations(&self) -> Arc<assent_core::policy::Delegations> {
+        self.delegations
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// How long a write waits for a lock held by another process before failing (default 10 s):
     /// SQLite's `busy_timeout`, PostgreSQL's `lock_timeout` (at least 1 ms: 0 would mean
     /// "wait forever" there). A reconnected PostgreSQL session is back at 10 s.

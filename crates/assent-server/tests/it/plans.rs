@@ -659,3 +659,32 @@ async fn a_reload_puts_a_changed_delegation_in_force() {
     assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
     gw.stop().await;
 }
+
+/// Attack (found by review): a declared delegate's call naming a plan id its orchestrator had
+/// not registered yet was held; the orchestrator then registered the plan as a draft, and the
+/// operator approved the call (a timeout approving by default would too): the decision's
+/// plan check knew no delegation, only the plan agent recorded with the call, and none was.
+/// SECURITY.md promises `409 PLAN_STOPPED`: the store's plan checks now take the delegations
+/// in force, as redemption does. Denying still works.
+#[tokio::test]
+async fn a_delegates_call_held_before_its_orchestrators_draft_plan_cannot_be_approved() {
+    let gw = serve_policy(&orchestrating_bot(), &gov()).await;
+    let pid = uuid();
+    let (s, d) = delegate_pays(&gw, &pid, 501).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "no plan of that id yet: held {d}");
+    let id = d["approval_id"].as_str().unwrap().to_string();
+    let (s, p) = gw
+        .create_plan(plan(&pid, &[(&uuid(), "Pay the bill")]))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_STOPPED");
+    assert_says(&b, "message", "draft");
+    let (s, b) = gw.decide(&id, OP, "deny").await;
+    assert_eq!(
+        (s, &b["status"]),
+        (StatusCode::OK, &json!("rejected")),
+        "{b}"
+    );
+    gw.stop().await;
+}

@@ -200,6 +200,8 @@ pub(crate) struct GrantCall<'a> {
     pub call_hash: &'a str,
     /// Unix milliseconds.
     pub now: i64,
+    /// The delegations in force ([`crate::Store::set_delegations`]): whose plans stop it.
+    pub delegations: &'a assent_core::policy::Delegations,
 }
 
 /// The first grant (`(grant id, scope)`) that may stand in for call `c` whose verdict asks
@@ -230,10 +232,9 @@ pub(crate) fn covering_grant(
         // Its approval was held under a plan that runs no calls now (cancelled, or its Confirm
         // rejected): the grant stands for nothing (found by review: a grant made after the
         // plan's stop covered the same call proposed again under no plan, so the agent got
-        // out of its plan's stop). The plan's agent recorded with the call decides which
-        // plan reaches it; a delegation configured now is not needed for that.
-        if let Some((plan_id, status)) =
-            crate::plans::plan_of_call(tx, &aid, &assent_core::policy::NO_DELEGATIONS)?
+        // out of its plan's stop). The plan's agent recorded with the call, or a delegation
+        // in force, decides which plan reaches it.
+        if let Some((plan_id, status)) = crate::plans::plan_of_call(tx, &aid, c.delegations)?
             && !assent_core::transitions::plan_runs_calls(&status)
         {
             tracing::info!(grant_id = %gid, approval_id = %aid, plan_id, status,
