@@ -148,12 +148,27 @@ pub(crate) async fn propose(
             )));
         }
     }
+    check_proposed(&b)?;
     let call = Canonical::call(b.tool, b.server, b.arguments)?;
     let mut sub = Submission::new(b.agent, b.session_id, call);
     (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
     (sub.plan_id, sub.step_id) = (b.plan_id, b.step_id);
     sub.on_behalf_of = b.on_behalf_of;
     gate(&st, sub).await
+}
+
+/// `400` for a proposal of a tool whose name starts with a derived call's prefix (`result.`,
+/// `delegate.`, `mplp.`: [`assent_core::redeem::DERIVED_PREFIXES`]), which only the gateway
+/// makes. Found by review: gated as a plain tool (a delegation's skill rules skipped), its
+/// token bound the same `call_hash` as a held result's release, a delegation or a plan's.
+fn check_proposed(b: &ToolCallRequest) -> Result<(), ApiError> {
+    if assent_core::redeem::is_derived(&b.tool) {
+        return Err(ApiError::bad_request(format!(
+            "tool: names starting with {} are the gateway's own (held results, delegations, plans); propose a delegation with POST /v1/delegations",
+            assent_core::redeem::DERIVED_PREFIXES.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// `POST /v1/delegations` (agent): `{"agent", "session_id", "target": ALIAS, "input": {...},

@@ -325,3 +325,23 @@ async fn an_agent_file_cannot_make_another_files_agent_its_delegate_without_its_
     assert_eq!(s, StatusCode::OK, "{r}");
     gw.stop().await;
 }
+
+/// Attack (found by review): `POST /v1/tool-calls` took a tool named like a derived call
+/// (`delegate.…`, `result.…`, `mplp.…`): gated as a plain tool — a delegation's skill rules
+/// skipped — its token bound the same `call_hash` as the real delegation's, held result's
+/// release or plan's. Refused (`400`), nothing stored.
+#[tokio::test]
+async fn a_proposal_naming_a_derived_call_is_refused() {
+    let gw = serve_policy(AGENTS, &policy("acme.delegation.rules-v1", RULES)).await;
+    let records = || gw.sql().int("SELECT count(*) FROM audit", &[]);
+    let before = records();
+    let call =
+        |tool: &str| json!({"agent": "bot", "session_id": "s1", "tool": tool, "arguments": {}});
+    for tool in ["delegate.financial_executor", "result.read", "mplp.plan"] {
+        let (s, b) = gw.post("/v1/tool-calls", BOT, call(tool)).await;
+        assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+        assert_says(&b, "message", "the gateway's own");
+    }
+    assert_eq!(records(), before, "nothing was stored");
+    gw.stop().await;
+}
