@@ -32,6 +32,9 @@ pub struct ConnLimits {
     pub trusted: Arc<[IpAddr]>,
     /// Time a client has to send a request's headers, and the longest idle keep-alive wait.
     pub header_read_timeout: Duration,
+    /// The longest a response may wait for a TCP client to take any of its bytes (the same
+    /// `header_read_timeout_seconds`); then the connection is closed.
+    pub write_stall: Duration,
 }
 
 impl Default for ConnLimits {
@@ -41,6 +44,7 @@ impl Default for ConnLimits {
             per_address: 1_000,
             trusted: Arc::from([]),
             header_read_timeout: Duration::from_secs(30),
+            write_stall: Duration::from_secs(30),
         }
     }
 }
@@ -165,10 +169,16 @@ pub async fn serve(
             Some(s)
         };
         let _ = tcp.set_nodelay(true);
+        // Attack (found by review): a client that sends requests and never reads the answers
+        // (or an SSE stream) held its slot for ever — the header timeout never starts while
+        // hyper waits to write — so a few addresses could keep every slot. A write that takes
+        // no byte for `write_stall` ends the connection (`tokio-io-timeout`).
+        let mut tcp = tokio_io_timeout::TimeoutStream::new(tcp);
+        tcp.set_write_timeout(Some(limits.write_stall));
         serve_one(
             &builder,
             &app,
-            TokioIo::new(tcp),
+            TokioIo::new(Box::pin(tcp)),
             peer,
             &graceful,
             (slot, counted),

@@ -225,6 +225,7 @@ impl AppState {
             per_address: config.max_connections_per_address,
             trusted: config.trusted_proxies.clone().into(),
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
+            write_stall: Duration::from_secs(config.header_read_timeout_seconds),
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());
         if let Some(file) = &config.audit_checkpoints.file {

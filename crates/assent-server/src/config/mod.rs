@@ -76,8 +76,9 @@ pub struct Config {
     /// (default 1,000; a `trusted_proxies` peer is not limited); more are answered `503` and
     /// closed, so one address's idle sockets cannot take every connection.
     pub max_connections_per_address: usize,
-    /// `header_read_timeout_seconds`: how long a client has to send a request's headers, and
-    /// the longest idle keep-alive wait (default 30).
+    /// `header_read_timeout_seconds`: how long a client has to send a request's headers, the
+    /// longest idle keep-alive wait, and the longest a response waits for the client to take
+    /// any of its bytes (default 30).
     pub header_read_timeout_seconds: u64,
     /// `body_read_timeout_seconds`: how long a client has to send a request body (default 30).
     pub body_read_timeout_seconds: u64,

@@ -326,6 +326,53 @@ fn idle_sockets_from_one_address_do_not_shut_out_the_others() {
     server.kill9();
 }
 
+/// Attack (found by review): a client that sent requests and never read the answers kept its
+/// connection for ever: the header-read timeout does not run while the gateway waits to
+/// write, so a few addresses could hold every slot without reconnecting. A response that
+/// gets no byte taken for `header_read_timeout_seconds` (here 2) ends its connection: the
+/// address's one slot (`max_connections_per_address: 1`) is free again.
+#[test]
+fn a_client_that_never_reads_its_answers_loses_its_connection() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra = "max_connections_per_address: 1\nheader_read_timeout_seconds: 2\n";
+    let cfg = write_config(dir.path(), port, extra);
+    let from = Some(std::net::IpAddr::from([127, 0, 0, 3]));
+    let mut server = crate::serve_checked_from(crate::serve_cmd(&cfg), port, from);
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let ask = "GET /openapi.json HTTP/1.1\r\nhost: x\r\n\r\n".repeat(2_000);
+    stalled.write_all(ask.as_bytes()).unwrap();
+    let health = || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        let mut reply = String::new();
+        let _ = c.read_to_string(&mut reply);
+        reply
+    };
+    let first = health();
+    assert!(
+        first.starts_with("HTTP/1.1 503"),
+        "the slot is held: {first}"
+    );
+    let start = std::time::Instant::now();
+    loop {
+        let reply = health();
+        if reply.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the stalled connection still holds the slot: {reply}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    drop(stalled);
+    server.kill9();
+}
+
 #[test]
 fn a_short_operator_key_stops_start_up_unless_demo_keys_are_asked_for_on_loopback() {
     let dir = tempfile::tempdir().unwrap();
