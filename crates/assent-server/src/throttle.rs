@@ -142,7 +142,16 @@ pub struct Throttle {
     /// ([`SSO_EXCHANGES`](crate::config::oidc::SSO_EXCHANGES)).
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
+    /// Places for shared counts in flight ([`SHARED_COUNTS_IN_FLIGHT`]).
+    shared_in_flight: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// The most failures counted in the shared store at once. Each count is a write on the
+/// store's one connection, which every agent's proposals and decisions wait for; past this a
+/// failure is counted here only (this replica's own allowance still locks the network out).
+/// Found by review: any request without a valid key, from ever new IPv6 networks, queued a
+/// write ahead of the agents' work.
+pub const SHARED_COUNTS_IN_FLIGHT: usize = 2;
 
 impl std::fmt::Debug for Throttle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -183,6 +192,9 @@ impl Throttle {
             sessions_seen: Mutex::default(),
             trusted_proxies: Vec::new(),
             shared: None,
+            shared_in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                SHARED_COUNTS_IN_FLIGHT,
+            )),
         }
     }
 
@@ -393,6 +405,9 @@ impl Throttle {
         let Some(store) = self.shared.clone() else {
             return wait;
         };
+        let Ok(place) = self.shared_in_flight.clone().try_acquire_owned() else {
+            return wait;
+        };
         let labels: Vec<String> = who.iter().map(Who::label).collect();
         let interval = 1000 / i64::from(FAILURES_PER_SECOND);
         // SQLite's clock; on PostgreSQL the store counts by the database's clock, which every
@@ -402,6 +417,7 @@ impl Throttle {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         let counted = tokio::task::spawn_blocking(move || {
+            let _place = place;
             store.count_auth_failure(&labels, now, interval, i64::from(FAILURE_BURST))
         })
         .await;
@@ -501,6 +517,40 @@ pub fn network(ip: IpAddr) -> IpAddr {
 mod tests {
     use super::*;
     use axum::http::HeaderMap;
+
+    /// Found by review: every failed authentication was also a write to the shared store,
+    /// queued ahead of the agents' work. With its places in flight taken, a failure is counted
+    /// here only: this throttle still locks the address out after its burst, and the shared
+    /// count has none of them.
+    #[tokio::test]
+    async fn past_its_places_in_flight_a_failure_is_counted_here_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = assent_store::Store::open(
+            dir.path(),
+            60_000,
+            std::sync::Arc::new(crate::WireEnvelopes),
+        )
+        .unwrap();
+        let store = std::sync::Arc::new(store);
+        let t = Throttle::new(RateLimits::default()).shared(store.clone());
+        let taken = t
+            .shared_in_flight
+            .clone()
+            .try_acquire_many_owned(SHARED_COUNTS_IN_FLIGHT as u32)
+            .unwrap();
+        let addr: IpAddr = "192.0.2.7".parse().unwrap();
+        let mut locked = None;
+        for _ in 0..=FAILURE_BURST {
+            locked = t.failed_addr(Some(addr)).await;
+        }
+        assert!(locked.is_some(), "locked out here after the burst");
+        drop(taken);
+        let label = Who::Addr(network(addr)).label();
+        let over = store
+            .count_auth_failure(&[label], 0, 200, i64::from(FAILURE_BURST))
+            .unwrap();
+        assert_eq!(over, [0], "none of them reached the shared count");
+    }
 
     #[test]
     fn an_ipv6_client_counts_by_its_64_an_ipv4_one_whole() {
