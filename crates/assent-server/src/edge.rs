@@ -44,9 +44,10 @@ pub fn wrap<S: Clone + Send + Sync + 'static>(router: Router<S>, max_body: usize
 
 /// Marks a request whose bearer key [`throttle`] found to be a principal's, or whose
 /// dashboard session cookie it found live ([`dashboard_session`]), so that [`buffer_body`]
-/// does not look it up again.
-#[derive(Clone, Copy)]
-struct KnownKey;
+/// does not look it up again: the principal's name, whose body budget its body takes
+/// ([`crate::body_budget`]).
+#[derive(Clone)]
+struct KnownKey(String);
 
 /// The largest body accepted from a request that has not shown who sends it (no known bearer
 /// key, no live dashboard session): a sign-in form, an SSO or passkey step. A request that
@@ -85,8 +86,10 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
     let (parts, body) = req.into_parts();
     // No body (no length or chunks on HTTP/1.1, an ended stream on HTTP/2), or a known key
     // ([`throttle`] found it): the body limit alone.
-    let known = parts.extensions.get::<KnownKey>().is_some();
-    let limit = if known || axum::body::HttpBody::size_hint(&body).exact() == Some(0) {
+    let sender = parts.extensions.get::<KnownKey>().map(|k| k.0.clone());
+    let known = sender.is_some();
+    let empty = axum::body::HttpBody::size_hint(&body).exact() == Some(0);
+    let limit = if known || empty {
         max_body
     } else {
         body_limit(&st, parts.uri.path(), max_body)
@@ -108,6 +111,17 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
         limit.saturating_add(DRAIN_BYTES)
     } else {
         0
+    };
+    // The sender's body bytes in flight, bounded ([`crate::body_budget`]); given back once read.
+    let _held = match sender.filter(|_| !empty) {
+        Some(name) => {
+            let bytes = declared.map_or(limit, |d| usize::try_from(d).unwrap_or(limit).min(limit));
+            match st.bodies.take(&name, bytes) {
+                Some(h) => Some(h),
+                None => return bodies_in_flight().into_response(),
+            }
+        }
+        None => None,
     };
     let over = std::sync::atomic::AtomicBool::new(false);
     let read = read_body(body, declared, (limit, drain), &over);
@@ -152,6 +166,18 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
         .into_response(),
         BodyRead::Over => crate::extract::too_large().into_response(),
     }
+}
+
+/// `429 TOO_MANY_BODIES`: the sender's request bodies in flight hold its whole budget.
+fn bodies_in_flight() -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TOO_MANY_BODIES",
+        format!(
+            "this principal's request bodies still arriving hold {} MiB, the most at once; finish or close some and retry",
+            crate::body_budget::MAX_BODY_BYTES_IN_FLIGHT >> 20
+        ),
+    )
 }
 
 /// How many bytes past its limit a known sender's body ([`KnownKey`]) is read and dropped
@@ -507,7 +533,7 @@ async fn bearer_throttle(st: &AppState, req: &mut Request) -> Result<(), Respons
                 ));
             }
             st.throttle.authenticated(addr, key, &p.key_sha256);
-            req.extensions_mut().insert(KnownKey);
+            req.extensions_mut().insert(KnownKey(p.name.clone()));
         }
     }
     Ok(())
@@ -607,7 +633,8 @@ async fn dashboard_session(st: &AppState, req: &mut Request) -> Result<(), Respo
         )));
     }
     st.throttle.session_authenticated(addr, id);
-    req.extensions_mut().insert(KnownKey);
+    req.extensions_mut()
+        .insert(KnownKey(op.principal.name.clone()));
     req.extensions_mut()
         .insert(session::SignedIn(Some(std::sync::Arc::new(op))));
     Ok(())

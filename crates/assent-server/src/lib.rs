@@ -61,6 +61,7 @@ mod wire;
 pub mod agent_json;
 pub mod auth;
 pub mod body;
+pub mod body_budget;
 pub mod calls;
 pub mod config;
 pub mod edge;

@@ -79,6 +79,8 @@ pub struct Shared {
     pub dry_runs: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Connection cap and header-read timeout for [`run`](crate::run).
     pub limits: serve::ConnLimits,
+    /// Request-body bytes in flight per principal ([`crate::body_budget`]).
+    pub bodies: Arc<crate::body_budget::BodyBudget>,
     /// Long-polls, woken per approval, question or review.
     pub waiters: Arc<waiters::Waiters>,
     /// Request rate limits and failed-authentication throttling.
@@ -303,6 +305,7 @@ impl AppState {
             dry_run: None,
             dry_runs: Arc::default(),
             limits: serve::ConnLimits::default(),
+            bodies: Arc::default(),
             metrics: Arc::default(),
             metrics_key_sha256: None,
             waiters: Arc::default(),

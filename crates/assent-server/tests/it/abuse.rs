@@ -585,3 +585,58 @@ async fn an_over_limit_body_stalled_chunked_or_broken_gets_the_right_answer() {
     assert!(text.contains("framing"), "broken: {text}");
     gw.stop().await;
 }
+
+/// Attack (found by review): an agent's own key had each of its requests' bodies read up to
+/// the body limit (320 KiB by default) on every connection it opened — up to 1,000 per
+/// address, each held for the body-read timeout — so one key from a few addresses had the
+/// gateway hold gigabytes. A principal's bodies still arriving hold at most 32 MiB: past it
+/// `429 TOO_MANY_BODIES` at once, and the budget comes back as the connections end.
+#[tokio::test]
+async fn one_principals_bodies_in_flight_are_bounded() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = serve_with(|s| s.body_read_timeout = std::time::Duration::from_secs(20)).await;
+    let host = gw.url.trim_start_matches("http://").to_string();
+    let len = 300_000;
+    let head = format!(
+        "POST /v1/tool-calls HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {BOT}\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n{{\"agent\":"
+    );
+    let max = assent_server::body_budget::MAX_BODY_BYTES_IN_FLIGHT;
+    let mut open = Vec::new();
+    for _ in 0..(max / len + 8) {
+        let mut tcp = tokio::net::TcpStream::connect(&host).await.unwrap();
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        open.push(tcp);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+    let mut refused = 0;
+    for tcp in &mut open {
+        let mut buf = [0u8; 512];
+        let n = tokio::time::timeout(std::time::Duration::from_millis(20), tcp.read(&mut buf))
+            .await
+            .map_or(0, |r| r.unwrap_or(0));
+        let text = String::from_utf8_lossy(&buf[..n]);
+        if n > 0 {
+            assert!(text.starts_with("HTTP/1.1 429"), "{text}");
+            assert!(text.contains("TOO_MANY_BODIES"), "{text}");
+            refused += 1;
+        }
+    }
+    assert!(
+        (1..=8).contains(&refused),
+        "{refused} refused of {}",
+        open.len()
+    );
+    drop(open);
+    // The budget comes back: a whole request of the same agent is served.
+    let start = std::time::Instant::now();
+    loop {
+        let (s, b) = gw.propose("read", json!({"path": "/x"})).await;
+        if s != StatusCode::TOO_MANY_REQUESTS {
+            assert!(s.is_success(), "{b}");
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{b}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    gw.stop().await;
+}
