@@ -60,15 +60,7 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
         match s {
             StatusCode::OK => {
                 approved += 1;
-                let token = token_of(&gw.as_agent(id).await);
-                let path = json!({"path": format!("/{i}")});
-                let (s, b) = gw.redeem(&token, "read", path, None).await;
-                let got = (s, b["code"].as_str());
-                let void = (StatusCode::CONFLICT, Some("TOKEN_USED"));
-                assert_eq!(
-                    got, void,
-                    "a token alice's rotated key approved redeemed: {b}"
-                );
+                voided(&gw, id, i, "alice's rotated key").await;
             }
             StatusCode::FORBIDDEN => refused += 1,
             StatusCode::UNAUTHORIZED => unknown += 1,
@@ -93,6 +85,19 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
     let sql = "SELECT count(*) FROM audit WHERE kind = 'decision.refused' AND actor = 'alice'";
     assert_eq!(gw.sql().int(sql, &[]), refused);
     gw.stop().await;
+}
+
+/// Asserts that the token of approval `id` (of [`approving_all_with_edits`]'s call `i`) does
+/// not redeem: voided (`409 TOKEN_USED`); `who` approved it.
+async fn voided(gw: &Gw, id: &str, i: usize, who: &str) {
+    let token = token_of(&gw.as_agent(id).await);
+    let path = json!({"path": format!("/{i}")});
+    let (s, b) = gw.redeem(&token, "read", path, None).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::CONFLICT, Some("TOKEN_USED")),
+        "a token {who} approved redeemed: {b}"
+    );
 }
 
 /// A decision request in flight: its status and body once answered.
@@ -215,14 +220,7 @@ async fn decisions_in_flight_when_a_reload_makes_the_decider_the_agents_owner_le
         match s {
             StatusCode::OK => {
                 approved += 1;
-                let token = token_of(&gw.as_agent(id).await);
-                let path = json!({"path": format!("/{i}")});
-                let (s, b) = gw.redeem(&token, "read", path, None).await;
-                assert_eq!(
-                    (s, b["code"].as_str()),
-                    (StatusCode::CONFLICT, Some("TOKEN_USED")),
-                    "a token alice approved for the agent she now owns redeemed: {b}"
-                );
+                voided(&gw, id, i, "alice, now the agent's owner,").await;
             }
             StatusCode::FORBIDDEN => refused += 1,
             s => panic!("{s} {b}"),
