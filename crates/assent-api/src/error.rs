@@ -80,6 +80,17 @@ pub const IN_CLIENT_NOT_ALLOWED: &str = "IN_CLIENT_NOT_ALLOWED";
 /// 403: an operator may not cancel alone an approval whose quorum decides denials
 /// (`deny: quorum`): they vote deny instead.
 pub const DENY_NEEDS_QUORUM: &str = "DENY_NEEDS_QUORUM";
+/// 400: the passkey assertion does not verify (wrong ceremony, approval, origin or signature).
+pub const PASSKEY_INVALID: &str = "PASSKEY_INVALID";
+/// 403: the decider is the agent's owner, the proposer, or otherwise barred by separation of
+/// duties from deciding this approval.
+pub const SELF_APPROVAL: &str = "SELF_APPROVAL";
+/// 403: the approval's terms require a passkey assertion with the decision.
+pub const PASSKEY_REQUIRED: &str = "PASSKEY_REQUIRED";
+/// 403: a passkey is registered only with a one-time enrolment code from an administrator.
+pub const ENROLMENT_REQUIRED: &str = "ENROLMENT_REQUIRED";
+/// 403: the token names an executor and the redeemer is not it.
+pub const NOT_EXECUTOR: &str = "NOT_EXECUTOR";
 /// 404: no such route, approval, plan, review, grant…
 pub const NOT_FOUND: &str = "NOT_FOUND";
 /// 405: method not allowed on this route.
@@ -146,9 +157,29 @@ pub const EDIT_RAISES_RISK: &str = "EDIT_RAISES_RISK";
 pub const EDIT_NEEDS_MORE_APPROVAL: &str = "EDIT_NEEDS_MORE_APPROVAL";
 /// 422: a candidate policy of `POST /v1/policies/replay` does not load (FILE:LINE: reason).
 pub const POLICY_INVALID: &str = "POLICY_INVALID";
+/// 409: a configuration reload is running already; retry when it has finished.
+pub const RELOAD_IN_PROGRESS: &str = "RELOAD_IN_PROGRESS";
+/// 409: the gateway was not started from a config file, so `POST /v1/reload` has nothing to
+/// read again.
+pub const RELOAD_UNAVAILABLE: &str = "RELOAD_UNAVAILABLE";
+/// 409: passkeys are not configured on this gateway (`passkeys` in the config).
+pub const PASSKEYS_OFF: &str = "PASSKEYS_OFF";
+/// 409: the principal has no registered passkey to assert with.
+pub const NO_PASSKEY: &str = "NO_PASSKEY";
+/// 409: the credential is registered already.
+pub const PASSKEY_TAKEN: &str = "PASSKEY_TAKEN";
+/// 409: this operator's vote on the quorum approval is counted already.
+pub const ALREADY_VOTED: &str = "ALREADY_VOTED";
 /// 409: the gateway was not started from a config file, so it has no policy files to replay
 /// a candidate against.
 pub const REPLAY_UNAVAILABLE: &str = "REPLAY_UNAVAILABLE";
+/// 429: the agent has `max_pending_per_agent` draft and approved plans open.
+pub const TOO_MANY_OPEN_PLANS: &str = "TOO_MANY_OPEN_PLANS";
+/// 429: the reporter has its cap of tool-definition reviews pending for one server.
+pub const TOO_MANY_PENDING_REVIEWS: &str = "TOO_MANY_PENDING_REVIEWS";
+/// 429: the principal's request bodies still arriving hold its whole budget (32 MiB); finish
+/// or close some and retry.
+pub const TOO_MANY_BODIES: &str = "TOO_MANY_BODIES";
 /// 429: the agent has `max_pending_per_agent` approvals and questions waiting.
 pub const TOO_MANY_PENDING: &str = "TOO_MANY_PENDING";
 /// 429: the principal holds `max_waiters_per_principal` long-polls already.

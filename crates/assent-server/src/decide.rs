@@ -16,6 +16,7 @@ use crate::store_call::Expired;
 use crate::waiters::clarification_key;
 use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
 use assent_api::approvals::{DecisionRequest, SessionCancelled, UserDecisionRequest};
+use assent_api::error as code;
 use assent_core::approval::{self, Canceller, DecisionKind, GrantScope};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput, Via};
 use axum::extract::{Path, State};
@@ -39,13 +40,13 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
             ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string()).with_status(e.0)
         }
         DecideError::SelfApproval(why) => {
-            ApiError::new(StatusCode::FORBIDDEN, "SELF_APPROVAL", why)
+            ApiError::new(StatusCode::FORBIDDEN, code::SELF_APPROVAL, why)
         }
         DecideError::PasskeyRequired(why) => {
-            ApiError::new(StatusCode::FORBIDDEN, "PASSKEY_REQUIRED", why)
+            ApiError::new(StatusCode::FORBIDDEN, code::PASSKEY_REQUIRED, why)
         }
         DecideError::AlreadyVoted(_) => {
-            ApiError::new(StatusCode::CONFLICT, "ALREADY_VOTED", e.to_string())
+            ApiError::new(StatusCode::CONFLICT, code::ALREADY_VOTED, e.to_string())
         }
         DecideError::WorkspaceNeedsConfirmation(_) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -62,16 +63,12 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
             )
             .with_damaged(columns)
         }
-        DecideError::PlanStopped { .. } => ApiError::new(
-            StatusCode::CONFLICT,
-            assent_api::error::PLAN_STOPPED,
-            e.to_string(),
-        ),
-        DecideError::SessionChanged => ApiError::new(
-            StatusCode::CONFLICT,
-            assent_api::error::SESSION_CHANGED,
-            e.to_string(),
-        ),
+        DecideError::PlanStopped { .. } => {
+            ApiError::new(StatusCode::CONFLICT, code::PLAN_STOPPED, e.to_string())
+        }
+        DecideError::SessionChanged => {
+            ApiError::new(StatusCode::CONFLICT, code::SESSION_CHANGED, e.to_string())
+        }
         DecideError::Store(e) => ApiError::unavailable(e),
     }
 }
@@ -539,7 +536,7 @@ pub(crate) async fn user_decision(
     if !rec.terms.in_client_approval {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            assent_api::error::IN_CLIENT_NOT_ALLOWED,
+            code::IN_CLIENT_NOT_ALLOWED,
             "this approval needs an operator: no rule allows in-client approval, or it is R3/R4, or it names approver roles",
         ));
     }
@@ -549,7 +546,7 @@ pub(crate) async fn user_decision(
             None => {
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
-                    assent_api::error::IN_CLIENT_NOT_ALLOWED,
+                    code::IN_CLIENT_NOT_ALLOWED,
                     "the rules no longer allow approving this call in the client (what the session took in since raised its risk, or the rules changed): it needs an operator",
                 ));
             }
@@ -613,7 +610,7 @@ pub(crate) async fn cancel_approval(
         }
         (Err(DecideError::NotApprover(_)), Some(why)) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            assent_api::error::DENY_NEEDS_QUORUM,
+            code::DENY_NEEDS_QUORUM,
             why,
         )),
         (Err(e), _) => Err(decide_error(e, &name)),

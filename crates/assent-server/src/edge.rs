@@ -172,7 +172,7 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
 fn bodies_in_flight() -> ApiError {
     ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
-        "TOO_MANY_BODIES",
+        assent_api::error::TOO_MANY_BODIES,
         format!(
             "this principal's request bodies still arriving hold {} MiB, the most at once; finish or close some and retry",
             crate::body_budget::MAX_BODY_BYTES_IN_FLIGHT >> 20

@@ -41,7 +41,7 @@ fn relying(st: &AppState) -> Result<&Relying, ApiError> {
     st.relying.as_deref().ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
-            "PASSKEYS_OFF",
+            assent_api::error::PASSKEYS_OFF,
             "passkeys are not configured on this gateway (`passkeys` in the config)",
         )
     })
@@ -120,7 +120,7 @@ pub async fn start_registration(
         }),
         Ok(false) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "ENROLMENT_REQUIRED",
+            assent_api::error::ENROLMENT_REQUIRED,
             "a passkey is registered with a one-time enrolment code: ask an administrator (`assent passkeys enrol NAME`)",
         )),
         // `start_registration`'s only `Invalid` is the cap on a principal's open ceremonies.
@@ -219,9 +219,11 @@ pub async fn finish_registration(
     // not the store's: `409 PASSKEY_TAKEN`, not `503` (found by review).
     match st.store_task(move |s| s.add_passkey(&s2)).await? {
         Ok(()) => Ok(stored),
-        Err(assent_store::StoreError::Invalid(why)) => {
-            Err(ApiError::new(StatusCode::CONFLICT, "PASSKEY_TAKEN", why))
-        }
+        Err(assent_store::StoreError::Invalid(why)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            assent_api::error::PASSKEY_TAKEN,
+            why,
+        )),
         Err(e) => Err(ApiError::unavailable(e)),
     }
 }
@@ -296,7 +298,7 @@ pub async fn start_vote(
     if keys.is_empty() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
-            "NO_PASSKEY",
+            assent_api::error::NO_PASSKEY,
             format!("`{principal}` has no passkey: register one in the dashboard (Passkeys)"),
         ));
     }
@@ -337,7 +339,13 @@ pub async fn finish_vote(
     a: PasskeyAssertion,
 ) -> Result<PasskeyProof, ApiError> {
     let rp = relying(st)?;
-    let invalid = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "PASSKEY_INVALID", m);
+    let invalid = |m: String| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            assent_api::error::PASSKEY_INVALID,
+            m,
+        )
+    };
     let c = take(st, &a.ceremony, principal, "vote").await?;
     if c.approval_id.as_deref() != Some(id) {
         return Err(invalid(

@@ -133,7 +133,7 @@ fn plan_error(e: PlanError) -> ApiError {
         }
         PlanError::TooManyOpen(_) => ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "TOO_MANY_OPEN_PLANS",
+            assent_api::error::TOO_MANY_OPEN_PLANS,
             format!("{e} (max_pending_per_agent)"),
         ),
         PlanError::Decide(e) => decide_error(e, ""),

@@ -61,13 +61,13 @@ impl IntoResponse for ReloadError {
             }
             ReloadError::Busy => ApiError::new(
                 StatusCode::CONFLICT,
-                "RELOAD_IN_PROGRESS",
+                assent_api::error::RELOAD_IN_PROGRESS,
                 "another reload is running; try again when it has finished",
             )
             .into_response(),
             ReloadError::Unavailable => ApiError::new(
                 StatusCode::CONFLICT,
-                "RELOAD_UNAVAILABLE",
+                assent_api::error::RELOAD_UNAVAILABLE,
                 "this gateway was not started from a configuration file",
             )
             .into_response(),

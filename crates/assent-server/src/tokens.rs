@@ -31,9 +31,11 @@ fn redeem_error(e: RedeemError) -> ApiError {
             ApiError::new(StatusCode::UNAUTHORIZED, "TOKEN_INVALID", e.to_string())
         }
         RedeemError::WrongAgent => ApiError::forbidden(e.to_string()),
-        RedeemError::NotExecutor { .. } => {
-            ApiError::new(StatusCode::FORBIDDEN, "NOT_EXECUTOR", e.to_string())
-        }
+        RedeemError::NotExecutor { .. } => ApiError::new(
+            StatusCode::FORBIDDEN,
+            assent_api::error::NOT_EXECUTOR,
+            e.to_string(),
+        ),
         RedeemError::Used => ApiError::new(StatusCode::CONFLICT, "TOKEN_USED", e.to_string()),
         RedeemError::Expired => ApiError::new(StatusCode::GONE, "TOKEN_EXPIRED", e.to_string()),
         RedeemError::DeviceMismatch => {

@@ -98,7 +98,7 @@ pub(crate) async fn check(
         .map_err(|e| match e {
             e @ PinCheckError::TooManyPending { .. } => ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "TOO_MANY_PENDING_REVIEWS",
+                assent_api::error::TOO_MANY_PENDING_REVIEWS,
                 e.to_string(),
             ),
             e @ PinCheckError::NoReporter => ApiError::bad_request(e.to_string()),
