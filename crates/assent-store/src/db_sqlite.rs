@@ -120,11 +120,7 @@ fn create_private_file(path: &Path) -> Result<(), DbError> {
         Err(e) => return Err(unusable(e)),
     };
     #[cfg(unix)]
-    if rustix::process::geteuid().is_root() {
-        use std::os::unix::fs::MetadataExt;
-        let d = std::fs::metadata(dir_of(path)).map_err(unusable)?;
-        std::os::unix::fs::fchown(&created, Some(d.uid()), Some(d.gid())).map_err(unusable)?;
-    }
+    crate::owner::give_as_root(&created, dir_of(path)).map_err(unusable)?;
     #[cfg(not(unix))]
     drop(created);
     Ok(())

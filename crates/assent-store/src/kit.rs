@@ -99,15 +99,12 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub(crate) fn hand_to_dir_owner(file: &std::fs::File, dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let admin = ROOT_READS_SERVICE_KEYS.load(std::sync::atomic::Ordering::Relaxed);
-    if !admin || !rustix::process::geteuid().is_root() {
+    if !admin || std::fs::metadata(dir)?.uid() == 0 {
         return Ok(());
     }
-    let d = std::fs::metadata(dir)?;
-    if d.uid() == 0 {
-        return Ok(());
-    }
-    std::os::unix::fs::fchown(file, Some(d.uid()), Some(d.gid()))
+    crate::owner::give_as_root(file, dir)
 }
+
 #[cfg(not(unix))]
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::write(path, bytes)
@@ -471,12 +468,7 @@ impl DataDirLock {
                 // By the handle, not the path (found by review: the directory's owner could
                 // swap the name for a link to another file between the two).
                 #[cfg(unix)]
-                if rustix::process::geteuid().is_root() {
-                    use std::os::unix::fs::MetadataExt;
-                    let dir = std::fs::metadata(data_dir).map_err(io(data_dir))?;
-                    std::os::unix::fs::fchown(&created, Some(dir.uid()), Some(dir.gid()))
-                        .map_err(io(&path))?;
-                }
+                crate::owner::give_as_root(&created, data_dir).map_err(io(&path))?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io(&path)(e)),

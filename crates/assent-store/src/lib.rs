@@ -91,6 +91,7 @@ pub mod oidc_logins;
 mod open;
 pub mod ops;
 pub mod outbox;
+mod owner;
 pub mod passkeys;
 mod pin_reads;
 pub mod pins;

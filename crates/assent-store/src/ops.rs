@@ -105,10 +105,8 @@ impl Staging {
             .mode(0o600)
             .open(s.db())
             .map_err(io(&s.db()))?;
-        if let Some(owner) = owner.filter(|_| rustix::process::geteuid().is_root()) {
-            use std::os::unix::fs::MetadataExt;
-            let o = std::fs::metadata(owner).map_err(io(owner))?;
-            std::os::unix::fs::fchown(&file, Some(o.uid()), Some(o.gid())).map_err(io(&s.db()))?;
+        if let Some(owner) = owner {
+            crate::owner::give_as_root(&file, owner).map_err(io(&s.db()))?;
         }
         Ok(s)
     }
