@@ -82,6 +82,13 @@ def test_passkey_signed_approval_in_a_real_browser(tmp_path):
     ok = verify(receipt, data)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     original = json.loads(receipt.read_text())
+    # The receipt carries the key it was signed with; which operator owns that key is the
+    # passkey.registered audit record, so the verifier is shown what to compare (found by
+    # review: the audit key's holder could put a fresh key in a receipt).
+    proof = original["decisions"][0]["passkey"]
+    shown = (f"passkey: alice signed with credential {proof['credential_id']} "
+             f"(EC P-256 x={proof['public_key']['x']} y={proof['public_key']['y']})")
+    assert shown in ok.stdout, ok.stdout
     # A byte of the call changed: the gateway's signature and call_hash no longer hold.
     edited = json.loads(json.dumps(original))
     edited["call"]["arguments"]["amount"] = 250001

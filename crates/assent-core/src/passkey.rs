@@ -9,7 +9,10 @@
 //! `webauthn.get` ceremony for this relying party with the user present and verified, and a
 //! challenge derived from the approval id, the `call_hash` and the decision — so no assertion
 //! made for another approval, call or decision verifies, and nobody without the authenticator
-//! can make one, the gateway included.
+//! can make one under that credential's key, the gateway included. Which operator a key
+//! belongs to is not in the proof: that is the hash-chained `passkey.registered` audit record
+//! with the same credential id and key (a receipt's signer chooses the key the receipt
+//! carries, so `assent receipt verify` prints each one to compare; found by review).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;

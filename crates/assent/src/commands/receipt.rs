@@ -51,12 +51,37 @@ fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -
                     "approved with edits: the operator approved another call, call_hash {edited} (the receipt holds the proposed call, not the edited one)"
                 );
             }
+            print_passkeys(&receipt);
             Ok(0)
         }
         Err(e) => {
             println!("NOT VERIFIED: {e}");
             Ok(1)
         }
+    }
+}
+
+/// Prints, for each passkey-signed vote or decision, who signed with which credential and key.
+/// The receipt proves that key signed this approval of this call; that the key was that
+/// operator's is the `passkey.registered` audit record with the same credential id and key
+/// (found by review: a holder of the audit signing key can put a fresh key in a receipt, so
+/// the verifier is shown what to compare, not told the vote is the operator's).
+fn print_passkeys(r: &assent_core::receipt::Receipt) {
+    let votes = r.votes.iter().map(|v| (&v.by, &v.passkey));
+    let decisions = r.decisions.iter().map(|d| (&d.by, &d.passkey));
+    for (by, proof) in votes.chain(decisions) {
+        let Some(p) = proof else { continue };
+        let k = &p.public_key;
+        println!(
+            "passkey: {by} signed with credential {} ({} {} x={}{}); compare with its passkey.registered audit record",
+            p.credential_id,
+            k.kty,
+            k.crv,
+            k.x,
+            k.y.as_deref()
+                .map(|y| format!(" y={y}"))
+                .unwrap_or_default()
+        );
     }
 }
 
