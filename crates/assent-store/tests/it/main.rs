@@ -28,6 +28,7 @@ mod learning;
 mod migrations;
 mod oidc_logins;
 mod ordered_ids;
+mod passkey_votes;
 mod pgkit;
 mod pin_reads;
 mod pin_scope;

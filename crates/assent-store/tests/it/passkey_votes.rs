@@ -1,0 +1,167 @@
+//! Passkey-signed approvals in the store (issue 14 §4), on both backends: a proof made the
+//! way an authenticator makes one (P-256) by the decider's registered credential approves;
+//! someone else's credential, a proof under another public key than the registered one, and a
+//! proof made for another approval or another call are refused, and leave the approval
+//! pending.
+
+use crate::{both_stores, hold, pay};
+use assent_core::ApprovalStatus;
+use assent_core::passkey::{PasskeyProof, PublicJwk, vote_challenge};
+use assent_store::passkeys::StoredPasskey;
+use assent_store::{ApprovalRecord, DecideError, DecisionInput, Store};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use p256::ecdsa::SigningKey;
+use p256::ecdsa::signature::Signer;
+use sha2::{Digest, Sha256};
+
+/// The relying party every proof here is made for.
+const RP: &str = "assent.test";
+
+/// The P-256 key made from `seed`.
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_slice(&[seed; 32]).unwrap()
+}
+
+/// `sk`'s public key as a JWK.
+fn jwk(sk: &SigningKey) -> PublicJwk {
+    let point = sk.verifying_key().to_encoded_point(false);
+    PublicJwk {
+        kty: "EC".into(),
+        crv: "P-256".into(),
+        x: B64.encode(point.x().unwrap()),
+        y: Some(B64.encode(point.y().unwrap())),
+    }
+}
+
+/// An assertion by `sk`, presented as credential `credential_id`, approving approval
+/// `approval_id` of the call `call_hash` (user present and verified).
+fn proof(sk: &SigningKey, credential_id: &str, approval_id: &str, call_hash: &str) -> PasskeyProof {
+    let challenge = B64.encode(vote_challenge(approval_id, call_hash, "approve", "n1"));
+    let client =
+        format!(r#"{{"type":"webauthn.get","challenge":"{challenge}","origin":"https://{RP}"}}"#);
+    let mut auth = Sha256::digest(RP.as_bytes()).to_vec();
+    auth.push(0x05);
+    auth.extend_from_slice(&[0, 0, 0, 1]);
+    let mut signed = auth.clone();
+    signed.extend_from_slice(&Sha256::digest(client.as_bytes()));
+    let sig: p256::ecdsa::Signature = sk.sign(&signed);
+    PasskeyProof {
+        credential_id: credential_id.into(),
+        public_key: jwk(sk),
+        rp_id: RP.into(),
+        nonce: "n1".into(),
+        authenticator_data: B64.encode(&auth),
+        client_data_json: B64.encode(client.as_bytes()),
+        signature: B64.encode(sig.to_der().as_bytes()),
+    }
+}
+
+/// Registers `sk` as `principal`'s passkey `credential_id`.
+fn register(s: &Store, principal: &str, credential_id: &str, sk: &SigningKey) {
+    s.add_passkey(&StoredPasskey {
+        credential_id: credential_id.into(),
+        principal: principal.into(),
+        passkey: "{}".into(),
+        public_key: jwk(sk),
+        label: credential_id.into(),
+        created_at: 500,
+    })
+    .unwrap();
+}
+
+/// A pending `pay` of `amount` that needs a passkey-signed approval.
+fn needs_passkey(s: &Store, amount: i64) -> ApprovalRecord {
+    let (call, mut v) = pay(amount);
+    v.terms.require_passkey = true;
+    let rec = hold(s, "s1", &call, &v, 1_000, 60_000);
+    assert!(rec.terms.require_passkey);
+    rec
+}
+
+/// `actor` approves `id` with proof `p`.
+fn approve(
+    s: &Store,
+    id: &str,
+    actor: &str,
+    p: PasskeyProof,
+) -> Result<ApprovalRecord, DecideError> {
+    let d = DecisionInput {
+        passkey: Some(p),
+        ..DecisionInput::approve()
+    };
+    s.decide(id, &d, actor, &[], 2_000)
+}
+
+/// `actor`'s approval of `id` with `p` is refused as not passkey-signed, audited, and the
+/// approval stays pending.
+fn refused(s: &Store, id: &str, actor: &str, p: PasskeyProof, what: &str) {
+    let r = approve(s, id, actor, p);
+    assert!(
+        matches!(r, Err(DecideError::PasskeyRequired(_))),
+        "{what}: {r:?}"
+    );
+    let rec = s.get_approval(id).unwrap().unwrap();
+    assert_eq!(rec.status, ApprovalStatus::Pending, "{what}");
+    assert_eq!(crate::audit_kinds(s, 1), ["decision.refused"], "{what}");
+}
+
+#[test]
+fn a_proof_by_the_deciders_registered_passkey_approves() {
+    both_stores(|_, s| {
+        let alice = key(1);
+        register(s, "alice", "alice-key", &alice);
+        let rec = needs_passkey(s, 1);
+        let p = proof(&alice, "alice-key", &rec.id, &rec.call_hash);
+        let done = approve(s, &rec.id, "alice", p.clone()).unwrap();
+        assert_eq!(done.status, ApprovalStatus::Approved);
+        assert!(s.token_string(&rec.id).unwrap().is_some());
+        let stored = s.get_approval(&rec.id).unwrap().unwrap();
+        assert_eq!(stored.decisions[0].actor, "alice");
+        assert_eq!(stored.decisions[0].passkey.as_ref(), Some(&p));
+    });
+}
+
+/// Bob's registered credential, with a genuine assertion of his for this approval, does not
+/// sign alice's decision.
+#[test]
+fn someone_elses_registered_passkey_is_refused() {
+    both_stores(|_, s| {
+        let (alice, bob) = (key(1), key(2));
+        register(s, "alice", "alice-key", &alice);
+        register(s, "bob", "bob-key", &bob);
+        let rec = needs_passkey(s, 1);
+        let p = proof(&bob, "bob-key", &rec.id, &rec.call_hash);
+        refused(s, &rec.id, "alice", p, "bob's passkey in alice's decision");
+    });
+}
+
+/// A proof naming alice's credential but carrying (and signed with) another key than the one
+/// registered: a key the attacker holds verifies its own signature.
+#[test]
+fn a_proof_under_another_key_than_the_registered_one_is_refused() {
+    both_stores(|_, s| {
+        register(s, "alice", "alice-key", &key(1));
+        let rec = needs_passkey(s, 1);
+        let p = proof(&key(9), "alice-key", &rec.id, &rec.call_hash);
+        refused(s, &rec.id, "alice", p, "another public key");
+    });
+}
+
+/// Alice's genuine assertion for one approval, or for another call, approves nothing else.
+#[test]
+fn a_proof_made_for_another_approval_or_call_is_refused() {
+    both_stores(|_, s| {
+        let alice = key(1);
+        register(s, "alice", "alice-key", &alice);
+        let (rec, other) = (needs_passkey(s, 1), needs_passkey(s, 2));
+        let p = proof(&alice, "alice-key", &other.id, &other.call_hash);
+        refused(s, &rec.id, "alice", p, "another approval's proof");
+        let p = proof(&alice, "alice-key", &rec.id, &other.call_hash);
+        refused(s, &rec.id, "alice", p, "another call's proof");
+        // The proof made for it still approves it.
+        let p = proof(&alice, "alice-key", &rec.id, &rec.call_hash);
+        let done = approve(s, &rec.id, "alice", p).unwrap();
+        assert_eq!(done.status, ApprovalStatus::Approved);
+    });
+}
