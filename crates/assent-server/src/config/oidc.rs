@@ -229,6 +229,24 @@ pub const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
 /// the known keys lack (`Sso::client_with_key`).
 pub const KEYS_REFRESH: Duration = Duration::from_secs(60);
 
+/// The ID token signature algorithms accepted (of those the provider's discovery lists):
+/// asymmetric ones only, never an HMAC keyed with the client secret nor `none`.
+pub const ID_TOKEN_ALGS: [CoreJwsSigningAlgorithm; 10] = {
+    use CoreJwsSigningAlgorithm as A;
+    [
+        A::RsaSsaPkcs1V15Sha256,
+        A::RsaSsaPkcs1V15Sha384,
+        A::RsaSsaPkcs1V15Sha512,
+        A::RsaSsaPssSha256,
+        A::RsaSsaPssSha384,
+        A::RsaSsaPssSha512,
+        A::EcdsaP256Sha256,
+        A::EcdsaP384Sha384,
+        A::EcdsaP521Sha512,
+        A::EdDsa,
+    ]
+};
+
 /// The ID token's claims besides the standard ones (the groups claim is one of them).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
@@ -383,10 +401,21 @@ impl Sso {
         }
     }
 
-    /// The client of metadata `md`.
+    /// The client of metadata `md`, whose ID token verifier accepts only the signature
+    /// algorithms of [`ID_TOKEN_ALGS`] that `md` lists.
+    ///
+    /// Attack (found by review): the allowed algorithms were the discovery document's
+    /// `id_token_signing_alg_values_supported` as they stood; with a client secret the library
+    /// then accepts HS256/384/512 ID tokens keyed with that secret, so a provider (or whoever
+    /// writes its discovery document) listing HS256 made the client secret, which sits in the
+    /// gateway's environment and is sent with every code exchange, enough to sign anyone in.
     fn client_of(&self, md: &CoreProviderMetadata) -> SsoClient {
+        let algs = (md.id_token_signing_alg_values_supported().iter())
+            .filter(|a| ID_TOKEN_ALGS.contains(a))
+            .cloned()
+            .collect();
         Client::from_provider_metadata(
-            md.clone(),
+            md.clone().set_id_token_signing_alg_values_supported(algs),
             ClientId::new(self.config.client_id.clone()),
             Some(self.secret.clone()),
         )

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 mod answers;
 mod exchanges;
+mod id_tokens;
 pub(crate) mod provider;
 
 /// A gateway whose `oidc` issuer is `p` (groups `fin` → role `finance`), with `customize`

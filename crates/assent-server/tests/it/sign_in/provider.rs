@@ -5,10 +5,12 @@
 //! ([`Provider::down`]), have ID tokens signed under another key id, published or not
 //! ([`Provider::sign_as`], [`Provider::publish`]), pad its answers to any size
 //! ([`Provider::pad`]) and drip its discovery document without end ([`Provider::drip`]).
+//! Its discovery lists HS256 beside RS256, and it can sign ID tokens HS256 with a shared
+//! secret instead ([`Provider::sign_hs256`]).
 
 use base64::Engine as _;
 use openidconnect::PrivateSigningKey as _;
-use openidconnect::core::{CoreJwsSigningAlgorithm, CoreRsaPrivateSigningKey};
+use openidconnect::core::{CoreHmacKey, CoreJwsSigningAlgorithm, CoreRsaPrivateSigningKey};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -49,6 +51,8 @@ pub(crate) struct Provider {
     pads: Arc<[AtomicUsize; 3]>,
     /// Discovery sends its headers, then one byte every 100 ms without end.
     drips: Arc<AtomicBool>,
+    /// The secret ID tokens are signed HS256 with, instead of RS256 ([`Provider::sign_hs256`]).
+    hmac: Arc<Mutex<Option<String>>>,
 }
 
 /// An answer of the provider, to pad ([`Provider::pad`]).
@@ -112,20 +116,21 @@ impl Provider {
             "issuer": issuer, "authorization_endpoint": format!("{issuer}/authorize"),
             "token_endpoint": format!("{issuer}/token"), "jwks_uri": format!("{issuer}/jwks"),
             "response_types_supported": ["code"], "subject_types_supported": ["public"],
-            "id_token_signing_alg_values_supported": ["RS256"],
+            "id_token_signing_alg_values_supported": ["RS256", "HS256"],
         });
         let fetches: Arc<[AtomicUsize; 2]> = Arc::default();
         let down = Arc::new(AtomicBool::new(false));
         let kids = Arc::new(Mutex::new(("k1".to_string(), vec!["k1".to_string()])));
         let pads: Arc<[AtomicUsize; 3]> = Arc::default();
         let drips = Arc::new(AtomicBool::new(false));
+        let hmac: Arc<Mutex<Option<String>>> = Arc::default();
         let public = serde_json::to_value(key.as_verification_key()).unwrap();
         let (c, k, signer) = (codes.clone(), key.clone(), kids.clone());
         let token_requests = tokio::sync::watch::Sender::new(0usize);
         let open = tokio::sync::watch::Sender::new(true);
         let passes = Arc::new(tokio::sync::Semaphore::new(0));
         let (n, o, pass) = (token_requests.clone(), open.subscribe(), passes.clone());
-        let pad = pads.clone();
+        let (pad, hs) = (pads.clone(), hmac.clone());
         let token = move |body: String| async move {
             n.send_modify(|n| *n += 1);
             let form: HashMap<String, String> = serde_urlencoded::from_str(&body).unwrap();
@@ -141,7 +146,10 @@ impl Provider {
                 Some(claims) => padded(
                     json!({
                         "access_token": "at", "token_type": "Bearer", "expires_in": 300,
-                        "id_token": signed(&k, &signer.lock().unwrap().0, &claims),
+                        "id_token": match hs.lock().unwrap().clone() {
+                            Some(secret) => signed_hs256(&secret, &claims),
+                            None => signed(&k, &signer.lock().unwrap().0, &claims),
+                        },
                     }),
                     pad[Answer::Token as usize].load(Ordering::SeqCst),
                     true,
@@ -201,7 +209,13 @@ impl Provider {
             kids,
             pads,
             drips,
+            hmac,
         }
+    }
+
+    /// Has ID tokens signed HS256 with `secret` from now on (`None`: RS256 again).
+    pub(crate) fn sign_hs256(&self, secret: Option<&str>) {
+        *self.hmac.lock().unwrap() = secret.map(str::to_string);
     }
 
     /// Pads answer `which` with `bytes` of padding from now on (`0`: none).
@@ -285,6 +299,19 @@ fn signed(key: &CoreRsaPrivateSigningKey, kid: &str, claims: &Value) -> String {
             &CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256,
             msg.as_bytes(),
         )
+        .unwrap();
+    format!("{msg}.{}", b.encode(sig))
+}
+
+/// `claims` as a JWT signed HS256 with `secret` (the key OpenID Connect gives an HMAC: the
+/// client secret's bytes).
+fn signed_hs256(secret: &str, claims: &Value) -> String {
+    let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let head = b.encode(json!({"alg": "HS256", "typ": "JWT"}).to_string());
+    let msg = format!("{head}.{}", b.encode(claims.to_string()));
+    let key = CoreHmacKey::new(secret.as_bytes());
+    let sig = key
+        .sign(&CoreJwsSigningAlgorithm::HmacSha256, msg.as_bytes())
         .unwrap();
     format!("{msg}.{}", b.encode(sig))
 }
