@@ -154,8 +154,12 @@ impl Store {
         })
     }
 
-    /// Removes `principal`'s passkey `credential_id` (audited `passkey.removed`); `false`
-    /// when they have no such passkey.
+    /// Removes `principal`'s passkey `credential_id` (audited `passkey.removed`) and, in the
+    /// same transaction, withdraws the votes on pending approvals it signed (each audited
+    /// `decision.vote_withdrawn`, as [`Store::withdraw_votes`]; found by review: a lost or
+    /// cloned authenticator's vote still counted towards its quorum after its removal); votes
+    /// and decisions of settled approvals stay as they are. `false` when they have no such
+    /// passkey.
     pub fn remove_passkey(
         &self,
         principal: &str,
@@ -170,6 +174,8 @@ impl Store {
             if n == 1 {
                 let data = json!({"credential_id": credential_id});
                 audit::append(**tx, now, "passkey.removed", None, principal, &data)?;
+                let why = "the passkey that signed it was removed";
+                crate::votes::withdraw_signed_with(tx, credential_id, principal, why, now)?;
             }
             Ok(n == 1)
         })

@@ -176,8 +176,16 @@ pub(crate) fn cast(
 }
 
 /// A vote on a pending approval, as [`crate::Store::withdraw_votes`] weighs it:
-/// `(approval id, principal, decision, roles held when it was cast, key binding)`.
-type PendingVote = (String, String, String, Vec<String>, Option<String>);
+/// `(approval id, principal, decision, roles held when it was cast, key binding, the credential
+/// id of the passkey proof signing it)`.
+type PendingVote = (
+    String,
+    String,
+    String,
+    Vec<String>,
+    Option<String>,
+    Option<String>,
+);
 
 impl crate::store::Store {
     /// Withdraws every vote on a pending approval for which `stands(principal, roles, key)` is
@@ -203,11 +211,12 @@ impl crate::store::Store {
         // Read first: most start-ups and reloads withdraw nothing, and need no write lock.
         if pending_votes(self.lock().conn())?
             .iter()
-            .all(|(_, who, _, roles, key)| stands(who, roles, key.as_deref()))
+            .all(|(_, who, _, roles, key, _)| stands(who, roles, key.as_deref()))
         {
             return Ok(0);
         }
-        self.write(|tx| withdraw_votes_in(tx, &stands, by, why, now))
+        let goes = |(_, who, _, roles, key, _): &PendingVote| !stands(who, roles, key.as_deref());
+        self.write(|tx| withdraw_votes_in(tx, &goes, by, why, now))
     }
 
     /// A reload's revocations and its audit record, in one transaction (found by review: the
@@ -235,8 +244,8 @@ impl crate::store::Store {
                 tx.execute("DELETE FROM ui_sessions WHERE operator = ?1", [n.as_str()])?;
                 crate::subscriptions::close_subscriptions_in(tx, n, by, now)?;
             }
-            let stands = |p: &str, _: &[String], _: Option<&str>| !names.iter().any(|n| n == p);
-            withdraw_votes_in(tx, &stands, by, why, now)?;
+            let goes = |v: &PendingVote| names.contains(&v.1);
+            withdraw_votes_in(tx, &goes, by, why, now)?;
             crate::grants_revoke::revoke_grants_of_in(**tx, names, (by, why), now)?;
             crate::voided::void_approved_by(**tx, names, (by, why), now)?;
             audit::append(**tx, now, kind, None, by, data)?;
@@ -245,22 +254,36 @@ impl crate::store::Store {
     }
 }
 
-/// Whether a vote stands: `(principal, roles, key binding)` (see [`crate::Store::withdraw_votes`]).
-type Stands<'a> = dyn Fn(&str, &[String], Option<&str>) -> bool + 'a;
+/// Withdraws, inside the write transaction `tx`, the pending votes signed with passkey
+/// `credential_id` (their proof names it), as [`crate::Store::withdraw_votes`] does: called
+/// when that passkey is removed (found by review: a removed — lost or cloned — authenticator's
+/// vote still counted towards its quorum). Returns how many were withdrawn.
+pub(crate) fn withdraw_signed_with(
+    tx: &crate::db::Tx<'_>,
+    credential_id: &str,
+    by: &str,
+    why: &str,
+    now: i64,
+) -> Result<usize, crate::error::StoreError> {
+    let goes = |v: &PendingVote| v.5.as_deref() == Some(credential_id);
+    withdraw_votes_in(tx, &goes, by, why, now)
+}
 
-/// [`crate::Store::withdraw_votes`] inside the write transaction `tx`.
+/// [`crate::Store::withdraw_votes`] inside the write transaction `tx`: withdraws each pending
+/// vote for which `goes` holds.
 fn withdraw_votes_in(
     tx: &crate::db::Tx<'_>,
-    stands: &Stands<'_>,
+    goes: &dyn Fn(&PendingVote) -> bool,
     by: &str,
     why: &str,
     now: i64,
 ) -> Result<usize, crate::error::StoreError> {
     let mut n = 0;
-    for (aid, who, decision, roles, key) in pending_votes(**tx)? {
-        if stands(&who, &roles, key.as_deref()) {
+    for v in pending_votes(**tx)? {
+        if !goes(&v) {
             continue;
         }
+        let (aid, who, decision, ..) = v;
         tx.prepare_cached("DELETE FROM votes WHERE approval_id = ?1 AND principal = ?2")?
             .execute(params![aid, who])?;
         let data = json!({"principal": who, "decision": decision, "why": why});
@@ -274,14 +297,18 @@ fn withdraw_votes_in(
 /// Every vote on a pending approval, by approval and voter.
 fn pending_votes(conn: Conn<'_>) -> crate::db::Result<Vec<PendingVote>> {
     conn.query_map(
-        "SELECT v.approval_id, v.principal, v.decision, v.roles, v.key_binding FROM votes v
+        "SELECT v.approval_id, v.principal, v.decision, v.roles, v.key_binding, v.passkey FROM votes v
          JOIN approvals a ON a.id = v.approval_id
          WHERE a.status = 'pending' ORDER BY v.approval_id, v.principal",
         [],
         |r| {
             let roles: String = r.get(3)?;
             let roles = serde_json::from_str(&roles).unwrap_or_default();
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, roles, r.get(4)?))
+            let proof: Option<String> = r.get(5)?;
+            let credential = proof
+                .and_then(|p| serde_json::from_str::<assent_core::passkey::PasskeyProof>(&p).ok())
+                .map(|p| p.credential_id);
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, roles, r.get(4)?, credential))
         },
     )
 }

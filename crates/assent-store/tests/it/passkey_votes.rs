@@ -2,17 +2,19 @@
 //! way an authenticator makes one (P-256) by the decider's registered credential approves;
 //! someone else's credential, a proof under another public key than the registered one, and a
 //! proof made for another approval or another call are refused, and leave the approval
-//! pending.
+//! pending. Removing a passkey withdraws the pending quorum votes it signed.
 
 use crate::{both_stores, hold, pay};
 use assent_core::ApprovalStatus;
 use assent_core::passkey::{PasskeyProof, PublicJwk, vote_challenge};
+use assent_core::quorum::parse_approvers;
 use assent_store::passkeys::StoredPasskey;
 use assent_store::{ApprovalRecord, DecideError, DecisionInput, Store};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use p256::ecdsa::SigningKey;
 use p256::ecdsa::signature::Signer;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// The relying party every proof here is made for.
@@ -77,6 +79,32 @@ fn needs_passkey(s: &Store, amount: i64) -> ApprovalRecord {
     let rec = hold(s, "s1", &call, &v, 1_000, 60_000);
     assert!(rec.terms.require_passkey);
     rec
+}
+
+/// A pending `pay` of `amount` that needs a passkey and two votes of `ops`.
+fn quorum_of_two(s: &Store, amount: i64) -> ApprovalRecord {
+    let (call, mut v) = pay(amount);
+    let approvers = parse_approvers(&json!({"roles": ["ops"], "count": 2})).unwrap();
+    v.terms.approvers = approvers.roles;
+    v.terms.quorum = approvers.quorum;
+    v.terms.require_passkey = true;
+    hold(s, "s1", &call, &v, 1_000, 60_000)
+}
+
+/// `actor` (of role `ops`) votes to approve `rec` with an assertion of `sk` as
+/// `credential_id`; the approval's status after it.
+fn vote(
+    s: &Store,
+    rec: &ApprovalRecord,
+    actor: &str,
+    (sk, credential_id): (&SigningKey, &str),
+) -> ApprovalStatus {
+    let d = DecisionInput {
+        passkey: Some(proof(sk, credential_id, &rec.id, &rec.call_hash)),
+        ..DecisionInput::approve()
+    };
+    let ops = ["ops".to_string()];
+    s.decide(&rec.id, &d, actor, &ops, 2_000).unwrap().status
 }
 
 /// `actor` approves `id` with proof `p`.
@@ -163,5 +191,49 @@ fn a_proof_made_for_another_approval_or_call_is_refused() {
         let p = proof(&alice, "alice-key", &rec.id, &rec.call_hash);
         let done = approve(s, &rec.id, "alice", p).unwrap();
         assert_eq!(done.status, ApprovalStatus::Approved);
+    });
+}
+
+/// Found by review: an operator who removed a lost or cloned authenticator still had the
+/// pending vote it had signed counting towards the quorum. Removal withdraws the pending votes
+/// whose proof names that credential (audited `decision.vote_withdrawn`), in its transaction;
+/// a vote signed with another of their passkeys, and a settled approval's votes, stay.
+#[test]
+fn removing_a_passkey_withdraws_the_pending_votes_it_signed() {
+    both_stores(|_, s| {
+        let (alice, spare, bob) = (key(1), key(3), key(2));
+        register(s, "alice", "alice-key", &alice);
+        register(s, "alice", "alice-spare", &spare);
+        register(s, "bob", "bob-key", &bob);
+        let (open, other, settled) = (
+            quorum_of_two(s, 1),
+            quorum_of_two(s, 2),
+            quorum_of_two(s, 3),
+        );
+        let pending = ApprovalStatus::Pending;
+        assert_eq!(vote(s, &open, "alice", (&alice, "alice-key")), pending);
+        assert_eq!(vote(s, &other, "alice", (&spare, "alice-spare")), pending);
+        assert_eq!(vote(s, &settled, "alice", (&alice, "alice-key")), pending);
+        let approved = vote(s, &settled, "bob", (&bob, "bob-key"));
+        assert_eq!(approved, ApprovalStatus::Approved);
+        assert!(s.remove_passkey("alice", "alice-key", 3_000).unwrap());
+        assert_eq!(
+            crate::audit_kinds(s, 2),
+            ["decision.vote_withdrawn", "passkey.removed"]
+        );
+        let votes = |rec: &ApprovalRecord| s.get_approval(&rec.id).unwrap().unwrap().votes;
+        assert!(
+            votes(&open).is_empty(),
+            "the removed passkey's vote is gone"
+        );
+        assert_eq!(votes(&other).len(), 1, "the spare passkey's vote stays");
+        let kept = s.get_approval(&settled.id).unwrap().unwrap();
+        assert_eq!(
+            (kept.status, kept.votes.len()),
+            (ApprovalStatus::Approved, 2)
+        );
+        assert!(s.token_string(&settled.id).unwrap().is_some());
+        // Bob's vote alone does not meet the quorum of two now.
+        assert_eq!(vote(s, &open, "bob", (&bob, "bob-key")), pending);
     });
 }
