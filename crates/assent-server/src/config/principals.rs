@@ -243,6 +243,14 @@ fn name_ok(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `n` may be a single sign-on name (a configured `sso`, and the name claim's value
+/// a sign-in gives, `crate::dashboard::oidc`): 1 to 200 bytes without whitespace, control or
+/// invisible characters ([`is_default_ignorable`]: bidi controls, zero-width characters…).
+pub(crate) fn sso_name_ok(n: &str) -> bool {
+    let odd = |c: char| c.is_control() || c.is_whitespace() || is_default_ignorable(c);
+    !n.is_empty() && n.len() <= 200 && !n.chars().any(odd)
+}
+
 /// Principal `r`'s `sso` name, or why it may not have it: operators only, 1 to 200 bytes (the
 /// longest name a sign-in accepts) without whitespace, control or invisible characters
 /// ([`is_default_ignorable`]: one would never match the name the provider sends, and the link
@@ -257,8 +265,7 @@ fn sso_of(r: &RawPrincipal) -> Result<Option<String>, String> {
             "principal `{name}`: only an operator has an sso name"
         ));
     }
-    let odd = |c: char| c.is_control() || c.is_whitespace() || is_default_ignorable(c);
-    if n.is_empty() || n.len() > 200 || n.chars().any(odd) {
+    if !sso_name_ok(n) {
         return Err(format!(
             "principal `{name}`: sso `{}` is not a name claim's value (1 to 200 bytes, no whitespace, control or invisible characters)",
             n.escape_debug()

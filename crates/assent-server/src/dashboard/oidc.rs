@@ -67,6 +67,7 @@ use super::page::{Message, forbidden, page_with, secured};
 use super::session::{Jar, next_path, set_session_cookie};
 use super::sessions::{self, digest};
 use crate::config::oidc::{Extra, NAME_PREFIX, OidcConfig, Sso, SsoClient, error_chain};
+use crate::config::principals::sso_name_ok;
 use crate::state::{AppState, now_ms};
 use assent_store::oidc_logins::{MAX_NEXT, SignIn};
 use assent_store::ui_sessions::SsoGrant;
@@ -617,8 +618,8 @@ fn authenticated_at(
 
 /// The operator's name (`oidc:` + the `name_claim`'s value) and what its groups grant
 /// ([`OidcConfig::grant_for`]) from verified `claims`; `Err` says why the person may not sign
-/// in (no usable name, an `email` name the provider does not mark `email_verified: true`, or
-/// groups that map to no role).
+/// in (no usable name — one a configured `sso` could not be, [`sso_name_ok`] — an `email`
+/// name the provider does not mark `email_verified: true`, or groups that map to no role).
 fn identity(
     c: &OidcConfig,
     claims: &IdTokenClaims<Extra, CoreGenderClaim>,
@@ -644,8 +645,23 @@ fn identity(
             .map(str::to_string),
     };
     let value = value
-        .filter(|v| !v.is_empty() && v.len() <= 200 && v.chars().all(|ch| !ch.is_control()))
+        .filter(|v| !v.is_empty())
         .ok_or_else(|| format!("The ID token has no usable `{}` claim.", c.name_claim))?;
+    // Found by review: only control characters were refused, so `olga\u{200b}@x` missed the
+    // link of `sso: olga@x`, exact and loose, and signed in unlinked looking like her.
+    if !sso_name_ok(&value) {
+        let shown = value
+            .chars()
+            .take(100)
+            .collect::<String>()
+            .escape_debug()
+            .to_string();
+        tracing::warn!(name = %shown, "SSO sign-in refused: the name has whitespace, control or invisible characters, or is too long");
+        return Err(format!(
+            "Your `{}` claim `{shown}` is not a name this gateway accepts: 1 to 200 bytes without whitespace, control or invisible characters.",
+            c.name_claim
+        ));
+    }
     let groups: Vec<String> = match extra.get(&c.roles_claim) {
         Some(serde_json::Value::String(s)) => vec![s.clone()],
         Some(serde_json::Value::Array(a)) => a

@@ -34,9 +34,19 @@ pub(crate) async fn gateway(
     p: &Provider,
     customize: impl FnOnce(&mut assent_server::AppState),
 ) -> Gw {
+    gateway_with(dir, p, "", customize).await
+}
+
+/// [`gateway`] with `more` (`, key: value`…) at the end of its `oidc` section.
+pub(crate) async fn gateway_with(
+    dir: &std::path::Path,
+    p: &Provider,
+    more: &str,
+    customize: impl FnOnce(&mut assent_server::AppState),
+) -> Gw {
     let cfg_dir = tempfile::tempdir().unwrap();
     let oidc = format!(
-        "oidc: {{issuer: '{}', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {{fin: [finance]}}}}",
+        "oidc: {{issuer: '{}', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {{fin: [finance]}}{more}}}",
         p.issuer
     );
     let cfg = Config::load(&write_config(cfg_dir.path(), &oidc, "")).unwrap();

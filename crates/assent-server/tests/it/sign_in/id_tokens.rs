@@ -1,9 +1,12 @@
 //! What an ID token must be to sign anyone in: signed with the provider's published keys
-//! (never an HMAC keyed with the client secret, whatever discovery lists).
+//! (never an HMAC keyed with the client secret, whatever discovery lists); and a name claim
+//! a configured `sso` could hold (no whitespace, control or invisible characters).
 
-use super::provider::now_s;
-use super::{Scene, begin, finish_own, scene, session_of, signs_in};
+use super::provider::{Provider, now_s};
+use super::{Scene, begin, browser, callback_req, finish_own, gateway_with, scene};
+use super::{session_of, signed_in, signs_in};
 use reqwest::StatusCode;
+use serde_json::json;
 
 /// Asserts that callback answer `r` is a `403` that started no session, its page saying
 /// `says`.
@@ -29,5 +32,37 @@ async fn an_id_token_keyed_with_the_client_secret_is_refused() {
     refused(r, "The ID token was refused").await;
     p.sign_hs256(None);
     signs_in(&gw, &p, &b).await;
+    gw.stop().await;
+}
+
+/// Attack (found by review): a name claim's value was refused only for control characters,
+/// while a configured `sso` (and a principal's name) may hold no whitespace nor invisible
+/// characters. With `name_claim: preferred_username`, whoever could pick their username at
+/// the provider signed in as `oidc:olga\u{200b}@x` — missing the link of `sso: olga@x`, exact
+/// and loose, and shown everywhere exactly like `oidc:olga@x`. Such a name (zero-width, bidi,
+/// a space) is a `403` saying why, and starts no session; a plain one signs in.
+#[tokio::test]
+async fn an_sso_name_with_invisible_characters_is_refused() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway_with(dir.path(), &p, ", name_claim: preferred_username", |_| {}).await;
+    let b = browser("127.0.0.1");
+    for name in ["olga\u{200b}@x", "\u{202e}x@aglo", "olga @x", "olga@x"] {
+        let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+        let code = format!("code-{}", s.query["state"]);
+        p.issue(&code, "123", &s.query["nonce"], Some(now_s()));
+        let mut codes = p.codes.lock().unwrap();
+        codes.get_mut(&code).unwrap()["preferred_username"] = json!(name);
+        drop(codes);
+        let r = callback_req(&gw, &b, &s, &code, (&s.cookie, &[]))
+            .send()
+            .await
+            .unwrap();
+        if name == "olga@x" {
+            signed_in(r).await;
+        } else {
+            refused(r, "without whitespace, control or invisible characters").await;
+        }
+    }
     gw.stop().await;
 }
