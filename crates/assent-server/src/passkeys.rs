@@ -77,7 +77,8 @@ async fn passkeys_of(st: &AppState, principal: &str) -> Result<Vec<StoredPasskey
 }
 
 /// Starts registering a passkey for `principal` with the one-time enrolment `code` an
-/// administrator issued (`assent passkeys enrol NAME`; used up here): the options for
+/// administrator issued (`assent passkeys enrol NAME`; checked here, used up only when the
+/// registration finishes, [`finish_registration`]: a cancelled browser prompt keeps it): the options for
 /// `navigator.credentials.create()` (ES256 only: receipts verify ES256 offline) and the
 /// ceremony id. `403 ENROLMENT_REQUIRED` without a valid code: a stolen operator key or session
 /// alone cannot enrol its own passkey.
@@ -105,8 +106,8 @@ pub async fn start_registration(
     state["rs"]["credential_algorithms"] = serde_json::json!(["ES256"]);
     let c = ceremony(principal, "register", &state);
     let ceremony_id = c.id.clone();
-    // The code is used and the ceremony stored in one transaction, the cap checked first: an
-    // operator at the cap keeps their code (found by review).
+    // The code is checked and the ceremony stored (keeping the code's digest) in one
+    // transaction, the cap checked first.
     let started = if code.trim().is_empty() {
         Ok(false)
     } else {
@@ -147,6 +148,7 @@ fn ceremony(principal: &str, purpose: &str, state: &serde_json::Value) -> Ceremo
         nonce: None,
         state: state.to_string(),
         expires_at: now_ms() + CEREMONY_MS,
+        code_sha256: None,
     }
 }
 
@@ -185,8 +187,10 @@ pub fn refusal(e: ApiError) -> Response {
 }
 
 /// Finishes registration `ceremony` of `principal` with the browser's `credential`; stores the
-/// passkey under `label`. `400` for a ceremony that is unknown, someone else's, expired or
-/// used, or a credential the relying party refuses.
+/// passkey under `label`, using up the enrolment code the ceremony was started with in the
+/// same transaction. `400` for a ceremony that is unknown, someone else's, expired or used, or
+/// a credential the relying party refuses; `403 ENROLMENT_REQUIRED` when the code is gone
+/// (another ceremony started with it finished first) or expired: one code, one passkey.
 pub async fn finish_registration(
     st: &AppState,
     principal: &str,
@@ -215,10 +219,22 @@ pub async fn finish_registration(
         created_at: now_ms(),
     };
     let s2 = stored.clone();
+    // A ceremony started before migration 0056 used its code when it started.
+    let added = st
+        .store_task(move |s| match &c.code_sha256 {
+            Some(code) => s.add_enrolled_passkey(&s2, code, now_ms()),
+            None => s.add_passkey(&s2).map(|()| true),
+        })
+        .await?;
     // A credential registered already (a client sending one again) is the caller's mistake,
     // not the store's: `409 PASSKEY_TAKEN`, not `503` (found by review).
-    match st.store_task(move |s| s.add_passkey(&s2)).await? {
-        Ok(()) => Ok(stored),
+    match added {
+        Ok(true) => Ok(stored),
+        Ok(false) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            assent_api::error::ENROLMENT_REQUIRED,
+            "the enrolment code was used by another registration or has expired: ask an administrator for a new one (`assent passkeys enrol NAME`)",
+        )),
         Err(assent_store::StoreError::Invalid(why)) => Err(ApiError::new(
             StatusCode::CONFLICT,
             assent_api::error::PASSKEY_TAKEN,

@@ -98,6 +98,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(53, "0053_audit_redeemed"),
     migration!(54, "0054_settlement_sealing"),
     migration!(55, "0055_archive_sealing_since"),
+    migration!(56, "0056_ceremony_codes"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -54,6 +54,10 @@ pub struct Ceremony {
     pub state: String,
     /// Unix milliseconds; a ceremony is not taken after it.
     pub expires_at: i64,
+    /// For a registration: the SHA-256 of the enrolment code it was started with, used up
+    /// when it finishes ([`Store::add_enrolled_passkey`]); set by [`Store::start_registration`].
+    /// `None` for a vote, and for a registration started before migration 0056.
+    pub code_sha256: Option<String>,
 }
 
 /// Most passkey ceremonies one principal may have in progress at once.
@@ -63,29 +67,26 @@ impl Store {
     /// Stores passkey `p` (audited `passkey.registered` with its id and label). `Invalid` when
     /// the credential id is registered already (to anyone).
     pub fn add_passkey(&self, p: &StoredPasskey) -> Result<(), StoreError> {
+        self.write(|tx| insert_passkey(tx, p))
+    }
+
+    /// Stores passkey `p` as [`Store::add_passkey`] does, using up `p.principal`'s enrolment
+    /// code `code_sha256` (the one its registration ceremony was started with) in the same
+    /// transaction: `Ok(false)`, nothing stored, when that code is no longer there (another
+    /// ceremony started with it finished first) or expired by `now` — one code registers one
+    /// passkey.
+    pub fn add_enrolled_passkey(
+        &self,
+        p: &StoredPasskey,
+        code_sha256: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         self.write(|tx| {
-            let taken: Option<String> = tx
-                .query_row(
-                    "SELECT principal FROM passkeys WHERE credential_id = ?1",
-                    [&p.credential_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if taken.is_some() {
-                return Err(StoreError::Invalid(
-                    "this passkey is registered already".into(),
-                ));
+            if !take_code(**tx, &p.principal, code_sha256, now)? {
+                return Ok(false);
             }
-            tx.execute(
-                "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES (?1,?2,?3,?4,?5,?6)",
-                params![p.credential_id, p.principal, p.passkey,
-                        serde_json::to_string(&p.public_key).expect("jwk"), p.label, p.created_at],
-            )?;
-            // The public key goes into the hash chain, so a receipt's passkey can be matched to
-            // a registration no one can have rewritten since.
-            let data = json!({"credential_id": p.credential_id, "label": p.label, "public_key": p.public_key});
-            audit::append(**tx, p.created_at, "passkey.registered", None, &p.principal, &data)?;
-            Ok(())
+            insert_passkey(tx, p)?;
+            Ok(true)
         })
     }
 
@@ -192,10 +193,11 @@ impl Store {
 
     /// Starts registration ceremony `c` with `principal`'s one-time enrolment code (by its
     /// SHA-256, as [`Store::take_enrolment`]), in one transaction: `Invalid` past
-    /// [`MAX_CEREMONIES`] with the code left unused (found by review: the code was taken first,
-    /// so an operator at the cap lost it and needed a new one from an administrator);
-    /// `Ok(false)` when no such unexpired code is theirs (nothing stored); `Ok(true)` when the
-    /// code was used and the ceremony stored.
+    /// [`MAX_CEREMONIES`] (found by review: the code was taken first, so an operator at the cap
+    /// lost it and needed a new one from an administrator); `Ok(false)` when no such unexpired
+    /// code is theirs (nothing stored); `Ok(true)` when the ceremony was stored, keeping the
+    /// code's digest. The code is not used here but when the registration finishes
+    /// ([`Store::add_enrolled_passkey`]; found by review: a cancelled browser prompt burnt it).
     pub fn start_registration(
         &self,
         c: &Ceremony,
@@ -204,10 +206,21 @@ impl Store {
     ) -> Result<bool, StoreError> {
         self.write(|tx| {
             room_for(tx, c, now)?;
-            if !take_code(**tx, &c.principal, code_sha256, now)? {
+            let code: Option<i64> = tx
+                .query_row(
+                    "SELECT 1 FROM passkey_enrolments WHERE code_sha256 = ?1 AND principal = ?2 AND expires_at > ?3",
+                    params![code_sha256, c.principal, now],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if code.is_none() {
                 return Ok(false);
             }
-            insert_ceremony(**tx, c)?;
+            let c = Ceremony {
+                code_sha256: Some(code_sha256.to_string()),
+                ..c.clone()
+            };
+            insert_ceremony(**tx, &c)?;
             Ok(true)
         })
     }
@@ -226,11 +239,11 @@ impl Store {
             let c = single_use::take(
                 tx,
                 ("passkey_ceremonies", "id", id),
-                "id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at",
+                "id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256",
                 |r| {
                     from_row!(r => Ceremony {
                         id, principal, purpose, approval_id, call_hash, decision, nonce, state,
-                        expires_at,
+                        expires_at, code_sha256,
                     })
                 },
                 // Someone else's: leave it to its owner.
@@ -329,11 +342,46 @@ fn room_for(tx: &Tx<'_>, c: &Ceremony, now: i64) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Stores passkey `p` and its `passkey.registered` record; `Invalid` when the credential id is
+/// registered already (to anyone).
+fn insert_passkey(tx: &Tx<'_>, p: &StoredPasskey) -> Result<(), StoreError> {
+    let taken: Option<String> = tx
+        .query_row(
+            "SELECT principal FROM passkeys WHERE credential_id = ?1",
+            [&p.credential_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if taken.is_some() {
+        return Err(StoreError::Invalid(
+            "this passkey is registered already".into(),
+        ));
+    }
+    tx.execute(
+        "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES (?1,?2,?3,?4,?5,?6)",
+        params![p.credential_id, p.principal, p.passkey,
+                serde_json::to_string(&p.public_key).expect("jwk"), p.label, p.created_at],
+    )?;
+    // The public key goes into the hash chain, so a receipt's passkey can be matched to a
+    // registration no one can have rewritten since.
+    let data =
+        json!({"credential_id": p.credential_id, "label": p.label, "public_key": p.public_key});
+    audit::append(
+        **tx,
+        p.created_at,
+        "passkey.registered",
+        None,
+        &p.principal,
+        &data,
+    )?;
+    Ok(())
+}
+
 /// Stores ceremony `c`.
 fn insert_ceremony(tx: Conn<'_>, c: &Ceremony) -> Result<(), StoreError> {
     tx.execute(
-        "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-        params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at],
+        "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+        params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at, c.code_sha256],
     )?;
     Ok(())
 }

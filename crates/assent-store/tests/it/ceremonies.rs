@@ -17,6 +17,7 @@ fn ceremony(id: &str, who: &str) -> Ceremony {
         nonce: Some("n".into()),
         state: "{}".into(),
         expires_at: 10_000,
+        code_sha256: None,
     }
 }
 
@@ -90,4 +91,78 @@ fn a_passkey_counter_only_moves_forward() {
     assert!(s.advance_passkey("synced", &at(0), 0).unwrap());
     assert!(s.advance_passkey("synced", &at(0), 0).unwrap());
     assert!(!s.advance_passkey("unknown", &at(9), 9).unwrap());
+}
+
+/// Found by review: the one-time enrolment code was used up when a registration started, so a
+/// cancelled browser prompt burnt it. It is used when the registration finishes, in the
+/// transaction that stores the passkey: a ceremony started and abandoned leaves it usable, and
+/// of two ceremonies started with one code (even finishing at once) one registers a passkey.
+#[test]
+fn an_enrolment_code_is_used_when_a_registration_finishes_and_only_once() {
+    crate::both_stores(|db, s| {
+        let code = "c0de".repeat(16);
+        let conn = db.connect().unwrap();
+        let issue = assent_store::passkeys::issue_enrolment;
+        issue(conn.conn(), "alice", &code, 100_000, "admin", 1_000).unwrap();
+        let reg = |id: &str, who: &str| Ceremony {
+            purpose: "register".into(),
+            approval_id: None,
+            call_hash: None,
+            decision: None,
+            nonce: None,
+            ..ceremony(id, who)
+        };
+        assert!(
+            s.start_registration(&reg("r1", "alice"), &code, 1_000)
+                .unwrap()
+        );
+        assert!(
+            s.start_registration(&reg("r2", "alice"), &code, 1_000)
+                .unwrap(),
+            "a started (abandoned) registration left the code usable"
+        );
+        assert!(
+            !s.start_registration(&reg("m1", "mallory"), &code, 1_000)
+                .unwrap(),
+            "someone else's code"
+        );
+        let take = |id: &str| {
+            s.take_ceremony(id, "alice", "register", 2_000)
+                .unwrap()
+                .unwrap()
+        };
+        let (c1, c2) = (take("r1"), take("r2"));
+        assert_eq!(c1.code_sha256.as_deref(), Some(code.as_str()));
+        let key = assent_core::passkey::PublicJwk {
+            kty: "EC".into(),
+            crv: "P-256".into(),
+            x: "x".into(),
+            y: Some("y".into()),
+        };
+        let pk = |id: &str| assent_store::passkeys::StoredPasskey {
+            credential_id: id.into(),
+            principal: "alice".into(),
+            passkey: "{}".into(),
+            public_key: key.clone(),
+            label: id.into(),
+            created_at: 2_000,
+        };
+        let finished: Vec<bool> = std::thread::scope(|scope| {
+            let runs = [(c1, "k1"), (c2, "k2")].map(|(c, id)| {
+                let (s, pk) = (&s, pk(id));
+                scope.spawn(move || {
+                    let code = c.code_sha256.unwrap();
+                    s.add_enrolled_passkey(&pk, &code, 2_000).unwrap()
+                })
+            });
+            runs.map(|r| r.join().unwrap()).to_vec()
+        });
+        assert_eq!(finished.iter().filter(|f| **f).count(), 1, "{finished:?}");
+        assert_eq!(s.passkeys_of("alice").unwrap().len(), 1);
+        assert!(
+            !s.start_registration(&reg("r3", "alice"), &code, 3_000)
+                .unwrap(),
+            "the code is used up"
+        );
+    });
 }
