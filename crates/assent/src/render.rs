@@ -38,9 +38,44 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// Appends one card line: `line` made [`inert`] (its own trailing `\n` aside), then `\n`.
-fn put(out: &mut String, line: String) {
-    out.push_str(&inert(line.strip_suffix('\n').unwrap_or(&line)));
+/// [`inert`] `text`, with every run of more than two blank characters (any Unicode white
+/// space: spaces, U+00A0, U+2000–U+200A, U+3000…, and the blank-looking U+2800, U+3164,
+/// U+FFA0) shown as `␠×N`, N the run's length: what the card and `assent watch` show of a
+/// value an agent or the gateway wrote.
+///
+/// Attack (found by review): fake field lines made of plain spaces. An agent sent
+/// `recipient: "ACME" + 300 spaces + "  approvers: nobody, auto-approved"`; wrapped by the
+/// terminal (or the watcher's pane), the padding ended a line and the rest started one of its
+/// own that read like a real card field.
+pub(crate) fn shown(text: &str) -> String {
+    let text = inert(text);
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let mut n = 0usize;
+    for c in text.chars().chain(std::iter::once('x')) {
+        if c.is_whitespace() || matches!(c, '\u{2800}' | '\u{3164}' | '\u{ffa0}') {
+            run.push(c);
+            n += 1;
+            continue;
+        }
+        if n > 2 {
+            out.push_str(&format!("␠×{n}"));
+        } else {
+            out.push_str(&run);
+        }
+        run.clear();
+        n = 0;
+        out.push(c);
+    }
+    out.pop();
+    out
+}
+
+/// Appends one card line: `label` as is (the card's own text: indent, field name and
+/// padding), `value` [`shown`] (whatever an agent or the gateway wrote), then `\n`.
+fn put(out: &mut String, label: &str, value: &str) {
+    out.push_str(label);
+    out.push_str(&shown(value));
     out.push('\n');
 }
 
@@ -92,7 +127,7 @@ pub(crate) fn canonical(v: &Value) -> String {
 
 /// The human card of one approval: exact call, risk and why, time left, message, side
 /// effects and rollback, decisions, `call_hash`; one field a line, each ending in `\n`, every
-/// line made [`inert`] (an agent's arguments reach the message and the side effects).
+/// value [`shown`] (an agent's arguments reach the message and the side effects).
 pub(crate) fn card(a: &Approval) -> String {
     let mut out = String::new();
     card_call(a, &mut out);
@@ -106,83 +141,59 @@ pub(crate) fn card(a: &Approval) -> String {
 fn card_call(a: &Approval, out: &mut String) {
     let pending = a.status == ApprovalStatus::Pending;
     let when = time_left_or_status(pending, &a.expires_at, a.status.as_str());
-    put(out, format!("{}  [{when}]\n", a.id));
-    put(
-        out,
-        format!("  agent:     {} (session {})\n", a.agent, a.session_id),
+    put(out, "", &format!("{}  [{when}]", a.id));
+    let agent = format!("{} (session {})", a.agent, a.session_id);
+    put(out, "  agent:     ", &agent);
+    put(out, "  call:      ", &a.target());
+    put(out, "  arguments: ", &canonical(&a.call.arguments));
+    let irreversible = if a.terms.irreversible {
+        ", irreversible"
+    } else {
+        ""
+    };
+    let risk = format!(
+        "{} ({}){irreversible}",
+        a.terms.risk_tier.as_str(),
+        a.risk_level.as_str()
     );
-    put(out, format!("  call:      {}\n", a.target()));
-    put(
-        out,
-        format!("  arguments: {}\n", canonical(&a.call.arguments)),
-    );
-    put(
-        out,
-        format!(
-            "  risk:      {} ({}){}\n",
-            a.terms.risk_tier.as_str(),
-            a.risk_level.as_str(),
-            if a.terms.irreversible {
-                ", irreversible"
-            } else {
-                ""
-            }
-        ),
-    );
-    put(out, format!("  message:   {}\n", a.terms.message));
+    put(out, "  risk:      ", &risk);
+    put(out, "  message:   ", &a.terms.message);
     if !a.terms.triggers.is_empty() {
-        put(
-            out,
-            format!("  triggers:  {}\n", a.terms.triggers.join(", ")),
-        );
+        put(out, "  triggers:  ", &a.terms.triggers.join(", "));
     }
 }
 
 /// Side effects, rollback, the dry-run tool and suggested alternatives.
 fn card_effects(a: &Approval, out: &mut String) {
     match a.terms.side_effects.as_slice() {
-        [] => put(
-            out,
-            String::from("  side effects: not described by any rule\n"),
-        ),
-        l => put(out, format!("  side effects: {}\n", l.join("; "))),
+        [] => put(out, "  side effects: not described by any rule", ""),
+        l => put(out, "  side effects: ", &l.join("; ")),
     }
     match a.terms.rollback.as_slice() {
-        [] if a.terms.irreversible => put(
-            out,
-            String::from("  rollback:  none: the action is irreversible\n"),
-        ),
-        [] => put(
-            out,
-            String::from("  rollback:  not described by any rule\n"),
-        ),
-        l => put(out, format!("  rollback:  {}\n", l.join("; "))),
+        [] if a.terms.irreversible => put(out, "  rollback:  none: the action is irreversible", ""),
+        [] => put(out, "  rollback:  not described by any rule", ""),
+        l => put(out, "  rollback:  ", &l.join("; ")),
     }
     if let Some(t) = &a.terms.dry_run_tool {
-        put(
-            out,
-            format!("  dry run:   {t} (from the dashboard, through the MCP hub)\n"),
-        );
+        let t = format!("{t} (from the dashboard, through the MCP hub)");
+        put(out, "  dry run:   ", &t);
     }
     for alt in &a.terms.suggested_alternatives {
-        put(out, format!("  alternative: {alt}\n"));
+        put(out, "  alternative: ", alt);
     }
 }
 
 /// Why the call is held (each reason's file, rule and text) and who may decide it.
 fn card_why(a: &Approval, out: &mut String) {
-    put(out, String::from("  why:\n"));
+    put(out, "  why:", "");
     for r in &a.terms.reasons {
-        put(out, format!("    - {}\n", reason_line(r)));
+        put(out, "    - ", &reason_line(r));
     }
     if !a.terms.approvers.is_empty() {
-        put(
-            out,
-            format!("  approvers: {}\n", a.terms.approvers.join(", ")),
-        );
+        put(out, "  approvers: ", &a.terms.approvers.join(", "));
     }
     if let Some(s) = &a.schedule {
-        put(out, format!("  escalation: {}\n", s.describe()));
+        put(out, "  escalation: ", &s.describe());
     }
     if a.terms.separation_of_duties {
         let acts_for = a
@@ -190,32 +201,25 @@ fn card_why(a: &Approval, out: &mut String) {
             .as_deref()
             .map(|p| format!(", nor {p} (the call acts for them)"))
             .unwrap_or_default();
-        put(
-            out,
-            format!(
-                "  separation of duties: not by the owners of agent {}{acts_for}\n",
-                a.agent
-            ),
-        );
+        let who = format!("not by the owners of agent {}{acts_for}", a.agent);
+        put(out, "  separation of duties: ", &who);
     }
     if let Some(v) = &a.votes {
-        put(out, format!("  quorum: {}\n", v.approvals.describe()));
+        put(out, "  quorum: ", &v.approvals.describe());
         for c in &v.cast {
             let why = c
                 .reason
                 .as_deref()
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default();
-            put(
-                out,
-                format!(
-                    "    - {} by {} at {}{}{why}\n",
-                    c.decision.as_str(),
-                    c.by,
-                    c.at,
-                    signed(c.passkey_signed)
-                ),
+            let vote = format!(
+                "{} by {} at {}{}{why}",
+                c.decision.as_str(),
+                c.by,
+                c.at,
+                signed(c.passkey_signed)
             );
+            put(out, "    - ", &vote);
         }
     }
 }
@@ -228,49 +232,41 @@ fn signed(passkey: bool) -> &'static str {
 /// The default decision on timeout, the decisions taken, `call_hash`, the policy set's hash,
 /// edited arguments and the grant scope.
 fn card_outcome(a: &Approval, out: &mut String) {
-    put(
-        out,
-        format!(
-            "  on timeout: {} (expires {})\n",
-            a.terms.default_decision.as_str(),
-            a.expires_at
-        ),
+    let timeout = format!(
+        "{} (expires {})",
+        a.terms.default_decision.as_str(),
+        a.expires_at
     );
+    put(out, "  on timeout: ", &timeout);
     for d in &a.decisions {
-        put(
-            out,
-            format!(
-                "  decision:  {} by {} at {}{}{}\n",
-                d.decision.as_str(),
-                d.by,
-                d.at,
-                signed(d.passkey_signed),
-                d.reason
-                    .as_ref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            ),
+        let decision = format!(
+            "{} by {} at {}{}{}",
+            d.decision.as_str(),
+            d.by,
+            d.at,
+            signed(d.passkey_signed),
+            d.reason
+                .as_ref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
         );
+        put(out, "  decision:  ", &decision);
     }
-    put(out, format!("  call_hash: {}\n", a.call_hash));
+    put(out, "  call_hash: ", &a.call_hash);
     if let Some(h) = &a.policy_set_sha256 {
-        put(
-            out,
-            format!("  policy set: sha256:{h} (in force when it was held)\n"),
-        );
+        let h = format!("sha256:{h} (in force when it was held)");
+        put(out, "  policy set: ", &h);
     }
     if a.arguments_changed {
-        put(
-            out,
-            format!(
-                "  approved arguments: {} (call_hash {})\n",
-                edited_arguments(a),
-                a.approved_call_hash.as_deref().unwrap_or("")
-            ),
+        let edited = format!(
+            "{} (call_hash {})",
+            edited_arguments(a),
+            a.approved_call_hash.as_deref().unwrap_or("")
         );
+        put(out, "  approved arguments: ", &edited);
     }
     if let Some(s) = &a.scope {
-        put(out, format!("  scope:     {s}\n"));
+        put(out, "  scope:     ", s);
     }
 }
 

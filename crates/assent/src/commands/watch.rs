@@ -18,14 +18,14 @@
 //! Slack card); otherwise the terminal must be enlarged, or `assent show` and `assent
 //! approve` used.
 
-use crate::render::{card, time_left};
+use crate::render::{card, shown, time_left};
 use anyhow::Result;
 use assent_api::approvals::{Approval, DecisionRequest};
 use assent_api::{ApprovalStatus, Client, DecisionKind, RiskLevel};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
+use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
 use std::time::{Duration, Instant};
 
@@ -320,20 +320,21 @@ fn draw_card(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
     };
     let mut text = card(a);
     match &app.mode {
-        Mode::Reason(r) => text.push_str(&format!("\nReason for denying: {r}_\n")),
+        Mode::Reason(r) => text.push_str(&format!("\nReason for denying: {}_\n", shown(r))),
         Mode::Confirm(None) => text.push_str(&format!(
             "\nApprove {} for {} (this call only)? y to confirm, any other key cancels\n",
-            a.target(),
-            a.agent
+            shown(&a.target()),
+            shown(&a.agent)
         )),
         Mode::Confirm(Some(r)) => text.push_str(&format!(
-            "\nDeny {} with reason \"{r}\"? y to confirm, any other key cancels\n",
-            a.target()
+            "\nDeny {} with reason \"{}\"? y to confirm, any other key cancels\n",
+            shown(&a.target()),
+            shown(r)
         )),
         _ => {}
     }
-    let card = Paragraph::new(text).wrap(Wrap { trim: false });
     let inner = body.width.saturating_sub(2);
+    let card = Paragraph::new(hang(&text, usize::from(inner))).wrap(Wrap { trim: false });
     app.shown_whole = inner > 0
         && body.height > 2
         && card.line_count(inner) <= usize::from(body.height.saturating_sub(2));
@@ -366,7 +367,7 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
                     format!("{} → {}  ", a.agent, a.target()),
                     Style::default().add_modifier(Modifier::BOLD),
                 ),
-                Span::raw(a.terms.message.clone()),
+                Span::raw(shown(&a.terms.message)),
             ]))
         })
         .collect();
@@ -391,4 +392,53 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
     } else {
         f.render_stateful_widget(list, body, &mut app.state);
     }
+}
+
+/// What starts each continuation of a card line too wide for the pane: no continuation can
+/// line up with a field label (`  risk:`), whatever the line held.
+const CONT: &str = "   ↳ ";
+
+/// `text` as lines of at most `width` columns: each line as is when it fits, else cut (after
+/// the last space in the second half of the room, else where the room ends), every piece
+/// after the first starting with [`CONT`]. Attack (found by review): a value padded so that
+/// the pane's own wrapping started a line with `  approvers: nobody, auto-approved`, which
+/// read as a field of the card.
+fn hang(text: &str, width: usize) -> Text<'static> {
+    let cols = |c: char| Span::raw(c.to_string()).width();
+    let cont = Span::raw(CONT).width();
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let mut rest: Vec<char> = line.chars().collect();
+        let mut first = true;
+        loop {
+            let room = if first {
+                width
+            } else {
+                width.saturating_sub(cont)
+            }
+            .max(1);
+            let (mut used, mut cut) = (0, 0);
+            while cut < rest.len() && (cut == 0 || used + cols(rest[cut]) <= room) {
+                used += cols(rest[cut]);
+                cut += 1;
+            }
+            if cut < rest.len()
+                && let Some(sp) = rest[..cut].iter().rposition(|c| *c == ' ')
+                && sp >= cut / 2
+            {
+                cut = sp + 1;
+            }
+            let piece: String = rest.drain(..cut).collect();
+            lines.push(Line::from(if first {
+                piece
+            } else {
+                format!("{CONT}{piece}")
+            }));
+            first = false;
+            if rest.is_empty() {
+                break;
+            }
+        }
+    }
+    Text::from(lines)
 }

@@ -125,3 +125,65 @@ fn an_agents_bidi_override_in_a_settled_call_reaches_the_learning_export_escaped
     assert_eq!(lines.len(), 1, "{jsonl}");
     assert_eq!(lines[0]["input"]["arguments"]["recipient"], recipient);
 }
+
+/// A recipient that pads its way to a fake card field: `ACME`, 300 spaces (or, as
+/// `padded_blanks`, the same run of U+00A0, U+2003 and U+3000), then a line that reads like
+/// the card's own `approvers:` field.
+const FAKE_FIELD: &str = "  approvers: nobody, auto-approved as R0 (low)";
+
+/// Every line `text` shows on a terminal `width` columns wide that wraps long lines hard.
+/// (At the one width where a line ends just before `approvers`, the text still starts a
+/// line, but after a visible `␠×N` and not indented as a field is: the watcher, which
+/// wraps itself, starts every continuation with `↳`.)
+fn wrapped(text: &str, width: usize) -> Vec<String> {
+    text.lines()
+        .flat_map(|l| {
+            let chars: Vec<char> = l.chars().collect();
+            let pieces: Vec<String> = chars.chunks(width).map(|c| c.iter().collect()).collect();
+            if pieces.is_empty() {
+                vec![String::new()]
+            } else {
+                pieces
+            }
+        })
+        .collect()
+}
+
+/// Attack (found by review): fake field lines made of plain spaces. An agent sent a recipient
+/// of `ACME`, 300 spaces and `  approvers: nobody, auto-approved as R0 (low)`; none of it is a
+/// control character, so the card printed it as is, and the terminal's wrapping started a
+/// line with what read as the card's own `approvers:` field. A run of more than two blank
+/// characters of any kind (U+0020, U+00A0, the U+2000 block, U+3000) is now shown as `␠×N`.
+#[test]
+fn an_agents_padding_cannot_start_a_line_that_reads_as_a_card_field() {
+    let s = served("");
+    for blank in [" ", "\u{a0}", "\u{2003}\u{3000}\u{a0}"] {
+        let padding = blank.repeat(300 / blank.chars().count());
+        let recipient = format!("ACME{padding}{FAKE_FIELD}");
+        let b = crate::propose_to(&s.server.url, 5000, &recipient);
+        assert_eq!(b["decision"], "pending", "{b}");
+        let id = b["approval_id"].as_str().unwrap();
+        for args in [vec!["pending"], vec!["show", id]] {
+            let out = ok(&cli(&s.server.url, &args));
+            assert!(
+                out.contains("ACME␠×302approvers: nobody"),
+                "{args:?}: {out}"
+            );
+            for width in 60..=240 {
+                for line in wrapped(&out, width) {
+                    assert!(
+                        !line.starts_with(FAKE_FIELD),
+                        "{args:?} at {width} columns shows a line `{line}`:\n{out}"
+                    );
+                }
+            }
+        }
+        let cancelled = reqwest::blocking::Client::new()
+            .post(format!("{}/v1/approvals/{id}/cancel", s.server.url))
+            .bearer_auth(BOT_KEY)
+            .json(&json!({}))
+            .send()
+            .unwrap();
+        assert!(cancelled.status().is_success(), "{cancelled:?}");
+    }
+}

@@ -227,3 +227,50 @@ fn assent_watch_confirms_only_the_approval_on_screen_and_only_when_all_of_it_fit
     tmux.keys(&["q"]);
     gw.server.kill9();
 }
+
+/// Attack (found by review): an agent's text on the watcher's card. A CSI (one-byte U+009B and
+/// ESC `[`) or a right-to-left override U+202E in an argument must show as text, not act; and
+/// a recipient padded with 300 spaces before `  approvers: nobody, auto-approved` had the
+/// pane's wrapping start a line that read as the card's own `approvers:` field. The run is now
+/// shown as `␠×N`, and a card line too wide for the pane goes on in lines starting with `↳`.
+#[test]
+fn assent_watch_shows_an_agents_escapes_and_padding_as_text_never_as_a_card_field() {
+    let gw = served("");
+    let url = gw.server.url.clone();
+    let fake = "  approvers: nobody, auto-approved as R0 (low)";
+    for recipient in [
+        format!("ACME\u{9b}2K\u{1b}[1A\u{202e}xyz{}{fake}", " ".repeat(300)),
+        // Visible padding that ends the message line where the pane wraps (138 columns
+        // inside), so that the fake field would start the next.
+        format!("ACME{}{fake}", "x".repeat(100)),
+    ] {
+        let b = super::propose_to(&url, 5000, &recipient);
+        assert_eq!(b["decision"], "pending", "{b}");
+    }
+    let tmux = Tmux::watch(&url, "assent-test-hostile-");
+    tmux.wait_for("2 pending");
+    for down in [false, true] {
+        if down {
+            tmux.keys(&["Escape", "Down"]);
+        }
+        tmux.keys(&["Enter"]);
+        let screen = tmux.wait_for("why:");
+        for acting in ['\u{9b}', '\u{1b}', '\u{202e}'] {
+            assert!(!screen.contains(acting), "{acting:?} raw:\n{screen}");
+        }
+        for line in screen.lines() {
+            let inside = line.trim_start_matches('│');
+            assert!(
+                !inside.trim_start().starts_with("approvers: nobody"),
+                "a line reads as a card field:\n{screen}"
+            );
+        }
+        if screen.contains("xyz") {
+            assert!(
+                screen.contains(r"\u009b2K\u001b[1A\u202exyz␠×302"),
+                "{screen}"
+            );
+        }
+    }
+    tmux.keys(&["q"]);
+}
