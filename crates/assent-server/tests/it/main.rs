@@ -61,6 +61,7 @@ mod settlement_edits;
 mod sign_in;
 mod slack;
 mod sso;
+mod sso_reload;
 mod sso_votes;
 mod suggestions;
 mod tools;
