@@ -22,6 +22,13 @@
 //! key it signed in with ([`SignedInWith::Key`]), under the seal; the server compares it with
 //! its principal's current key on every request, so a key rotated by a restart, or a name
 //! removed and added again, ends the sessions started before.
+//!
+//! **Provider binding**: a single sign-on session keeps, in the same sealed column, the
+//! binding the server made of the provider it signed in through (its issuer and client id,
+//! [`SignedInWith::Sso`]); the server compares it with its configured provider's on every
+//! request, so a session from another provider (the `oidc` issuer or client id changed by a
+//! restart) signs no one in. No migration: an SSO row stored before has an empty binding and
+//! reads as no session (its operator signs in again).
 
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
@@ -42,7 +49,8 @@ struct Row {
     kind: String,
     roles: String,
     authenticated_at: i64,
-    /// A key's session's binding to its key (64 hex); empty for single sign-on.
+    /// A key's session's binding to its key, a single sign-on session's to its provider (64
+    /// hex; empty in an SSO row stored before it was kept: no session).
     key_binding: String,
 }
 
@@ -84,8 +92,15 @@ pub enum SignedInWith {
         /// 64 lowercase hex digits.
         binding: String,
     },
-    /// By single sign-on, with what its claims were granted.
-    Sso(SsoGrant),
+    /// By single sign-on, with what its claims were granted and the binding to the provider
+    /// the server made at sign-in (64 hex), which it compares with its configured provider's
+    /// on every request.
+    Sso {
+        /// What the claims were granted.
+        grant: SsoGrant,
+        /// 64 lowercase hex digits.
+        binding: String,
+    },
 }
 
 /// A session and how it signed in.
@@ -112,19 +127,25 @@ impl Store {
         self.insert_ui_session(id_sha256, s, ("key", "[]", key_binding), (now, now))
     }
 
-    /// Stores a single sign-on session `s` (issue 14 §7) with what its claims were granted,
-    /// like [`Store::start_ui_session`], authenticated at `authenticated_at` (Unix ms: the
+    /// Stores a single sign-on session `s` (issue 14 §7) with what its claims were granted and
+    /// its binding to the provider (64 hex, made by the server: [`SignedInWith::Sso`]), like
+    /// [`Store::start_ui_session`], authenticated at `authenticated_at` (Unix ms: the
     /// provider's `auth_time`, which may be long before `now`; expired sessions are removed
-    /// by `now`). `Invalid` for a bad id, no role, more than 256 roles, a role that is empty
+    /// by `now`). `Invalid` for a bad id or binding, no role, more than 256 roles, a role that is empty
     /// or over 256 bytes, more than 1,000 groups, or a group that is empty or over 256 bytes.
     pub fn start_sso_ui_session(
         &self,
         id_sha256: &str,
         s: &UiSession,
         grant: &SsoGrant,
+        binding: &str,
         (authenticated_at, now): (i64, i64),
     ) -> Result<(), StoreError> {
         check_digest(id_sha256)?;
+        single_use::check_digest(
+            binding,
+            "a single sign-on session's provider binding is 64 lowercase hex digits",
+        )?;
         let bad = |v: &[String], most: usize| {
             v.len() > most || v.iter().any(|r| r.is_empty() || r.len() > 256)
         };
@@ -135,12 +156,13 @@ impl Store {
             ));
         }
         let grant = serde_json::to_string(grant).expect("strings serialise");
-        self.insert_ui_session(id_sha256, s, ("oidc", &grant, ""), (authenticated_at, now))
+        let columns = ("oidc", grant.as_str(), binding);
+        self.insert_ui_session(id_sha256, s, columns, (authenticated_at, now))
     }
 
     /// Stores `s` under `id_sha256` (checked by the caller) as a session of `kind` (`key` or
     /// `oidc`) with `roles` (`[]` for a key's session; an SSO grant's JSON) and `key_binding`
-    /// (empty for SSO), authenticated at `authenticated_at` (its sign-in:
+    /// (to its key, or for SSO to its provider), authenticated at `authenticated_at` (its sign-in:
     /// [`Store::ui_session_authenticated_at`]), and removes the sessions that ended before
     /// `now` (found by review: one time served both, so an SSO sign-in without `auth_time`
     /// removed none) and, in the same transaction, the operator's oldest sessions (by when
@@ -241,8 +263,9 @@ impl Store {
     }
 
     /// [`Store::ui_session`] with how it signed in: a key's session with its key binding (its
-    /// roles are its principal's), a single sign-on session with what it was granted. A key's
-    /// session without a binding (started before migration 0036) or an SSO session whose stored
+    /// roles are its principal's), a single sign-on session with what it was granted and its
+    /// provider binding. A key's session without a binding (started before migration 0036), an
+    /// SSO session without one (stored before it was kept), or an SSO session whose stored
     /// grant does not read back, has no role, or was stored before its groups were kept (a
     /// bare array of roles) is treated as unknown (fail closed: its operator signs in again),
     /// and so is any row whose seal is not its own (see the module doc).
@@ -267,10 +290,13 @@ impl Store {
                         binding: key_binding,
                     },
                 )),
-                "oidc" => serde_json::from_str::<SsoGrant>(&roles)
+                "oidc" if !key_binding.is_empty() => serde_json::from_str::<SsoGrant>(&roles)
                     .ok()
                     .filter(|g| !g.roles.is_empty())
-                    .map(|g| (session, SignedInWith::Sso(g))),
+                    .map(|grant| {
+                        let binding = key_binding;
+                        (session, SignedInWith::Sso { grant, binding })
+                    }),
                 _ => None,
             },
         ))

@@ -210,6 +210,23 @@ impl OidcConfig {
         }
     }
 
+    /// The binding of a single sign-on session to this provider (64 hex): SHA-256 over a tag
+    /// of its own, the issuer and the client id. A session keeps the binding of its sign-in
+    /// (`assent_store::ui_sessions`), and `dashboard::session::signed_in_as` compares it with
+    /// the configured provider's on every request.
+    ///
+    /// Attack (found by review): a session was `oidc:<sub>` and its groups, whoever issued
+    /// them; after a restart with another issuer (or client id), a 12-hour session of the old
+    /// issuer's `sub` 123 kept working, and once a principal linked `sso: 123` for the new
+    /// issuer's (different) person 123, it acted as that principal.
+    pub fn session_binding(&self) -> String {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(b"assent/ui-session/sso-binding/v1\0");
+        h.update(serde_json::json!([self.issuer, self.client_id]).to_string());
+        hex::encode(h.finalize())
+    }
+
     /// The roles a single sign-on session granted `grant` holds now: those its groups map to
     /// under this (current) map that it was also granted at sign-in. Empty: it holds none and
     /// signs no one in.
@@ -327,6 +344,11 @@ impl Sso {
     /// sign-in.
     pub fn new(file: &Path, c: &OidcConfig) -> Result<Sso, ConfigError> {
         Self::with_secret(c, resolve_secret(file, c)?)
+    }
+
+    /// Its validated `oidc` section.
+    pub fn config(&self) -> &OidcConfig {
+        &self.config
     }
 
     /// The provider of `c` with client secret `secret` (given, not read from the

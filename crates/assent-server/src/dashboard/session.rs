@@ -115,7 +115,8 @@ pub(crate) async fn still_signed_in(st: &AppState, headers: &HeaderMap) -> Optio
 /// A single sign-on session (issue 14 §7) is an operator named `oidc:…` with the roles its
 /// claims mapped to, owning no agent — or, when a configured operator names that identity as
 /// its `sso`, that principal with those roles ([`sso_principal`]); it holds only while `oidc`
-/// is configured and no configured principal has taken its name (a reload cannot make it
+/// is configured with the issuer and client id it signed in through
+/// ([`crate::config::oidc::OidcConfig::session_binding`]) and no configured principal has taken its name (a reload cannot make it
 /// someone else), and acts only with the roles its groups still map to under the
 /// `oidc.roles` map in force (a role taken from a group is gone at the next request; none
 /// left signs it out).
@@ -133,7 +134,7 @@ pub(crate) async fn signed_in_as(st: &AppState, id: &str) -> Result<Option<Opera
 /// The operator session `session`, signed in `how`, is now (see [`signed_in_as`]), if any.
 fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Operator> {
     let principals = st.principals();
-    let by_sso = matches!(how, SignedInWith::Sso(_));
+    let by_sso = matches!(how, SignedInWith::Sso { .. });
     let mut sso_groups = Vec::new();
     let principal = match how {
         // Still this name's key (found by review: a key rotated by a restart, or the name
@@ -148,9 +149,13 @@ fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Ope
             }
             p.clone()
         }
-        SignedInWith::Sso(grant) => {
-            let roles = st.oidc.as_ref()?.config.roles_now(&grant);
-            if roles.is_empty()
+        SignedInWith::Sso { grant, binding } => {
+            let config = &st.oidc.as_ref()?.config;
+            // Still the provider it signed in through.
+            let now = config.session_binding();
+            let roles = config.roles_now(&grant);
+            if !same(&now, &binding)
+                || roles.is_empty()
                 || !session
                     .operator
                     .starts_with(crate::config::oidc::NAME_PREFIX)

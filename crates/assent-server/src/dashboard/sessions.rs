@@ -52,7 +52,9 @@ pub(crate) async fn start(st: &AppState, p: &Principal) -> Option<(String, Sessi
 }
 
 /// Starts a single sign-on session (issue 14 §7) for `operator` (`oidc:…`) with what its
-/// claims were granted, like [`start`]. `authenticated_at` (Unix ms) is when the person last
+/// claims were granted, bound to the configured provider
+/// ([`crate::config::oidc::OidcConfig::session_binding`];
+/// `None` without one), like [`start`]. `authenticated_at` (Unix ms) is when the person last
 /// authenticated at the provider (the ID token's `auth_time`, at most now; `0` when it did
 /// not say), which [`recently_authenticated`] holds to the step-up window: a sign-in that
 /// rode an old provider session is not a step-up.
@@ -63,7 +65,8 @@ pub(crate) async fn start_sso(
     authenticated_at: i64,
 ) -> Option<(String, Session)> {
     let at = authenticated_at.clamp(0, now_ms());
-    store_new(st, operator, SignedInWith::Sso(grant), at).await
+    let binding = st.oidc.as_ref()?.config.session_binding();
+    store_new(st, operator, SignedInWith::Sso { grant, binding }, at).await
 }
 
 /// A new session of `operator`, signed in `how` and authenticated at `at` (Unix ms), stored
@@ -84,7 +87,9 @@ async fn store_new(
     let stored = st
         .store_task(move |store| match &how {
             SignedInWith::Key { binding } => store.start_ui_session(&key, &stored, binding, at),
-            SignedInWith::Sso(g) => store.start_sso_ui_session(&key, &stored, g, (at, now_ms())),
+            SignedInWith::Sso { grant, binding } => {
+                store.start_sso_ui_session(&key, &stored, grant, binding, (at, now_ms()))
+            }
         })
         .await;
     match stored {

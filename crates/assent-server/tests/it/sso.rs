@@ -319,7 +319,9 @@ pub(crate) fn sso_session(
         roles: strings(roles),
         groups: strings(groups),
     };
-    gw.with_store(|st| st.start_sso_ui_session(&sha(&id), &s, &grant, (0, 0)))
+    // Bound to the gateway's provider (any, without one: it then signs no one in).
+    let binding = (gw.state.oidc.as_ref()).map_or("0".repeat(64), |o| o.config().session_binding());
+    gw.with_store(|st| st.start_sso_ui_session(&sha(&id), &s, &grant, &binding, (0, 0)))
         .unwrap();
     (format!("assent_ui={id}"), s.csrf)
 }

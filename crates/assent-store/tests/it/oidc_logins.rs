@@ -144,7 +144,7 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
             groups: vec!["fin".to_string()],
         };
         store
-            .start_sso_ui_session(&"ab".repeat(32), &s, &grant, (0, 0))
+            .start_sso_ui_session(&"ab".repeat(32), &s, &grant, &"cd".repeat(32), (0, 0))
             .unwrap();
         store
             .start_ui_session(&"ef".repeat(32), &s, &"01".repeat(32), 0)
@@ -156,7 +156,13 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
         );
         assert_eq!(
             store.ui_session_with_roles(&"ab".repeat(32), 1).unwrap(),
-            Some((s.clone(), SignedInWith::Sso(grant.clone())))
+            Some((
+                s.clone(),
+                SignedInWith::Sso {
+                    grant: grant.clone(),
+                    binding: "cd".repeat(32)
+                }
+            ))
         );
         assert_eq!(
             store.ui_session_with_roles(&"ef".repeat(32), 1).unwrap(),
@@ -212,7 +218,7 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
         ] {
             assert!(
                 store
-                    .start_sso_ui_session(&"12".repeat(32), &s, &bad, (0, 0))
+                    .start_sso_ui_session(&"12".repeat(32), &s, &bad, &"cd".repeat(32), (0, 0))
                     .is_err(),
                 "{why}"
             );
@@ -237,10 +243,10 @@ fn an_sso_sign_in_without_auth_time_still_removes_expired_sessions() {
         };
         let (old, new) = ("aa".repeat(32), "ab".repeat(32));
         store
-            .start_sso_ui_session(&old, &session(1_000), &grant, (0, 0))
+            .start_sso_ui_session(&old, &session(1_000), &grant, &"cd".repeat(32), (0, 0))
             .unwrap();
         store
-            .start_sso_ui_session(&new, &session(90_000), &grant, (0, 5_000))
+            .start_sso_ui_session(&new, &session(90_000), &grant, &"cd".repeat(32), (0, 5_000))
             .unwrap();
         let conn = db.connect().unwrap();
         let left: i64 = crate::pgkit::value(

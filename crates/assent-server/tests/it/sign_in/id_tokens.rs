@@ -1,10 +1,12 @@
 //! What an ID token must be to sign anyone in: signed with the provider's published keys
 //! (never an HMAC keyed with the client secret, whatever discovery lists); and a name claim
-//! a configured `sso` could hold (no whitespace, control or invisible characters).
+//! a configured `sso` could hold (no whitespace, control or invisible characters); and the
+//! session it starts holds only with the provider it signed in through.
 
 use super::provider::{Provider, now_s};
-use super::{Scene, begin, browser, callback_req, finish_own, gateway_with, scene};
+use super::{Scene, begin, browser, callback_req, finish_own, gateway, gateway_with, scene};
 use super::{session_of, signed_in, signs_in};
+use crate::kit::Gw;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -51,9 +53,7 @@ async fn an_sso_name_with_invisible_characters_is_refused() {
         let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
         let code = format!("code-{}", s.query["state"]);
         p.issue(&code, "123", &s.query["nonce"], Some(now_s()));
-        let mut codes = p.codes.lock().unwrap();
-        codes.get_mut(&code).unwrap()["preferred_username"] = json!(name);
-        drop(codes);
+        p.codes.lock().unwrap().get_mut(&code).unwrap()["preferred_username"] = json!(name);
         let r = callback_req(&gw, &b, &s, &code, (&s.cookie, &[]))
             .send()
             .await
@@ -64,5 +64,46 @@ async fn an_sso_name_with_invisible_characters_is_refused() {
             refused(r, "without whitespace, control or invisible characters").await;
         }
     }
+    gw.stop().await;
+}
+
+/// `GET /ui` at `gw` from `b` with session `cookie`: its status.
+async fn dashboard(gw: &Gw, b: &reqwest::Client, cookie: &str) -> StatusCode {
+    let r = b.get(format!("{}/ui", gw.url)).header("cookie", cookie);
+    r.send().await.unwrap().status()
+}
+
+/// Attack (found by review): a single sign-on session was `oidc:<sub>` and its groups, tied
+/// to no provider. After a restart with another issuer, a 12-hour session of the old issuer's
+/// `sub` kept working — and once an admin linked `sso: <sub>` for the new issuer's person of
+/// that `sub`, it acted as that principal. A session is bound to the issuer and client id it
+/// signed in through: it holds across a restart with the same provider, and signs no one in
+/// on the gateway restarted with another (over the same database).
+#[tokio::test]
+async fn an_sso_session_signs_no_one_in_once_the_provider_changed() {
+    let (a, other) = (Provider::start().await, Provider::start().await);
+    let dir = tempfile::tempdir().unwrap();
+    let b = browser("127.0.0.1");
+    let gw = gateway(dir.path(), &a, |_| {}).await;
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let r = finish_own(&gw, &a, &b, &s, Some(now_s())).await;
+    let cookie = session_of(&r).unwrap();
+    signed_in(r).await;
+    assert_eq!(dashboard(&gw, &b, &cookie).await, StatusCode::OK);
+    gw.stop().await;
+    let gw = gateway(dir.path(), &a, |_| {}).await;
+    assert_eq!(
+        dashboard(&gw, &b, &cookie).await,
+        StatusCode::OK,
+        "same provider"
+    );
+    gw.stop().await;
+    let gw = gateway(dir.path(), &other, |_| {}).await;
+    let status = dashboard(&gw, &b, &cookie).await;
+    assert_eq!(
+        status,
+        StatusCode::SEE_OTHER,
+        "another issuer: to the sign-in"
+    );
     gw.stop().await;
 }
