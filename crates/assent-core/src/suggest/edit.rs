@@ -3,7 +3,7 @@
 //! the policy files with each source's `approval` narrowed to "and not the pattern", or with a
 //! new deny policy — the candidate a suggestion is replayed as, and the YAML shown.
 
-use super::mine::Constraint;
+use super::mine::{Constraint, Pin};
 use crate::canonical::ToolCall;
 use crate::condition::Outcome;
 use crate::gatekeeper::evaluate;
@@ -240,13 +240,14 @@ fn node_mut<'d>(doc: &'d mut Value, path: &[Step]) -> Option<&'d mut Value> {
     Some(cur)
 }
 
-/// `approval` narrowed by "and `key` matches one of `negs`" (the alternatives of
-/// [`Constraint::negated`]): `true` or a spec without a condition gains `condition:
-/// {args_match: {key: neg}}` (one group per alternative); a condition gets each alternative
-/// in each of its groups, a group whose bounds on `key` then hold for no number is left out.
-/// `None` when it cannot be written so (`false`, a group already constraining `key` in a way
-/// that cannot be joined, or no group left).
-fn and_not(approval: &Value, key: &str, negs: &[Value]) -> Option<Value> {
+/// `approval` narrowed by "and one of `alts` holds", each alternative a `(key, operator
+/// object)` (the pattern's [`Constraint::negated`] and a `{ne: value}` for each pinned
+/// argument): `true` or a spec without a condition gains `condition: {args_match: {key: op}}`
+/// (one group per alternative); a condition gets each alternative in each of its groups, a
+/// group that then holds for no value is left out. `None` when it cannot be written so
+/// (`false`, a group already constraining the key in a way that cannot be joined, or no group
+/// left).
+fn and_not(approval: &Value, alts: &[(&str, Value)]) -> Option<Value> {
     let mut spec = match approval {
         Value::Bool(true) => Map::new(),
         Value::Object(m) => m.clone(),
@@ -259,9 +260,9 @@ fn and_not(approval: &Value, key: &str, negs: &[Value]) -> Option<Value> {
     };
     let mut out = Vec::new();
     for g in &groups {
-        for neg in negs {
+        for (key, neg) in alts {
             let joined = add_to(g, key, neg)?;
-            if !empty_range(&joined["args_match"][key]) {
+            if !empty_range(&joined["args_match"][*key]) {
                 out.push(joined);
             }
         }
@@ -293,9 +294,13 @@ fn empty_range(ops: &Value) -> bool {
 }
 
 /// One condition group with `key: neg` added to its `args_match`. When the group already
-/// constrains `key` with an operator object, `neg`'s operator joins it (the conjunction of
-/// the two: `gt` keeps the larger bound, `lt` the smaller, `not_in` the union); `None` when
-/// that cannot be written (a literal, or the same `not_pattern` operator twice).
+/// constrains `key`, `neg`'s operator joins it (the conjunction of the two: `gt` keeps the
+/// larger bound, `lt` the smaller, `not_in` the union, the same `ne` once); a literal `v` is
+/// first written `{in: [v]}`, which holds, fails and cannot be evaluated alike (so a literal
+/// `dry_run: true` and a pin's `{ne: true}` give a group that holds for no boolean but still
+/// asks for a mistyped or missing `dry_run`: found by this fix's test, dropping that group
+/// let `dry_run: "true"` through). `None` when it cannot be written (the same `not_pattern` or
+/// `in` operator twice, or two `ne` of different values).
 fn add_to(group: &Value, key: &str, neg: &Value) -> Option<Value> {
     let mut g = group.as_object()?.clone();
     let m = g.get_mut("args_match")?.as_object_mut()?;
@@ -303,10 +308,14 @@ fn add_to(group: &Value, key: &str, neg: &Value) -> Option<Value> {
         m.insert(key.to_string(), neg.clone());
         return Some(Value::Object(g));
     };
+    if !old.is_object() {
+        *old = json!({ "in": [old.clone()] });
+    }
     let ops = old.as_object_mut()?;
     for (op, v) in neg.as_object()? {
         let joined = match (op.as_str(), ops.get(op)) {
             (_, None) => v.clone(),
+            ("ne", Some(o)) if o == v => v.clone(),
             ("gt", Some(o)) => json!(if o.as_f64()? >= v.as_f64()? { o } else { v }),
             ("lt", Some(o)) => json!(if o.as_f64()? <= v.as_f64()? { o } else { v }),
             ("not_in", Some(o)) => {
@@ -337,16 +346,20 @@ fn yaml(v: &Value) -> Option<String> {
     serde_saphyr::to_string(v).ok()
 }
 
-/// `files` with every source's approval narrowed by "unless `c`": the new files and the edits
-/// shown. `None` when a source cannot be narrowed so.
+/// `files` with every source's approval narrowed by "unless `c` and every pin of `pins`
+/// holds" (each pinned argument present with its value: one missing, or of another type,
+/// cannot be evaluated and still asks): the new files and the edits shown. `None` when a
+/// source cannot be narrowed so.
 pub fn narrow(
     files: &PolicyFiles,
     sources: &[Source],
     c: &Constraint,
+    pins: &[Pin],
 ) -> Option<(PolicyFiles, Vec<Edit>)> {
     let mut out = files.clone();
     let mut edits = Vec::new();
-    let negs = c.negated();
+    let mut alts: Vec<(&str, Value)> = c.negated().into_iter().map(|n| (c.key(), n)).collect();
+    alts.extend(pins.iter().map(|(k, v)| (k.as_str(), json!({ "ne": v }))));
     for s in sources {
         let list = if s.agent_file {
             &mut out.agents
@@ -359,7 +372,7 @@ pub fn narrow(
             Some(p) => node_mut(&mut doc, p)?.clone(),
             None => node_mut(&mut doc, &s.node)?.get("approval")?.clone(),
         };
-        let new = and_not(&old, c.key(), &negs)?;
+        let new = and_not(&old, &alts)?;
         node_mut(&mut doc, &s.node)?
             .as_object_mut()?
             .insert("approval".into(), new.clone());

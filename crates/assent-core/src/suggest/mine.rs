@@ -214,6 +214,61 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// An argument a suggested exception also requires, with the one value every approval it
+/// covers sent (`dry_run == true`).
+pub type Pin = (String, Value);
+
+/// The arguments other than the pattern's `key` that every one of `covered` (the arguments of
+/// the approvals a pattern covers) carries with one value, sorted: an exception narrowed by the
+/// pattern alone would let any other value of them through, though no one approved one (found
+/// by review: twelve approved deletes of `tmp/…` all sent `dry_run: true`, and "ask unless path
+/// starts with `tmp/`" then ran `dry_run: false` unasked). `Err` says why one cannot be
+/// written into a rule: a value that is no string, number or boolean (a condition compares
+/// only those), or a name or text that acts on the display ([`hidden`]) or a name longer
+/// than 64 bytes. No suggestion is made then.
+pub fn pins(covered: &[&Value], key: &str) -> Result<Vec<Pin>, String> {
+    let Some((first, rest)) = covered.split_first() else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (k, v) in first.as_object().into_iter().flatten() {
+        let one = |a: &&Value| a.get(k).is_some_and(|x| x == v || same_scalar(x, v));
+        if k == key || !rest.iter().all(one) {
+            continue;
+        }
+        if hidden(k) || k.len() > 64 {
+            return Err(format!("the argument name {k:?} cannot be shown as it is"));
+        }
+        if scalar_key(v).is_none() || v.as_str().is_some_and(hidden) {
+            return Err(format!(
+                "every approval sent `{k}` as {}, which a rule cannot require",
+                crate::template::visible_json(v)
+            ));
+        }
+        out.push((k.clone(), v.clone()));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Whether every pin of `pins` holds for `args` (the argument present with its value).
+pub fn pinned(pins: &[Pin], args: &Value) -> bool {
+    pins.iter()
+        .all(|(k, v)| args.get(k).is_some_and(|x| same_scalar(x, v)))
+}
+
+/// `pins` in words, each after " and ": ` and dry_run == true and mode == "fast"`.
+pub fn describe_pins(pins: &[Pin]) -> String {
+    pins.iter()
+        .map(|(k, v)| format!(" and {k} == {v}"))
+        .collect()
+}
+
+/// Equal scalars of one kind (numbers by value), as a condition's `ne` compares them.
+fn same_scalar(a: &Value, b: &Value) -> bool {
+    scalar_key(a).is_some() && scalar_key(a) == scalar_key(b)
+}
+
 /// The constraint that covers the most of `yes` (each an arguments object) and none of `no`,
 /// covering at least `min` of `yes`; `upper` picks the number bound's kind (`Within` for
 /// approvals, `AtLeast` for denials: a deny reaching further up only tightens). `None` when none does.

@@ -11,7 +11,9 @@
 //! written into the rules), and none when a constraint on another argument covers as many
 //! (the agent writes every argument: which one people judged is unknown). Its prompt sources ([`edit::sources`]:
 //! the governance rules and the agent declaration that require approval of those calls) are
-//! narrowed with "and not the pattern"; a call held for another reason (risk tier R3 or more,
+//! narrowed with "and not (the pattern and every argument the covered approvals all sent
+//! alike, with that value)" ([`mine::pins`]); a call a person rejected or anyone cancelled
+//! counts against a pattern; a call held for another reason (risk tier R3 or more,
 //! irreversible, a threshold or scope trigger) gives no suggestion, since a condition cannot
 //! remove its prompt. The candidate is replayed, and kept only when it removes prompts and
 //! loosens nothing (no call refused then would run without consent).
@@ -52,7 +54,8 @@ pub enum Kind {
 pub struct Evidence {
     /// Settled calls the pattern covers (all approved, or all rejected).
     pub decisions: u64,
-    /// Calls of the tool on the other side (rejected, or approved), none of which it covers.
+    /// Calls of the tool on the other side (rejected or cancelled, or approved), none of
+    /// which it covers.
     pub other_side: u64,
     /// The people who decided them, sorted.
     pub deciders: Vec<String>,
@@ -110,11 +113,28 @@ impl Settings {
     }
 }
 
-/// A tool's settled calls: approved and rejected by a person.
+/// A tool's settled calls: approved and rejected by a person, and cancelled before anyone
+/// decided them.
 #[derive(Default)]
 struct Settled<'h> {
     approved: Vec<&'h Recorded>,
     rejected: Vec<&'h Recorded>,
+    /// Cancelled (by the agent, its plan or session, or an operator): no evidence for a
+    /// pattern, and against one like a rejection (found by review: an agent could withdraw
+    /// the calls it expected refused, and a pattern covering them was suggested). Not evidence
+    /// for a deny policy (the agent would choose it).
+    cancelled: Vec<&'h Recorded>,
+}
+
+impl Settled<'_> {
+    /// The calls that count against a prompt removal: rejected and cancelled ones.
+    fn against(&self) -> Vec<&Recorded> {
+        self.rejected
+            .iter()
+            .chain(&self.cancelled)
+            .copied()
+            .collect()
+    }
 }
 
 /// Groups the calls a person approved or rejected by (server, tool).
@@ -127,6 +147,11 @@ fn settled(history: &[Recorded]) -> BTreeMap<(Option<String>, String), Settled<'
         else {
             continue;
         };
+        if *status == ApprovalStatus::Cancelled && !synthetic(&r.call) {
+            let key = (r.call.server.clone(), r.call.tool.clone());
+            groups.entry(key).or_default().cancelled.push(r);
+            continue;
+        }
         // An operator's decision: not the expiry default, not a grant, and not the agent's own
         // user relaying an in-client answer (`user-of:AGENT`, which the agent could steer).
         let by_person = decided_by.as_deref().is_some_and(|d| {
@@ -219,7 +244,7 @@ pub fn suggest_with(
         let args = |rs: &[&Recorded]| -> Vec<Value> {
             rs.iter().map(|r| r.call.arguments.clone()).collect()
         };
-        let (yes, no) = (args(&g.approved), args(&g.rejected));
+        let (yes, no) = (args(&g.approved), args(&g.against()));
         let (yes, no): (Vec<&Value>, Vec<&Value>) = (yes.iter().collect(), no.iter().collect());
         let is_known = |k: &str| known.contains(k);
         let reason = if known.is_empty() {
@@ -246,6 +271,7 @@ pub fn suggest_with(
             history,
             budget: &budget,
             min,
+            declared: schemas.declared.get(&key),
         };
         out.suggestions
             .extend(for_tool(&ctx, &g, key, (&yes, &no), &is_known));
@@ -275,10 +301,13 @@ struct Group<'a> {
     history: &'a [Recorded],
     budget: &'a std::cell::Cell<usize>,
     min: usize,
+    /// The arguments the tool's trusted input schema declares, when there is one.
+    declared: Option<&'a BTreeSet<String>>,
 }
 
 /// The suggestions (at most a removal and a deny) for tool `key` with settled calls `g`, whose
-/// approved and rejected arguments are `yes` and `no`, weighing the arguments `known` accepts.
+/// approved and rejected (or cancelled) arguments are `yes` and `no`, weighing the arguments
+/// `known` accepts.
 fn for_tool(
     ctx: &Group<'_>,
     g: &Settled<'_>,
@@ -296,7 +325,7 @@ fn for_tool(
         .cloned();
     if let Some(sg) = removals
         .take(MAX_TRIED)
-        .find_map(|(c, _)| removal(ctx.reg, ctx.files, g, &c, ctx.history, ctx.budget))
+        .find_map(|(c, _)| removal(ctx, g, &c, &secret))
     {
         out.push(Suggestion {
             server: server.clone(),
@@ -304,7 +333,9 @@ fn for_tool(
             ..sg
         });
     }
-    let denials = mine::ranked(no, yes, ctx.min, false, known);
+    // Rejected calls only: a cancelled one is no one's judgement (the agent may cancel).
+    let refused: Vec<&Value> = g.rejected.iter().map(|r| &r.call.arguments).collect();
+    let denials = mine::ranked(&refused, yes, ctx.min, false, known);
     let mut unrivalled = denials.iter().filter(|f| !rivalled(f, &denials));
     if let Some((c, _)) = unrivalled.find(|f| open(f)).cloned() {
         let ev = evidence(&c, &g.rejected, &g.approved);
@@ -358,47 +389,61 @@ fn redacted<'g>(reg: &Registry, g: &'g Settled<'_>) -> impl Fn(&str) -> bool + '
 }
 
 /// The prompt-removing suggestion for pattern `c` of group `g`, if its sources can be
-/// narrowed and its replay removes prompts and loosens nothing.
+/// narrowed and its replay removes prompts and loosens nothing. The exception written is the
+/// pattern and every argument the covered approvals all sent with one value ([`mine::pins`]),
+/// and none is made when one of those cannot be written (a value no condition compares, or one
+/// `secret` redacts), or when the tool's trusted input schema declares an argument none of the
+/// covered approvals sent: no condition can require an argument to be absent (a missing one
+/// cannot be evaluated, which asks), and an exception would let any value of it through.
 fn removal(
-    reg: &Registry,
-    files: &PolicyFiles,
+    ctx: &Group<'_>,
     g: &Settled<'_>,
     c: &Constraint,
-    history: &[Recorded],
-    budget: &std::cell::Cell<usize>,
+    secret: &dyn Fn(&str) -> bool,
 ) -> Option<Suggestion> {
+    let covered: Vec<&Recorded> = g
+        .approved
+        .iter()
+        .filter(|r| c.holds(&r.call.arguments))
+        .copied()
+        .collect();
+    let args: Vec<&Value> = covered.iter().map(|r| &r.call.arguments).collect();
+    let pins = mine::pins(&args, c.key()).ok()?;
+    if pins.iter().any(|(k, _)| secret(k)) {
+        return None;
+    }
+    let sent = |k: &String| args.iter().any(|a| a.get(k).is_some());
+    if ctx.declared.is_some_and(|d| !d.iter().all(sent)) {
+        return None;
+    }
     let mut sources = BTreeSet::new();
-    for r in g.approved.iter().filter(|r| c.holds(&r.call.arguments)) {
-        sources.extend(edit::sources(reg, &r.agent, &r.call).ok()?);
+    for r in &covered {
+        sources.extend(edit::sources(ctx.reg, &r.agent, &r.call).ok()?);
     }
     let sources: Vec<_> = sources.into_iter().collect();
     // The agents whose approvals are the evidence: a rule narrowed here may remove prompts of
     // those agents only (found by review: a governance rule for [a, b] was narrowed on a's
     // approvals alone, and b's calls, which no one had approved, ran unasked).
-    let agents: BTreeSet<&str> = g
-        .approved
-        .iter()
-        .filter(|r| c.holds(&r.call.arguments))
-        .map(|r| r.agent.as_str())
-        .collect();
+    let agents: BTreeSet<&str> = covered.iter().map(|r| r.agent.as_str()).collect();
     if sources
         .iter()
         .any(|s| s.agents.iter().any(|a| !agents.contains(a.as_str())))
     {
         return None;
     }
-    let (cand, edits) = edit::narrow(files, &sources, c)?;
+    let (cand, edits) = edit::narrow(ctx.files, &sources, c, &pins)?;
     let (tool, server) = (&g.approved[0].call.tool, &g.approved[0].call.server);
-    // Every prompt the candidate removes must be a call of this tool within the pattern, of
-    // an agent of the evidence: a narrowed rule that reaches further than its evidence is not
-    // suggested.
+    // Every prompt the candidate removes must be a call of this tool within the pattern and
+    // its pins, of an agent of the evidence: a narrowed rule that reaches further than its
+    // evidence is not suggested.
     let within = |r: &Recorded| {
         &r.call.tool == tool
             && &r.call.server == server
             && agents.contains(r.agent.as_str())
             && c.holds(&r.call.arguments)
+            && mine::pinned(&pins, &r.call.arguments)
     };
-    let counts = replayed(&cand, history, budget, &within)?;
+    let counts = replayed(&cand, ctx.history, ctx.budget, &within)?;
     if counts.loosened > 0 || counts.prompts_after >= counts.prompts_before {
         return None;
     }
@@ -406,9 +451,9 @@ fn removal(
         kind: Kind::RemovePrompt,
         tool: String::new(),
         server: None,
-        description: format!("ask unless {}", c.describe()),
+        description: format!("ask unless {}{}", c.describe(), mine::describe_pins(&pins)),
         pattern: c.clone(),
-        evidence: evidence(c, &g.approved, &g.rejected),
+        evidence: evidence(c, &g.approved, &g.against()),
         edits,
         replay: counts,
     })

@@ -569,3 +569,110 @@ fn a_value_or_argument_with_hidden_characters_is_never_mined() {
         "{found:?}"
     );
 }
+
+/// `bot` with a local `delete` that governance rule `approval` holds.
+fn deletes_held_by(approval: &str) -> PolicyFiles {
+    let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: delete\n";
+    let gov = format!(
+        "policies:\n  - id: p\n    selector: {{agents: [bot]}}\n    rules:\n      - tool: delete\n        approval: {approval}\n"
+    );
+    PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), agent.into())],
+        governance: vec![("gov.yaml".into(), gov)],
+    }
+}
+
+/// Twelve dry-run deletes of `tmp/f0…f11` approved, two of `etc/…` rejected.
+fn dry_run_deletes() -> Vec<Recorded> {
+    let del = |i: i64, p: String, st| {
+        held(
+            i,
+            "delete",
+            json!({"path": p, "dry_run": true}),
+            st,
+            "alice",
+        )
+    };
+    let mut h: Vec<Recorded> = (0..12)
+        .map(|i| del(i, format!("tmp/f{i}"), ApprovalStatus::Approved))
+        .collect();
+    h.extend((12..14).map(|i| del(i, format!("etc/x{i}"), ApprovalStatus::Rejected)));
+    h
+}
+
+/// Whether `delete` with `args` is held under `f` with the governance file suggestion `s`
+/// edited (under `f` itself when `s` is `None`).
+fn delete_is_held(f: &PolicyFiles, s: Option<&Suggestion>, args: Value) -> bool {
+    let gov = s.map_or(f.governance.clone(), |s| {
+        vec![(s.edits[0].file.clone(), s.edits[0].text.clone())]
+    });
+    let reg = Registry::load(&f.agents, &gov).unwrap();
+    let call = ToolCall::new("delete", None, args).unwrap();
+    let none = crate::triggers::Observations::none(0);
+    crate::evaluate_in(&reg, "bot", &call, None, &none).kind != crate::VerdictKind::Allow
+}
+
+/// Attack (found by review): the agent sent `dry_run: true` on every delete it proposed, so
+/// people approved only dry runs; the argument never varied, was not weighed, and "ask unless
+/// path starts with `tmp/`" then ran `{path: tmp/prod-data, dry_run: false}` unasked. Every
+/// argument the covered approvals all sent alike is required by the exception too; a call
+/// with it different, of another type or missing still asks.
+#[test]
+fn an_argument_that_never_varied_is_required_by_the_suggested_exception() {
+    for approval in ["true", "{condition: {args_match: {dry_run: true}}}"] {
+        let f = deletes_held_by(approval);
+        let out = suggest(
+            &registry(&f),
+            &f,
+            &dry_run_deletes(),
+            Settings::with_min(10),
+        );
+        let s = out
+            .iter()
+            .find(|s| s.kind == Kind::RemovePrompt)
+            .expect("a suggestion");
+        let want = "ask unless path starts with \"tmp/\" and dry_run == true";
+        assert_eq!(s.description, want, "{approval}");
+        assert_eq!((s.replay.confirm_to_allow, s.replay.loosened), (12, 0));
+        let ok = json!({"path": "tmp/prod-data", "dry_run": true});
+        assert!(!delete_is_held(&f, Some(s), ok));
+        // Each asked before (with `dry_run: true` asking, `false` never did) asks still.
+        for still in [
+            json!({"path": "tmp/prod-data", "dry_run": false}),
+            json!({"path": "tmp/prod-data", "dry_run": "true"}),
+            json!({"path": "tmp/prod-data"}),
+            json!({"path": "etc/x", "dry_run": true}),
+        ] {
+            let before = delete_is_held(&f, None, still.clone());
+            let after = delete_is_held(&f, Some(s), still.clone());
+            assert_eq!(after, before, "{approval}: {still}");
+            assert!(after || approval != "true", "{still} must ask");
+        }
+    }
+    // A trusted schema declaring arguments no covered approval sent (`force`, `recursive`):
+    // no condition can require them absent, so no prompt removal is suggested.
+    let f = deletes_held_by("true");
+    let mut schemas = Schemas::default();
+    let props = json!({"properties": {"path": {}, "dry_run": {}, "force": {}, "recursive": {}}});
+    schemas.declare(None, "delete", &props);
+    let (reg, h, min) = (registry(&f), dry_run_deletes(), Settings::with_min(10));
+    let out = suggest_with(&reg, &f, &h, min, &schemas).suggestions;
+    assert!(out.iter().all(|s| s.kind != Kind::RemovePrompt), "{out:?}");
+}
+
+/// Found by review: a call the agent cancelled before anyone decided it was no evidence at
+/// all, so the agent could withdraw the call people were about to reject (`tmp/secrets`) and
+/// keep a pattern covering it. A cancelled call counts against a pattern like a rejection (not
+/// for a deny policy: the agent chose to cancel it).
+#[test]
+fn a_cancelled_call_counts_against_a_suggested_exception() {
+    let f = deletes_held_by("true");
+    let mut h = dry_run_deletes();
+    let cancel = |i: i64| {
+        let args = json!({"path": format!("tmp/secrets{i}"), "dry_run": true});
+        held(i, "delete", args, ApprovalStatus::Cancelled, "bot")
+    };
+    h.extend((20..32).map(cancel));
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
+    assert!(out.is_empty(), "{out:?}");
+}
