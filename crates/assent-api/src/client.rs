@@ -176,22 +176,45 @@ pub fn loopback_host(u: &Url) -> bool {
             .is_ok_and(|a| a.is_loopback())
 }
 
+/// How long [`Client::new`]'s client waits for a connection to the gateway.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long [`Client::new`]'s client waits for a whole answer (a long-poll: its `wait` more),
+/// unless [`Client::with_request_timeout`] says otherwise.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: Url,
     base_text: String,
     key: String,
+    /// Each request's deadline, from sending to the end of the answer's body (a long-poll's
+    /// `wait` added); `None`: the reqwest client's own (see [`Client::with_timeouts`]).
+    request_timeout: Option<Duration>,
 }
 
 impl Client {
     /// A client of the gateway at `base_url` (e.g. `http://127.0.0.1:7878`; a path prefix is
-    /// kept) with reqwest's defaults: no connect or request timeout (the CLI's client today).
+    /// kept), the CLI's: it gives up connecting after [`CONNECT_TIMEOUT`] and on a request
+    /// after [`REQUEST_TIMEOUT`] (a long-poll's `wait` more). Found by review: with no
+    /// timeout, a connection that died silently froze `assent watch` for good, in raw mode,
+    /// where `q` and Ctrl-C are keys it no longer read.
     pub fn new(base_url: &str, api_key: &str) -> Result<Self, ClientError> {
         let http = direct_to_loopback(http_builder(), base_url)
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Self::with_http(http, base_url, api_key)
+        Ok(Self::with_http(http, base_url, api_key)?.with_request_timeout(REQUEST_TIMEOUT))
+    }
+
+    /// The same client with each request's deadline `timeout` (from sending to the end of
+    /// the answer's body; a long-poll's `wait` is added to it).
+    pub fn with_request_timeout(&self, timeout: Duration) -> Self {
+        Self {
+            request_timeout: Some(timeout),
+            ..self.clone()
+        }
     }
 
     /// A client that gives up connecting after `connect` and on any request after `total`
@@ -232,7 +255,7 @@ impl Client {
     }
 
     /// A client on an existing reqwest client (sharing its pool and timeouts, e.g. the MCP
-    /// hub's one client for many agent keys).
+    /// hub's one client for many agent keys); no deadline of its own per request.
     pub fn with_http(
         http: reqwest::Client,
         base_url: &str,
@@ -248,6 +271,7 @@ impl Client {
             base,
             base_text,
             key: api_key.to_string(),
+            request_timeout: None,
         })
     }
 
@@ -305,6 +329,9 @@ impl Client {
         body: Option<&B>,
     ) -> Result<reqwest::Response, ClientError> {
         let mut req = self.http.request(method, url).bearer_auth(&self.key);
+        if let Some(t) = self.request_timeout {
+            req = req.timeout(t);
+        }
         // The caller's span continues in the gateway's trace (issue 15 §1); none when off.
         if let Some(tp) = crate::trace::traceparent(&tracing::Span::current()) {
             req = req.header("traceparent", tp);
@@ -408,7 +435,14 @@ impl Client {
             0 => &[],
             w => &[("wait", w.to_string())],
         };
-        self.get(segments, query).await
+        // The gateway answers after the wait at the latest: the deadline is that much later.
+        let waiting = Self {
+            request_timeout: self
+                .request_timeout
+                .map(|t| t + Duration::from_secs(wait_seconds)),
+            ..self.clone()
+        };
+        waiting.get(segments, query).await
     }
 
     /// `POST` of the JSON `body` to `segments`, its 2xx body parsed as `T`.

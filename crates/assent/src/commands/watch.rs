@@ -214,8 +214,14 @@ impl App {
     }
 }
 
+/// How long the watcher waits for any answer of the gateway: the screen is frozen meanwhile
+/// (its reads and decisions are made on the UI thread), so not long. Found by review: a
+/// connection that died silently froze it for good, `q` and Ctrl-C unread.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs the watcher until `q` (or Ctrl-C). Needs an operator key.
 pub(crate) async fn run(c: Client) -> Result<i32> {
+    let c = c.with_request_timeout(ANSWER_TIMEOUT);
     // Fail before taking over the terminal when the gateway or the key is wrong.
     c.approvals(Some(ApprovalStatus::Pending), None).await?;
     let handle = tokio::runtime::Handle::current();

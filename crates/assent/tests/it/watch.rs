@@ -274,3 +274,42 @@ fn assent_watch_shows_an_agents_escapes_and_padding_as_text_never_as_a_card_fiel
     }
     tmux.keys(&["q"]);
 }
+
+/// Attack (found by review): a gateway (or a connection) that accepts and never answers
+/// froze `assent watch` for good: the client had no timeout, and the watcher waits for the
+/// gateway's answers on its UI thread, in raw mode, `q` and Ctrl-C unread. Its requests now
+/// end after 10 s: here the first read, before the terminal is taken, fails so.
+#[test]
+fn assent_watch_gives_up_on_a_gateway_that_never_answers() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().collect();
+        drop(held);
+    });
+    let start = Instant::now();
+    let mut child = Command::new(BIN)
+        .arg("watch")
+        .env("ASSENT_URL", &url)
+        .env("ASSENT_API_KEY", OP_KEY)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("assent watch still waits for a gateway that never answers");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("cannot reach the gateway"), "{err}");
+    assert!(start.elapsed() >= Duration::from_secs(9), "{err}");
+}
