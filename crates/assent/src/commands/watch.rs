@@ -11,8 +11,9 @@
 //! What is confirmed is the approval that was on the screen, or nothing: a card, a reason or a
 //! question to confirm is bound to its approval's id, and when that approval leaves the queue
 //! (decided elsewhere, withdrawn by its agent, expired) the watcher goes back to the list and
-//! says so, instead of moving to the approval that took its place; keys typed while that
-//! re-read ran are dropped, so `a` `y` typed ahead cannot land on the next one. `y` approves
+//! says so, instead of moving to the approval that took its place; whenever a re-read
+//! selects another approval (that one left, or this watcher just decided it), keys typed
+//! meanwhile are dropped, so `a` `y` typed ahead cannot land on the next one. `y` approves
 //! only when the whole card and its question fitted the terminal in the frame last drawn (an
 //! agent can pad its arguments so that the one that matters falls below the pane, as on a
 //! Slack card); otherwise the terminal must be enlarged, or `assent show` and `assent
@@ -59,7 +60,8 @@ struct App {
     refreshed: Instant,
     /// Whether the last frame drawn showed the whole card with its question.
     shown_whole: bool,
-    /// Whether the last re-read took the selected approval away (the selection moved).
+    /// Whether the last re-read selected another approval than before (the one selected left
+    /// the queue, or was decided here).
     moved: bool,
     /// The approval this watcher just decided: its leaving the queue is no surprise.
     decided: Option<String>,
@@ -72,6 +74,7 @@ impl App {
 
     fn set(&mut self, approvals: Vec<Approval>) {
         let keep = self.selected().map(|a| a.id.clone());
+        let before = keep.clone();
         self.approvals = approvals;
         let kept = keep
             .as_ref()
@@ -93,8 +96,10 @@ impl App {
             self.status = format!("{id} left the queue (decided, withdrawn or expired)");
             self.error = false;
             self.mode = Mode::List;
-            self.moved = true;
         }
+        // Whatever moved the selection (the approval left, was decided here, or the list was
+        // empty), keys typed meanwhile were meant for what was selected before.
+        self.moved = self.selected().map(|a| &a.id) != before.as_ref();
     }
 
     fn style(&self, color: Color) -> Style {
@@ -246,8 +251,9 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
     };
     let res = loop {
         app.refresh(&c, &rt);
-        // Keys typed while the re-read moved the selection were meant for the approval that
-        // left: dropped, so `a` `y` typed ahead cannot land on the next one (found by review).
+        // Keys typed while the re-read moved the selection were meant for the approval selected
+        // before: dropped, so `a` `y` typed ahead cannot land on the next one (found by
+        // review; and after this watcher's own decision, found by a later review).
         if std::mem::take(&mut app.moved) {
             while event::poll(Duration::ZERO).unwrap_or(false) {
                 let _ = event::read();

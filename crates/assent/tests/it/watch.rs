@@ -313,3 +313,28 @@ fn assent_watch_gives_up_on_a_gateway_that_never_answers() {
     assert!(err.contains("cannot reach the gateway"), "{err}");
     assert!(start.elapsed() >= Duration::from_secs(9), "{err}");
 }
+
+/// Attack (found by review): keys typed ahead after the watcher's own decision. `y` approved
+/// the approval on the card; the re-read that followed found it gone but, as this watcher had
+/// decided it, kept the keys typed meanwhile, so a buffered `a` `y` approved the approval
+/// that slid into its place. Keys are now dropped whenever a re-read selects another one.
+#[test]
+fn assent_watch_drops_keys_typed_ahead_after_its_own_decision() {
+    let (mut gw, url, (first, second), tmux) = watching_two("assent-test-ahead-");
+    tmux.wait_for("2 pending");
+    tmux.keys(&["Enter", "a"]);
+    let screen = tmux.wait_for("y to confirm");
+    let (shown, other) = if screen.contains(&first) {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    // `y`, then `a` `y` typed ahead, all in the terminal before the watcher reads the first.
+    tmux.run(&["send-keys", "-t", "w", "y", "a", "y"]);
+    tmux.wait_for("1 pending");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(status(&url, &shown)["status"], "approved");
+    assert_eq!(status(&url, &other)["status"], "pending");
+    tmux.keys(&["q"]);
+    gw.server.kill9();
+}
