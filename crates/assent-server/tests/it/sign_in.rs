@@ -176,6 +176,7 @@ pub(crate) async fn finish(
 ) -> reqwest::Response {
     let code = format!("code-{}", s.query["state"]);
     p.issue(&code, sub, &s.query["nonce"], auth_time);
+    p.challenge(&code, &s.query["code_challenge"]);
     callback_req(gw, b, s, &code, sent).send().await.unwrap()
 }
 

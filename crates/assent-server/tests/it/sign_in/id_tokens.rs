@@ -107,3 +107,60 @@ async fn an_sso_session_signs_no_one_in_once_the_provider_changed() {
     );
     gw.stop().await;
 }
+
+/// A sign-in begun at `gw` from `b`, its code issued for `sub` with the claims `edit` changes,
+/// for PKCE challenge `challenge` (`None`: the sign-in's own): the callback's answer.
+async fn callback_with(
+    (gw, p, b): (&Gw, &Provider, &reqwest::Client),
+    edit: impl FnOnce(&mut serde_json::Value),
+    challenge: Option<&str>,
+) -> reqwest::Response {
+    let s = begin(gw, b, "", &[]).await.ok().unwrap();
+    let code = format!("code-{}", s.query["state"]);
+    p.issue(&code, "alice", &s.query["nonce"], Some(now_s()));
+    edit(p.codes.lock().unwrap().get_mut(&code).unwrap());
+    p.challenge(&code, challenge.unwrap_or(&s.query["code_challenge"]));
+    let sent = (s.cookie.as_str(), &[] as &[(&str, &str)]);
+    callback_req(gw, b, &s, &code, sent).send().await.unwrap()
+}
+
+/// A change to an ID token's claims.
+type Edit = fn(&mut serde_json::Value);
+
+/// An ID token from another issuer, for another audience, or expired, is refused: a `403`
+/// that starts no session (each from its own address, so no lock-out plays a part); the
+/// same sign-in with the token as issued goes through.
+#[tokio::test]
+async fn an_id_token_of_another_issuer_or_audience_or_expired_is_refused() {
+    let Scene { p, gw, _dir, .. } = scene().await;
+    let cases: [(&str, Edit); 4] = [
+        ("127.0.0.2", |c| c["iss"] = json!("http://127.0.0.1:9")),
+        ("127.0.0.3", |c| c["aud"] = json!("someone-else")),
+        ("127.0.0.4", |c| c["exp"] = json!(now_s() - 600)),
+        ("127.0.0.5", |_| {}),
+    ];
+    for (from, edit) in cases {
+        let b = browser(from);
+        let r = callback_with((&gw, &p, &b), edit, None).await;
+        if from == "127.0.0.5" {
+            signed_in(r).await;
+        } else {
+            refused(r, "The ID token was refused").await;
+        }
+    }
+    gw.stop().await;
+}
+
+/// A code issued for another sign-in's PKCE challenge (a code stolen from, or injected into,
+/// someone else's flow) is not redeemed: the provider refuses the verifier, and the callback
+/// is a `403` that starts no session.
+#[tokio::test]
+async fn a_code_issued_for_another_pkce_challenge_is_refused() {
+    let Scene { p, gw, b, _dir } = scene().await;
+    let other = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let challenge = other.query["code_challenge"].as_str();
+    let r = callback_with((&gw, &p, &b), |_| {}, Some(challenge)).await;
+    refused(r, "The provider did not redeem the code").await;
+    signs_in(&gw, &p, &b).await;
+    gw.stop().await;
+}

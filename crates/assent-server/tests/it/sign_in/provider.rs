@@ -6,7 +6,9 @@
 //! ([`Provider::sign_as`], [`Provider::publish`]), pad its answers to any size
 //! ([`Provider::pad`]) and drip its discovery document without end ([`Provider::drip`]).
 //! Its discovery lists HS256 beside RS256, and it can sign ID tokens HS256 with a shared
-//! secret instead ([`Provider::sign_hs256`]).
+//! secret instead ([`Provider::sign_hs256`]). Its token endpoint refuses an exchange without a
+//! PKCE `code_verifier`, or whose verifier does not match the `code_challenge` a test told it
+//! the code was issued for ([`Provider::challenge`]).
 
 use base64::Engine as _;
 use openidconnect::PrivateSigningKey as _;
@@ -53,6 +55,8 @@ pub(crate) struct Provider {
     drips: Arc<AtomicBool>,
     /// The secret ID tokens are signed HS256 with, instead of RS256 ([`Provider::sign_hs256`]).
     hmac: Arc<Mutex<Option<String>>>,
+    /// The PKCE `code_challenge` (S256) each code was issued for ([`Provider::challenge`]).
+    challenges: Arc<Mutex<HashMap<String, String>>>,
 }
 
 /// An answer of the provider, to pad ([`Provider::pad`]).
@@ -124,13 +128,14 @@ impl Provider {
         let pads: Arc<[AtomicUsize; 3]> = Arc::default();
         let drips = Arc::new(AtomicBool::new(false));
         let hmac: Arc<Mutex<Option<String>>> = Arc::default();
+        let challenges: Arc<Mutex<HashMap<String, String>>> = Arc::default();
         let public = serde_json::to_value(key.as_verification_key()).unwrap();
         let (c, k, signer) = (codes.clone(), key.clone(), kids.clone());
         let token_requests = tokio::sync::watch::Sender::new(0usize);
         let open = tokio::sync::watch::Sender::new(true);
         let passes = Arc::new(tokio::sync::Semaphore::new(0));
         let (n, o, pass) = (token_requests.clone(), open.subscribe(), passes.clone());
-        let (pad, hs) = (pads.clone(), hmac.clone());
+        let (pad, hs, pkce) = (pads.clone(), hmac.clone(), challenges.clone());
         let token = move |body: String| async move {
             n.send_modify(|n| *n += 1);
             let form: HashMap<String, String> = serde_urlencoded::from_str(&body).unwrap();
@@ -141,7 +146,10 @@ impl Provider {
                     p = pass.acquire() => p.unwrap().forget(),
                 }
             }
-            let claims = c.lock().unwrap().remove(&form["code"]);
+            let challenge = pkce.lock().unwrap().remove(&form["code"]);
+            let verifier = form.get("code_verifier").map(|v| s256(v));
+            let pkce_ok = verifier.is_some() && challenge.is_none_or(|c| Some(c) == verifier);
+            let claims = c.lock().unwrap().remove(&form["code"]).filter(|_| pkce_ok);
             match claims {
                 Some(claims) => padded(
                     json!({
@@ -210,7 +218,15 @@ impl Provider {
             pads,
             drips,
             hmac,
+            challenges,
         }
+    }
+
+    /// Has the provider take `code` as issued for PKCE challenge `challenge` (S256): its
+    /// exchange must send the verifier of that challenge.
+    pub(crate) fn challenge(&self, code: &str, challenge: &str) {
+        let mut c = self.challenges.lock().unwrap();
+        c.insert(code.into(), challenge.into());
     }
 
     /// Has ID tokens signed HS256 with `secret` from now on (`None`: RS256 again).
@@ -314,4 +330,11 @@ fn signed_hs256(secret: &str, claims: &Value) -> String {
         .sign(&CoreJwsSigningAlgorithm::HmacSha256, msg.as_bytes())
         .unwrap();
     format!("{msg}.{}", b.encode(sig))
+}
+
+/// The S256 PKCE challenge of `verifier` (RFC 7636 §4.2).
+fn s256(verifier: &str) -> String {
+    use sha2::Digest as _;
+    let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    b.encode(sha2::Sha256::digest(verifier.as_bytes()))
 }
