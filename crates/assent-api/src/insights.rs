@@ -34,7 +34,8 @@ pub struct Insights {
     /// The top suggestions mined from the range's settled decisions (issue 16 §2), each with
     /// its evidence, the edits with the YAML to write, and its replay; empty when the gateway
     /// was not started from a config file, or when the range holds more than 50,000 proposals
-    /// or a record that cannot be read (partial evidence: narrow the range).
+    /// (or 64 MiB of them) or a record that cannot be read (partial evidence: narrow the range;
+    /// `suggestions_withheld` says so).
     #[serde(default)]
     pub suggestions: Vec<assent_core::suggest::Suggestion>,
     /// Tools with at least 10 settled decisions on one side that got no suggestion keyed on an
@@ -45,6 +46,12 @@ pub struct Insights {
     /// otherwise become the pattern.
     #[serde(default)]
     pub unmined: Vec<assent_core::suggest::Unmined>,
+    /// Whether the suggestions were withheld (`suggestions` and `unmined` empty) because the
+    /// range holds more history than is read for them — over 50,000 proposals, or over
+    /// 64 MiB of their stored records — or a record that cannot be read: a suggestion mined
+    /// from part of the evidence could miss the decisions that refute it. Narrow the range.
+    #[serde(default)]
+    pub suggestions_withheld: bool,
 }
 
 /// Prompts raised on one UTC day.

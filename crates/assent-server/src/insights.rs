@@ -128,6 +128,7 @@ pub fn wire(i: &store::Insights) -> api::Insights {
         },
         suggestions: Vec::new(),
         unmined: Vec::new(),
+        suggestions_withheld: false,
     }
 }
 
@@ -192,7 +193,8 @@ pub(crate) async fn insights(
 ) -> Result<Body<api::Insights>, ApiError> {
     let (since, until) = parse_range(q.as_deref(), now_ms())?;
     let mut body = wire(&read(&st, since, until).await?);
-    let mined = crate::suggestions::top(&st, since, until).await?;
-    (body.suggestions, body.unmined) = (mined.suggestions, mined.unmined);
+    let top = crate::suggestions::top(&st, since, until).await?;
+    (body.suggestions, body.unmined) = (top.mined.suggestions, top.mined.unmined);
+    body.suggestions_withheld = top.withheld;
     Ok(Body(body))
 }

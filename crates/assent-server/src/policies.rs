@@ -73,7 +73,11 @@ pub(crate) async fn replay(
         .store_call_apart(move |s| {
             let _turn = turn;
             let mut r = Replayer::new(&reg, Options::default());
-            let read = read_history(s, since, until, MAX_REPLAYED, &mut |rec| r.push(rec))?;
+            // No bound on the bytes in all: each proposal is replayed and let go (a page at a
+            // time, `PAGE_BYTES`), never held.
+            let read = read_history(s, since, until, MAX_REPLAYED, u64::MAX, &mut |rec| {
+                r.push(rec)
+            })?;
             Ok((r.finish(), read))
         })
         .await?;
@@ -88,7 +92,9 @@ pub(crate) async fn replay(
 
 /// Reads the recorded proposals of `[since, until)` (Unix ms, `None` unbounded) from `s` in
 /// order, page by page (each its own read snapshot), handing each to `each`, until `max` were
-/// read. Returns the unreadable records counted and whether more were left.
+/// read or their stored text reached `max_bytes` (so a reader that keeps them holds at most
+/// that plus one page, [`assent_store::history::PAGE_BYTES`]). Returns the unreadable records
+/// counted and whether more were left.
 ///
 /// Errors: the store cannot be read.
 pub(crate) fn read_history(
@@ -96,6 +102,7 @@ pub(crate) fn read_history(
     since: Option<i64>,
     until: Option<i64>,
     max: usize,
+    max_bytes: u64,
     each: &mut dyn FnMut(&Recorded),
 ) -> Result<(u64, bool), StoreError> {
     let mut q = Query {
@@ -104,18 +111,20 @@ pub(crate) fn read_history(
         until_ms: until,
         limit: MAX_PAGE,
     };
-    let (mut n, mut unreadable) = (0usize, 0u64);
+    let (mut n, mut bytes, mut unreadable) = (0usize, 0u64, 0u64);
     loop {
         let page = s.history_page(&q)?;
         unreadable += page.unreadable;
+        bytes = bytes.saturating_add(page.bytes);
         for rec in &page.recorded {
             each(rec);
         }
         n += page.recorded.len();
         match page.last_seq {
-            Some(last) if page.full && n < max => q.after_seq = last,
-            // At `max` on a full page: cut only if a proposal follows (found by review: a
-            // range of exactly `max` proposals read as cut, and its suggestions never came).
+            Some(last) if page.full && n < max && bytes < max_bytes => q.after_seq = last,
+            // At `max` (or `max_bytes`) on a full page: cut only if a proposal follows (found
+            // by review: a range of exactly `max` proposals read as cut, and its suggestions
+            // never came).
             Some(last) if page.full => {
                 let next = Query {
                     after_seq: last,

@@ -1,10 +1,11 @@
 //! The top suggestions of a range (issue 16 §2, §4) for `GET /v1/insights` and the dashboard's
 //! insights page: the gateway's policy files as they are on disk and the settled decisions
 //! recorded in `[since, until)` handed to [`assent_core::suggest`] (each suggestion replayed
-//! over the same history). At most [`MAX_HISTORY`] proposals are read and [`MAX_REPLAYS`]
-//! candidates replayed, one request at a time; none when the gateway was not started from a
-//! config file (there is no file to change), and none over a range with more proposals than
-//! that or a record that cannot be read (the evidence would be partial). Only arguments a tool
+//! over the same history). At most [`MAX_HISTORY`] proposals, and [`MAX_HISTORY_BYTES`] of
+//! their stored records, are read and [`MAX_REPLAYS`] candidates replayed, one request at a
+//! time; none when the gateway was not started from a config file (there is no file to
+//! change), and none over a range with more than that or a record that cannot be read (the
+//! evidence would be partial; [`Top::withheld`] says so). Only arguments a tool
 //! really takes are mined: those its trusted pinned input schema declares
 //! ([`assent_store::tool_schemas::trusted`]) or
 //! the policy names; the tools left unmined for want of one are listed with why.
@@ -19,6 +20,16 @@ use assent_core::suggest::{Mined, Settings, Suggestion, suggest_with};
 
 /// Proposals read for suggestions at the most.
 pub const MAX_HISTORY: usize = 50_000;
+
+/// The stored record text (`audit.data`, the call's arguments its bulk) read for suggestions
+/// at the most, in bytes (64 MiB): every proposal read is held until mining ends, so this
+/// bounds the memory one request takes (this plus one page,
+/// [`assent_store::history::PAGE_BYTES`], and the parsed copies). Found by review: only the
+/// count was bounded, and 50,000 calls padded to `max_arguments_bytes` (256 KiB by default)
+/// are about 12 GiB, which any agent with an auto-allowed tool could write in 30 days for the
+/// next operator opening the insights page to read. A range past it gets no suggestion: one
+/// mined from the part read could miss the rejections that refute it.
+pub const MAX_HISTORY_BYTES: u64 = 64 << 20;
 
 /// Candidate suggestions replayed per request at the most: each replays the whole history read
 /// (B7: about 200,000 proposals/s), so one request costs at most about 12 × 50,000 / 200,000 =
@@ -37,15 +48,27 @@ pub const MAX_UNMINED: usize = 20;
 /// Settled decisions a pattern needs before it is suggested (`assent suggest`'s default).
 pub const MIN_DECISIONS: u32 = 10;
 
+/// The suggestions of a range, and whether they were withheld.
+#[derive(Debug, Default)]
+pub(crate) struct Top {
+    /// The suggestions and the tools left unmined (empty when `withheld`).
+    pub(crate) mined: Mined,
+    /// The range held more than is read for suggestions ([`MAX_HISTORY`] proposals or
+    /// [`MAX_HISTORY_BYTES`] of records) or a record that cannot be read, so no suggestion
+    /// was mined from it (partial evidence: narrow the range).
+    pub(crate) withheld: bool,
+}
+
 /// The first [`TOP`] suggestions for `[since, until)` (Unix ms), and the first
 /// [`MAX_UNMINED`] tools left unmined with why; empty without a config file, when the policy
-/// files do not load now (the running set is what is in force either way), or when the range
-/// has more than [`MAX_HISTORY`] proposals or an unreadable one.
+/// files do not load now (the running set is what is in force either way), or, marked
+/// [`Top::withheld`], when the range has more than [`MAX_HISTORY`] proposals or
+/// [`MAX_HISTORY_BYTES`] of them, or an unreadable one.
 ///
 /// Errors: `503` when the store cannot be read.
-pub(crate) async fn top(st: &AppState, since: i64, until: i64) -> Result<Mined, ApiError> {
+pub(crate) async fn top(st: &AppState, since: i64, until: i64) -> Result<Top, ApiError> {
     let Some(source) = st.reload.clone() else {
-        return Ok(Mined::default());
+        return Ok(Top::default());
     };
     // The permit goes with the work into the blocking pool, and back (found by review: held
     // only here, a client that hung up freed it while its reading and replays went on).
@@ -55,15 +78,15 @@ pub(crate) async fn top(st: &AppState, since: i64, until: i64) -> Result<Mined, 
         .map_err(ApiError::unavailable)?;
     let (file, strict) = (source.file.clone(), source.strict);
     let Ok(files) = blocking(move || policy_files(&file, strict)).await? else {
-        return Ok(Mined::default());
+        return Ok(Top::default());
     };
     let (history, schemas, unreadable, cut, turn) = st
         .store_call_apart(move |s| {
             let mut all: Vec<Recorded> = Vec::new();
+            let (from, to) = (Some(since), Some(until));
+            let (max, max_bytes) = (MAX_HISTORY, MAX_HISTORY_BYTES);
             let (unreadable, cut) =
-                read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
-                    all.push(r.clone())
-                })?;
+                read_history(s, from, to, max, max_bytes, &mut |r| all.push(r.clone()))?;
             let schemas = s.trusted_schemas(&all)?;
             Ok((all, schemas, unreadable, cut, turn))
         })
@@ -72,18 +95,22 @@ pub(crate) async fn top(st: &AppState, since: i64, until: i64) -> Result<Mined, 
     // refused call let through", would leave out the proposals after the cut or the records
     // that could not be read (found by review: both were dropped unseen, so an agent
     // flooding cheap allowed calls between the approvals and the later rejections had a
-    // pattern suggested that the rejections refute).
+    // pattern suggested that the rejections refute). The answer says so.
     if cut || unreadable > 0 {
         tracing::warn!(
             since,
             until,
             unreadable,
             more_than = MAX_HISTORY,
-            "no suggestions: the range holds more proposals than are read for them, or records that cannot be read; narrow the range"
+            more_bytes_than = MAX_HISTORY_BYTES,
+            "no suggestions: the range holds more proposals (or bytes of them) than are read for them, or records that cannot be read; narrow the range"
         );
-        return Ok(Mined::default());
+        return Ok(Top {
+            mined: Mined::default(),
+            withheld: true,
+        });
     }
-    blocking(move || {
+    let mined = blocking(move || {
         let _turn = turn;
         let Ok(reg) = Registry::load(&files.agents, &files.governance) else {
             return Mined::default();
@@ -97,7 +124,11 @@ pub(crate) async fn top(st: &AppState, since: i64, until: i64) -> Result<Mined, 
         found.unmined.truncate(MAX_UNMINED);
         found
     })
-    .await
+    .await?;
+    Ok(Top {
+        mined,
+        withheld: false,
+    })
 }
 
 /// `text` fit for one YAML comment line: characters that act on the display (controls,

@@ -1,8 +1,9 @@
 //! The recorded proposals, read back from the audit log for replay and suggestions (issue 16
 //! §1–§2): every `call.allowed`, `call.denied` and `approval.requested` record in sequence order,
 //! with what became of a held call (its approval's status, grant, settling decision). Read only,
-//! in pages of at most [`MAX_PAGE`] records, each in its own read snapshot, so a long history
-//! never holds the writer; both backends, the SQL written once.
+//! in pages of at most [`MAX_PAGE`] records and about [`PAGE_BYTES`] of stored record text,
+//! each in its own read snapshot, so a long history never holds the writer; both backends, the
+//! SQL written once.
 //!
 //! A record that cannot be read as a proposal (its `data` not the shape the store writes, a
 //! status or tier that does not parse) is counted in [`Page::unreadable`], never guessed at.
@@ -17,6 +18,14 @@ use serde_json::Value;
 
 /// The most records one page reads.
 pub const MAX_PAGE: u32 = 2000;
+
+/// A page stops taking records once their stored `data` text reaches this many bytes (8 MiB),
+/// so a page holds at most this plus one record, whatever its `limit`. Found by review: a page
+/// of [`MAX_PAGE`] calls, each with arguments up to the gateway's `max_arguments_bytes`
+/// (256 KiB by default, configurable higher), read about 512 MB at once. The sizes are read
+/// first (`octet_length`, which neither backend needs the text for), then only the records
+/// that fit, in the same snapshot.
+pub const PAGE_BYTES: u64 = 8 << 20;
 
 /// Which records to read: sequence numbers after `after_seq`, proposals at or after `since_ms`
 /// and before `until_ms` (Unix ms; `None`: unbounded), at most `limit` records (capped at
@@ -43,8 +52,12 @@ pub struct Page {
     /// The last sequence number read (the next page's `after_seq`); `None` when the page was
     /// empty.
     pub last_seq: Option<i64>,
-    /// Whether the page was full (more may follow).
+    /// Whether the page was full (more may follow): it read `limit` records, or stopped at
+    /// [`PAGE_BYTES`].
     pub full: bool,
+    /// The stored `data` text of the records read (readable or not), in bytes: what a reader
+    /// that keeps the proposals counts against a bound of its own.
+    pub bytes: u64,
 }
 
 const PAGE_SQL: &str = "SELECT a.seq, a.at, a.kind, a.actor, a.data, p.status, p.grant_id, p.decided_at, \
@@ -52,6 +65,11 @@ const PAGE_SQL: &str = "SELECT a.seq, a.at, a.kind, a.actor, a.data, p.status, p
      p.edited_hash, \
      (SELECT t.used_at FROM tokens t WHERE t.approval_id = p.id) \
      FROM audit a LEFT JOIN approvals p ON p.id = a.approval_id \
+     WHERE a.seq > ?1 AND a.kind IN ('call.allowed','call.denied','approval.requested') \
+     AND a.at >= ?2 AND a.at < ?3 ORDER BY a.seq LIMIT ?4";
+
+/// The sequence numbers and stored `data` sizes of the records [`PAGE_SQL`] would read.
+const SIZES_SQL: &str = "SELECT a.seq, CAST(octet_length(a.data) AS BIGINT) FROM audit a \
      WHERE a.seq > ?1 AND a.kind IN ('call.allowed','call.denied','approval.requested') \
      AND a.at >= ?2 AND a.at < ?3 ORDER BY a.seq LIMIT ?4";
 
@@ -70,18 +88,33 @@ struct Row {
     used_at: Option<i64>,
 }
 
-/// Reads one page of `q` on `conn`.
+/// Reads one page of `q` on `conn` (inside a read snapshot, so the sizes read first and the
+/// records read after are of the same rows): at most `q.limit` records, and no more once their
+/// stored text reaches [`PAGE_BYTES`] (at least one).
 pub fn read_page(conn: Conn<'_>, q: &Query) -> db::Result<Page> {
     let limit = q.limit.clamp(1, MAX_PAGE);
+    let (since, until) = (
+        q.since_ms.unwrap_or(i64::MIN),
+        q.until_ms.unwrap_or(i64::MAX),
+    );
+    let sizes = crate::sql::rows(
+        conn,
+        SIZES_SQL,
+        crate::params![q.after_seq, since, until, i64::from(limit)],
+        |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?)),
+    )?;
+    let (mut take, mut bytes) = (0usize, 0u64);
+    for (_, size) in &sizes {
+        if bytes >= PAGE_BYTES {
+            break;
+        }
+        bytes += u64::try_from(*size).unwrap_or(0);
+        take += 1;
+    }
     let rows = crate::sql::rows(
         conn,
         PAGE_SQL,
-        crate::params![
-            q.after_seq,
-            q.since_ms.unwrap_or(i64::MIN),
-            q.until_ms.unwrap_or(i64::MAX),
-            i64::from(limit)
-        ],
+        crate::params![q.after_seq, since, until, take as i64],
         |r| {
             Ok(Row {
                 seq: r.get(0)?,
@@ -99,8 +132,9 @@ pub fn read_page(conn: Conn<'_>, q: &Query) -> db::Result<Page> {
         },
     )?;
     let mut page = Page {
-        full: rows.len() == limit as usize,
+        full: rows.len() == limit as usize || take < sizes.len(),
         last_seq: rows.last().map(|r| r.seq),
+        bytes,
         ..Page::default()
     };
     for row in rows {

@@ -57,6 +57,11 @@ struct InsightsPage {
     /// Tools with decisions whose arguments were not mined, and why.
     unmined: Vec<UnminedRow>,
     min_decisions: u32,
+    /// No suggestion was mined: the range holds more than is read for them, or an unreadable
+    /// record ([`crate::suggestions::Top::withheld`]).
+    suggestions_withheld: bool,
+    max_history: usize,
+    max_history_mib: u64,
 }
 
 /// `0.0` as `"—"` when absent, else with up to one decimal.
@@ -153,6 +158,9 @@ pub(crate) async fn insights_page(
         suggestions: vec![],
         unmined: vec![],
         min_decisions: crate::suggestions::MIN_DECISIONS,
+        suggestions_withheld: false,
+        max_history: crate::suggestions::MAX_HISTORY,
+        max_history_mib: crate::suggestions::MAX_HISTORY_BYTES >> 20,
     };
     let range = stamps(q.as_deref()).and_then(|(s, u)| {
         let (s, u) = (form_stamp(s), form_stamp(u));
@@ -179,8 +187,9 @@ pub(crate) async fn insights_page(
     t.data = Some(found);
     match crate::suggestions::top(&st, since, until).await {
         Ok(found) => {
-            t.suggestions = rows(&found.suggestions, since, until);
-            t.unmined = unmined_rows(&found.unmined);
+            t.suggestions = rows(&found.mined.suggestions, since, until);
+            t.unmined = unmined_rows(&found.mined.unmined);
+            t.suggestions_withheld = found.withheld;
         }
         Err(e) => return secured(e.into_response()),
     }

@@ -9,6 +9,7 @@ use crate::insights::{range_of, stamps};
 use crate::state::{AppState, now_ms};
 use crate::suggestions::{export, fingerprint, top};
 use assent_core::suggest::{Suggestion, Unmined};
+use assent_core::template::visible;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -52,6 +53,12 @@ pub(crate) fn unmined_rows(unmined: &[Unmined]) -> Vec<UnminedRow> {
         .collect()
 }
 
+/// `text` with what acts on the display made visible line by line ([`visible`] keeps no line
+/// break; the YAML of an edit has several).
+fn visible_lines(text: &str) -> String {
+    text.split('\n').map(visible).collect::<Vec<_>>().join("\n")
+}
+
 /// The rows of `found` for the range `[since, until)` (Unix ms).
 pub(crate) fn rows(found: &[Suggestion], since: i64, until: i64) -> Vec<SuggestionRow> {
     let range = serde_urlencoded::to_string([
@@ -86,10 +93,13 @@ pub(crate) fn rows(found: &[Suggestion], since: i64, until: i64) -> Vec<Suggesti
                 edits: s
                     .edits
                     .iter()
+                    // Each may quote an agent-chosen tool name or argument value: what acts
+                    // on the display made visible, as for the tool and the description
+                    // (found by review: shown raw).
                     .map(|ed| EditRow {
-                        file: ed.file.clone(),
-                        location: ed.location.clone(),
-                        yaml: ed.yaml.clone(),
+                        file: visible(&ed.file).into_owned(),
+                        location: visible(&ed.location).into_owned(),
+                        yaml: visible_lines(&ed.yaml),
                     })
                     .collect(),
                 export: format!(
@@ -141,7 +151,12 @@ pub(crate) async fn export_suggestion(
         Ok(f) => f,
         Err(e) => return secured(e.into_response()),
     };
-    let Some(s) = found.suggestions.iter().find(|s| fingerprint(s) == of) else {
+    let Some(s) = found
+        .mined
+        .suggestions
+        .iter()
+        .find(|s| fingerprint(s) == of)
+    else {
         let why = "this suggestion is no longer among the suggestions of this range (new decisions or a policy reload changed them): reload the insights page and review it again\n";
         return secured((StatusCode::CONFLICT, why).into_response());
     };

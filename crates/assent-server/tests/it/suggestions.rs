@@ -190,6 +190,56 @@ async fn a_range_read_in_part_offers_no_suggestion() {
     gw.stop().await;
 }
 
+/// Attack (found by review): an agent with an auto-allowed tool sends calls padded to
+/// `max_arguments_bytes` (256 KiB by default); the history read for suggestions was bounded
+/// only by its count (50,000 proposals, about 12 GiB of such calls), all held at once when the
+/// next operator opened the insights. Now past 64 MiB of records the range is read as cut: no
+/// suggestion (one mined from the part read could miss the rejections that refute it), and
+/// the answer and the page say so.
+#[tokio::test]
+async fn a_range_of_more_bytes_than_are_read_offers_no_suggestion_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = from_config(dir.path()).await;
+    plant_approvals_to_220(&gw).await;
+    let (_, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(body["suggestions"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["suggestions_withheld"], false, "{body}");
+    // 280 allowed calls, their records then padded to what calls of about 250 KB each write
+    // (70 MB, past the 64 MiB read for suggestions; sending them whole takes a debug build
+    // about 20 s).
+    for i in 0..280 {
+        let body = json!({"agent": "bot", "session_id": format!("f{i}"), "tool": "read", "arguments": {"pad": "x"}});
+        let (s, a) = gw.post("/v1/tool-calls", BOT, body).await;
+        assert_eq!(s, StatusCode::OK, "{a}");
+    }
+    let pad = format!("\"pad\":\"{}\"", "x".repeat(250_000));
+    let padded = gw.sql().exec(
+        "UPDATE audit SET data = replace(data, '\"pad\":\"x\"', ?1) WHERE kind = 'call.allowed'",
+        &[(&pad).into()],
+    );
+    assert_eq!(padded, 280);
+    // Every record still reads (the cut below is the bytes', not an unreadable record's).
+    let body = json!({"agents": [{"file": "bot.agf.yaml", "text": AGENTS}]});
+    let (s, r) = gw.post("/v1/policies/replay", OP, body).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (&r["unreadable"], &r["truncated"]),
+        (&json!(0), &json!(false))
+    );
+    assert_eq!(r["overall"]["calls"], 293, "{r}");
+    let (s, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (&body["suggestions"], &body["suggestions_withheld"]),
+        (&json!([]), &json!(true))
+    );
+    let cookie = gw.dashboard_session().await;
+    let html = gw.dashboard_page("/ui/insights", &cookie).await;
+    assert!(html.contains("id=\"suggestions-withheld\""), "{html}");
+    assert!(!html.contains("id=\"no-suggestions\""));
+    gw.stop().await;
+}
+
 /// Proposes `tool` (on MCP server `server`, if any) with `args` in session `s{i}` and has
 /// alice approve or deny it.
 async fn decide_call(gw: &Gw, i: u32, server: Option<&str>, tool: &str, args: Value, yes: bool) {
@@ -342,4 +392,32 @@ async fn an_argument_the_hubs_pinned_schema_declares_is_mined() {
         found[0]["description"], "ask unless mode in [\"append\"] and risk_score == 1",
         "{body}"
     );
+}
+
+/// Found by review: a suggested edit's file, place and YAML were shown raw on the page, unlike
+/// its tool and description, so a right-to-left override or an invisible character in them
+/// (here in the directory of the config file, which the edit names) reached the operator's
+/// screen as it is. They are shown as visible escapes. (The miner already refuses argument
+/// values holding such characters, so an agent's own text never gets that far.)
+#[tokio::test]
+async fn a_suggested_edit_shows_what_acts_on_the_display_as_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = from_config(&dir.path().join("ops\u{202e}lmy.\u{200b}")).await;
+    plant_approvals_to_220(&gw).await;
+    let (_, body) = gw.get("/v1/insights", OP).await;
+    let file = body["suggestions"][0]["edits"][0]["file"].as_str();
+    let file = file.unwrap_or_else(|| panic!("{body}"));
+    assert!(file.contains('\u{202e}'), "{file}");
+    let cookie = gw.dashboard_session().await;
+    let html = gw.dashboard_page("/ui/insights", &cookie).await;
+    let shown = html
+        .split("id=\"suggestions\"")
+        .nth(1)
+        .expect("a suggestion");
+    assert!(
+        !shown.contains('\u{202e}') && !shown.contains('\u{200b}'),
+        "{html}"
+    );
+    assert!(shown.contains("ops\\u202elmy.\\u200b"), "{html}");
+    gw.stop().await;
 }

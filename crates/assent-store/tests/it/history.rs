@@ -6,7 +6,7 @@ use super::{both_stores, pay};
 use assent_core::replay::Was;
 use assent_core::{ApprovalStatus, CanonicalCall, VerdictKind};
 use assent_store::DecisionInput;
-use assent_store::history::{Query, for_each_offline};
+use assent_store::history::{MAX_PAGE, PAGE_BYTES, Query, for_each_offline};
 
 #[test]
 fn the_history_reads_back_every_proposal_in_order_with_its_outcome() {
@@ -110,5 +110,46 @@ fn the_history_reads_back_every_proposal_in_order_with_its_outcome() {
         })
         .unwrap();
         assert_eq!((n, unreadable), (4, 1));
+    });
+}
+
+/// Found by review: a page read up to `MAX_PAGE` (2,000) records whatever their size, so calls
+/// padded to the gateway's `max_arguments_bytes` made one page about 512 MB. A page stops at
+/// `PAGE_BYTES` of stored record text (one record more at the most), says how many bytes it
+/// read, and the next page goes on where it stopped.
+#[test]
+fn a_page_stops_at_its_bytes_and_the_next_goes_on() {
+    both_stores(|db, store| {
+        let (_, mut allow) = pay(10);
+        allow.kind = VerdictKind::Allow;
+        // Five calls of 2 MiB: four fill a page (8 MiB), the fifth is the next page's.
+        for i in 0..5 {
+            let pad = "x".repeat(2 << 20);
+            let call =
+                assent_core::ToolCall::new("read", None, serde_json::json!({"pad": pad})).unwrap();
+            store
+                .record_verdict("bot", "s1", &call, "h", &allow, 1_000 + i)
+                .unwrap();
+        }
+        let mut q = Query {
+            after_seq: 0,
+            since_ms: None,
+            until_ms: None,
+            limit: MAX_PAGE,
+        };
+        let p1 = store.history_page(&q).unwrap();
+        assert_eq!((p1.recorded.len(), p1.full), (4, true));
+        assert!(p1.bytes >= PAGE_BYTES && p1.bytes < PAGE_BYTES + (3 << 20));
+        q.after_seq = p1.last_seq.unwrap();
+        let p2 = store.history_page(&q).unwrap();
+        assert_eq!((p2.recorded.len(), p2.full, p2.unreadable), (1, false, 0));
+        assert_eq!(p2.recorded[0].at_ms, 1_004);
+        let mut n = 0;
+        for_each_offline(db, None, None, &mut |page| {
+            n += page.len();
+            true
+        })
+        .unwrap();
+        assert_eq!(n, 5);
     });
 }
