@@ -73,12 +73,14 @@ async fn decide(r: &Remote, ids: &[String], req: DecisionRequest) -> Result<i32>
             Some(a) => println!("{}", decided_line(&a)),
             None => {
                 failed += 1;
-                eprintln!(
+                // The gateway's message may quote what an agent sent: made inert.
+                let line = format!(
                     "assent: {}: {}: {}",
                     r.id,
                     r.code.as_deref().unwrap_or(""),
                     r.message.as_deref().unwrap_or("")
                 );
+                eprintln!("{}", inert(&line));
             }
         }
     }

@@ -311,7 +311,8 @@ fn draw(f: &mut ratatui::Frame, app: &mut App) {
     } else {
         app.style(Color::Green)
     };
-    f.render_widget(Paragraph::new(app.status.clone()).style(st), status);
+    // The status line quotes the gateway (its errors, an approval's target): made inert.
+    f.render_widget(Paragraph::new(shown(&app.status)).style(st), status);
     let keys = match app.mode {
         Mode::Reason(_) => "type the reason  enter done  esc cancel",
         Mode::Confirm(_) => "y confirm  any other key cancels",
@@ -376,7 +377,7 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
                 ),
                 Span::raw(format!("{:<14} ", time_left(&a.expires_at))),
                 Span::styled(
-                    format!("{} → {}  ", a.agent, a.target()),
+                    format!("{} → {}  ", shown(&a.agent), shown(&a.target())),
                     Style::default().add_modifier(Modifier::BOLD),
                 ),
                 Span::raw(shown(&a.terms.message)),

@@ -187,3 +187,20 @@ fn an_agents_padding_cannot_start_a_line_that_reads_as_a_card_field() {
         assert!(cancelled.status().is_success(), "{cancelled:?}");
     }
 }
+
+/// Attack (found by review): `assent approve` of several ids printed each failure's id, code
+/// and message from the gateway's batch answer raw, though the gateway echoes the id it was
+/// given (and its message may quote an agent's text). Now the line is made inert.
+#[test]
+fn a_batch_decisions_failures_reach_the_terminal_as_visible_text() {
+    let s = served("");
+    let id = crate::held(&s.server.url, 5000);
+    let hostile = "nope\u{1b}[1A\u{9b}2K\u{202e}x";
+    let out = cli(&s.server.url, &["approve", &id, hostile]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for acting in ['\u{1b}', '\u{9b}', '\u{202e}'] {
+        assert!(!err.contains(acting), "{acting:?} raw in {err:?}");
+    }
+    assert!(err.contains(r"nope\u001b[1A\u009b2K\u202ex"), "{err}");
+}
