@@ -43,15 +43,10 @@ impl Store {
             // replica and compared by every other, so each replica's own clock would lock
             // callers out (one running slow) or hand out a fresh allowance (one running fast)
             // (found by review). SQLite's one process has one clock.
-            let mut now = now;
             if tx.backend() == Backend::Postgres {
                 tx.execute("SET LOCAL synchronous_commit = off", [])?;
-                now = tx.query_row(
-                    "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-                    [],
-                    |r| r.get(0),
-                )?;
             }
+            let now = tx.shared_clock_ms(now)?;
             // Rows are taken in one order by every count, so two counts never wait on each
             // other in a circle.
             let mut order: Vec<usize> = (0..who.len()).collect();

@@ -423,6 +423,20 @@ impl Tx<'_> {
     pub fn changes(&self) -> Vec<Change> {
         self.changes.borrow().clone()
     }
+
+    /// The time (Unix ms) that rows shared by replicas are compared against: on PostgreSQL
+    /// the database's clock (`clock_timestamp()`), since each replica's own runs fast or slow;
+    /// on SQLite, whose one process has one clock, the caller's `now`. Errors: the query's.
+    pub fn shared_clock_ms(&self, now: i64) -> Result<i64> {
+        if self.backend() != Backend::Postgres {
+            return Ok(now);
+        }
+        self.query_row(
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            [],
+            |r| r.get(0),
+        )
+    }
 }
 
 impl Stmt<'_> {

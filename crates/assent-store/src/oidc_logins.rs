@@ -172,6 +172,10 @@ impl Store {
         check_digest(state_sha256)?;
         let kept_until = expires_at.saturating_add(SPENT_KEPT_MS);
         self.write_unannounced(|tx| {
+            // By the database's clock on PostgreSQL (found by review: a replica whose clock ran
+            // more than SPENT_KEPT_MS fast deleted spent states whose cookies other replicas
+            // still accepted, allowing one more code exchange per replayed callback).
+            let now = tx.shared_clock_ms(now)?;
             tx.execute(
                 "DELETE FROM oidc_spent_states WHERE kept_until <= ?1",
                 [now],

@@ -6,6 +6,12 @@
 use assent_store::oidc_logins::{SPENT_KEPT_MS, SignIn};
 use assent_store::ui_sessions::{SignedInWith, SsoGrant, UiSession};
 
+/// The real clock (Unix ms): PostgreSQL removes spent states by its own.
+fn now_ms() -> i64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    d.unwrap().as_millis() as i64
+}
+
 fn sign_in(state: &str, expires_at: i64) -> SignIn {
     SignIn {
         state: state.into(),
@@ -93,41 +99,63 @@ fn of_callbacks_racing_with_one_sign_in_exactly_one_spends_it() {
 
 /// Attack: a replayed callback. A finished sign-in's `state` is spent once whichever replica
 /// finishes it, and stays spent until `SPENT_KEPT_MS` after its expiry; records past that are
-/// removed by the next spend.
+/// removed by the next spend. Times are the real clock's, as PostgreSQL removes by its own.
 #[test]
 fn a_finished_sign_in_is_spent_once_on_every_replica() {
     crate::both_in_dirs(|db, dir| {
         let (a, b) = (crate::open(dir, db), crate::open(dir, db));
-        let (s1, s2) = ("01".repeat(32), "02".repeat(32));
+        let t = now_ms();
+        let [s1, s2, s3, s4] = ["01", "02", "03", "04"].map(|h| h.repeat(32));
         assert!(!b.oidc_state_spent(&s1).unwrap());
-        assert!(a.spend_oidc_state(&s1, 10_000, 5_000).unwrap());
+        assert!(a.spend_oidc_state(&s1, t + 10_000, t).unwrap());
         assert!(b.oidc_state_spent(&s1).unwrap());
         assert!(
-            !b.spend_oidc_state(&s1, 10_000, 5_000).unwrap(),
+            !b.spend_oidc_state(&s1, t + 10_000, t).unwrap(),
             "spent twice"
         );
         assert!(
-            !a.spend_oidc_state(&s1, 10_000, 5_000).unwrap(),
+            !a.spend_oidc_state(&s1, t + 10_000, t).unwrap(),
             "spent twice"
         );
         // Kept past its expiry, for replicas whose clocks run behind; then removed.
-        let (s3, later) = ("03".repeat(32), 1_000_000);
+        let kept = t - SPENT_KEPT_MS + 120_000;
+        assert!(a.spend_oidc_state(&s2, kept, t).unwrap());
         assert!(
-            a.spend_oidc_state(&s2, later, 10_000 + SPENT_KEPT_MS - 1)
+            a.spend_oidc_state(&s3, t - SPENT_KEPT_MS - 1_000, t)
                 .unwrap()
         );
-        assert!(b.oidc_state_spent(&s1).unwrap());
         assert!(
-            a.spend_oidc_state(&s3, later, 10_000 + SPENT_KEPT_MS)
-                .unwrap()
+            b.oidc_state_spent(&s3).unwrap(),
+            "removed by the next spend only"
         );
-        assert!(!b.oidc_state_spent(&s1).unwrap(), "kept past its time");
-        assert!(b.oidc_state_spent(&s2).unwrap());
+        assert!(a.spend_oidc_state(&s4, t + 10_000, t + 1).unwrap());
+        assert!(!b.oidc_state_spent(&s3).unwrap(), "kept past its time");
+        assert!(b.oidc_state_spent(&s1).unwrap() && b.oidc_state_spent(&s2).unwrap());
         assert!(a.spend_oidc_state("state", 1, 0).is_err(), "not a digest");
         assert!(
             a.oidc_state_spent(&"AB".repeat(32)).is_err(),
             "not a digest"
         );
+    });
+}
+
+/// Attack (found by review): replica A's clock runs ten minutes fast. Its spends removed the
+/// spent states of sign-ins whose cookies replica B, on time, still accepted, so a replayed
+/// callback reached B's code exchange once more. On PostgreSQL (the only backend replicas
+/// share: SQLite's one process has one clock) spent states are removed by the database's
+/// clock, whatever the replica's.
+#[test]
+fn a_replica_whose_clock_runs_fast_keeps_the_spent_states_of_live_sign_ins() {
+    crate::both_in_dirs(|db, dir| {
+        if !matches!(db, assent_store::db::Database::Postgres { .. }) {
+            return;
+        }
+        let (a, b) = (crate::open(dir, db), crate::open(dir, db));
+        let t = now_ms();
+        let (live, other) = ("05".repeat(32), "06".repeat(32));
+        assert!(b.spend_oidc_state(&live, t + 60_000, t).unwrap());
+        assert!(a.spend_oidc_state(&other, t + 60_000, t + 600_000).unwrap());
+        assert!(b.oidc_state_spent(&live).unwrap(), "still spent for B");
     });
 }
 
