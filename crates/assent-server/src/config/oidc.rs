@@ -32,6 +32,7 @@ use openidconnect::{
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Single sign-on code exchanges in flight on one replica at once, at the most (handed out
@@ -237,8 +238,13 @@ impl OidcConfig {
     }
 }
 
-/// How long discovered provider metadata (and its signing keys) is used.
-const METADATA_TTL: Duration = Duration::from_secs(300);
+/// How long discovered provider metadata (and its signing keys) is used before it is
+/// discovered again (`Sso::with_metadata_times` sets another, for tests).
+pub const METADATA_TTL: Duration = Duration::from_secs(300);
+/// How long past [`METADATA_TTL`] the last metadata discovered is still used while discovering
+/// it again fails or is under way: a provider's blip does not stop sign-ins; one down for longer
+/// does (its keys may have been rotated for a reason).
+pub const METADATA_STALE: Duration = Duration::from_secs(3600);
 /// How long a failed discovery is remembered: until then sign-ins are refused without the
 /// provider being asked again (`Sso::client`).
 pub const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
@@ -310,23 +316,50 @@ pub struct Sso {
     pub(crate) http: ProviderHttp,
     /// Where the provider sends the browser back.
     redirect: RedirectUrl,
-    discovered: tokio::sync::Mutex<Discovered>,
+    /// What was discovered of the provider; shared with the discovery under way, which runs
+    /// as a task of its own.
+    discovered: Arc<Mutex<Discovered>>,
+    /// How long metadata is fresh, and how long past that it is used while discovery fails
+    /// ([`METADATA_TTL`], [`METADATA_STALE`]).
+    times: (Duration, Duration),
     /// The places for this replica's code exchanges in flight, fair between client networks.
     pub(crate) places: Places,
 }
 
-/// What was discovered of the provider.
-enum Discovered {
-    /// Not asked yet.
-    Nothing,
-    /// Its metadata and keys, fetched at `at`; its keys last fetched again at `keys_at`.
-    Found {
-        at: Instant,
-        md: Box<CoreProviderMetadata>,
-        keys_at: Option<Instant>,
-    },
-    /// Discovery failed at `at`, for `why`: not asked again before [`DISCOVERY_RETRY`].
-    Failed { at: Instant, why: String },
+/// What was discovered of the provider: the last metadata found (kept when discovering it
+/// again fails), the last failure since, and the discovery under way.
+#[derive(Default)]
+struct Discovered {
+    found: Option<Found>,
+    /// Discovery failed at `.0`, for `.1`: not asked again before [`DISCOVERY_RETRY`].
+    failed: Option<(Instant, String)>,
+    /// Closed when the discovery under way ends (at most one at a time).
+    under_way: Option<tokio::sync::watch::Receiver<()>>,
+}
+
+/// Metadata and keys discovered at `at`; the keys last fetched again at `keys_at`.
+struct Found {
+    at: Instant,
+    md: Box<CoreProviderMetadata>,
+    keys_at: Option<Instant>,
+}
+
+/// The discovery under way: on drop (ended, or its task cancelled) it is no longer under way
+/// and those waiting for it look again.
+struct UnderWay {
+    discovered: Arc<Mutex<Discovered>>,
+    _done: tokio::sync::watch::Sender<()>,
+}
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        lock(&self.discovered).under_way = None;
+    }
+}
+
+/// `m` locked (never held across an `await`; a panic while held cannot leave it half written).
+fn lock(m: &Mutex<Discovered>) -> std::sync::MutexGuard<'_, Discovered> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Why there is no client: the message for the person, and when to try again.
@@ -364,9 +397,17 @@ impl Sso {
             secret,
             http,
             redirect,
-            discovered: tokio::sync::Mutex::new(Discovered::Nothing),
+            discovered: Arc::default(),
+            times: (METADATA_TTL, METADATA_STALE),
             places: Places::new(SSO_EXCHANGES),
         })
+    }
+
+    /// This provider with its metadata fresh for `ttl` and used for `stale` past that while
+    /// discovering it again fails (not [`METADATA_TTL`] and [`METADATA_STALE`]: for tests).
+    pub fn with_metadata_times(mut self, ttl: Duration, stale: Duration) -> Self {
+        self.times = (ttl, stale);
+        self
     }
 
     /// The client, from metadata discovered at most [`METADATA_TTL`] ago; `Err` names the
@@ -374,53 +415,88 @@ impl Sso {
     /// [`DISCOVERY_RETRY`]: meanwhile every caller gets its `Err` without the provider being
     /// asked (found by review: each sign-in start asked a dead provider again, one at a time,
     /// so its timeouts queued every start). Callers at once wait for one discovery.
+    ///
+    /// Found by review: discovery ran under the lock, and a failed one replaced the metadata,
+    /// so one blip of the provider held every sign-in start and callback for its timeouts, then
+    /// refused them. Discovery now runs as a task of its own, one at a time, and while it is
+    /// under way or has failed the last metadata found is used, for up to [`METADATA_STALE`]
+    /// past its [`METADATA_TTL`]; only callers with no such metadata wait for it.
     pub(crate) async fn client(&self) -> Result<SsoClient, Undiscovered> {
-        let mut d = self.discovered.lock().await;
-        match &*d {
-            Discovered::Found { at, md, .. } if at.elapsed() < METADATA_TTL => {
-                return Ok(self.client_of(md));
-            }
-            Discovered::Failed { at, why } if at.elapsed() < DISCOVERY_RETRY => {
-                let retry_after = DISCOVERY_RETRY.saturating_sub(at.elapsed());
-                return Err(Undiscovered {
-                    why: why.clone(),
-                    retry_after,
-                });
-            }
-            _ => {}
+        let (ttl, stale) = self.times;
+        loop {
+            let mut wait = {
+                let mut d = lock(&self.discovered);
+                let age = d.found.as_ref().map(|f| f.at.elapsed());
+                if let (Some(f), Some(age)) = (&d.found, age)
+                    && age < ttl
+                {
+                    return Ok(self.client_of(&f.md));
+                }
+                let failed = (d.failed.as_ref()).filter(|(at, _)| at.elapsed() < DISCOVERY_RETRY);
+                if d.under_way.is_none() && failed.is_none() {
+                    self.discover(&mut d);
+                }
+                if let (Some(f), Some(age)) = (&d.found, age)
+                    && age < ttl + stale
+                {
+                    return Ok(self.client_of(&f.md));
+                }
+                match (&d.under_way, &d.failed) {
+                    (Some(w), _) => w.clone(),
+                    (None, Some((at, why))) => {
+                        return Err(Undiscovered {
+                            why: why.clone(),
+                            retry_after: DISCOVERY_RETRY.saturating_sub(at.elapsed()),
+                        });
+                    }
+                    (None, None) => continue,
+                }
+            };
+            // Closed (`Err`) when the discovery ends: look again.
+            let _ = wait.changed().await;
         }
-        let found = match IssuerUrl::new(self.config.issuer.clone()) {
-            Ok(issuer) => CoreProviderMetadata::discover_async(issuer, &self.http)
-                .await
-                .map_err(|e| error_chain(&e)),
-            Err(e) => Err(e.to_string()),
+    }
+
+    /// Starts discovering the provider, in a task of its own (`d` is not under way): its
+    /// metadata replaces what was found, its failure is logged and remembered (beside what
+    /// was found).
+    fn discover(&self, d: &mut Discovered) {
+        let (done, under_way) = tokio::sync::watch::channel(());
+        d.under_way = Some(under_way);
+        let guard = UnderWay {
+            discovered: self.discovered.clone(),
+            _done: done,
         };
-        match found {
-            Ok(md) => {
-                let client = self.client_of(&md);
-                *d = Discovered::Found {
-                    at: Instant::now(),
-                    md: Box::new(md),
-                    keys_at: None,
-                };
-                Ok(client)
+        let (http, issuer) = (self.http.clone(), self.config.issuer.clone());
+        tokio::spawn(async move {
+            let found = match IssuerUrl::new(issuer.clone()) {
+                Ok(url) => CoreProviderMetadata::discover_async(url, &http)
+                    .await
+                    .map_err(|e| error_chain(&e)),
+                Err(e) => Err(e.to_string()),
+            };
+            let mut d = lock(&guard.discovered);
+            match found {
+                Ok(md) => {
+                    d.failed = None;
+                    d.found = Some(Found {
+                        at: Instant::now(),
+                        md: Box::new(md),
+                        keys_at: None,
+                    });
+                }
+                Err(e) => {
+                    let kept = d.found.is_some();
+                    tracing::warn!(issuer = %issuer, error = %e, kept_metadata = kept, "OIDC discovery failed");
+                    let why = format!(
+                        "The single sign-on provider `{issuer}` could not be discovered: {e}"
+                    );
+                    d.failed = Some((Instant::now(), why));
+                }
             }
-            Err(e) => {
-                tracing::warn!(issuer = %self.config.issuer, error = %e, "OIDC discovery failed");
-                let why = format!(
-                    "The single sign-on provider `{}` could not be discovered: {e}",
-                    self.config.issuer
-                );
-                *d = Discovered::Failed {
-                    at: Instant::now(),
-                    why: why.clone(),
-                };
-                Err(Undiscovered {
-                    why,
-                    retry_after: DISCOVERY_RETRY,
-                })
-            }
-        }
+            drop(d);
+            drop(guard);
+        });
     }
 
     /// The client of metadata `md`, whose ID token verifier accepts only the signature
@@ -458,8 +534,8 @@ impl Sso {
                 .any(|k| k.key_id().is_some_and(|id| id.as_str() == kid))
         };
         let uri = {
-            let mut d = self.discovered.lock().await;
-            let Discovered::Found { md, keys_at, .. } = &mut *d else {
+            let mut d = lock(&self.discovered);
+            let Some(Found { md, keys_at, .. }) = &mut d.found else {
                 return None;
             };
             if has(md) {
@@ -479,8 +555,8 @@ impl Sso {
                 return None;
             }
         };
-        let mut d = self.discovered.lock().await;
-        let Discovered::Found { md, .. } = &mut *d else {
+        let mut d = lock(&self.discovered);
+        let Some(Found { md, .. }) = &mut d.found else {
             return None;
         };
         **md = (**md).clone().set_jwks(keys);

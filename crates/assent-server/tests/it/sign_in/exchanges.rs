@@ -406,3 +406,71 @@ async fn signing_in_again_by_sso_ends_the_session_the_browser_had() {
     assert!(opens(new).await, "the new session opens /ui");
     assert!(!opens(old).await, "the replaced session still opens /ui");
 }
+
+/// A [`Scene`] whose provider's metadata is fresh for `ttl` and used for `stale` past that
+/// while discovering it again fails (`Sso::with_metadata_times`).
+async fn scene_with_metadata_times(ttl: Duration, stale: Duration) -> Scene {
+    scene_tuned(|st| {
+        let sso = std::sync::Arc::try_unwrap(st.oidc.take().unwrap())
+            .ok()
+            .unwrap();
+        st.oidc = Some(std::sync::Arc::new(sso.with_metadata_times(ttl, stale)));
+    })
+    .await
+}
+
+/// Found by review: discovery ran under the provider's lock and a failed one replaced the
+/// metadata, so once the cached metadata expired one blip of the provider held every sign-in
+/// start and callback for its timeouts, then refused them. Now the last metadata found is used
+/// while discovering it again fails: with the provider down after its metadata expired, three
+/// people sign in promptly, for one more discovery request (its failure remembered) and no
+/// fetch of the keys; once the metadata is older than its bound, a start is a `502` again.
+#[tokio::test]
+async fn a_provider_down_once_its_metadata_expired_signs_people_in_with_the_metadata_it_had() {
+    let (ttl, stale) = (Duration::from_millis(500), Duration::from_secs(3));
+    let Scene { p, gw, b, _dir } = scene_with_metadata_times(ttl, stale).await;
+    signs_in(&gw, &p, &b).await;
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    p.down(true);
+    for _ in 0..3 {
+        signs_in_within(&gw, &p, &b, &[], 2, "the start waited for discovery").await;
+    }
+    assert_eq!(p.fetched(), (2, 1), "one more discovery, no keys");
+    tokio::time::sleep(ttl + stale).await;
+    let (status, retry, page) = begin_status(gw.url.clone(), b.clone()).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{page}");
+    assert!(retry.is_some() && page.contains(&p.issuer), "{page}");
+    p.down(false);
+    tokio::time::sleep(DISCOVERY_RETRY).await;
+    signs_in(&gw, &p, &b).await;
+    gw.stop().await;
+}
+
+/// A discovery the provider never finishes (its document dripped) after the metadata expired
+/// holds no start: one start begins it, and that start and five more at once are sent to the
+/// provider promptly with the metadata known, for one discovery request in flight.
+#[tokio::test]
+async fn a_hanging_rediscovery_does_not_hold_sign_in_starts() {
+    let ttl = Duration::from_millis(500);
+    let Scene { p, gw, b, _dir } = scene_with_metadata_times(ttl, Duration::from_secs(60)).await;
+    signs_in(&gw, &p, &b).await;
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    p.drip(true);
+    let first = begin_status(gw.url.clone(), b.clone());
+    let first = tokio::time::timeout(Duration::from_secs(2), first).await;
+    assert_eq!(
+        first.expect("the first start waited").0,
+        StatusCode::SEE_OTHER
+    );
+    let mut starts = Vec::new();
+    for _ in 0..5 {
+        starts.push(tokio::spawn(begin_status(gw.url.clone(), b.clone())));
+    }
+    for s in starts {
+        let s = tokio::time::timeout(Duration::from_secs(2), s).await;
+        assert_eq!(s.expect("a start waited").unwrap().0, StatusCode::SEE_OTHER);
+    }
+    signs_in_within(&gw, &p, &b, &[], 2, "the sign-in waited for discovery").await;
+    assert_eq!(p.fetched().0, 2, "one discovery in flight");
+    gw.stop().await;
+}
