@@ -176,6 +176,20 @@ pub fn loopback_host(u: &Url) -> bool {
             .is_ok_and(|a| a.is_loopback())
 }
 
+/// The largest answer body this client reads, in bytes (32 MiB; a page of a paged list:
+/// [`MAX_PAGE_BYTES`]): a longer one is [`ClientError::Body`], the rest unread. Found by
+/// review: a hostile or broken gateway could send an endless body and have the CLI read it
+/// all into memory. A page of `GET /v1/approvals` holds about 1 MiB of call text.
+pub const MAX_ANSWER_BYTES: usize = 32 << 20;
+
+/// The largest page of a paged list or NDJSON export this client reads (64 MiB): the gateway
+/// ends a page after about 8 MiB of text, which JSON escaping may make several times longer.
+pub const MAX_PAGE_BYTES: usize = 64 << 20;
+
+/// The code of the [`ClientError::Status`] a redirect (a `3xx` answer) is: this client follows
+/// none, so that a decision's body is never sent on to another address (found by review).
+pub const REDIRECT_NOT_FOLLOWED: &str = "REDIRECT_NOT_FOLLOWED";
+
 /// How long [`Client::new`]'s client waits for a connection to the gateway.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -203,6 +217,7 @@ impl Client {
     pub fn new(base_url: &str, api_key: &str) -> Result<Self, ClientError> {
         let http = direct_to_loopback(http_builder(), base_url)
             .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self::with_http(http, base_url, api_key)?.with_request_timeout(REQUEST_TIMEOUT))
@@ -229,6 +244,7 @@ impl Client {
         let http = direct_to_loopback(http_builder(), base_url)
             .connect_timeout(connect)
             .timeout(total)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
         Self::with_http(http, base_url, api_key)
@@ -249,6 +265,7 @@ impl Client {
             .unix_socket(path)
             .connect_timeout(connect)
             .timeout(total)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
         Self::with_http(http, "http://localhost", api_key)
@@ -342,6 +359,30 @@ impl Client {
         req.send().await.map_err(|e| self.transport(e))
     }
 
+    /// `resp`'s body, at most `max` bytes: a longer one, declared or read, is
+    /// [`ClientError::Body`] ([`MAX_ANSWER_BYTES`]).
+    async fn body(&self, mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>, ClientError> {
+        let status = resp.status().as_u16();
+        let too_long = || ClientError::Body {
+            status,
+            detail: format!(
+                "longer than {} MiB, the most this client reads: refused",
+                max >> 20
+            ),
+        };
+        if resp.content_length().is_some_and(|n| n > max as u64) {
+            return Err(too_long());
+        }
+        let mut out = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport(e))? {
+            if out.len() + chunk.len() > max {
+                return Err(too_long());
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
     /// Sends one request and reads the whole answer: `(status, body bytes)`.
     async fn exchange<B: Serialize + ?Sized>(
         &self,
@@ -351,8 +392,7 @@ impl Client {
     ) -> Result<(u16, Vec<u8>), ClientError> {
         let resp = self.send(method, url, body).await?;
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
-        Ok((status, bytes.to_vec()))
+        Ok((status, self.body(resp, MAX_ANSWER_BYTES).await?))
     }
 
     /// Sends a request and parses a 2xx body as `T`; a non-2xx is [`ClientError::Status`].
@@ -399,7 +439,7 @@ impl Client {
             .get(reqwest::header::LINK)
             .and_then(|v| v.to_str().ok())
             .and_then(|link| self.next_cursor(link));
-        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
+        let bytes = self.body(resp, MAX_PAGE_BYTES).await?;
         if !(200..300).contains(&status) {
             return Err(status_error(status, &bytes));
         }
@@ -484,11 +524,11 @@ impl Client {
             .get(reqwest::header::LINK)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
+        let bytes = self.body(resp, MAX_PAGE_BYTES).await?;
         if !(200..300).contains(&status) {
             return Err(status_error(status, &bytes));
         }
-        let text = String::from_utf8(bytes.to_vec()).map_err(|e| ClientError::Body {
+        let text = String::from_utf8(bytes).map_err(|e| ClientError::Body {
             status,
             detail: e.to_string(),
         })?;
@@ -548,6 +588,8 @@ impl Client {
         let r = self.raw(method, path_and_query, body).await?;
         if (200..300).contains(&r.status) {
             Ok(r.body)
+        } else if (300..400).contains(&r.status) {
+            Err(status_error(r.status, &[]))
         } else {
             Err(ClientError::Status {
                 status: r.status,
@@ -557,8 +599,19 @@ impl Client {
     }
 }
 
-/// The error of a non-2xx answer, with its body when it is `{"code", "message", …}`.
+/// The error of a non-2xx answer, with its body when it is `{"code", "message", …}`; a
+/// redirect's is [`REDIRECT_NOT_FOLLOWED`], whatever its body.
 fn status_error(status: u16, bytes: &[u8]) -> ClientError {
+    if (300..400).contains(&status) {
+        let message = format!(
+            "the gateway answered {status}, a redirect, which this client does not follow (a \
+             request is never sent on to another address): use the gateway's own URL"
+        );
+        return ClientError::Status {
+            status,
+            error: Some(Box::new(ApiErrorBody::new(REDIRECT_NOT_FOLLOWED, message))),
+        };
+    }
     ClientError::Status {
         status,
         error: serde_json::from_slice(bytes).ok(),

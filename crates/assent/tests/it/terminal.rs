@@ -1,7 +1,8 @@
 //! What the operator's terminal receives: `assent pending`, `assent show` and
 //! `assent export learning-samples` print an agent's text (the held call's message is rendered
 //! from its arguments) with every control and bidirectional formatting character shown as an
-//! escape, never acting.
+//! escape, never acting. And what the CLI refuses of a hostile gateway's answers (an endless
+//! body, a redirect).
 
 use crate::{BIN, BOT_KEY, cli, ok, served};
 use serde_json::{Value, json};
@@ -203,4 +204,93 @@ fn a_batch_decisions_failures_reach_the_terminal_as_visible_text() {
         assert!(!err.contains(acting), "{acting:?} raw in {err:?}");
     }
     assert!(err.contains(r"nope\u001b[1A\u009b2K\u202ex"), "{err}");
+}
+
+/// A server on a port of its own answering every request (read whole) with `answer`, then
+/// closing the connection: its URL and how many requests it read.
+fn answering(
+    answer: impl Fn(&mut std::net::TcpStream) + Send + 'static,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, Read};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for mut conn in l.incoming().flatten() {
+            let mut r = std::io::BufReader::new(conn.try_clone().unwrap());
+            let mut length = 0;
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                let lower = line.to_ascii_lowercase();
+                if let Some(n) = lower.strip_prefix("content-length:") {
+                    length = n.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let _ = r.read_exact(&mut vec![0; length]);
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            answer(&mut conn);
+        }
+    });
+    (url, count)
+}
+
+/// Attack (found by review): the client read a gateway's whole answer into memory, however
+/// long: a hostile or broken gateway could exhaust the CLI's memory with an endless body.
+/// Answers are now read up to 32 MiB (a page of a paged list, 64 MiB), a longer one refused.
+/// Here a pending list of 100 MiB of JSON white space before `{"approvals":[]}`, which the
+/// old client accepted.
+#[test]
+fn the_cli_refuses_a_gateway_answer_longer_than_it_reads() {
+    let (url, _) = answering(|conn| {
+        use std::io::Write;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                    transfer-encoding: chunked\r\n\r\n";
+        let _ = conn.write_all(head.as_bytes());
+        let mib = vec![b' '; 1 << 20];
+        let mut send = |bytes: &[u8]| {
+            conn.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
+                .and_then(|()| conn.write_all(bytes))
+                .and_then(|()| conn.write_all(b"\r\n"))
+        };
+        for _ in 0..100 {
+            if send(&mib).is_err() {
+                return;
+            }
+        }
+        let _ = send(br#"{"approvals":[]}"#);
+        let _ = send(b"");
+    });
+    let out = cli(&url, &["pending"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(err.contains("longer than 64 MiB"), "{err}");
+}
+
+/// Attack (found by review): the client followed redirects, so a gateway (or whoever answers
+/// at its address) could have a `307` replay an operator's decision, body and key, to another
+/// host. It now follows none and says why.
+#[test]
+fn the_cli_follows_no_redirect_of_a_decision() {
+    use std::sync::atomic::Ordering;
+    let (elsewhere, reached) = answering(|_| {});
+    let (url, asked) = answering(move |conn| {
+        use std::io::Write;
+        let answer = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {elsewhere}/v1/approvals/a1/decision\r\n\
+             content-length: 0\r\nconnection: close\r\n\r\n"
+        );
+        let _ = conn.write_all(answer.as_bytes());
+    });
+    let out = cli(&url, &["approve", "a1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(err.contains("REDIRECT_NOT_FOLLOWED"), "{err}");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "the decision was sent on"
+    );
 }
