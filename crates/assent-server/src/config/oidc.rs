@@ -242,9 +242,10 @@ impl OidcConfig {
 /// discovered again (`Sso::with_metadata_times` sets another, for tests).
 pub const METADATA_TTL: Duration = Duration::from_secs(300);
 /// How long past [`METADATA_TTL`] the last metadata discovered is still used while discovering
-/// it again fails or is under way: a provider's blip does not stop sign-ins; one down for longer
-/// does (its keys may have been rotated for a reason).
-pub const METADATA_STALE: Duration = Duration::from_secs(3600);
+/// it again fails or is under way (15 minutes): a provider's blip does not stop sign-ins; one
+/// down for longer does (its keys may have been rotated for a reason, and whoever can block
+/// the gateway's way to the provider should not keep a revoked key trusted for long).
+pub const METADATA_STALE: Duration = Duration::from_secs(900);
 /// How long a failed discovery is remembered: until then sign-ins are refused without the
 /// provider being asked again (`Sso::client`).
 pub const DISCOVERY_RETRY: Duration = Duration::from_secs(5);

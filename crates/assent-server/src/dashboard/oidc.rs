@@ -2,7 +2,9 @@
 //! PKCE through the `openidconnect` crate.
 //!
 //! - `GET /ui/oidc/start[?next=PATH][&step_up=1]` discovers the provider (cached five
-//!   minutes; an unreachable issuer is a `502` page naming it and why, with `Retry-After`, and
+//!   minutes, and used up to `crate::config::oidc::METADATA_STALE` longer while discovering
+//!   it again fails or runs, one discovery at a time off the request path; with none usable,
+//!   an unreachable issuer is a `502` page naming it and why, with `Retry-After`, and
 //!   its failure is remembered for `crate::config::oidc::DISCOVERY_RETRY`, so a dead provider
 //!   is asked once per interval, not once per sign-in), seals the sign-in in
 //!   progress — `state`, nonce, PKCE verifier, `next`, whether it is a step-up, when it started
