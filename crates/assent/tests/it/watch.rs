@@ -94,6 +94,19 @@ fn watching_two(socket: &str) -> (Served, String, (String, String), Tmux) {
     (gw, url, (first, second), tmux)
 }
 
+/// Waits for both of [`watching_two`]'s approvals to be listed, opens the selected one's card
+/// and asks to approve it (`Enter`, `a`): the ids (on the card, the other) once the watcher
+/// asks for `y`.
+fn asked_to_confirm(tmux: &Tmux, first: String, second: String) -> (String, String) {
+    tmux.wait_for("2 pending");
+    tmux.keys(&["Enter", "a"]);
+    let screen = tmux.wait_for("y to confirm");
+    match screen.contains(&first) {
+        true => (first, second),
+        false => (second, first),
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
@@ -191,14 +204,7 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
 #[test]
 fn assent_watch_confirms_only_the_approval_on_screen_and_only_when_all_of_it_fits() {
     let (mut gw, url, (first, second), tmux) = watching_two("assent-test-fit-");
-    tmux.wait_for("2 pending");
-    tmux.keys(&["Enter", "a"]);
-    let screen = tmux.wait_for("y to confirm");
-    let (shown, other) = if screen.contains(&first) {
-        (first, second)
-    } else {
-        (second, first)
-    };
+    let (shown, other) = asked_to_confirm(&tmux, first, second);
     // The agent withdraws the call on the card: the question goes, nothing moves to `other`.
     let r = reqwest::blocking::Client::new()
         .post(format!("{url}/v1/approvals/{shown}/cancel"))
@@ -321,14 +327,7 @@ fn assent_watch_gives_up_on_a_gateway_that_never_answers() {
 #[test]
 fn assent_watch_drops_keys_typed_ahead_after_its_own_decision() {
     let (mut gw, url, (first, second), tmux) = watching_two("assent-test-ahead-");
-    tmux.wait_for("2 pending");
-    tmux.keys(&["Enter", "a"]);
-    let screen = tmux.wait_for("y to confirm");
-    let (shown, other) = if screen.contains(&first) {
-        (first, second)
-    } else {
-        (second, first)
-    };
+    let (shown, other) = asked_to_confirm(&tmux, first, second);
     // `y`, then `a` `y` typed ahead, all in the terminal before the watcher reads the first.
     tmux.run(&["send-keys", "-t", "w", "y", "a", "y"]);
     tmux.wait_for("1 pending");
