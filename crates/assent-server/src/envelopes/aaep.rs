@@ -168,9 +168,23 @@ fn fits(action: &str, consequence: &str) -> bool {
     action.chars().count() <= TEXT_MAX && consequence.chars().count() <= TEXT_MAX
 }
 
+/// The `call_hash` a confirmation of `a` may carry: none when the redactor hides any of its
+/// arguments' values.
+///
+/// Attack (found by review): the hash is a plain SHA-256 of the canonical call with the real
+/// arguments, and the event shows every other argument; under `redact: [pin]` a reader of the
+/// stream hashed the 10^4 candidate PINs offline and found the one whose call hashed to it.
+/// Webhook bodies carry no hash at all; a Slack card's buttons carry none for such a call
+/// (`slack::blocks::button_value`).
+fn shown_call_hash(a: &ApprovalRecord) -> Option<&str> {
+    (!a.redactor().hides_anything(&a.call.arguments)).then_some(a.call_hash.as_str())
+}
+
 /// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6). `accept` is
 /// among its `allowed_replies` only when no passkey is required (a reply cannot carry an
 /// assertion, issue 14 §4) and it shows the whole call, nothing masked ([`shows_whole`]).
+/// `extra_context.call_hash` and the hash in `summary_detailed` only when nothing is masked
+/// ([`shown_call_hash`]).
 pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
     let level = a.terms.risk_tier.risk_level();
     let deadline = a.announced_deadline();
@@ -181,6 +195,7 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         && fits(&action, &consequence)
         && !r.hides_anything(&a.call.arguments);
     let reasons: Vec<String> = a.terms.reasons.iter().map(|x| r.text(&x.text)).collect();
+    let hash = shown_call_hash(a);
     let mut ev = envelope(
         &a.agent,
         &a.session_id,
@@ -197,11 +212,15 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
                 if a.terms.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), TEXT_MAX),
-            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", summary, reasons.join("; "), a.call_hash), TEXT_MAX),
-            "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
+            "summary_detailed": cut(&format!("{} Why: {}.{}", summary, reasons.join("; "),
+                hash.map(|h| format!(" Call hash {h}.")).unwrap_or_default()), TEXT_MAX),
+            "extra_context": {"approval_id": a.id, "tool": a.call.tool,
                               "server": a.call.server, "risk_tier": a.terms.risk_tier},
         }),
     );
+    if let Some(h) = hash {
+        ev["extra_context"]["call_hash"] = json!(h);
+    }
     if let Some(s) = &a.escalation_schedule {
         ev["extensions"] = json!({"assent": {"escalation": {
             "steps": s.steps.iter().map(|st| json!({"at": rfc3339(st.at), "approvers": st.approvers}))

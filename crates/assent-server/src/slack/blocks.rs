@@ -3,7 +3,7 @@
 //! — while it is pending and `slack` is configured — the buttons: approve once, approve for
 //! the session (only where the dashboard offers it), deny. Each button's `value` is
 //! [`button_value`]: the approval id and the `call_hash` the message showed, so that a click
-//! decides that call or nothing. Also the deny modal asking for a reason. Kit of the Slack
+//! decides that call or nothing (a card hiding a redacted value carries no hash: [`binding`]). Also the deny modal asking for a reason. Kit of the Slack
 //! interactivity endpoint and of the `format: slack` webhooks; it imports neither.
 
 use crate::formats::rfc3339;
@@ -23,10 +23,28 @@ pub const DENY_MODAL: &str = "assent_deny";
 /// `block_id` and `action_id` of the deny modal's reason input.
 pub const REASON: &str = "reason";
 
-/// A button's `value`: `APPROVAL_ID|CALL_HASH`.
+/// A button's `value`: `APPROVAL_ID|BINDING` ([`binding`]).
 pub fn button_value(a: &ApprovalRecord) -> String {
-    format!("{}|{}", a.id, a.call_hash)
+    format!("{}|{}", a.id, binding(a))
 }
+
+/// What a button of `a`'s card binds besides its id, which a click must name: the
+/// `call_hash`, or [`REDACTED_BINDING`] when the card hides some argument's value
+/// ([`hides_values`]; such a card offers only deny, and an approve click on it is refused).
+///
+/// Attack (found by review): the hash is a plain SHA-256 of the canonical call with the real
+/// arguments and the card shows every other argument; under `redact: [pin]` anyone in the
+/// channel could hash the 10^4 candidate PINs offline against the button's value.
+pub fn binding(a: &ApprovalRecord) -> &str {
+    if hides_values(a) {
+        REDACTED_BINDING
+    } else {
+        &a.call_hash
+    }
+}
+
+/// The [`binding`] of a card that hides some argument's value: reveals nothing of the call.
+pub const REDACTED_BINDING: &str = "redacted";
 
 /// Whether approving `a` for the rest of its session is offered (as the dashboard decides: a
 /// tool call, not irreversible, no passkey required).

@@ -4,7 +4,8 @@
 //! 5 minutes, each signed request once). Without `slack:` in the config the route answers 404.
 //!
 //! - A button click (`block_actions`) carries `APPROVAL_ID|CALL_HASH` in its value: the call's
-//!   hash must still be the approval's, or nothing is decided. "Approve once" and "Approve for
+//!   hash must still be the approval's, or nothing is decided (a card hiding a redacted value
+//!   carries `redacted` instead: [`blocks::binding`]). "Approve once" and "Approve for
 //!   the session" (only where the dashboard offers it) decide at once; "Deny…" opens a modal
 //!   asking for a reason (`views.open`, with the bot token; without it the click denies with
 //!   no reason), whose `view_submission` comes back here. A card that cuts the call or shows
@@ -163,7 +164,8 @@ fn operator_of(st: &AppState, user: &str) -> Result<(String, Vec<String>), Reply
     }
 }
 
-/// The approval `id` if its call is still `hash`; else why not.
+/// The approval `id` if its call is still `hash` (its card's [`blocks::binding`]); else why
+/// not.
 async fn approval_for(st: &AppState, id: &str, hash: &str) -> Result<ApprovalRecord, Reply> {
     let id2 = id.to_string();
     let a = st
@@ -171,7 +173,7 @@ async fn approval_for(st: &AppState, id: &str, hash: &str) -> Result<ApprovalRec
         .await
         .map_err(|e| Reply::no("UNAVAILABLE", e.message))?
         .ok_or_else(|| Reply::no("NOT_FOUND", "This approval no longer exists."))?;
-    if a.call_hash != hash {
+    if blocks::binding(&a) != hash {
         return Err(Reply::no(
             "CALL_CHANGED",
             "This message does not show the call the approval is about (its call hash differs); nothing was decided. Open it in the dashboard.",

@@ -154,6 +154,10 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
         assert_clean(&format!("the API answer's {k}"), &a[k], &secrets);
     }
     assert_eq!(a["side_effects"][0], "Signs with [redacted] as [redacted].");
+    // Nor does the hash of the real call, which a reader could test guesses against.
+    let hash = a["call_hash"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 64, "{a}");
+    assert_clean("the AAEP confirmation", &awaiting, &[hash.as_str()]);
 
     let (s, _) = gw.decide(&id, OP, "approve").await;
     assert_eq!(s, StatusCode::OK);
@@ -164,6 +168,7 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
     // request and of the resolution, and the Slack payload.
     for body in bodies(&recv, "/hook", 2).await {
         assert_clean("a webhook body", &body, &secrets);
+        assert_clean("a webhook body", &body, &[hash.as_str()]);
         assert_eq!(body["approval"]["arguments"]["host"], "web-1");
         assert!(
             body["approval"]["human_summary"]
@@ -175,6 +180,7 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
     }
     for body in bodies(&recv, "/slack", 2).await {
         assert_clean("a Slack payload", &body, &secrets);
+        assert_clean("a Slack payload", &body, &[hash.as_str()]);
     }
 
     // An export leaves the gateway too.

@@ -63,6 +63,9 @@ async fn a_confirmation_is_announced_answered_and_resolved_with_valid_events() {
     );
     assert!(ev["session_id"].as_str().unwrap().starts_with("sess_"));
     assert_eq!(ev["extra_context"]["approval_id"], json!(id));
+    // Nothing is masked, so the call's hash is named (a masked call's is not: aaep::redacted).
+    let (_, a) = gw.approval(&id, OP).await;
+    assert_eq!(ev["extra_context"]["call_hash"], a["call_hash"], "{ev}");
     assert!(
         ev["consequence"]
             .as_str()

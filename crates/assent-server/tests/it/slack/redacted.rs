@@ -4,7 +4,8 @@
 //! arguments.
 
 use super::refusals::only_deny_offered_and_approve_refused;
-use super::{FakeSlack, buttons, gateway};
+use super::{FakeSlack, assert_code, buttons, click, gateway, signed, value_of};
+use reqwest::StatusCode;
 use serde_json::json;
 
 /// `pay`, approved by finance, its card number redacted.
@@ -36,5 +37,58 @@ async fn a_slack_card_hiding_a_redacted_card_number_offers_no_approve_and_refuse
         .await;
     let b = buttons(&fake, &plain).await;
     assert!(b.iter().any(|(a, _)| a == "assent_approve_once"), "{b:?}");
+    gw.stop().await;
+}
+
+/// Attack (found by review): a button's value carried the call's `call_hash`, a plain SHA-256
+/// of the canonical call with the real arguments, while the card showed every other argument:
+/// anyone in the channel could hash candidate card numbers (or the 10^4 PINs of `redact:
+/// [pin]`) offline until one matched. A card hiding a value carries no hash anywhere (its
+/// buttons name `ID|redacted`, nor does the deny modal's metadata), and its deny still decides;
+/// a card with nothing hidden keeps the hash binding its buttons to the call.
+#[tokio::test]
+async fn a_slack_card_hiding_a_redacted_value_carries_no_call_hash_to_test_guesses_against() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY_REDACTED).await;
+    let args = json!({"amount": 500, "to": "acme", "card": {"number": "4000999988887777"}});
+    let id = gw.held("s1", "pay", args).await;
+    let card = fake.wait_for("/api/chat.postMessage", &id).await;
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    let hash = a["call_hash"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 64, "{a}");
+    assert!(!card.to_string().contains(&hash), "{card}");
+    let value = value_of(&buttons(&fake, &id).await, "assent_deny");
+    assert_eq!(value, format!("{id}|redacted"));
+    // Deny from the card still works: the modal, then its submission.
+    let reply = signed(&gw, &click(&fake, "U0ALICE", "assent_deny", &value)).await;
+    assert_code(&reply, StatusCode::OK, "MODAL_OPENED");
+    let open = fake.wait_for("/api/views.open", "assent_deny").await;
+    assert!(!open.to_string().contains(&hash), "{open}");
+    let submission = json!({
+        "type": "view_submission", "team": {"id": "T0TEAM"},
+        "user": {"id": "U0ALICE", "username": "alice", "team_id": "T0TEAM"},
+        "view": {"id": "V0MODAL", "type": "modal", "callback_id": open["view"]["callback_id"],
+            "private_metadata": open["view"]["private_metadata"],
+            "state": {"values": {"reason": {"reason": {"type": "plain_text_input", "value": "no"}}}}},
+    });
+    let (s, r) = signed(&gw, &submission).await;
+    assert_eq!(
+        (s, &r["response_action"]),
+        (StatusCode::OK, &json!("clear")),
+        "{r}"
+    );
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "rejected", "{a}");
+    // A card with nothing hidden keeps the hash.
+    let plain = gw
+        .held("s2", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let (_, p) = gw.approval(&plain, "alice-key").await;
+    let b = buttons(&fake, &plain).await;
+    let plain_hash = p["call_hash"].as_str().unwrap();
+    assert_eq!(
+        value_of(&b, "assent_approve_once"),
+        format!("{plain}|{plain_hash}")
+    );
     gw.stop().await;
 }
