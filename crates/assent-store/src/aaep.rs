@@ -35,15 +35,26 @@ impl Subscription {
     pub fn replies_to_clarifications(&self) -> bool {
         self.honored["supports_clarification_reply"] == true
     }
-    /// Whether a non-critical event of type `ty` passes the subscription's `event_filters`.
+    /// Whether a non-critical event of type `ty` passes the subscription's `event_filters`
+    /// (AAEP §5.3.1.7): not matched by an `exclude` pattern, and matched by an `include` one
+    /// when `include` is given. A pattern is the literal type, or ends in `*` and matches every
+    /// type it is a prefix of (`aaep:agent.*` matches `aaep:agent.tool.invoked`).
+    ///
+    /// Found by review: patterns were compared as literal types, so the spec's default
+    /// `include: ["aaep:agent.*"]` let no non-critical event through, and `exclude:
+    /// ["aaep:agent.progress.*"]` let progress events through, which §5.3.1.7 forbids.
     pub fn wants(&self, ty: &str, critical: bool) -> bool {
         if critical {
             return true;
         }
         let f = &self.honored["event_filters"];
+        let matches = |p: &str| match p.strip_suffix('*') {
+            Some(prefix) => ty.starts_with(prefix),
+            None => p == ty,
+        };
         let listed = |k: &str| {
             f[k].as_array()
-                .is_some_and(|l| l.iter().any(|x| x.as_str() == Some(ty)))
+                .is_some_and(|l| l.iter().filter_map(Value::as_str).any(matches))
         };
         let included = f["include"].as_array().is_none_or(|_| listed("include"));
         included && !listed("exclude")
@@ -68,3 +79,38 @@ pub struct StoredEvent {
 /// A clarification question an agent asked (AAEP §4.4.2, §6.5): `assent-core`'s record, with
 /// its `reply_token` set.
 pub use assent_core::clarification::Clarification;
+
+#[cfg(test)]
+mod tests {
+    use super::Subscription;
+    use serde_json::json;
+
+    fn with(filters: serde_json::Value) -> Subscription {
+        Subscription {
+            id: "sub_1".into(),
+            principal: "alice".into(),
+            subscriber_id: "t".into(),
+            honored: json!({"event_filters": filters}),
+            start_seq: 0,
+            closed_at: None,
+        }
+    }
+
+    /// AAEP §5.3.1.7's examples: `*` at the end matches by prefix, across dots; exclude wins.
+    #[test]
+    fn filter_patterns_ending_in_a_star_match_by_prefix_in_include_and_exclude() {
+        let progress = "aaep:agent.progress.updated";
+        let s = with(json!({"include": ["aaep:agent.*"], "exclude": ["aaep:agent.progress.*"]}));
+        assert!(s.wants("aaep:agent.state.changed", false));
+        assert!(s.wants("aaep:agent.tool.invoked", false));
+        assert!(!s.wants(progress, false));
+        assert!(s.wants(progress, true), "critical events pass every filter");
+        let s = with(json!({"include": ["aaep:agent.tool.*", "aaep:agent.session.started"]}));
+        assert!(s.wants("aaep:agent.tool.completed", false));
+        assert!(s.wants("aaep:agent.session.started", false));
+        assert!(!s.wants("aaep:agent.session.completed", false));
+        assert!(!s.wants("aaep:agent.toolbox", false));
+        assert!(!s.wants("x:aaep:agent.tool.invoked", false));
+        assert!(with(json!({})).wants(progress, false));
+    }
+}

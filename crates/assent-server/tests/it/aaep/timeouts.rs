@@ -8,7 +8,7 @@ use crate::kit::{AGENTS, OP, Param, policy, serve, start_reg, wait_seconds};
 use crate::schemas::assert_valid;
 use assent_server::Settings;
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 #[tokio::test]
@@ -162,6 +162,43 @@ async fn filters_never_drop_critical_events_and_extensions_lengthen_timeouts() {
     let _other = gw.subscribe(OP, false, json!({})).await;
     let id = gw.hold_write("/tmp/g").await;
     assert_eq!(wait_seconds(&gw.status(&id).await), 900);
+}
+
+/// AAEP §5.3.1.7: a filter pattern ending in `*` matches every type it is a prefix of, in
+/// `include` and in `exclude` (found by review: patterns matched literal types only, so the
+/// spec's default `include: ["aaep:agent.*"]` received no non-critical event, and an excluded
+/// family such as `aaep:agent.progress.*` still flowed, which the spec says MUST NOT happen).
+#[tokio::test]
+async fn filter_patterns_ending_in_a_star_include_and_exclude_a_family_of_events() {
+    let gw = serve().await;
+    let filters = |f: Value| json!({"event_filters": f});
+    let (_a, mut all) = gw
+        .subscribe(OP, true, filters(json!({"include": ["aaep:agent.*"]})))
+        .await;
+    let (_b, mut no_state) = gw
+        .subscribe(
+            OP,
+            false,
+            filters(json!({"include": ["aaep:agent.*"], "exclude": ["aaep:agent.state.*"]})),
+        )
+        .await;
+    let (_c, mut family) = gw
+        .subscribe(
+            OP,
+            false,
+            filters(json!({"include": ["aaep:agent.state.*"]})),
+        )
+        .await;
+    let id = gw.hold_write("/tmp/w").await;
+    for sse in [&mut all, &mut no_state, &mut family] {
+        sse.expect(AWAITING).await;
+    }
+    gw.decide(&id, OP, "approve").await;
+    all.expect("aaep:agent.state.changed").await;
+    family.expect("aaep:agent.state.changed").await;
+    no_state
+        .none_of("aaep:agent.state.changed", Duration::from_millis(800))
+        .await;
 }
 
 /// Issue 14 §3: an escalation chain is announced up front (every step, the deadline after the
