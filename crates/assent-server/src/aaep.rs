@@ -415,6 +415,11 @@ async fn reply_input(
         let Some(args) = m.get("arguments").filter(|a| a.is_object()).cloned() else {
             return Ok(refused("it has no `arguments` object"));
         };
+        if let Some(k) = foreign_key(m, a) {
+            return Ok(refused(&format!(
+                "`{k}` cannot be changed; only `arguments` can"
+            )));
+        }
         // Re-gated like a proposal, as an operator's edit is; refused means nothing runs.
         match crate::edits::edit(st, a, args, roles).await {
             Ok((edited, limit, seen)) => {
@@ -427,6 +432,23 @@ async fn reply_input(
         }
     }
     Ok(input)
+}
+
+/// The first key of `modified_action` `m` other than `arguments`, unless it is `tool` or
+/// `server` naming approval `a`'s own. Found by review: `{"tool": "refund_partial",
+/// "arguments": {…}}` approved the held tool with the new arguments, not what the subscriber
+/// asked for; a modification naming anything else cannot be applied (§6.3.2: a reject).
+fn foreign_key<'m>(m: &'m Value, a: &ApprovalRecord) -> Option<&'m str> {
+    let own = |k: &str, v: &Value| match k {
+        "arguments" => true,
+        "tool" => v.as_str() == Some(a.call.tool.as_str()),
+        "server" => v.as_str() == a.call.server.as_deref(),
+        _ => false,
+    };
+    m.as_object()?
+        .iter()
+        .find(|(k, v)| !own(k, v))
+        .map(|(k, _)| k.as_str())
 }
 
 /// What a decision's reason says of a reply's `decided_by` `d` (the subscriber's free text)

@@ -175,6 +175,48 @@ async fn a_modified_action_is_an_approval_with_modifications() {
     );
 }
 
+/// Found by review: a `modified_action` naming another tool (or server, or anything besides
+/// `arguments`) was accepted with the extras ignored, approving the held tool with the new
+/// arguments — not what the subscriber asked. It cannot be applied: a reject (§6.3.2). Naming
+/// the held call's own tool and server is no change.
+#[tokio::test]
+async fn a_modified_action_changing_more_than_the_arguments_is_a_reject() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let args = |path: &str| json!({"path": path, "content": "safer"});
+    for (n, extra) in [
+        json!({"tool": "delete_file"}),
+        json!({"server": "other"}),
+        json!({"tool": "write_file", "server": "fs", "note": "x"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = format!("/tmp/t{n}");
+        let (id, token) = gw.confirmation(&mut sse, &path).await;
+        let mut m = extra.clone();
+        m["arguments"] = args(&path);
+        let mut r = confirm(&token, &sub, "accept");
+        r["modified_action"] = m;
+        assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
+        let rec = gw.status(&id).await;
+        assert_eq!(rec["status"], "rejected", "{extra}: {rec}");
+        let reason = rec["decisions"][0]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("cannot be changed"), "{rec}");
+    }
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/t").await;
+    let mut r = confirm(&token, &sub, "accept");
+    r["modified_action"] =
+        json!({"tool": "write_file", "server": "fs", "arguments": args("/tmp/t")});
+    assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
+    let (_, rec) = gw.approval(&id, BOT).await;
+    assert_eq!(
+        (rec["status"].as_str(), rec["arguments"]["content"].as_str()),
+        (Some("approved"), Some("safer")),
+        "{rec}"
+    );
+}
+
 #[tokio::test]
 async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_not() {
     // `pay` always needs a human; spending over 100 in a session is a threshold of its own.
