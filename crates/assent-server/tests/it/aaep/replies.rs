@@ -126,6 +126,39 @@ async fn every_check_of_6_3_4_ignores_a_failing_reply_without_saying_why() {
     assert_eq!(ev["extensions"]["assent"]["courtesy_notice"], true);
 }
 
+/// §6.3.4 "an authenticated operator", alone: an agent whose name is that of an open,
+/// reply-capable subscription (an operator `other` subscribed, then a restart made `other` an
+/// agent and start-up's closing of subscriptions, best effort, failed on a store error; made
+/// here by hand) passes the ownership check, and a confirmation any operator may decide (no
+/// `approvers`) the role check, with no roles: the operator check ignores its accept. (Agent
+/// `other`: `bot`'s own accept would be a self-approval. The agent of `every_check_of_6_3_4…`
+/// is also stopped by the ownership check.)
+#[tokio::test]
+async fn an_agent_replying_on_a_subscription_of_its_own_name_is_ignored_before_any_decision() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/agent").await;
+    assert_eq!(
+        gw.status(&id).await["approvers"],
+        json!([]),
+        "any operator may decide"
+    );
+    gw.sql().exec(
+        "UPDATE aaep_subscriptions SET principal = 'other' WHERE id = ?1",
+        &[Param::from(&sub)],
+    );
+    let accept = confirm(&token, &sub, "accept");
+    assert_eq!(
+        gw.reply(Some("other-key"), accept).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    // Ignored before any decision is tried: the decision path's own check (the decider still
+    // stands as an operator) would refuse it too, but audit a `decision.refused` blaming a
+    // reload for an agent's reply.
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 0);
+}
+
 /// AAEP §6.2.1/§6.2.2: every confirmation gets its own reply token (`rpl_` + 32 hex), stored
 /// with a unique index so that no token is issued twice, also across a restart; a decided
 /// confirmation keeps its token, so it can never be handed out again.
