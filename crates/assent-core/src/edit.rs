@@ -4,7 +4,7 @@
 //! restrict what was held, never widen it.
 
 use crate::approval::may_decide;
-use crate::gatekeeper::{Verdict, VerdictKind};
+use crate::gatekeeper::{TRIGGER_DENY_UNEVALUABLE, Verdict, VerdictKind};
 use crate::quorum::{DenyRule, Quorum, QuorumGroup};
 use crate::risk::RiskTier;
 
@@ -15,7 +15,7 @@ pub struct Original<'a> {
     pub risk_tier: RiskTier,
     /// Whether a rule marked the held call irreversible.
     pub irreversible: bool,
-    /// The threshold and scope triggers that held it (`rate`, `cost`, `paths`, `domains`).
+    /// The triggers that held it (`rate`, `cost`, `paths`, `domains`, `deny_unevaluable`, …).
     pub triggers: &'a [String],
     /// The held call's quorum (its approval's terms; `None`: one approval decides).
     pub quorum: Option<&'a Quorum>,
@@ -54,6 +54,11 @@ pub enum EditRefusal {
         /// Whether the edit became irreversible.
         irreversible: bool,
     },
+    /// `EDIT_DENIED`: a covering rule's `deny` cannot be evaluated against the edited call
+    /// (the trigger `deny_unevaluable`) where it could against the held one: the edit removed
+    /// or retyped an argument the deny reads (the rules, by label).
+    #[error("a deny of the policy cannot be evaluated against the edited call ({}), so the policy may deny it; an edit may restrict a call, not widen it", .0.join(", "))]
+    DenyUnevaluable(Vec<String>),
     /// The edited call needs an approver role the deciding operator lacks.
     #[error("the edited call needs an approver role ({}) the operator lacks", .0.join(", "))]
     NeedsRole(Vec<String>),
@@ -68,7 +73,7 @@ impl EditRefusal {
     /// The stable API code.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Denied(_) => "EDIT_DENIED",
+            Self::Denied(_) | Self::DenyUnevaluable(_) => "EDIT_DENIED",
             Self::OutOfScope(_) => "EDIT_OUT_OF_SCOPE",
             Self::OverThreshold(_) => "EDIT_OVER_THRESHOLD",
             Self::RaisesRisk { .. } => "EDIT_RAISES_RISK",
@@ -80,8 +85,8 @@ impl EditRefusal {
 
 /// Checks the verdict `edited` of an edited call (evaluated with the session's earlier calls,
 /// the held call itself left out) against the held call `original`, for an operator holding
-/// `roles`. The edit is refused when the policy denies it,
-/// when it triggers a scope check, when it crosses a rate or cost threshold the held call did
+/// `roles`. The edit is refused when the policy denies it, when a covering rule's `deny`
+/// cannot be evaluated against it and could against the held call, when it triggers a scope check, when it crosses a rate or cost threshold the held call did
 /// not, when it raises the risk tier or becomes irreversible, when it needs more of its
 /// approval than the held call did ([`more_approval`]: a quorum, a passkey, separation of
 /// duties), or when its approver roles are ones the operator lacks.
@@ -102,6 +107,23 @@ pub fn check_edit(
             .cloned()
             .collect()
     };
+    // Found by review: an edit dropping the argument a `deny` condition reads turned a
+    // would-be deny into an accepted edit.
+    if !fired(&[TRIGGER_DENY_UNEVALUABLE]).is_empty()
+        && !original
+            .triggers
+            .iter()
+            .any(|t| t == TRIGGER_DENY_UNEVALUABLE)
+    {
+        let rules = edited
+            .terms
+            .reasons
+            .iter()
+            .filter(|r| r.text.contains("deny condition cannot be evaluated"));
+        return Err(EditRefusal::DenyUnevaluable(
+            rules.map(|r| r.rule.clone()).collect(),
+        ));
+    }
     let scope = fired(&["paths", "domains"]);
     if !scope.is_empty() {
         return Err(EditRefusal::OutOfScope(scope));
@@ -339,6 +361,46 @@ policies:
             check_edit(&low, &verdict(&reg, 600, &[]), &ops),
             Err(EditRefusal::RaisesRisk { .. })
         ));
+    }
+
+    /// The attack (found by review): `pay` to `mallory` is denied; the held call pays `acme`.
+    /// An edit dropping `to` made the deny unevaluable — a hold, not a deny — and was
+    /// accepted. It is refused `EDIT_DENIED` naming the rule; an edit the deny can still read
+    /// is accepted, and so is one of a call held by the unevaluable deny already.
+    #[test]
+    fn an_edit_that_leaves_a_deny_unevaluable_is_refused() {
+        let reg = under("        deny: {condition: {args_match: {to: mallory}}}\n");
+        let v = |args| {
+            let call = ToolCall::new("pay", None, args).unwrap();
+            crate::evaluate(&reg, "a", &call)
+        };
+        let held = v(json!({"amount": 50, "to": "acme"}));
+        assert!(held.terms.triggers.is_empty(), "{:?}", held.terms.triggers);
+        let original = Original {
+            triggers: &held.terms.triggers,
+            ..plain()
+        };
+        let ops = ["ops".to_string()];
+        let r = check_edit(&original, &v(json!({"amount": 50})), &ops).unwrap_err();
+        assert_eq!(r.code(), "EDIT_DENIED", "{r}");
+        assert!(
+            matches!(&r, EditRefusal::DenyUnevaluable(rules) if rules.len() == 1 && rules[0].starts_with("t.needs-v1 rules[0]")),
+            "{r:?}"
+        );
+        assert!(r.to_string().contains("cannot be evaluated"), "{r}");
+        let edited = v(json!({"amount": 20, "to": "acme"}));
+        assert_eq!(check_edit(&original, &edited, &ops), Ok(()));
+        // Held by the unevaluable deny already: the operator saw it; the edit adds nothing.
+        let unreadable = v(json!({"amount": 50, "to": 7}));
+        assert_eq!(unreadable.terms.triggers, [TRIGGER_DENY_UNEVALUABLE]);
+        let original = Original {
+            triggers: &unreadable.terms.triggers,
+            ..plain()
+        };
+        assert_eq!(
+            check_edit(&original, &v(json!({"amount": 5})), &ops),
+            Ok(())
+        );
     }
 
     /// The registry of [`AGENT`] under one policy whose `pay` rule has `keys` (YAML lines).

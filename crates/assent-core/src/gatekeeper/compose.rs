@@ -27,6 +27,12 @@ use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 /// person decides whether the deny applies.
 pub const TRIGGER_DENY_UNEVALUABLE: &str = "deny_unevaluable";
 
+/// The trigger of a call whose tool name is not covered by a governance rule that covers the
+/// name folded (`kit::folded_tool_name`: `Delete_Repo`, a full-width `ｄelete_repo`, or
+/// `delete_repo ` beside a rule for `delete_repo`): a dispatcher reading names loosely may run
+/// the rule's tool, so a person decides — never allowed, no grant, default reject.
+pub const TRIGGER_TOOL_LOOKALIKE: &str = "tool_lookalike";
+
 /// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
 const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
 
@@ -172,6 +178,29 @@ impl<'a> Composed<'a> {
         }
         self.reasons.push(reason(file, &r.label, notes.join("; ")));
         Ok(())
+    }
+
+    /// Holds the call of `tool` because rule `r` of policy file `file` covers its folded name
+    /// (`kit::folded_tool_name`) but not `tool` itself
+    /// ([`TRIGGER_TOOL_LOOKALIKE`]); the reason names the rule's tool and what the rule does.
+    pub fn add_lookalike(&mut self, file: &str, r: &Rule, tool: &str) {
+        self.require(None);
+        if !self.triggers.iter().any(|t| t == TRIGGER_TOOL_LOOKALIKE) {
+            self.triggers.push(TRIGGER_TOOL_LOOKALIKE.to_string());
+        }
+        let does = if r.deny.is_some() {
+            "denies"
+        } else if r.approval.is_some() || r.irreversible {
+            "holds"
+        } else {
+            "governs"
+        };
+        let text = format!(
+            "tool `{}` looks like `{}`, which this rule {does}, but is not that name (it differs in case, width, invisible characters or surrounding spaces): a dispatcher reading names loosely may run it, so a person decides ({TRIGGER_TOOL_LOOKALIKE})",
+            crate::template::visible(tool),
+            r.tool.as_str()
+        );
+        self.reasons.push(reason(file, &r.label, text));
     }
 
     /// Who decides, and when, as rule `r` says: its timeout (the shortest wins), its approver

@@ -25,6 +25,7 @@ use kit::Denial;
 
 pub use crate::risk::default_timeout_seconds;
 pub use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
+pub use compose::{TRIGGER_DENY_UNEVALUABLE, TRIGGER_TOOL_LOOKALIKE};
 pub use delegation::delegation_call;
 pub use timeout_default::settle_default;
 
@@ -173,8 +174,29 @@ fn compose<'a>(
         let loosens = !governed || p.selector.selects(agent);
         verdict.add_rule(&p.file, r, ctx, obs, loosens)?;
     }
+    hold_lookalikes(reg, agent, call, &mut verdict);
     verdict.add_session(call, obs);
     Ok(verdict)
+}
+
+/// Holds a call whose tool name only looks like one a governance rule covers: each rule that
+/// covers the folded name ([`kit::folded_tool_name`]) but not the name itself adds its reason
+/// and the trigger `tool_lookalike` ([`Composed::add_lookalike`]), so `Delete_Repo` or a
+/// full-width `ｄelete_repo` beside a rule denying `delete_repo` is never allowed where a
+/// dispatcher reading names loosely might run it. Free on the fast path: a name already folded
+/// (printable lower-case ASCII) is only scanned. A rule whose own `tool` is not folded is
+/// matched as written.
+fn hold_lookalikes<'a>(reg: &'a Registry, agent: &Agent, call: &ToolCall, v: &mut Composed<'a>) {
+    let folded = kit::folded_tool_name(&call.tool);
+    if folded == call.tool.as_str() {
+        return;
+    }
+    let server = call.server.as_deref();
+    for (p, r) in reg.covering_rules(agent, &folded, server) {
+        if !r.covers(&call.tool, server) {
+            v.add_lookalike(&p.file, r, &call.tool);
+        }
+    }
 }
 
 /// Test set-up shared by the gatekeeper's unit tests.
@@ -198,5 +220,100 @@ mod test_kit {
             }
         }
         Registry::of(agent, &gov)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_kit::governing_bot;
+    use super::{TRIGGER_TOOL_LOOKALIKE, VerdictKind, evaluate};
+    use crate::ToolCall;
+    use serde_json::json;
+
+    /// Agent `bot` declares MCP server `gh` with no `allowed_tools` (every tool name passes).
+    const GH: &str = "metadata: {id: bot}\naction_space:\n  mcp_servers:\n    - alias: gh\n";
+
+    /// The rules of the review: `delete_repo` denied, `merge_*` held, both on `gh`.
+    const RULES: &str = "- {tool: delete_repo, server: gh, deny: true}
+- {tool: \"merge_*\", server: gh, approval: true}";
+
+    fn verdict(tool: &str) -> crate::Verdict {
+        let reg = governing_bot(GH, &[("a.gh-v1", RULES)]);
+        let call = ToolCall::new(tool, Some("gh".into()), json!({})).unwrap();
+        evaluate(&reg, "bot", &call)
+    }
+
+    /// The attack (found by review): rules match tool names byte for byte, so `Delete_Repo`,
+    /// a full-width `ｄelete_repo`, `delete_repo ` or `delete_repo\0` was allowed beside a rule
+    /// denying `delete_repo`, and `Merge_pr` beside one holding `merge_*`; an executor
+    /// dispatching names loosely ran the denied tool. Each is now held for a person, the
+    /// trigger `tool_lookalike` named, the reason naming the rule's tool; never allowed.
+    #[test]
+    fn a_tool_name_that_only_looks_like_a_governed_one_is_held_never_allowed() {
+        let cases = [
+            ("Delete_Repo", "delete_repo", "denies"),
+            ("\u{ff44}elete_repo", "delete_repo", "denies"),
+            ("DELETE_REPO", "delete_repo", "denies"),
+            ("delete_repo ", "delete_repo", "denies"),
+            ("delete_repo\0", "delete_repo", "denies"),
+            ("delete\u{200b}_repo", "delete_repo", "denies"),
+            ("Merge_pr", "merge_*", "holds"),
+        ];
+        for (tool, like, does) in cases {
+            let v = verdict(tool);
+            assert_eq!(
+                v.kind,
+                VerdictKind::Confirm,
+                "{tool:?}: {:?}",
+                v.terms.reasons
+            );
+            assert_eq!(v.terms.triggers, [TRIGGER_TOOL_LOOKALIKE], "{tool:?}");
+            assert_eq!(v.terms.default_decision.as_str(), "reject", "{tool:?}");
+            assert!(!v.terms.in_client_approval, "{tool:?}");
+            let why = v
+                .terms
+                .reasons
+                .iter()
+                .find(|r| r.rule.starts_with("a.gh-v1"));
+            let why = why.map(|r| r.text.as_str()).unwrap_or_default();
+            assert!(
+                why.contains(&format!("looks like `{like}`, which this rule {does}")),
+                "{tool:?}: {why}"
+            );
+            assert!(!why.contains('\0') && !why.contains('\u{200b}'), "{why:?}");
+        }
+    }
+
+    /// The exact names keep their verdicts and no trigger; a name that folds to no governed
+    /// tool (`Create_Issue`) is allowed as before.
+    #[test]
+    fn exact_and_unrelated_tool_names_keep_their_verdicts() {
+        assert_eq!(verdict("delete_repo").kind, VerdictKind::Deny);
+        let v = verdict("merge_pr");
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert!(v.terms.triggers.is_empty(), "{:?}", v.terms.triggers);
+        for tool in ["create_issue", "Create_Issue", "list repos"] {
+            let v = verdict(tool);
+            assert_eq!(v.kind, VerdictKind::Allow, "{tool}: {:?}", v.terms.reasons);
+            assert!(v.terms.triggers.is_empty());
+        }
+    }
+
+    /// The fold: already folded names are borrowed; case, width, invisible and control
+    /// characters and surrounding spaces go.
+    #[test]
+    fn a_tool_name_folds_as_a_loose_dispatcher_reads_it() {
+        use super::kit::folded_tool_name as fold;
+        assert!(matches!(fold("delete_repo"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(fold("list repos"), std::borrow::Cow::Borrowed(_)));
+        for name in [
+            "Delete_Repo",
+            "\u{ff24}elete_repo",
+            " delete_repo\t",
+            "delete\u{202e}_repo",
+        ] {
+            assert_eq!(fold(name), "delete_repo", "{name:?}");
+        }
+        assert_eq!(fold("ΣΟΦΟΣ"), fold("σοφος"));
     }
 }

@@ -66,6 +66,7 @@ mod sso_votes;
 mod suggestions;
 mod tools;
 mod tools_words;
+mod verdict_holes;
 mod webhook_steps;
 mod webhooks;
 mod withdrawn_consent;
