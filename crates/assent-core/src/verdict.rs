@@ -89,8 +89,9 @@ pub struct ApprovalTerms {
     /// thresholds `rate`, `cost` and, on a held result, `output_bytes`; scope `paths`,
     /// `domains`; session risk `session_untrusted`, `lethal_trifecta`, `tool_changed`,
     /// `session_unreadable` ([`crate::session_risk::TRIGGERS`]); `deny_unevaluable` (a covering
-    /// rule's `deny` cannot be evaluated); `skill_unnamed` (a delegation naming no skill to a
-    /// target declaring `allowed_skills`). A call held by any is held so a person decides: a
+    /// rule's `deny` cannot be evaluated); `tool_lookalike` (the tool's name, folded, is one a
+    /// rule governs that the name as sent escapes); `skill_unnamed` (a delegation naming no
+    /// skill to a target declaring `allowed_skills`). A call held by any is held so a person decides: a
     /// grant never covers it (seed 002), it is not asked in the client, and its default on
     /// timeout is reject ([`crate::grant::default_on_timeout`]).
     pub triggers: Vec<String>,
