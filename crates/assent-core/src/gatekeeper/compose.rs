@@ -28,7 +28,7 @@ use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 pub const TRIGGER_DENY_UNEVALUABLE: &str = "deny_unevaluable";
 
 /// The trigger of a call whose tool name is not covered by a governance rule that covers the
-/// name folded (`kit::folded_tool_name`: `Delete_Repo`, a full-width `ｄelete_repo`, or
+/// name folded (`Registry::lookalike_rules`: `Delete_Repo`, a full-width `ｄelete_repo`, or
 /// `delete_repo ` beside a rule for `delete_repo`): a dispatcher reading names loosely may run
 /// the rule's tool, so a person decides — never allowed, no grant, default reject.
 pub const TRIGGER_TOOL_LOOKALIKE: &str = "tool_lookalike";
@@ -181,7 +181,7 @@ impl<'a> Composed<'a> {
     }
 
     /// Holds the call of `tool` because rule `r` of policy file `file` covers its folded name
-    /// (`kit::folded_tool_name`) but not `tool` itself
+    /// (`Registry::lookalike_rules`) but not `tool` itself
     /// ([`TRIGGER_TOOL_LOOKALIKE`]); the reason names the rule's tool and what the rule does.
     pub fn add_lookalike(&mut self, file: &str, r: &Rule, tool: &str) {
         self.require(None);

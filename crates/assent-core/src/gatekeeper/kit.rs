@@ -95,21 +95,3 @@ pub(super) fn template_of(spec: &ApprovalSpec) -> Option<&str> {
         ApprovalSpec::Exempt => None,
     }
 }
-
-/// Tool name `name` as a dispatcher that ignores case, compatibility forms and stray
-/// characters may read it: NFKC, without control and invisible characters
-/// ([`crate::template::is_default_ignorable`]), lower-cased as [`crate::canonical::folded_key`]
-/// does, without surrounding whitespace. Borrowed, at the cost of one byte scan, when `name`
-/// is already so: printable ASCII without upper case nor surrounding spaces, the common case.
-pub(super) fn folded_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
-    let b = name.as_bytes();
-    let plain = |c: &u8| (c.is_ascii_graphic() || *c == b' ') && !c.is_ascii_uppercase();
-    if b.iter().all(plain) && b.first() != Some(&b' ') && b.last() != Some(&b' ') {
-        return std::borrow::Cow::Borrowed(name);
-    }
-    use unicode_normalization::UnicodeNormalization as _;
-    let kept = |c: &char| !c.is_control() && !crate::template::is_default_ignorable(*c);
-    let normal: String = name.nfkc().filter(kept).collect();
-    let folded = crate::canonical::folded_key(&normal);
-    std::borrow::Cow::Owned(folded.trim().to_string())
-}

@@ -180,22 +180,15 @@ fn compose<'a>(
 }
 
 /// Holds a call whose tool name only looks like one a governance rule covers: each rule that
-/// covers the folded name ([`kit::folded_tool_name`]) but not the name itself adds its reason
+/// covers the folded name ([`Registry::lookalike_rules`]) but not the name itself adds its reason
 /// and the trigger `tool_lookalike` ([`Composed::add_lookalike`]), so `Delete_Repo` or a
 /// full-width `ｄelete_repo` beside a rule denying `delete_repo` is never allowed where a
 /// dispatcher reading names loosely might run it. Free on the fast path: a name already folded
 /// (printable lower-case ASCII) is only scanned. A rule whose own `tool` is not folded is
 /// matched as written.
 fn hold_lookalikes<'a>(reg: &'a Registry, agent: &Agent, call: &ToolCall, v: &mut Composed<'a>) {
-    let folded = kit::folded_tool_name(&call.tool);
-    if folded == call.tool.as_str() {
-        return;
-    }
-    let server = call.server.as_deref();
-    for (p, r) in reg.covering_rules(agent, &folded, server) {
-        if !r.covers(&call.tool, server) {
-            v.add_lookalike(&p.file, r, &call.tool);
-        }
+    for (p, r) in reg.lookalike_rules(agent, &call.tool, call.server.as_deref()) {
+        v.add_lookalike(&p.file, r, &call.tool);
     }
 }
 
@@ -299,21 +292,31 @@ mod tests {
         }
     }
 
-    /// The fold: already folded names are borrowed; case, width, invisible and control
-    /// characters and surrounding spaces go.
+    /// The gap the first fix left: a rule whose own tool is written in mixed case (an
+    /// upstream's `GetUser`) was matched as written, so a call of `getuser`, already folded,
+    /// was allowed beside a rule denying `GetUser`. A rule's tool folds too; the rule's own
+    /// spelling keeps its verdict, an unrelated name its own.
     #[test]
-    fn a_tool_name_folds_as_a_loose_dispatcher_reads_it() {
-        use super::kit::folded_tool_name as fold;
-        assert!(matches!(fold("delete_repo"), std::borrow::Cow::Borrowed(_)));
-        assert!(matches!(fold("list repos"), std::borrow::Cow::Borrowed(_)));
-        for name in [
-            "Delete_Repo",
-            "\u{ff24}elete_repo",
-            " delete_repo\t",
-            "delete\u{202e}_repo",
-        ] {
-            assert_eq!(fold(name), "delete_repo", "{name:?}");
+    fn a_call_spelt_otherwise_than_a_mixed_case_rule_is_held() {
+        let rules = "- {tool: GetUser, server: gh, deny: true}";
+        let reg = governing_bot(GH, &[("a.gh-v1", rules)]);
+        let verdict = |tool: &str| {
+            let call = ToolCall::new(tool, Some("gh".into()), json!({})).unwrap();
+            evaluate(&reg, "bot", &call)
+        };
+        for tool in ["getuser", "GETUSER", "Getuser "] {
+            let v = verdict(tool);
+            assert_eq!(v.kind, VerdictKind::Confirm, "{tool:?}");
+            assert_eq!(v.terms.triggers, [TRIGGER_TOOL_LOOKALIKE], "{tool:?}");
         }
-        assert_eq!(fold("ΣΟΦΟΣ"), fold("σοφος"));
+        assert_eq!(verdict("GetUser").kind, VerdictKind::Deny);
+        let other = verdict("get_user");
+        assert_eq!(other.kind, VerdictKind::Allow);
+        assert!(other.terms.triggers.is_empty());
+        // On another server the rule does not apply, spelt alike or not.
+        let call = ToolCall::new("getuser", Some("gl".into()), json!({})).unwrap();
+        let gl = "metadata: {id: bot}\naction_space:\n  mcp_servers:\n    - alias: gh\n    - alias: gl\n";
+        let reg = governing_bot(gl, &[("a.gh-v1", rules)]);
+        assert_eq!(evaluate(&reg, "bot", &call).kind, VerdictKind::Allow);
     }
 }

@@ -51,6 +51,12 @@ pub(super) struct RuleIndex {
     policy_ids: Vec<String>,
     /// Rules of an exact tool name, by that name.
     exact: HashMap<String, ByServer>,
+    /// Rules of an exact tool name, by that name folded ([`folded_tool_name`]): where a call
+    /// whose name folds alike may find a rule it escapes by spelling.
+    folded: HashMap<String, ByServer>,
+    /// Whether some exact rule's tool is not in folded form (`GetUser`): then even a call
+    /// whose name is folded already may be a look-alike.
+    unfolded_rules: bool,
     /// Rules whose `tool` is a glob.
     globs: ByServer,
     /// Every rule's place by its label (unique: a label starts with its policy's id).
@@ -69,12 +75,16 @@ impl RuleIndex {
             for (ri, r) in p.rules.iter().enumerate() {
                 let at = (pi, u32::try_from(ri).expect("fewer than 2^32 rules"));
                 let tool = r.tool.as_str();
-                let list = if is_literal_glob(tool) {
+                if is_literal_glob(tool) {
+                    let folded = folded_tool_name(tool);
+                    index.unfolded_rules |= folded != tool;
+                    let by_fold = index.folded.entry(folded.into_owned()).or_default();
+                    by_fold.push(r.server.as_deref(), at);
                     index.exact.entry(tool.to_string()).or_default()
                 } else {
                     &mut index.globs
-                };
-                list.push(r.server.as_deref(), at);
+                }
+                .push(r.server.as_deref(), at);
                 index.by_label.insert(r.label.clone(), at);
             }
         }
@@ -95,6 +105,27 @@ impl RuleIndex {
         out
     }
 
+    /// The places of the exact-name rules whose tool folds to `folded` (a call's name folded
+    /// by [`folded_tool_name`]), limited to no server or to `server`, sorted; none when
+    /// `call_is_folded` (the call's name is its own fold) and every rule's tool is folded too,
+    /// so the common call costs nothing. The caller keeps those that do not cover the call.
+    pub(super) fn folding_alike(
+        &self,
+        folded: &str,
+        call_is_folded: bool,
+        server: Option<&str>,
+    ) -> Vec<At> {
+        let mut out = Vec::new();
+        if call_is_folded && !self.unfolded_rules {
+            return out;
+        }
+        if let Some(e) = self.folded.get(folded) {
+            e.candidates(server, &mut out);
+        }
+        out.sort_unstable();
+        out
+    }
+
     /// The place of the rule labelled `label` (a [`Reason::rule`](crate::verdict::Reason)).
     pub(super) fn rule_labelled(&self, label: &str) -> Option<At> {
         self.by_label.get(label).copied()
@@ -103,5 +134,44 @@ impl RuleIndex {
     /// The id of the policy with ordinal `pi`, if there is one.
     pub(super) fn policy_id(&self, pi: u32) -> Option<&str> {
         self.policy_ids.get(pi as usize).map(String::as_str)
+    }
+}
+
+/// Tool name `name` as a dispatcher that ignores case, compatibility forms and stray
+/// characters may read it: NFKC, without control and invisible characters
+/// ([`crate::template::is_default_ignorable`]), lower-cased as [`crate::canonical::folded_key`]
+/// does, without surrounding whitespace. Borrowed, at the cost of one byte scan, when `name`
+/// is already so: printable ASCII without upper case nor surrounding spaces, the common case.
+pub(crate) fn folded_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let b = name.as_bytes();
+    let plain = |c: &u8| (c.is_ascii_graphic() || *c == b' ') && !c.is_ascii_uppercase();
+    if b.iter().all(plain) && b.first() != Some(&b' ') && b.last() != Some(&b' ') {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    use unicode_normalization::UnicodeNormalization as _;
+    let kept = |c: &char| !c.is_control() && !crate::template::is_default_ignorable(*c);
+    let normal: String = name.nfkc().filter(kept).collect();
+    let folded = crate::canonical::folded_key(&normal);
+    std::borrow::Cow::Owned(folded.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The fold: already folded names are borrowed; case, width, invisible and control
+    /// characters and surrounding spaces go.
+    #[test]
+    fn a_tool_name_folds_as_a_loose_dispatcher_reads_it() {
+        use super::folded_tool_name as fold;
+        assert!(matches!(fold("delete_repo"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(fold("list repos"), std::borrow::Cow::Borrowed(_)));
+        for name in [
+            "Delete_Repo",
+            "\u{ff24}elete_repo",
+            " delete_repo\t",
+            "delete\u{202e}_repo",
+        ] {
+            assert_eq!(fold(name), "delete_repo", "{name:?}");
+        }
+        assert_eq!(fold("ΣΟΦΟΣ"), fold("σοφος"));
     }
 }

@@ -9,7 +9,7 @@ use super::agent_file::load_agent;
 use super::delegations::Delegations;
 use super::error::{LoadError, LoadErrors};
 use super::governance::{load_governance, pair_warnings};
-use super::index::RuleIndex;
+use super::index::{RuleIndex, folded_tool_name};
 use super::model::{Agent, ApprovalSpec, Policy, Rule};
 use crate::verdict::Reason;
 use serde_json::Value;
@@ -353,10 +353,51 @@ impl Registry {
         tool: &str,
         server: Option<&str>,
     ) -> Vec<(&'a Policy, &'a Rule)> {
+        let places = self.index.candidates(tool, server);
+        self.rules_at(agent, places, |r| r.covers(tool, server))
+    }
+
+    /// The governance rules for `agent` that a call of `tool` on `server` escapes by spelling
+    /// alone, each with its policy, in scan order: those that do not cover `tool` but cover
+    /// its fold ([`folded_tool_name`]: NFKC, lower case, without control and invisible
+    /// characters and surrounding spaces), or whose exact tool folds alike (a rule for
+    /// `GetUser`, a call of `getuser`). Empty for the common call (a name already folded, every
+    /// rule's tool folded), at the cost of one byte scan. A call of such a tool is held, never
+    /// allowed (`tool_lookalike`).
+    pub fn lookalike_rules<'a>(
+        &'a self,
+        agent: &Agent,
+        tool: &str,
+        server: Option<&str>,
+    ) -> Vec<(&'a Policy, &'a Rule)> {
+        let folded = folded_tool_name(tool);
+        let is_folded = folded == tool;
+        let mut places = self.index.folding_alike(&folded, is_folded, server);
+        if !is_folded {
+            places.extend(self.index.candidates(&folded, server));
+            places.sort_unstable();
+            places.dedup();
+        }
+        self.rules_at(agent, places, |r| {
+            let alike = r.covers(&folded, server)
+                || (r.server.as_deref().is_none_or(|s| Some(s) == server)
+                    && folded_tool_name(r.tool.as_str()) == folded);
+            alike && !r.covers(tool, server)
+        })
+    }
+
+    /// The rules at `places` (sorted by policy) of the policies that apply to `agent` and
+    /// that `keep` keeps, each with its policy.
+    fn rules_at<'a>(
+        &'a self,
+        agent: &Agent,
+        places: Vec<(u32, u32)>,
+        keep: impl Fn(&Rule) -> bool,
+    ) -> Vec<(&'a Policy, &'a Rule)> {
         let mut out = Vec::new();
-        // Candidates come sorted by policy: decide each policy's applicability once.
+        // Places come sorted by policy: decide each policy's applicability once.
         let mut last: Option<(u32, Option<&'a Policy>)> = None;
-        for (pi, ri) in self.index.candidates(tool, server) {
+        for (pi, ri) in places {
             let policy = match last {
                 Some((at, p)) if at == pi => p,
                 _ => {
@@ -371,7 +412,7 @@ impl Registry {
             };
             let rule = policy.and_then(|p| p.rules.get(ri as usize).map(|r| (p, r)));
             if let Some((p, r)) = rule
-                && r.covers(tool, server)
+                && keep(r)
             {
                 out.push((p, r));
             }
