@@ -98,7 +98,8 @@ pub(crate) async fn ready(State(st): State<AppState>) -> Result<Response, ApiErr
     let (status, reason, message) = match r.problem {
         None => (StatusCode::OK, None, None),
         Some(p) => {
-            tracing::warn!(reason = p.reason, message = %p.message, "not ready");
+            let detail = p.detail.as_deref().unwrap_or("");
+            tracing::warn!(reason = p.reason, message = %p.message, detail, "not ready");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 Some(p.reason.to_string()),

@@ -21,8 +21,13 @@ pub struct NotReady {
     /// `schema_behind`, `schema_ahead` or `audit_key_replaced` (another key set took the
     /// database over: restart with the new keys).
     pub reason: &'static str,
-    /// What is wrong, in a sentence.
+    /// What is wrong, in a sentence of ours: never the driver's error text, which may name
+    /// the database file's path (found by review: SQLite's `unable to open database file:
+    /// /srv/…/assent.db` reached the unauthenticated `/readyz` body).
     pub message: String,
+    /// The driver's error behind it, for the gateway's log only (not serialised).
+    #[serde(skip)]
+    pub detail: Option<String>,
 }
 
 /// The answer of [`Store::readiness`].
@@ -39,6 +44,15 @@ fn not_ready(reason: &'static str, message: impl Into<String>) -> NotReady {
     NotReady {
         reason,
         message: message.into(),
+        detail: None,
+    }
+}
+
+/// `NotReady` with `reason` and `message`, the error `e` kept as its log-only detail.
+fn failed(reason: &'static str, message: &str, e: impl std::fmt::Display) -> NotReady {
+    NotReady {
+        detail: Some(e.to_string()),
+        ..not_ready(reason, message)
     }
 }
 
@@ -71,10 +85,8 @@ impl Store {
             ));
         }
         let unreadable = |e: rusqlite::Error| {
-            not_ready(
-                "database_unreadable",
-                format!("the database file cannot be opened and read afresh: {e}"),
-            )
+            let why = "the database file cannot be opened and read afresh";
+            failed("database_unreadable", why, e)
         };
         let fresh = Connection::open_with_flags(&self.db_path, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(unreadable)?;
@@ -120,9 +132,10 @@ impl Store {
                 "audit_key_replaced",
                 crate::key_replaced::replaced_message(&hex::encode(key.to_bytes()), &theirs, seq),
             )),
-            Err(e) => Some(not_ready(
+            Err(e) => Some(failed(
                 "database_unreadable",
-                format!("the audit checkpoints cannot be read: {e}"),
+                "the audit checkpoints cannot be read",
+                e,
             )),
         }
     }
@@ -131,7 +144,13 @@ impl Store {
 /// Takes and releases the write lock (`BEGIN IMMEDIATE; ROLLBACK`) within 500 ms, restoring
 /// the connection's busy timeout after.
 fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
-    let error = |e: rusqlite::Error| not_ready("database_error", format!("{e}"));
+    let error = |e: rusqlite::Error| {
+        failed(
+            "database_error",
+            "the database's write lock cannot be checked",
+            e,
+        )
+    };
     let old: i64 = live
         .pragma_query_value(None, "busy_timeout", |r| r.get(0))
         .map_err(error)?;
@@ -159,22 +178,12 @@ fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
 /// The Postgres checks of [`Store::readiness`] over the store's own session: a round trip,
 /// the schema version recorded by the migrations, and a read of the audit log's head.
 fn pg_problem(conn: Conn<'_>, found: &mut Option<i64>) -> Result<(), NotReady> {
-    let unreachable = |e: String| {
-        not_ready(
-            "database_unreachable",
-            format!("the database does not answer: {e}"),
-        )
-    };
-    let state = schema_state(conn).map_err(|e| unreachable(e.to_string()))?;
+    let unreachable = |e| failed("database_unreachable", "the database does not answer", e);
+    let state = schema_state(conn).map_err(unreachable)?;
     conn.query_row("SELECT max(seq) FROM audit", [], |r| {
         r.get::<Option<i64>>(0)
     })
-    .map_err(|e| {
-        not_ready(
-            "database_unreadable",
-            format!("the audit log cannot be read: {e}"),
-        )
-    })?;
+    .map_err(|e| failed("database_unreadable", "the audit log cannot be read", e))?;
     match state {
         SchemaState::Current(v) => {
             *found = Some(i64::from(v));

@@ -110,7 +110,10 @@ fn exporter_client() -> Result<reqwest::blocking::Client, String> {
 /// terminal and without `NO_COLOR`), and exports spans when the OTel variables say so (a
 /// provider that cannot be built is logged and tracing stays off). A second call is a no-op.
 pub(crate) fn init(default: &str) {
-    let filter = EnvFilter::try_from_env("ASSENT_LOG").unwrap_or_else(|_| default.into());
+    // rmcp logs each notification an MCP client sends, whole, at info (found by review: an
+    // agent's large `params` became as many large log lines): warnings only, unless asked.
+    let filter = EnvFilter::try_from_env("ASSENT_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default},rmcp=warn")));
     use std::io::IsTerminal;
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
@@ -142,6 +145,31 @@ pub(crate) fn init(default: &str) {
         .is_ok();
     if let (true, Some(why)) = (ok, why) {
         tracing::error!(error = %why, "OpenTelemetry export could not start; tracing is off");
+    }
+    if ok && PROVIDER.get().is_some() && cleartext_to_another_host(&traces_endpoint()) {
+        tracing::warn!(
+            endpoint = %shown(&traces_endpoint()),
+            "OTLP traces go to another host over plain http: every span and OTEL_EXPORTER_OTLP_HEADERS (often the collector's key) cross the network unencrypted; use https"
+        );
+    }
+}
+
+/// Whether `endpoint` is a plain `http://` URL of a host other than this machine.
+fn cleartext_to_another_host(endpoint: &str) -> bool {
+    reqwest::Url::parse(endpoint.trim())
+        .is_ok_and(|u| u.scheme() == "http" && !assent_api::loopback_host(&u))
+}
+
+/// `endpoint` as `scheme://host[:port]/…`: its path and query may carry a key.
+fn shown(endpoint: &str) -> String {
+    match reqwest::Url::parse(endpoint.trim()) {
+        Ok(u) => format!(
+            "{}://{}{}/…",
+            u.scheme(),
+            u.host_str().unwrap_or(""),
+            u.port().map(|p| format!(":{p}")).unwrap_or_default()
+        ),
+        Err(_) => "(unparsable)".into(),
     }
 }
 

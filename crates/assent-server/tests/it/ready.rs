@@ -123,6 +123,29 @@ async fn readyz_is_503_while_the_database_file_is_moved_away_behind_the_gateway(
     gw.stop().await;
 }
 
+/// Attack (found by review): `/readyz` needs no key, and a database file that could not be
+/// opened (out of file descriptors, a permission lost) answered SQLite's own error, which
+/// names the file: the data directory's absolute path to anyone. The answer is our sentence;
+/// the driver's error goes to the log only.
+#[tokio::test]
+async fn readyz_never_names_the_database_files_path() {
+    if sqlite_only("the database is a file that can be replaced by a directory") {
+        return;
+    }
+    let gw = serve().await;
+    let db = gw.state.store.db_path().to_path_buf();
+    let away = db.with_extension("moved");
+    std::fs::rename(&db, &away).unwrap();
+    std::fs::create_dir(&db).unwrap();
+    let (s, b) = readyz(&gw).await;
+    std::fs::remove_dir(&db).unwrap();
+    std::fs::rename(&away, &db).unwrap();
+    let dir = gw.data_dir.to_string_lossy().to_string();
+    assert!(!b.to_string().contains(&dir), "{b}");
+    not_ready((s, b), "database_unreadable");
+    gw.stop().await;
+}
+
 /// Attack (found by review): `/readyz` needs no key and no rate limit applies to it, and each
 /// check held the store's connection, so a flood of probes stalled every proposal and
 /// decision. The check now runs at most once a second; every other probe gets its answer.

@@ -278,3 +278,48 @@ fn an_agent_key_is_not_sent_over_plain_http_by_assent_mcp() {
     assert_ne!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("over plain http"), "{err}");
 }
+
+/// Found by review: spans and `OTEL_EXPORTER_OTLP_HEADERS` (often the collector's key) went
+/// to a collector on another host over plain http without a word. A collector beside the
+/// gateway on another host is common (a sidecar's service name), so it is not refused; the
+/// gateway warns at start-up, naming the endpoint without its path or query. On loopback it
+/// says nothing.
+#[test]
+fn traces_sent_in_plain_http_to_another_host_are_warned_of_at_start_up() {
+    for (endpoint, warned) in [
+        ("http://203.0.113.5:4318/v1/traces?key=sekrit", true),
+        ("http://127.0.0.1:1", false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = write_config(dir.path(), free_port(), "");
+        let log = dir.path().join("serve.stderr");
+        let mut child = serve_cmd(&cfg)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("TEST_ALICE_KEY", crate::OP_KEY)
+            .env_remove("OTEL_SDK_DISABLED")
+            .env_remove("OTEL_TRACES_EXPORTER")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        // The warning comes right after the log starts, before the gateway is ready.
+        let start = Instant::now();
+        let text = loop {
+            let text = std::fs::read_to_string(&log).unwrap();
+            if text.contains("gateway ready") || start.elapsed() > Duration::from_secs(20) {
+                break text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(text.contains("gateway ready"), "{text}");
+        let line = text.lines().find(|l| l.contains("plain http"));
+        assert_eq!(line.is_some(), warned, "{endpoint}: {text}");
+        if let Some(line) = line {
+            assert!(line.contains("http://203.0.113.5:4318/…"), "{line}");
+            assert!(!line.contains("sekrit") && !line.contains("v1/traces"), "{line}");
+        }
+    }
+}
