@@ -98,6 +98,26 @@ fn cap_warnings(warnings: &mut Vec<String>) {
     }
 }
 
+/// Most load errors a failed load reports: the rest are counted in one last error at the
+/// place of the first left out (found by review: 80,000 bad aliases in one 1.2 MB agent file
+/// made a 7.4 MB reload answer and 80,000 log lines).
+const MAX_ERRORS: usize = 1_000;
+
+/// `errs` as [`LoadErrors`], past [`MAX_ERRORS`] the first `MAX_ERRORS - 1` and a last error,
+/// at the place of the first left out, that counts the rest (`N more errors not shown`).
+fn cap_errors(mut errs: Vec<LoadError>) -> LoadErrors {
+    if errs.len() > MAX_ERRORS {
+        let more = errs.len() - (MAX_ERRORS - 1);
+        let first_left_out = errs.swap_remove(MAX_ERRORS - 1);
+        errs.truncate(MAX_ERRORS - 1);
+        errs.push(LoadError {
+            message: format!("{more} more errors not shown (fix these first)"),
+            ..first_left_out
+        });
+    }
+    LoadErrors(errs)
+}
+
 /// At most this many unknown fields are listed per agent file (warnings or, strict, errors);
 /// the rest are counted in one more line, so a file of many thousands cannot flood the log.
 const MAX_UNKNOWN_FIELDS: usize = 100;
@@ -195,7 +215,7 @@ impl Registry {
         if errs.is_empty() {
             Ok(reg)
         } else {
-            Err(LoadErrors(errs))
+            Err(cap_errors(errs))
         }
     }
 
@@ -563,5 +583,25 @@ mod tests {
             "{m}"
         );
         assert!(load(&["acme.opt-in.strict-v1", "acme.finance.payments-v1"]).is_ok());
+    }
+
+    /// Attack (found by review): one agent file of many thousand bad entries made a reload
+    /// answer of megabytes and as many log lines. At most 1,000 errors are reported, the last
+    /// counting the rest at the place of the first left out.
+    #[test]
+    fn a_file_of_thousands_of_errors_reports_a_thousand() {
+        let mut file = String::from("metadata: {id: bot}\naction_space:\n  local_tools:\n");
+        for _ in 0..1_501 {
+            file.push_str("    - alias: pay\n");
+        }
+        let files = [("bot.agf.yaml".to_string(), file)];
+        let errs = Registry::load(&files, &[])
+            .expect_err("duplicate aliases")
+            .0;
+        assert_eq!(errs.len(), 1_000);
+        let last = &errs[999];
+        assert_eq!(last.message, "501 more errors not shown (fix these first)");
+        assert_eq!(last.file, "bot.agf.yaml");
+        assert!(last.line.is_some_and(|l| l > 1_000), "{last:?}");
     }
 }

@@ -319,7 +319,10 @@ fn traces_sent_in_plain_http_to_another_host_are_warned_of_at_start_up() {
         assert_eq!(line.is_some(), warned, "{endpoint}: {text}");
         if let Some(line) = line {
             assert!(line.contains("http://203.0.113.5:4318/…"), "{line}");
-            assert!(!line.contains("sekrit") && !line.contains("v1/traces"), "{line}");
+            assert!(
+                !line.contains("sekrit") && !line.contains("v1/traces"),
+                "{line}"
+            );
         }
     }
 }
