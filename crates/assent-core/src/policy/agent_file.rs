@@ -12,7 +12,7 @@ use super::model::{
 use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 #[derive(Deserialize)]
 struct RawAgentFile {
@@ -155,23 +155,26 @@ impl Sink<'_> {
 
     /// Checks one `action_space` entry of `kind` (`local tool`, `MCP server`) named `alias`:
     /// an identifier ([`Sink::check_alias`]), no duplicate of an alias in `taken`, a valid
-    /// `approval`. Returns its label (`KIND `ALIAS``) and approval; `None` when the entry is
-    /// left out (its problem pushed).
+    /// `approval`. Returns its label (`KIND `ALIAS``) and approval, adding `alias` to `taken`;
+    /// `None` when the entry is left out (its problem pushed). `taken` is a set so that a
+    /// file of many thousands of entries is checked in linear time (it is loaded under the
+    /// reload lock).
     fn entry<'t>(
         &mut self,
         line: Option<u64>,
         kind: &str,
-        alias: &str,
-        mut taken: impl Iterator<Item = &'t str>,
+        alias: &'t str,
+        taken: &mut HashSet<&'t str>,
         approval: Option<&Value>,
     ) -> Option<(String, Option<ApprovalSpec>)> {
         self.check_alias(line, kind, alias);
-        if taken.any(|a| a == alias) {
+        if taken.contains(alias) {
             self.push(line, format!("duplicate {kind} alias `{alias}`"));
             return None;
         }
         let what = format!("{kind} `{alias}`");
         let approval = self.approval(line, &what, approval)?;
+        taken.insert(alias);
         Some((what, approval))
     }
 }
@@ -262,12 +265,14 @@ fn accepted_orchestrators(annotations: &BTreeMap<String, Value>) -> Vec<String> 
 /// `action_space.local_tools`: aliases unique, approvals valid.
 fn local_tools(raw: &[Spanned<RawLocalTool>], sink: &mut Sink<'_>) -> Vec<LocalTool> {
     let mut out: Vec<LocalTool> = Vec::new();
+    let mut taken = HashSet::new();
     for t in raw {
         let line = Some(t.referenced.line());
-        let alias = t.value.alias.clone();
-        let taken = out.iter().map(|x| x.alias.as_str());
-        let entry = sink.entry(line, "local tool", &alias, taken, t.value.approval.as_ref());
+        let alias = &t.value.alias;
+        let approval = t.value.approval.as_ref();
+        let entry = sink.entry(line, "local tool", alias, &mut taken, approval);
         if let Some((_, approval)) = entry {
+            let alias = alias.clone();
             out.push(LocalTool { alias, approval });
         }
     }
@@ -278,14 +283,15 @@ fn local_tools(raw: &[Spanned<RawLocalTool>], sink: &mut Sink<'_>) -> Vec<LocalT
 /// and unique.
 fn mcp_servers(raw: &[Spanned<RawMcpServer>], sink: &mut Sink<'_>) -> Vec<McpServer> {
     let mut out: Vec<McpServer> = Vec::new();
+    let mut taken = HashSet::new();
     for s in raw {
         let line = Some(s.referenced.line());
-        let alias = s.value.alias.clone();
-        let taken = out.iter().map(|x| x.alias.as_str());
-        let entry = sink.entry(line, "MCP server", &alias, taken, s.value.approval.as_ref());
+        let approval = s.value.approval.as_ref();
+        let entry = sink.entry(line, "MCP server", &s.value.alias, &mut taken, approval);
         let Some((what, approval)) = entry else {
             continue;
         };
+        let alias = s.value.alias.clone();
         let allowed_tools = s.value.allowed_tools.as_ref().map(|list| {
             let kind = Entries {
                 key: "name",
@@ -322,7 +328,8 @@ struct Entries {
 
 impl Entries {
     /// The valid entries of `list` as `(name, approval)`, first of each name; errors name
-    /// `OWNER LIST[i]` or `OWNER: DUPLICATE `NAME``.
+    /// `OWNER LIST[i]` or `OWNER: DUPLICATE `NAME``. Names seen are kept in a set: linear
+    /// time for lists of many thousands.
     fn parse(
         &self,
         list: &[Value],
@@ -331,12 +338,16 @@ impl Entries {
         sink: &mut Sink<'_>,
     ) -> Vec<(String, Option<ApprovalSpec>)> {
         let mut out: Vec<(String, Option<ApprovalSpec>)> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
         for (i, entry) in list.iter().enumerate() {
             match self.entry(entry) {
-                Ok((n, _)) if out.iter().any(|x| x.0 == n) => {
+                Ok((n, _)) if seen.contains(&n) => {
                     sink.push(line, format!("{owner}: {} `{n}`", self.duplicate))
                 }
-                Ok(e) => out.push(e),
+                Ok(e) => {
+                    seen.insert(e.0.clone());
+                    out.push(e);
+                }
                 Err(e) => sink.push(line, format!("{owner} {}[{i}]: {e}", self.list)),
             }
         }
@@ -381,8 +392,9 @@ fn delegates(space: &RawActionSpace, sink: &mut Sink<'_>) -> Vec<Delegate> {
         source: None,
     });
     let mut out: Vec<Delegate> = Vec::new();
+    let mut seen = HashSet::new();
     for e in locals.chain(remotes) {
-        if let Some(d) = delegate(e, &out, sink) {
+        if let Some(d) = delegate(e, &mut seen, sink) {
             out.push(d);
         }
     }
@@ -400,8 +412,13 @@ struct DelegateEntry<'a> {
     source: Option<(&'a String, &'a String)>,
 }
 
-/// Validates one delegate against those before it (`seen`); `None` when it is left out.
-fn delegate(e: DelegateEntry<'_>, seen: &[Delegate], sink: &mut Sink<'_>) -> Option<Delegate> {
+/// Validates one delegate against the aliases of those kept before it (`seen`, a set: linear
+/// time), adding its alias when kept; `None` when it is left out.
+fn delegate<'a>(
+    e: DelegateEntry<'a>,
+    seen: &mut HashSet<&'a str>,
+    sink: &mut Sink<'_>,
+) -> Option<Delegate> {
     let (line, alias) = (Some(e.line), e.alias);
     let remote = e.skills.is_some();
     let what = if remote {
@@ -413,7 +430,7 @@ fn delegate(e: DelegateEntry<'_>, seen: &[Delegate], sink: &mut Sink<'_>) -> Opt
     if e.source.is_some_and(|(s, _)| s.is_empty()) {
         sink.push(line, format!("{what} `{alias}`: source must not be empty"));
     }
-    if seen.iter().any(|d| &d.alias == alias) {
+    if seen.contains(alias.as_str()) {
         sink.push(
             line,
             format!("duplicate agent alias `{alias}` in local_agents/remote_agents"),
@@ -433,6 +450,7 @@ fn delegate(e: DelegateEntry<'_>, seen: &[Delegate], sink: &mut Sink<'_>) -> Opt
             .map(|(id, approval)| SkillRef { id, approval })
             .collect()
     });
+    seen.insert(alias);
     let source = e.source.map(|(source, source_type)| DelegateSource {
         source_type: source_type.clone(),
         source: source.clone(),
@@ -445,4 +463,51 @@ fn delegate(e: DelegateEntry<'_>, seen: &[Delegate], sink: &mut Sink<'_>) -> Opt
         skills,
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::Registry;
+    use std::fmt::Write;
+
+    /// An agent file of `tools` `allowed_tools`, `locals` `local_tools` and `remotes`
+    /// `remote_agents`, distinct names, then one repeat of the first of each.
+    fn huge_agent(tools: usize, locals: usize, remotes: usize) -> String {
+        let mut s = String::from("metadata: {id: bot}\naction_space:\n  local_tools:\n");
+        for i in (0..locals).chain([0]) {
+            writeln!(s, "    - alias: l{i}").unwrap();
+        }
+        s.push_str("  remote_agents:\n");
+        for i in (0..remotes).chain([0]) {
+            writeln!(s, "    - {{alias: r{i}, source: https://r.example}}").unwrap();
+        }
+        s.push_str("  mcp_servers:\n    - alias: m\n      allowed_tools: [");
+        for i in (0..tools).chain([0]) {
+            write!(s, "t{i}, ").unwrap();
+        }
+        s + "]\n"
+    }
+
+    /// The attack: one agent file of 100,000 `allowed_tools` (20,000 local tools, 10,000
+    /// remote agents: the most the YAML node budget lets through) held the reload lock for
+    /// minutes while each name was compared with every one before it. Now checked against
+    /// sets: the three repeats are reported, in order, with the same messages, in seconds.
+    #[test]
+    fn an_agent_file_of_100k_names_is_checked_in_linear_time() {
+        let files = [(
+            "bot.agf.yaml".to_string(),
+            huge_agent(100_000, 20_000, 10_000),
+        )];
+        let e = Registry::load(&files, &[]).unwrap_err();
+        let messages: Vec<&str> = e.0.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "duplicate local tool alias `l0`",
+                "MCP server `m`: duplicate allowed_tools entry `t0`",
+                "duplicate agent alias `r0` in local_agents/remote_agents",
+            ],
+            "{e}"
+        );
+    }
 }
