@@ -167,6 +167,28 @@ fn plain_path(f: &Path) -> Result<(), String> {
     }
 }
 
+/// How configured globs match: as [`glob::glob`] (`MatchOptions::new()`: case-sensitive,
+/// `*` may match `/`), except that a name starting with `.` is matched only by a pattern
+/// whose `.` is literal (found by review: `*.yaml` matched an editor's dangling lock link
+/// `.#finance.yaml`, failing every start and reload, and a file renamed `.old.yaml` to
+/// disable it was still loaded).
+const GLOB_OPTIONS: glob::MatchOptions = glob::MatchOptions {
+    case_sensitive: true,
+    require_literal_separator: false,
+    require_literal_leading_dot: true,
+};
+
+/// The glob `pattern` relative to `base`, with `base` escaped: only the configured pattern is
+/// a glob (found by review: a configuration in `/x/g[x]/` loaded agents and governance from a
+/// sibling `/x/gx/`, since its own directory was read as a pattern).
+fn glob_pattern(base: &Path, pattern: &str) -> String {
+    let base = glob::Pattern::escape(&base.to_string_lossy());
+    Path::new(&base)
+        .join(pattern)
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// The files `patterns` (paths or globs relative to `base`) name, in order, without
 /// repeats (a file named twice, by any path or link, is kept where first named): a missing plain path is an error of `file`. A glob match that is neither a regular
 /// file nor a directory (a dangling symbolic link, a FIFO, a device), or an entry the glob
@@ -189,7 +211,6 @@ pub(crate) fn expand(
         let line = Some(p.referenced.line());
         let p = &p.value;
         let full = base.join(p);
-        let s = full.to_string_lossy().to_string();
         let is_glob = p.contains(['*', '?', '[']);
         if !is_glob {
             if let Err(why) = plain_path(&full) {
@@ -203,9 +224,9 @@ pub(crate) fn expand(
             continue;
         }
         let mut found: Vec<PathBuf> = Vec::new();
-        for entry in
-            glob::glob(&s).map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?
-        {
+        let matches = glob::glob_with(&glob_pattern(base, p), GLOB_OPTIONS)
+            .map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?;
+        for entry in matches {
             let f = entry.map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?;
             match glob_match(&f) {
                 Ok(true) => found.push(f),

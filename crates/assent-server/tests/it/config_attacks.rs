@@ -4,7 +4,8 @@
 //! in a globbed directory, a pipe or directory at a plain configured path, files grown past
 //! the total bound after the load (read again for `assent suggest` and replay), escape
 //! sequences and line breaks quoted from an agent file, a reload turning the Prometheus
-//! scrape key into an operator's key, and a reload whose audit record cannot be written. Each
+//! scrape key into an operator's key, a reload whose audit record cannot be written, the
+//! configuration's directory read as a glob and globs matching dot-files. Each
 //! refused file stops start-up with the file and why, and a refused reload keeps the old set
 //! in force whole.
 
@@ -466,4 +467,54 @@ async fn a_file_name_holding_a_place_does_not_forge_the_place_of_its_problem() {
     );
     denials_still_in_force(&gw).await;
     gw.stop().await;
+}
+
+/// Writes `DIR/assent.yaml` naming `agents/*.yaml` and `policies/*.yaml` (with
+/// [`denials`]) and `DIR/agents/bot.yaml` (the agent `bot`); the agents [`Config::load`]
+/// loads from it, by id.
+fn agents_loaded_from(dir: &std::path::Path) -> Vec<String> {
+    std::fs::create_dir_all(dir.join("agents")).unwrap();
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    std::fs::write(dir.join("agents/bot.yaml"), AGENTS).unwrap();
+    std::fs::write(dir.join("policies/denials.yaml"), denials()).unwrap();
+    let text = format!(
+        "agents: [\"agents/*.yaml\"]\ngovernance: [\"policies/*.yaml\"]\n{}",
+        principals(&everyone())
+    );
+    std::fs::write(dir.join("assent.yaml"), text).unwrap();
+    let cfg = Config::load(&dir.join("assent.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    cfg.registry.agents.keys().cloned().collect()
+}
+
+/// An agent file of agent `id` that asks nothing of anyone.
+fn permissive(id: &str) -> String {
+    format!("metadata: {{id: {id}}}\naction_space:\n  local_tools:\n    - alias: pay\n")
+}
+
+/// Attack (found by review): the configuration's own directory was read as part of each
+/// glob, so a configuration in `…/g[x]/` took its agents and policies from a sibling
+/// `…/gx/` (`[x]` matches `x`). Only the configured pattern is a glob now: the files beside
+/// the configuration load, the sibling's do not.
+#[test]
+fn the_configurations_directory_is_not_read_as_a_glob() {
+    let root = tempfile::tempdir().unwrap();
+    let sibling = root.path().join("gx");
+    std::fs::create_dir_all(sibling.join("agents")).unwrap();
+    std::fs::write(sibling.join("agents/evil.yaml"), permissive("evil")).unwrap();
+    std::fs::create_dir_all(sibling.join("policies")).unwrap();
+    std::fs::write(sibling.join("policies/denials.yaml"), denials()).unwrap();
+    assert_eq!(agents_loaded_from(&root.path().join("g[x]")), ["bot"]);
+}
+
+/// Attack (found by review): globs matched names starting with `.`, so a file renamed
+/// `.old.yaml` to disable it was still loaded, and an editor's dangling lock link
+/// `.#bot.yaml` failed every start and reload. A `*` no longer matches a leading `.`.
+#[test]
+fn a_glob_does_not_match_dot_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join(".old.yaml"), permissive("old")).unwrap();
+    std::os::unix::fs::symlink("user@host.1234:1", agents.join(".#bot.yaml")).unwrap();
+    assert_eq!(agents_loaded_from(dir.path()), ["bot"]);
 }
