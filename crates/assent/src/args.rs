@@ -38,6 +38,15 @@ pub(crate) struct Remote {
         global = true
     )]
     pub(crate) api_key: Option<String>,
+    /// Read the API key from FILE instead (one line; trailing white space dropped): other
+    /// users cannot read it from the process list, as they can `--api-key`.
+    #[arg(
+        long = "api-key-file",
+        env = "ASSENT_API_KEY_FILE",
+        value_name = "FILE",
+        global = true
+    )]
+    pub(crate) api_key_file: Option<PathBuf>,
     /// Send the key over plain http to a host that is not this machine (refused without it:
     /// anyone on the network path would read the key).
     #[arg(long = "insecure-http", global = true)]

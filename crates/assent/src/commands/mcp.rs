@@ -65,10 +65,7 @@ async fn mcp(
     (poll_seconds, progress_seconds): (u64, u64),
 ) -> Result<i32> {
     init_tracing("warn");
-    let api_key = remote
-        .api_key
-        .clone()
-        .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (the agent's key)"))?;
+    let api_key = crate::remote::api_key(remote, "the agent's key")?;
     crate::remote::check_transport(remote)?;
     let session_id = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let (server, command, pass_ungated) = match upstream {

@@ -497,3 +497,45 @@ fn a_loopback_gateway_is_reached_directly_not_through_the_environments_proxy() {
         );
     }
 }
+
+/// Found by review: the only way to give a key on the command line was `--api-key KEY`, which
+/// every user of the machine reads in the process list (`ps`). `--api-key-file FILE` (or
+/// `ASSENT_API_KEY_FILE`) reads it from a file instead; a file that holds more than the key
+/// (a second line), nothing, or more than 4 KiB is refused naming the file, and a key given
+/// both ways is refused rather than one of them picked — all before anything is sent.
+#[test]
+fn a_key_read_from_a_file_stays_out_of_the_process_list() {
+    let s = crate::served("");
+    let url = format!("http://127.0.0.1:{}", s.port);
+    let file = s.dir.path().join("operator.key");
+    std::fs::write(&file, format!("{OP_KEY}\n")).unwrap();
+    let pending = |file: &std::path::Path, key: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args(["pending", "--url", &url, "--api-key-file"])
+            .arg(file)
+            .env_remove("ASSENT_API_KEY");
+        if let Some(k) = key {
+            c.env("ASSENT_API_KEY", k);
+        }
+        c.output().unwrap()
+    };
+    crate::ok(&pending(&file, None));
+    let cases: [(&str, String); 3] = [
+        ("two lines", format!("{OP_KEY}\nnote: alice's key\n")),
+        ("empty", " \n".into()),
+        ("too large", "k".repeat(5000)),
+    ];
+    for (what, text) in cases {
+        std::fs::write(&file, text).unwrap();
+        let out = pending(&file, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains("operator.key"), "{what}: {err}");
+    }
+    std::fs::write(&file, OP_KEY).unwrap();
+    let out = pending(&file, Some(OP_KEY));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("given twice"), "{err}");
+    crate::stop(s.server);
+}
