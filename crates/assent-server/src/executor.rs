@@ -169,7 +169,8 @@ fn run_batch(store: &Store, jobs: &mut VecDeque<Job>) {
 /// WAL housekeeping after the answers) and the long-poll one per answer from a handed-over
 /// record (`lp woke=µs`: the decision's wake to the answer's body). Off (the default) it costs
 /// one load of a `OnceLock` per batch. Lines are buffered and written every 0.5 s, so the
-/// last half second of a killed process is lost. For measurements only.
+/// last half second of a killed process is lost. `FILE` is made 0600 and opened without
+/// following a link (one that is a link turns the probe off). For measurements only.
 pub(crate) mod probe {
     use super::Job;
     use std::cell::Cell;
@@ -189,11 +190,17 @@ pub(crate) mod probe {
         static LOG: OnceLock<Option<Mutex<Log>>> = OnceLock::new();
         LOG.get_or_init(|| {
             let path = std::env::var_os("ASSENT_LATENCY_LOG")?;
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .ok()?;
+            // 0600 and never through a link: a gateway run by root with the log in a shared
+            // directory appends to nothing another user planted there.
+            let file = std::os::unix::fs::OpenOptionsExt::custom_flags(
+                std::os::unix::fs::OpenOptionsExt::mode(
+                    std::fs::OpenOptions::new().create(true).append(true),
+                    0o600,
+                ),
+                rustix::fs::OFlags::NOFOLLOW.bits() as i32,
+            )
+            .open(path)
+            .ok()?;
             Some(Mutex::new(Log {
                 file,
                 buf: Vec::new(),

@@ -539,3 +539,38 @@ fn a_key_read_from_a_file_stays_out_of_the_process_list() {
     assert!(err.contains("given twice"), "{err}");
     crate::stop(s.server);
 }
+
+/// Found by review: the latency probe (`ASSENT_LATENCY_LOG=FILE`, for measurements) opened its
+/// file following links and with the default mode, so a gateway run by root with the log in a
+/// shared directory appended to whatever file another user linked at that name. The log is made
+/// 0600 and never opened through a link: the planted link's target is left as it was, while the
+/// same probe at a plain name writes its lines (so the check above would see a write).
+#[test]
+fn the_latency_log_is_never_written_through_a_link_planted_at_its_name() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    let link = dir.path().join("link.log");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let plain = dir.path().join("plain.log");
+    for log in [&link, &plain] {
+        let port = free_port();
+        let home = dir.path().join(port.to_string());
+        std::fs::create_dir(&home).unwrap();
+        let cfg = write_config(&home, port, "");
+        let mut cmd = serve_cmd(&cfg);
+        cmd.env("ASSENT_LATENCY_LOG", log);
+        let s = crate::serve_with(cmd, port);
+        // Two proposals half a second apart: the second batch writes out the buffered lines.
+        crate::propose(&s.url, 5000);
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        crate::propose(&s.url, 5000);
+        crate::stop(s);
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+    let written = std::fs::read_to_string(&plain).unwrap();
+    assert!(written.contains("jobs="), "{written}");
+    let mode = std::fs::metadata(&plain).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
