@@ -70,6 +70,18 @@ impl Relay {
     ) {
         let st = &self.state;
         let args = super::gated::kept_of_call(&mut msg);
+        // A continuation of the upstream's own input round names a state the upstream issued
+        // for this very call, once ([`super::rounds`]); any other is refused, never gated.
+        if let Some(state) = msg["params"]["requestState"].as_str() {
+            let tool = msg["params"]["name"].as_str().unwrap_or("");
+            let taken = st.rounds.lock().expect("rounds").take(state, tool, &args);
+            if let Err(why) = taken {
+                tracing::warn!(id = %id, "refused a tools/call: {why}");
+                let bad = rmcp::ErrorData::invalid_params(why, None);
+                let _ = self.to_client.send(reply(&id, Err(bad)));
+                return;
+            }
+        }
         let len = crate::kit::json_weight(&args).saturating_add(crate::kit::json_weight(&msg));
         let held = match st.held_bytes.take(len) {
             Ok(g) => g,

@@ -21,7 +21,8 @@ const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 /// `arguments` (the operator's edit when there is one). `params` holds:
 /// - `name` and `arguments`;
 /// - the upstream's own `input_required` round, when the client answers one: `requestState`
-///   (a string; assent's own was taken out before) and `inputResponses` (an object). Like the
+///   (a string; assent's own was taken out before, and the relay checked this one is the
+///   upstream's for this call, [`super::rounds`]) and `inputResponses` (an object). Like the
 ///   answer to an upstream's elicitation, it is the protocol's: the upstream asked for it;
 /// - from the client's `_meta`: `progressToken` (a string or an integer), `traceparent` (a
 ///   valid W3C one), `tracestate` (a string of at most [`MAX_TRACESTATE`] bytes), and, when

@@ -16,6 +16,7 @@ mod held;
 mod ids;
 mod lines;
 mod pins;
+mod rounds;
 mod state;
 mod tasks;
 pub(crate) mod upstream;

@@ -131,6 +131,9 @@ pub(super) struct State {
     pub(super) upstream_seq: AtomicU64,
     /// The bytes held by the client's calls in flight ([`super::held`]).
     pub(super) held_bytes: Arc<super::held::HeldBytes>,
+    /// The upstream's open `input_required` rounds, which a client's `requestState` must
+    /// name ([`super::rounds`]).
+    pub(super) rounds: Mutex<super::rounds::Rounds>,
 }
 
 impl State {
@@ -162,6 +165,7 @@ impl State {
             from_upstream: Mutex::default(),
             upstream_seq: AtomicU64::new(0),
             held_bytes: super::held::HeldBytes::new(super::held::MAX_HELD_BYTES),
+            rounds: Mutex::default(),
         })
     }
 }

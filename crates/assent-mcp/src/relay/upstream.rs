@@ -460,6 +460,7 @@ impl UpstreamSide {
     /// spawns.
     fn on_result(&self, mut f: Forwarded, v: &Value) -> Option<String> {
         let v = one_outcome(v);
+        self.note_round(&f, &v);
         let result = v.get("result").or(v.get("error")).map(Value::to_string);
         let result = result.unwrap_or_default();
         let (gw, tc) = (self.state.gw.clone(), self.to_client.clone());
@@ -502,6 +503,25 @@ impl UpstreamSide {
             let _ = tc.send(out);
         });
         None
+    }
+}
+
+impl UpstreamSide {
+    /// Remembers the `requestState` of answer `v` to forwarded call `f` when it asks for
+    /// input (`resultType: input_required`), with the call's tool and arguments: the only
+    /// continuation a client may send upstream ([`super::rounds`]).
+    fn note_round(&self, f: &Forwarded, v: &Value) {
+        let r = &v["result"];
+        if r["resultType"] != "input_required" {
+            return;
+        }
+        if let (Some(state), Ok(arguments)) = (
+            r["requestState"].as_str(),
+            serde_json::from_str::<Value>(&f.arguments),
+        ) {
+            let mut rounds = self.state.rounds.lock().expect("rounds");
+            rounds.note(state, &f.tool, &arguments);
+        }
     }
 }
 

@@ -44,6 +44,7 @@ mod mcp_relay_results;
 mod mcp_server_words;
 mod mcp_upstream_attacks;
 mod mcp_upstream_requests;
+mod mcp_upstream_rounds;
 mod mcp_upstream_stalls;
 mod migrate;
 mod operator;

@@ -1,0 +1,109 @@
+//! The upstream's own `input_required` round (MCP 2026-07-28, SEP-2322) through the stdio
+//! proxy: a client's continuation goes upstream only under a `requestState` the upstream
+//! issued for that very call (same tool, same arguments), and only once.
+
+use crate::{helper_proxy, serve_helper};
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+
+const KEY: &str = "rounds-agent-key-0123456789abcdef";
+
+/// A modern-only upstream (Python, stdio) whose tool `book` asks for input first: a call
+/// without `requestState` is answered `input_required` under state `op-N` (N counting the
+/// calls), one with a state is answered `continued STATE`, and that state is written as a
+/// line to `LOG` — the continuations the upstream acted on.
+const UPSTREAM: &str = r#"import json,sys
+n=0
+def out(m): print(json.dumps(m), flush=True)
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]; p=m.get("params") or {}
+    if meth=="initialize":
+        out({"jsonrpc":"2.0","id":i,"error":{"code":-32022,"message":"unsupported protocol version","data":{"supported":["2026-07-28"]}}})
+    elif meth=="server/discover":
+        out({"jsonrpc":"2.0","id":i,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}})
+    elif meth=="tools/list":
+        out({"jsonrpc":"2.0","id":i,"result":{"tools":[{"name":"book","description":"d","inputSchema":{"type":"object"}}]}})
+    elif meth=="tools/call" and "requestState" in p:
+        with open(LOG,"a") as f: f.write(p["requestState"]+"\n")
+        out({"jsonrpc":"2.0","id":i,"result":{"resultType":"complete","content":[{"type":"text","text":"continued "+p["requestState"]}]}})
+    elif meth=="tools/call":
+        n+=1
+        out({"jsonrpc":"2.0","id":i,"result":{"resultType":"input_required","requestState":"op-%d"%n,
+             "inputRequests":{"seat":{"method":"elicitation/create","params":{"mode":"form","message":"Which seat?","requestedSchema":{"type":"object"}}}}}})
+    else:
+        out({"jsonrpc":"2.0","id":i,"result":{}})
+"#;
+
+/// Attack (found by review): the proxy passed any `requestState` a client wrote upstream
+/// beside a gated call, and no `call_hash` covers it, so against an upstream that keeps a
+/// pending operation in an unsigned state the client could continue an operation other than
+/// the one its `{name, arguments}` were approved for — one never gated at all (`op-99`), one
+/// asked for other arguments, or the same one twice. Only the state the upstream issued for
+/// this very call goes upstream, once; the others are refused with an error and never reach
+/// the upstream (its log of continuations holds the one good one only).
+#[test]
+fn a_client_continues_only_the_round_the_upstream_opened_for_that_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [book]\n";
+    let server = serve_helper(
+        dir.path(),
+        (agent, KEY),
+        ("acme.test.rounds-v1", "- tool: book\n  risk_tier: R1\n"),
+    );
+    let log = dir.path().join("continued.log");
+    let source = UPSTREAM.replace("LOG", &format!("{:?}", log.display().to_string()));
+    let (mut child, mut stdin, mut out) = helper_proxy((&server.url, KEY), &[], &source);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let mut ask = |id: u32, arguments: Value, state: Option<&str>| -> Value {
+        let mut params = json!({"name": "book", "arguments": arguments, "_meta": meta});
+        if let Some(s) = state {
+            params["requestState"] = json!(s);
+            params["inputResponses"] =
+                json!({"seat": {"action": "accept", "content": {"seat": "1A"}}});
+        }
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        writeln!(stdin, "{call}").unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "the proxy closed stdout"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let flight = json!({"flight": "LH1"});
+    let first = ask(1, flight.clone(), None);
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert_eq!(first["result"]["requestState"], "op-1", "{first}");
+    // A state the upstream never issued.
+    let forged = ask(2, flight.clone(), Some("op-99"));
+    assert!(
+        forged["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("requestState"),
+        "{forged}"
+    );
+    // The issued state under other arguments (and so used up).
+    let second = ask(3, json!({"flight": "LH2"}), None);
+    assert_eq!(second["result"]["requestState"], "op-2", "{second}");
+    let moved = ask(4, json!({"flight": "LH9"}), Some("op-2"));
+    assert!(moved["error"].is_object(), "{moved}");
+    // The issued state for its own call: continued, once.
+    let good = ask(5, flight.clone(), Some("op-1"));
+    assert!(good.to_string().contains("continued op-1"), "{good}");
+    let again = ask(6, flight, Some("op-1"));
+    assert!(again["error"].is_object(), "{again}");
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "op-1\n");
+    drop(server);
+}
