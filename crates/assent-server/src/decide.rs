@@ -290,6 +290,11 @@ struct SsoVote {
     id: String,
     /// The provider's groups that mapped to some role at sign-in.
     groups: Vec<String>,
+    /// The provider it signed in through: the binding of its issuer and client id
+    /// ([`crate::config::oidc::OidcConfig::session_binding`]). Absent in a decision kept
+    /// before it was recorded, which then stands nowhere.
+    #[serde(default)]
+    provider: Option<String>,
 }
 
 /// Whether a quorum vote still stands at start-up: cast by `voter` with `roles` and the
@@ -299,7 +304,9 @@ struct SsoVote {
 /// - A key's vote: that key is still the voter's, and the file still gives the roles.
 /// - A Slack vote: the file still gives its voter the roles and the Slack account that cast
 ///   it (`slack_user_id`); one kept before votes named the account is withdrawn.
-/// - A single sign-on vote: `oidc` is configured, its groups still map to every role it
+/// - A single sign-on vote: `oidc` is configured with the provider it was cast through (the
+///   same issuer and client id; one kept before votes named the provider is withdrawn), its
+///   groups still map to every role it
 ///   voted with under `oidc.roles` ([`crate::config::oidc::OidcConfig::roles_now`]) — a single
 ///   decision, which keeps no roles, to some role — and the voter is still the operator
 ///   linked to that identity, or an unlinked `oidc:` name.
@@ -347,7 +354,13 @@ pub(crate) fn vote_stands(
             Some(p) => p.sso.as_deref() == Some(v.id.as_str()) && p.roles().is_some(),
             None => voter.strip_prefix(crate::config::oidc::NAME_PREFIX) == Some(v.id.as_str()),
         };
-        return oidc.is_some_and(mapped) && person;
+        // Still that provider (found by review: a restart onto another issuer — the old one
+        // compromised — left what the old one's sessions had decided standing: their votes,
+        // grants and unredeemed tokens).
+        let same_provider = |o: &crate::config::oidc::OidcConfig| {
+            v.provider.as_deref() == Some(&o.session_binding())
+        };
+        return oidc.is_some_and(|o| same_provider(o) && mapped(o)) && person;
     }
     if let Some(user) = key.and_then(|k| k.strip_prefix(SLACK_VOTE)) {
         return found.is_some_and(|p| p.slack_user_id.as_deref() == Some(user) && holds(p));
@@ -377,17 +390,18 @@ impl<'a> Decider<'a> {
     }
 
     /// Operator principal `p` holding `roles`, signed in by single sign-on as `id` (the name
-    /// claim's value, `via`) with the provider's `groups` that mapped to some role: a quorum
-    /// vote keeps both ([`SSO_VOTE`]).
+    /// claim's value, `via`) through the provider whose binding is `provider` with the
+    /// provider's `groups` that mapped to some role: a decision keeps all three ([`SSO_VOTE`]).
     pub(crate) fn by_sso(
         p: &'a crate::config::Principal,
         roles: &'a [String],
         via: Via,
-        (id, groups): (&str, &[String]),
+        (id, groups, provider): (&str, &[String], &str),
     ) -> Self {
         let v = SsoVote {
             id: id.to_string(),
             groups: groups.to_vec(),
+            provider: Some(provider.to_string()),
         };
         // A struct of strings always serialises.
         let text = serde_json::to_string(&v).unwrap_or_default();

@@ -36,7 +36,14 @@ pub(crate) async fn decide_form(
     let id = form.id;
     let roles = op.principal.roles().unwrap_or_default();
     let who = match &op.signed_in_by_sso {
-        Some(id) => Decider::by_sso(&op.principal, roles, op.via(), (id, &op.sso_groups)),
+        Some(id) => {
+            let sso = (
+                id.as_str(),
+                op.sso_groups.as_slice(),
+                op.sso_provider.as_str(),
+            );
+            Decider::by_sso(&op.principal, roles, op.via(), sso)
+        }
         None => Decider::new(&op.principal, roles, op.via()),
     };
     match decide_as(&st, &who, id.clone(), body).await {

@@ -44,6 +44,10 @@ pub(crate) struct Operator {
     /// A session signed in by SSO: the provider's groups that mapped to some role at sign-in
     /// (kept with its quorum votes, [`crate::decide::Decider::by_sso`]); empty otherwise.
     pub(crate) sso_groups: Vec<String>,
+    /// A session signed in by SSO: the binding of the provider it signed in through
+    /// ([`crate::config::oidc::OidcConfig::session_binding`], the one in force), kept with its
+    /// decisions; empty otherwise.
+    pub(crate) sso_provider: String,
 }
 
 impl Operator {
@@ -136,6 +140,7 @@ fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Ope
     let principals = st.principals();
     let by_sso = matches!(how, SignedInWith::Sso { .. });
     let mut sso_groups = Vec::new();
+    let mut sso_provider = String::new();
     let principal = match how {
         // Still this name's key (found by review: a key rotated by a restart, or the name
         // removed and added again, left a stolen cookie signing in until the session ended).
@@ -164,6 +169,7 @@ fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Ope
                 return None;
             }
             sso_groups = grant.groups;
+            sso_provider = now;
             sso_principal(&principals, &session.operator, roles)?
         }
     };
@@ -180,6 +186,7 @@ fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Ope
         principal,
         signed_in_by_sso,
         sso_groups,
+        sso_provider,
     })
 }
 

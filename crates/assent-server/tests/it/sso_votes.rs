@@ -148,3 +148,58 @@ async fn a_restart_without_its_linked_maker_revokes_the_sso_grant_of_an_any_oper
     );
     gw.stop().await;
 }
+
+/// Attack (found by review): the provider is compromised, and the gateway is restarted onto
+/// another (`oidc.issuer` changed). Its sessions were signed out, but what they had decided
+/// stood wherever the identity's groups still mapped: a quorum vote cast through the old
+/// provider still counted, a grant made through it still covered calls, and a call it
+/// approved alone still redeemed. A decision keeps the provider it was made through; a restart
+/// onto another withdraws the vote (`decision.vote_withdrawn`), revokes the grant and voids
+/// the token — while a restart onto the same provider keeps all three (the tests above).
+#[tokio::test]
+async fn a_restart_onto_another_issuer_withdraws_what_the_old_providers_sessions_decided() {
+    let other = GOOD.replace("http://127.0.0.1:9/", "http://127.0.0.1:10/");
+    // A quorum vote, and (in another gateway) a single approval whose token is unredeemed,
+    // each through the old provider.
+    let quorum = tempfile::tempdir().unwrap();
+    let once = tempfile::tempdir().unwrap();
+    let single_rule = "- tool: pay\n  approvers: [finance]\n";
+    let mut made = Vec::new();
+    for (dir, rules) in [(&quorum, QUORUM), (&once, single_rule)] {
+        let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
+        let id = gw.held("s1", "pay", json!({"amount": 500})).await;
+        let (bo, csrf) = sso_session(&gw, "oidc:bo", (&["finance"], &["fin"]));
+        let s = decide(&gw, &id, &bo, &csrf).await;
+        assert!(s.is_success() || s.is_redirection(), "{s}");
+        let seen = gw.as_agent(&id).await;
+        made.push((id, seen));
+        gw.stop().await;
+    }
+    let (voted, _) = &made[0];
+    let token = crate::kit::token_of(&made[1].1);
+    let gw = linked_with(quorum.path(), QUORUM, &other, GINA).await;
+    assert_eq!(cast(&gw, voted).await, Vec::<serde_json::Value>::new());
+    let withdrawn = gw.sql().int(
+        "SELECT count(*) FROM audit WHERE kind = 'decision.vote_withdrawn' AND approval_id = ?1",
+        &[voted.as_str().into()],
+    );
+    assert_eq!(withdrawn, 1);
+    gw.stop().await;
+    let gw = linked_with(once.path(), single_rule, &other, GINA).await;
+    let (s, b) = gw.redeem(&token, "pay", json!({"amount": 500}), None).await;
+    crate::kit::assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    gw.stop().await;
+
+    // A session grant made through the old provider.
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [ops]\n";
+    grant_made_by_gina_signed_in(dir.path(), rules).await;
+    let gw = linked_with(dir.path(), rules, &other, GINA).await;
+    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
+    assert_eq!(
+        s,
+        StatusCode::ACCEPTED,
+        "the old provider's grant still covers: {b}"
+    );
+    gw.stop().await;
+}
