@@ -73,6 +73,7 @@ pub mod replicas;
 pub mod replies;
 pub mod serve;
 pub mod slack;
+pub mod standing;
 pub mod state;
 pub mod store_call;
 pub mod telemetry;
@@ -267,7 +268,7 @@ async fn close_orphan_subscriptions(state: &AppState) {
 }
 
 /// Withdraws the votes on pending approvals that the configuration no longer stands behind
-/// ([`assent_store::Store::withdraw_votes`], each checked by [`decide::vote_stands`]): their
+/// ([`assent_store::Store::withdraw_votes`], each checked by [`standing::vote_stands`]): their
 /// voter is no operator of it (removed or renamed in the file before a restart), no longer
 /// holds a role they voted with (from the file, or for a single sign-on from the groups it
 /// was cast with under the `oidc.roles` map in force), or voted with a key that is not
@@ -282,7 +283,7 @@ async fn close_orphan_subscriptions(state: &AppState) {
 /// left what the stolen key approved redeemable); one made before that migration keeps none
 /// and falls only with its decider. A call a grant let through is weighed by the grant's maker
 /// and the binding it keeps; one the agent's user approved in the client stands while the
-/// agent is configured ([`decide::in_client_user_stands`]). A store error stops start-up
+/// agent is configured ([`standing::in_client_user_stands`]). A store error stops start-up
 /// (fail closed: the vote would count, the token redeem).
 async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
     let live = state.principals();
@@ -291,7 +292,7 @@ async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
         .store_task(move |s| {
             let oidc = oidc.as_ref().map(|o| &o.config);
             let stands = |voter: &str, roles: &[String], key: Option<&str>| {
-                decide::vote_stands(&live, oidc, (voter, roles, key))
+                standing::vote_stands(&live, oidc, (voter, roles, key))
             };
             let why = "the configuration no longer has the voter as an operator with the roles they voted with";
             let now = state::now_ms();
@@ -299,7 +300,7 @@ async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
             // An agent's user's decision in the client rests on no operator: it stands while
             // the agent is configured.
             let consent = |p: &str, roles: &[String], key: Option<&str>| {
-                stands(p, roles, key) || decide::in_client_user_stands(&live, (p, key))
+                stands(p, roles, key) || standing::in_client_user_stands(&live, (p, key))
             };
             let why = "the configuration no longer has the operator who approved it (or cast a vote it needed) as an operator with that key and roles";
             let voided = s.void_unbacked_tokens(&consent, "system:start-up", why, now)?;
@@ -332,7 +333,7 @@ async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
 /// longer holds any role that may decide the approval the grant came from, or made it with a
 /// key (or Slack account, or single sign-on identity) that is not theirs any more: the grant
 /// keeps that binding (migration 0048) and it is checked as a quorum vote's is
-/// ([`decide::vote_stands`]). A grant whose approval is gone or damaged covers nothing and is
+/// ([`standing::vote_stands`]). A grant whose approval is gone or damaged covers nothing and is
 /// revoked too. Audited `grant.revoked` (actor `system:start-up`), with a reason of its own
 /// for a rotated key. A store error stops start-up (fail closed: the grant would keep letting
 /// calls through). Found by review: a stolen key's `workspace` grants outlived its removal
@@ -363,7 +364,7 @@ async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
                     // operator's grant was judged by the file's roles, and revoked at every
                     // restart). Its maker must still be one (R10: a removed operator's grant
                     // on an any-operator approval stood), its identity still theirs.
-                    Some(k) if k.starts_with(decide::SSO_VOTE) => {
+                    Some(k) if k.starts_with(standing::SSO_VOTE) => {
                         let by = (g.created_by.as_str(), k);
                         let maker = matches!(decider(g), Decider::Operator(_) | Decider::UnlinkedSso);
                         let roles: Vec<&[String]> = match a {
@@ -398,21 +399,21 @@ async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
 /// Whether the single sign-on identity and groups that binding `key` keeps (a grant made from
 /// a signed-in session, by `by`) are still `by`'s and still give every role of `roles` (none:
 /// the identity alone) under the principals `live` and the `oidc` map in force, as a quorum
-/// vote's are held ([`decide::vote_stands`]).
+/// vote's are held ([`standing::vote_stands`]).
 fn sso_roles_stand(
     live: &[config::Principal],
     oidc: Option<&config::oidc::OidcConfig>,
     (by, key): (&str, &str),
     roles: &[String],
 ) -> bool {
-    decide::vote_stands(live, oidc, (by, roles, Some(key)))
+    standing::vote_stands(live, oidc, (by, roles, Some(key)))
 }
 
 /// What the principals `live` and the single sign-on configuration `oidc` in force make of the
 /// maker of grant `g` ([`reload::decider_now`]), or [`Decider::Rebound`] when they still have
 /// the maker as an operator (or an unlinked `oidc:` name) but what the grant was made with —
 /// the key binding, Slack account or single sign-on identity it keeps — is not theirs now:
-/// the same check a quorum vote's binding gets at start-up ([`decide::vote_stands`], here with
+/// the same check a quorum vote's binding gets at start-up ([`standing::vote_stands`], here with
 /// no roles: [`assent_core::grant_standing::grant_stands`] weighs those). A grant made before
 /// migration 0048 keeps no binding and is weighed by its maker's name and roles alone, as a
 /// vote cast before migration 0038 is.
@@ -427,7 +428,7 @@ fn grant_decider_now<'a>(
     let by = g.created_by.as_str();
     match reload::decider_now(live, oidc.is_some(), by) {
         Decider::Operator(_) | Decider::UnlinkedSso
-            if !decide::vote_stands(live, oidc, (by, &[], g.key_binding.as_deref())) =>
+            if !standing::vote_stands(live, oidc, (by, &[], g.key_binding.as_deref())) =>
         {
             Decider::Rebound
         }

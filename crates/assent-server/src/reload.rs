@@ -342,7 +342,7 @@ fn fallen_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Vec<
         // rotation or removal): the agent's user goes with it.
         for p in old.principals.iter().filter(|p| &p.name == n) {
             if let crate::config::PrincipalKind::Agent { agent_id } = &p.kind {
-                let user = format!("{}{agent_id}", crate::decide::IN_CLIENT_USER);
+                let user = format!("{}{agent_id}", crate::standing::IN_CLIENT_USER);
                 if !out.contains(&user) {
                     out.push(user);
                 }

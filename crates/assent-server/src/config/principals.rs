@@ -67,7 +67,7 @@ pub struct Principal {
     /// beside the Slack map built from the same key, so a reload that moves or removes it
     /// counts the principal as changed (its votes withdrawn), and a quorum vote cast from
     /// Slack stands only while the voter still has the account that cast it
-    /// (`decide::vote_stands`). Found by review: a vote cast through a Slack account mapped by
+    /// (`standing::vote_stands`). Found by review: a vote cast through a Slack account mapped by
     /// mistake survived the fix of the map, and the account's owner voted a second time.
     pub slack_user_id: Option<String>,
 }
@@ -206,7 +206,7 @@ pub(crate) fn declare(
 /// go by those names, so no principal may take one (compared without ASCII case).
 pub const RESERVED_NAME_PREFIXES: [&str; 4] = [
     super::oidc::NAME_PREFIX,
-    crate::decide::IN_CLIENT_USER,
+    crate::standing::IN_CLIENT_USER,
     "system:",
     "grant:",
 ];
