@@ -13,14 +13,11 @@ use std::path::Path;
 /// A finding: the record (or checkpoint `seq`) concerned, when there is one, and why.
 pub(crate) type Found = (Option<i64>, String);
 
-/// Every checkpoint of the JSONL file `path` whose signature verifies under the key of its
-/// range in `ranges`, in the file's order, and how many lines were skipped (not a
-/// checkpoint, or not signed by that key). Errors: the file cannot be read.
-pub(crate) fn read_file(
-    path: &Path,
-    ranges: &KeyRanges,
-) -> std::io::Result<(Vec<Checkpoint>, usize)> {
-    let text = std::fs::read_to_string(path)?;
+/// Every checkpoint of `text` (a checkpoint file's JSONL, read before the snapshot it is
+/// checked against) whose signature verifies under the key of its range in `ranges`, in the
+/// file's order, and how many lines were skipped (not a checkpoint, or not signed by that
+/// key).
+pub(crate) fn parse_file(text: &str, ranges: &KeyRanges) -> (Vec<Checkpoint>, usize) {
     let mut signed = Vec::new();
     let mut skipped = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -29,7 +26,7 @@ pub(crate) fn read_file(
             _ => skipped += 1,
         }
     }
-    Ok((signed, skipped))
+    (signed, skipped)
 }
 
 /// Why the chain (ending at record `head_seq`) does not reach every checkpoint `cps` read
