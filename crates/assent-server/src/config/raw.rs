@@ -162,6 +162,8 @@ pub(crate) struct RawSlack {
     pub(crate) channel: Option<String>,
     #[serde(default)]
     pub(crate) api_url: Option<String>,
+    #[serde(default)]
+    pub(crate) team_id: Option<String>,
 }
 
 /// `database`.

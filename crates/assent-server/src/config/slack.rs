@@ -27,6 +27,10 @@ pub struct SlackConfig {
     pub api_url: String,
     /// Slack user id → principal name, from `principals[].slack_user_id`.
     pub users: BTreeMap<String, String>,
+    /// `team_id`: the Slack workspace (`T…`) whose clicks may decide; a signed interaction
+    /// from any other workspace the app is installed in is refused (`403
+    /// SLACK_WRONG_WORKSPACE`). `None`: any workspace of the app (start-up warns).
+    pub team_id: Option<String>,
 }
 
 /// The Slack integration ready to run: its config and the secrets read at start-up.
@@ -58,8 +62,17 @@ pub fn slack_user_id_ok(s: &str) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
+/// Whether `s` looks like a Slack workspace id (`T…`, then 2 to 31 capitals or digits).
+pub fn slack_team_id_ok(s: &str) -> bool {
+    (3..=32).contains(&s.len())
+        && s.as_bytes()[0] == b'T'
+        && s.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+}
+
 /// Checks `slack` of `path`: variables named, `channel` given with `bot_token_env` (1 to 64
-/// letters, digits, `-`, `_`), `api_url` https (http on loopback) without query; and builds
+/// letters, digits, `-`, `_`), `api_url` https (http on loopback) without query, `team_id` a
+/// workspace id ([`slack_team_id_ok`]); and builds
 /// the user map from `principals` (each `slack_user_id` on an operator, once). `None` when
 /// the file has no `slack:`.
 pub(crate) fn slack(
@@ -95,12 +108,18 @@ pub(crate) fn slack(
         None => DEFAULT_API_URL.to_string(),
         Some(u) => api_url(u).map_err(err)?,
     };
+    if let Some(t) = r.team_id.as_deref().filter(|t| !slack_team_id_ok(t)) {
+        return Err(err(format!(
+            "team_id `{t}` is not a Slack workspace id (T, then capitals and digits)"
+        )));
+    }
     Ok(Some(SlackConfig {
         signing_secret_env: r.signing_secret_env.clone(),
         bot_token_env: r.bot_token_env.clone(),
         channel: r.channel.clone(),
         api_url,
         users,
+        team_id: r.team_id.clone(),
     }))
 }
 
@@ -153,7 +172,8 @@ fn users(
 /// when named, the bot token must be set and non-empty, and the signing secret (Slack's are 32
 /// hex digits) may have no [`secret_flaw`] (found by review: any non-empty text was taken,
 /// so a pasted line break or a placeholder made every signed request look forged, or a
-/// guessable secret let anyone sign button clicks). Errors name the variable only.
+/// guessable secret let anyone sign button clicks). Errors name the variable only. Without
+/// `team_id` it warns that any workspace of the app may decide.
 pub(crate) fn resolve(file: &Path, c: &SlackConfig) -> Result<Slack, ConfigError> {
     let read = |var: &str, what: &str| match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(v),
@@ -173,6 +193,11 @@ pub(crate) fn resolve(file: &Path, c: &SlackConfig) -> Result<Slack, ConfigError
                 c.signing_secret_env
             ),
         ));
+    }
+    if c.team_id.is_none() {
+        tracing::warn!(
+            "slack: no team_id: a signed click from any workspace the app is installed in is honoured; set slack.team_id"
+        );
     }
     Ok(Slack {
         signing_secret,

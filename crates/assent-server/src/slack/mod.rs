@@ -102,6 +102,10 @@ pub(crate) async fn interactions(
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
+    if let Some(e) = other_workspace(&slack.config, &payload) {
+        tracing::warn!(code = e.code, "slack: request refused");
+        return e.into_response();
+    }
     match payload["type"].as_str() {
         Some("block_actions") => block_action(&st, &slack, &payload).await,
         Some("view_submission") => view_submission(&st, &slack, &payload).await,
@@ -115,6 +119,29 @@ pub(crate) async fn interactions(
                 .into_response()
         }
     }
+}
+
+/// Why interaction `p` may decide nothing under `config`'s `team_id`: its workspace
+/// (`team.id`) is not that one, or its clicker's (`user.team_id`, when given) is another.
+/// Found by review: the clicker was known by `user.id` alone, so a correctly signed click from
+/// another workspace the same app is installed in (a staging one, an org-wide install) decided
+/// as the operator mapped to that user id.
+fn other_workspace(config: &crate::config::slack::SlackConfig, p: &Value) -> Option<ApiError> {
+    let pinned = config.team_id.as_deref()?;
+    let team = p["team"]["id"].as_str();
+    let users = p["user"]["team_id"].as_str();
+    if team == Some(pinned) && users.is_none_or(|u| u == pinned) {
+        return None;
+    }
+    Some(ApiError::new(
+        StatusCode::FORBIDDEN,
+        "SLACK_WRONG_WORKSPACE",
+        format!(
+            "this interaction comes from Slack workspace {}, not {pinned} (slack.team_id)",
+            team.filter(|t| crate::config::slack::slack_team_id_ok(t))
+                .unwrap_or("(none)")
+        ),
+    ))
 }
 
 /// The JSON of the form field `payload`: `400` when the body is not a form with one.

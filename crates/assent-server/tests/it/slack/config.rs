@@ -38,6 +38,10 @@ fn slack_users_map_to_operators_and_the_endpoint_is_configured() {
     assert_eq!(s.users.get("U0ALICE").map(String::as_str), Some("alice"));
     assert_eq!(s.api_url, "http://127.0.0.1:9/api");
     assert_eq!(s.channel.as_deref(), Some("C0APPROVE"));
+    assert_eq!(
+        s.team_id, None,
+        "no team_id: any workspace (start-up warns)"
+    );
     // The secret is read at start-up only: unset, it stops start-up naming the variable.
     let e = cfg.slack().unwrap_err().to_string();
     assert!(e.contains("ASSENT_TEST_SLACK_UNSET_SECRET"), "{e}");
@@ -87,6 +91,11 @@ fn slack_configurations_that_could_let_the_wrong_person_decide_are_refused() {
             alice(""),
             format!("{slack}  signing_secret: inline\n"),
             "unknown field",
+        ),
+        (
+            alice(""),
+            format!("{slack}  team_id: acme\n"),
+            "is not a Slack workspace id",
         ),
     ] {
         let (_dir, file) = write(&format!("principals:\n{principals}{extra}"));

@@ -128,6 +128,7 @@ fn slack(fake: &FakeSlack, bot: bool) -> Slack {
             channel: bot.then(|| "C0APPROVE".into()),
             api_url: format!("{}/api", fake.url),
             users,
+            team_id: Some("T0TEAM".into()),
         },
         signing_secret: SECRET.into(),
         bot_token: bot.then(|| BOT_TOKEN.into()),

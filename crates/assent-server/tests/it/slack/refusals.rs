@@ -89,6 +89,35 @@ async fn a_forged_signature_decides_nothing() {
     c.stop().await;
 }
 
+/// Attack (found by review): the clicker was known by `user.id` alone, so a correctly signed
+/// click from another workspace the same app is installed in (a staging workspace, an
+/// org-wide install) decided as the operator mapped to that user id. With `slack.team_id`
+/// set, a click whose `team.id`, or whose clicker's `user.team_id`, is another workspace is
+/// refused `403 SLACK_WRONG_WORKSPACE`, approve and deny alike; the approval stays pending,
+/// and the same click from the pinned workspace still decides.
+#[tokio::test]
+async fn a_signed_click_from_another_workspace_decides_nothing() {
+    let c = Card::hold(PAY).await;
+    let (gw, id) = (&c.gw, &c.id);
+    for action in ["assent_approve_once", "assent_deny"] {
+        let base = click(&c.fake, "U0ALICE", action, &c.value(action));
+        let mut other_team = base.clone();
+        other_team["team"]["id"] = json!("T0OTHER");
+        let mut other_user = base.clone();
+        other_user["user"]["team_id"] = json!("T0OTHER");
+        let mut no_team = base.clone();
+        no_team.as_object_mut().unwrap().remove("team");
+        for payload in [other_team, other_user, no_team] {
+            let reply = signed(gw, &payload).await;
+            assert_code(&reply, StatusCode::FORBIDDEN, "SLACK_WRONG_WORKSPACE");
+        }
+    }
+    undecided(gw, id).await;
+    let (s, r) = c.click("U0ALICE", "assent_approve_once").await;
+    assert_eq!((s, &r["ok"]), (StatusCode::OK, &json!(true)), "{r}");
+    c.stop().await;
+}
+
 /// The form body of alice's click on the card's "approve once".
 fn alices_approval(c: &Card) -> String {
     let v = c.value("assent_approve_once");
