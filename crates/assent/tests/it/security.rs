@@ -574,3 +574,34 @@ fn the_latency_log_is_never_written_through_a_link_planted_at_its_name() {
     let mode = std::fs::metadata(&plain).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+/// Attack (found by review): `GET /v1/keys` and `/.well-known/jwks.json` need no key, yet each
+/// request ran as a job of the one store executor, taking a place in its batches ahead of the
+/// decisions, redemptions and proposals queued with it: a keyless flood thinned every group
+/// commit. The key set is built beside the executor: 300 requests make no batch of it (the
+/// latency probe logs every batch; one proposal afterwards writes the log out).
+#[test]
+fn a_keyless_flood_of_key_set_requests_never_reaches_the_store_executor() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("latency.log");
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "");
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env("ASSENT_LATENCY_LOG", &log);
+    let s = crate::serve_with(cmd, port);
+    let http = reqwest::blocking::Client::new();
+    for k in 0..300 {
+        let path = ["/v1/keys", "/.well-known/jwks.json"][k % 2];
+        let r = http.get(format!("{}{path}", s.url)).send().unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    crate::propose(&s.url, 5000);
+    crate::stop(s);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let batches = text.lines().filter(|l| l.starts_with("b ")).count();
+    assert!(
+        (1..50).contains(&batches),
+        "{batches} executor batches for 300 key set requests and one proposal:\n{text}"
+    );
+}
