@@ -231,6 +231,7 @@ impl Store {
             if rec.target_type == "plan" {
                 plans::on_confirm_decided(
                     **tx,
+                    s.delegations,
                     id,
                     &rec.target_id,
                     mplp_status,

@@ -144,14 +144,17 @@ fn revoke_grants_in(
 /// a step of the plan, and the plan's stop takes it back, as it stops the tokens approved
 /// under it (found by review: a `workspace` grant made under a plan kept letting the tool's
 /// calls through after the plan was cancelled). Reached are the grants whose call the plan
-/// gated when it was held (its agent's own, or a delegate's with the plan's agent recorded):
-/// never those of another agent's call that merely named the id
+/// gated when it was held (its agent's own, or a delegate's with the plan's agent recorded)
+/// and those of its agent's `delegates` now (found by review: a delegate's call held under the
+/// plan's id before the plan existed recorded no agent, and its grant outlived the stop that
+/// cancelled its held calls and tokens): never those of another agent's call that merely named
+/// the id
 /// ([`assent_core::policy::plan_reaches_held`]). Called in the plan's transition, with its
 /// actor `by`. Returns how many were revoked.
 pub(crate) fn revoke_plan_grants(
     tx: Conn<'_>,
     plan_id: &str,
-    owner: &str,
+    (owner, delegates): (&str, &[String]),
     status: &str,
     by: &str,
     now: i64,
@@ -168,7 +171,7 @@ pub(crate) fn revoke_plan_grants(
     let why = format!("the plan {plan_id} its call was approved under is {status}");
     let mut n = 0;
     for (gid, aid, made_by, caller, gated_by) in rows {
-        if plan_reaches_held(&caller, gated_by.as_deref(), owner, &[]) {
+        if plan_reaches_held(&caller, gated_by.as_deref(), owner, delegates) {
             n += revoke(tx, &gid, &aid, &made_by, (by, &why), now)?;
         }
     }

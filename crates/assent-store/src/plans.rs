@@ -172,9 +172,13 @@ pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecor
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` to it and
 /// an audit record of the same kind. A status in which the plan runs no calls
 /// ([`transitions::plan_runs_calls`]: cancelled, back to draft…) revokes the grants made from
-/// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction.
+/// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction:
+/// those of its agent's calls and of `delegations`' delegates of its agent now, as the stop of
+/// their held calls and tokens reaches them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn transition(
     tx: Conn<'_>,
+    delegations: &Delegations,
     plan_id: &str,
     status: &str,
     event_type: &str,
@@ -199,7 +203,8 @@ pub(crate) fn transition(
     ])?;
     audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)?;
     if !transitions::plan_runs_calls(status) {
-        crate::grants_revoke::revoke_plan_grants(tx, plan_id, &p.agent, status, actor, now)?;
+        let owner = (p.agent.as_str(), delegations.delegates_of(&p.agent));
+        crate::grants_revoke::revoke_plan_grants(tx, plan_id, owner, status, actor, now)?;
     }
     Ok(())
 }
@@ -210,8 +215,10 @@ pub(crate) fn transition(
 /// event (`plan_approved` / `plan_rejected`) to the audit chain. Only a plan waiting for this
 /// Confirm (`proposed`, naming it) moves ([`transitions::plan_after_confirm`]); any other is
 /// left as it is, logged.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn on_confirm_decided(
     tx: Conn<'_>,
+    delegations: &Delegations,
     confirm_id: &str,
     plan_id: &str,
     mplp_status: &str,
@@ -232,6 +239,7 @@ pub(crate) fn on_confirm_decided(
     };
     transition(
         tx,
+        delegations,
         plan_id,
         status,
         kind,
@@ -464,7 +472,8 @@ impl Store {
             tx.prepare_cached("INSERT INTO plans (plan_id, agent, session_id, status, body, trace_id, created_at, updated_at) VALUES (?1,?2,?3,'draft',?4,?5,?6,?6)")?
                 .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
             let created = json!({"agent": agent, "session_id": session_id});
-            transition(**tx, &id, "draft", "plan.created", agent, created, now)?;
+            let d = self.delegations();
+            transition(**tx, &d, &id, "draft", "plan.created", agent, created, now)?;
             Ok(read_plan(**tx, &id)?.expect("inserted"))
         })
     }
@@ -507,7 +516,17 @@ impl Store {
             }
             tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
                 .execute(params![id, body.to_string()])?;
-            transition(**tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
+            let d = self.delegations();
+            transition(
+                **tx,
+                &d,
+                &id,
+                "draft",
+                "plan.updated",
+                agent,
+                json!({}),
+                now,
+            )?;
             Ok(read_plan(**tx, &id)?.expect("exists"))
         })
     }

@@ -370,6 +370,7 @@ impl Store {
             let data = json!({"confirm_id": id, "diff": t.diff});
             plans::transition(
                 tx,
+                &self.delegations(),
                 t.target_id,
                 "proposed",
                 "plan.submitted",

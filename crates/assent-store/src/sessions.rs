@@ -158,6 +158,7 @@ impl Store {
                 }
                 _ => plans::transition(
                     **tx,
+                    &self.delegations(),
                     id,
                     "cancelled",
                     "plan.cancelled",

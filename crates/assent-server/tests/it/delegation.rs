@@ -345,3 +345,40 @@ async fn a_proposal_naming_a_derived_call_is_refused() {
     assert_eq!(records(), before, "nothing was stored");
     gw.stop().await;
 }
+
+/// Attack (found by review): stopping a plan revokes the grants made by approving calls held
+/// under it, but the revocation looked only at the plan's agent recorded with each call — and
+/// a delegate's call that named the plan's id before the plan existed recorded none. `other`
+/// names `bot`'s plan early; the plan is then made and approved, an operator approves the
+/// held call for the session (a grant), the grant covers the same call made again without the
+/// plan, and `bot` cancels its plan: the grant stood and its token redeemed after the stop.
+/// The revocation reaches the delegates of the plan's agent now, as the stop of held calls and
+/// tokens does: the token is void.
+#[tokio::test]
+async fn cancelling_an_orchestrators_plan_voids_the_tokens_of_a_delegates_grant_made_before_the_plan_existed()
+ {
+    let (_dir, gw) = reloadable(&orchestrating_bot()).await;
+    let (pid, step) = (uuid(), uuid());
+    let held = delegate_held(&gw, &pid, 801).await;
+    let (s, p) = gw.create_plan(plan(&pid, &[(&step, "Pay the bill")])).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, r) = gw.submit_plan(&pid).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let confirm = r["approval_id"].as_str().unwrap();
+    assert_eq!(gw.decide(confirm, OP, "approve").await.0, StatusCode::OK);
+    let session = json!({"decision": "approve", "scope": "session", "reason": "test"});
+    let (s, d) = gw.decide_with(&held, OP, session).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let args = json!({"amount": 801, "to": "bob"});
+    let again = json!({"agent": "other", "session_id": "o1", "tool": "pay", "arguments": args});
+    let (s, c) = gw.post("/v1/tool-calls", "other-key", again).await;
+    assert_eq!(s, StatusCode::OK, "the session grant covers the call: {c}");
+    gw.cancel_plan(&pid, json!({"reason": "stop"})).await;
+    let (s, e) = gw.redeem_as("other-key", &c["token"], "pay", args).await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "the grant's token redeemed after the stop: {e}"
+    );
+    gw.stop().await;
+}
