@@ -232,8 +232,7 @@ impl Store {
                 plans::on_confirm_decided(
                     **tx,
                     s.delegations,
-                    id,
-                    &rec.target_id,
+                    (id, &rec.target_id),
                     mplp_status,
                     actor,
                     reason,

@@ -175,13 +175,11 @@ pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecor
 /// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction:
 /// those of its agent's calls and of `delegations`' delegates of its agent now, as the stop of
 /// their held calls and tokens reaches them.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn transition(
     tx: Conn<'_>,
     delegations: &Delegations,
     plan_id: &str,
-    status: &str,
-    event_type: &str,
+    (status, event_type): (&str, &str),
     actor: &str,
     data: Value,
     now: i64,
@@ -215,12 +213,10 @@ pub(crate) fn transition(
 /// event (`plan_approved` / `plan_rejected`) to the audit chain. Only a plan waiting for this
 /// Confirm (`proposed`, naming it) moves ([`transitions::plan_after_confirm`]); any other is
 /// left as it is, logged.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn on_confirm_decided(
     tx: Conn<'_>,
     delegations: &Delegations,
-    confirm_id: &str,
-    plan_id: &str,
+    (confirm_id, plan_id): (&str, &str),
     mplp_status: &str,
     actor: &str,
     reason: Option<&str>,
@@ -241,8 +237,7 @@ pub(crate) fn on_confirm_decided(
         tx,
         delegations,
         plan_id,
-        status,
-        kind,
+        (status, kind),
         actor,
         json!({"confirm_id": confirm_id, "decided_by": actor, "reason": reason}),
         now,
@@ -473,7 +468,8 @@ impl Store {
                 .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
             let created = json!({"agent": agent, "session_id": session_id});
             let d = self.delegations();
-            transition(**tx, &d, &id, "draft", "plan.created", agent, created, now)?;
+            let step = ("draft", "plan.created");
+            transition(**tx, &d, &id, step, agent, created, now)?;
             Ok(read_plan(**tx, &id)?.expect("inserted"))
         })
     }
@@ -521,8 +517,7 @@ impl Store {
                 **tx,
                 &d,
                 &id,
-                "draft",
-                "plan.updated",
+                ("draft", "plan.updated"),
                 agent,
                 json!({}),
                 now,
