@@ -106,6 +106,22 @@ pub(crate) async fn lease_for(st: &AppState, name: &str, holder: &str, seq: i64)
     take_lease(st, name, holder).await.is_some_and(|c| c < seq)
 }
 
+/// Counts one more attempt at delivering audit record `seq` on cursor `name` under `holder`'s
+/// lease ([`assent_store::Store::count_webhook_attempt`]): the attempt's number, kept in the
+/// database across restarts and lease take-overs; `None` when `holder` may not deliver it (or
+/// the store failed: the caller stops, and the cursor's next holder goes on counting).
+pub(crate) async fn count_attempt(
+    st: &AppState,
+    name: &str,
+    holder: &str,
+    seq: i64,
+) -> Option<u32> {
+    let (name, holder) = (name.to_string(), holder.to_string());
+    store(st, move |s| s.count_webhook_attempt(&name, &holder, seq))
+        .await
+        .flatten()
+}
+
 /// Whether `holder` should try cursor `name`'s lease now, and the cursor to read past
 /// otherwise. Read without a write: `Ok(())` when `holder` holds the lease, its lease is free
 /// or lapsed (judged by the database's clock on PostgreSQL; a lease ending more than 2 ×

@@ -26,6 +26,18 @@ pub(crate) const KINDS: [&str; 7] = [
 /// The longest wait between two attempts of one delivery: 5 minutes.
 pub(crate) const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// The wait after attempt `attempt` (1, 2, …) of a delivery whose first retry comes after
+/// `initial_ms`: `initial_ms` doubled `attempt - 1` times, at most [`MAX_BACKOFF`] (no
+/// overflow at any count).
+pub(crate) fn backoff(initial_ms: u64, attempt: u32) -> std::time::Duration {
+    let doubling = 1u32
+        .checked_shl(attempt.saturating_sub(1))
+        .unwrap_or(u32::MAX);
+    std::time::Duration::from_millis(initial_ms)
+        .saturating_mul(doubling)
+        .min(MAX_BACKOFF)
+}
+
 /// The longest `Retry-After` honoured: 60 seconds.
 pub(crate) const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 

@@ -38,7 +38,7 @@
 
 use crate::config::{Webhook, WebhookFormat};
 use crate::cursor::{store, take_lease};
-use crate::deliveries::{KINDS, MAX_BACKOFF, dead_letter, refused_for_good, retry_after};
+use crate::deliveries::{KINDS, backoff, dead_letter, refused_for_good, retry_after};
 use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
@@ -181,13 +181,15 @@ async fn deliver(
     };
     let (body, checkpoint_header) = body_of(st, hook, rec, event, &a).await;
     let delivery = delivery_id(hook, rec);
-    let mut attempt = 0u32;
-    let mut delay = Duration::from_millis(hook.retry_initial_ms).min(MAX_BACKOFF);
-    let last_error = loop {
-        attempt += 1;
+    let (attempt, last_error) = loop {
         if !crate::cursor::lease_for(st, &hook.name, holder, rec.seq).await {
             return false;
         }
+        // The count is the database's, so a restart or another replica goes on from it.
+        let Some(attempt) = crate::cursor::count_attempt(st, &hook.name, holder, rec.seq).await
+        else {
+            return false;
+        };
         let ts = now_ms() / 1000;
         let mut req = http.post(&hook.url);
         if let Some(c) = &checkpoint_header {
@@ -220,13 +222,13 @@ async fn deliver(
         let last = for_good || attempt >= hook.max_attempts;
         st.metrics.delivery(false, last);
         if last {
-            break error;
+            break (attempt, error);
         }
+        let delay = backoff(hook.retry_initial_ms, attempt);
         let wait = asked.map_or(delay, |w| w.max(delay));
         if !crate::cursor::hold_through(st, &hook.name, holder, wait).await {
             return false;
         }
-        delay = (delay * 2).min(MAX_BACKOFF);
     };
     tracing::error!(webhook = %hook.name, delivery = %delivery, attempts = attempt, "webhook delivery dead-lettered");
     let tries = (attempt, last_error);

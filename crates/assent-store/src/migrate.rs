@@ -99,6 +99,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(54, "0054_settlement_sealing"),
     migration!(55, "0055_archive_sealing_since"),
     migration!(56, "0056_ceremony_codes"),
+    migration!(57, "0057_webhook_attempts"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -147,6 +147,21 @@ impl Store {
             if taken == 0 {
                 return Ok::<_, db::DbError>(None);
             }
+            // A cursor past the end of the log (no writer of ours puts it there) is brought
+            // back to the end: nothing lies past the head, so nothing is skipped (found by
+            // review: planted at 9e18 it silenced the webhook for good, since cursors only
+            // move forward).
+            let back = tx.execute(
+                "UPDATE webhook_cursors SET last_seq = (SELECT COALESCE(MAX(seq), 0) FROM audit)
+                 WHERE webhook = ?1 AND last_seq > (SELECT COALESCE(MAX(seq), 0) FROM audit)",
+                [webhook],
+            )?;
+            if back > 0 {
+                tracing::error!(
+                    webhook,
+                    "a delivery cursor past the end of the audit log (edited in the database?) was brought back to its end"
+                );
+            }
             tx.query_row(
                 "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
                 [webhook],
@@ -199,6 +214,39 @@ impl Store {
             db::Backend::Sqlite => conn.query_row(&sql, params![webhook, now, ahead], read),
         }
         .optional()?)
+    }
+
+    /// Counts one more attempt at delivering audit record `seq` on `webhook`, if `holder` holds
+    /// its cursor's lease and the cursor is still before `seq`: the attempt's number (1 for the
+    /// first at that record, then on across restarts, lease take-overs and failed renewals),
+    /// or `None` when `holder` may not deliver it (another replica took the lease, or the
+    /// record was delivered or given up). Found by review: the count lived in the delivering
+    /// task, so any of those began the event again at attempt 1 and the first backoff, and a
+    /// failing receiver was tried past `max_attempts`, never dead-lettered.
+    pub fn count_webhook_attempt(
+        &self,
+        webhook: &str,
+        holder: &str,
+        seq: i64,
+    ) -> Result<Option<u32>, StoreError> {
+        Ok(self.write_unannounced(|tx| {
+            let n = tx.execute(
+                "UPDATE webhook_cursors
+                 SET attempts = CASE WHEN attempt_seq = ?3 THEN attempts + 1 ELSE 1 END,
+                     attempt_seq = ?3
+                 WHERE webhook = ?1 AND holder = ?2 AND last_seq < ?3",
+                params![webhook, holder, seq],
+            )?;
+            if n == 0 {
+                return Ok::<_, db::DbError>(None);
+            }
+            let attempts: i64 = tx.query_row(
+                "SELECT attempts FROM webhook_cursors WHERE webhook = ?1",
+                [webhook],
+                |r| r.get(0),
+            )?;
+            Ok(Some(u32::try_from(attempts).unwrap_or(u32::MAX)))
+        })?)
     }
 
     /// Moves `webhook`'s cursor forward to `seq` (delivered, or skipped, up to there) if

@@ -26,7 +26,6 @@ use assent_store::audit::AuditRecord;
 use assent_store::slack::SlackMessage;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The cursor's name in the webhooks' delivery state (`:` is never in a webhook's name).
 pub const CURSOR: &str = "slack:bot";
@@ -78,12 +77,14 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
     let Some(id) = rec.approval_id.clone() else {
         return advance(st, holder, rec.seq).await;
     };
-    let (mut attempt, mut delay) = (0u32, Duration::from_secs(1));
-    let last_error = loop {
-        attempt += 1;
+    let (attempt, last_error) = loop {
         if !crate::cursor::lease_for(st, CURSOR, holder, rec.seq).await {
             return false;
         }
+        // Counted in the database, as a webhook's attempts are: a restart goes on from it.
+        let Some(attempt) = crate::cursor::count_attempt(st, CURSOR, holder, rec.seq).await else {
+            return false;
+        };
         let Ok(read) = crate::cursor::approval_for_delivery(st, id.clone()).await else {
             return false;
         };
@@ -92,15 +93,15 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
         };
         match send(st, slack, &rec.kind, &a).await {
             Ok(()) => return advance(st, holder, rec.seq).await,
-            Err(e) if attempt >= MAX_ATTEMPTS => break e.why,
+            Err(e) if attempt >= MAX_ATTEMPTS => break (attempt, e.why),
             Err(e) => {
                 tracing::warn!(approval_id = %id, attempt, error = %e, "slack: message not sent; retrying");
                 // Slack's rate limit (`429`) says when to come back: sooner is refused again.
+                let delay = crate::deliveries::backoff(1000, attempt);
                 let wait = e.retry_after.map_or(delay, |w| w.max(delay));
                 if !crate::cursor::hold_through(st, CURSOR, holder, wait).await {
                     return false;
                 }
-                delay = (delay * 2).min(Duration::from_secs(300));
             }
         }
     };

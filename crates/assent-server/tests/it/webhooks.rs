@@ -2,6 +2,7 @@
 //! raised while the receiver is down arrive once it is up (in order), redacted arguments never
 //! leave, the Slack format, dead letters, and the single-use card link.
 
+mod attempts;
 mod dead_letter_pages;
 mod refused;
 

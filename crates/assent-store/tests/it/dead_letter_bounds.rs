@@ -126,6 +126,36 @@ fn a_lease_planted_far_in_the_future_is_lapsed_and_taken() {
     });
 }
 
+/// Attack (found by review): a database writer moving a webhook's cursor past the end of the
+/// audit log (`last_seq = 9e18`) silenced it for good: the records after it never came, and
+/// cursors only move forward. Taking the lease brings such a cursor back to the end of the
+/// log (nothing lies past it), so the next event is delivered; a cursor within the log is
+/// left where it is.
+#[test]
+fn a_cursor_planted_past_the_log_is_brought_back_to_its_end() {
+    crate::both_stores(|db, s| {
+        let now = 1_000;
+        let head = s.lease_webhook("hook", "me", now, 60_000).unwrap().unwrap();
+        let raw = db.connect().unwrap();
+        let plant = |seq: i64| {
+            raw.conn()
+                .execute(
+                    "UPDATE webhook_cursors SET last_seq = ?1 WHERE webhook = 'hook'",
+                    assent_store::params![seq],
+                )
+                .unwrap();
+        };
+        plant(9_000_000_000_000_000_000);
+        let back = s.lease_webhook("hook", "me", now, 60_000).unwrap();
+        assert_eq!(back, Some(head), "the planted cursor was kept");
+        if head > 0 {
+            plant(head - 1);
+            let kept = s.lease_webhook("hook", "me", now, 60_000).unwrap();
+            assert_eq!(kept, Some(head - 1));
+        }
+    });
+}
+
 /// Attack (found by review): a dead letter whose `last_error` holds a right-to-left override
 /// (written before errors were cleaned, or by another database writer) reversed how the rest
 /// of its line reads in the listing. The listing shows it cleaned, as new ones are kept.
