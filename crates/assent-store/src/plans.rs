@@ -169,8 +169,8 @@ pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecor
         .optional()
 }
 
-/// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` to it and
-/// an audit record of the same kind. A status in which the plan runs no calls
+/// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` (and
+/// `plan_id` in it) to it and an audit record of the same kind. A status in which the plan runs no calls
 /// ([`transitions::plan_runs_calls`]: cancelled, back to draft…) revokes the grants made from
 /// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction:
 /// those of its agent's calls and of `delegations`' delegates of its agent now, as the stop of
@@ -187,6 +187,12 @@ pub(crate) fn transition(
     let Some(p) = read_plan(tx, plan_id)? else {
         return Ok(());
     };
+    // Every record names its plan (found by review: a draft never submitted has no Confirm,
+    // and a `plan.cancelled` record was known by the agent's trace id alone).
+    let mut data = data;
+    if let Some(d) = data.as_object_mut() {
+        d.insert("plan_id".into(), json!(plan_id));
+    }
     let mut events = p.events;
     let ev = event(now, event_type, &p.trace_id, data);
     events.push(ev.clone());

@@ -155,6 +155,35 @@ fn revising_a_plan_is_bounded_and_the_same_body_is_no_revision() {
     });
 }
 
+/// Found by review: a plan's audit records did not name it — a draft never submitted has no
+/// Confirm, so its `plan.cancelled` record was known only by the trace id the agent chose (and
+/// may share across plans). Every record of a plan's life names it in its data.
+#[test]
+fn every_plan_record_names_its_plan() {
+    both_stores(|_, s| {
+        let id = "6f1a3c7e-2b4d-4e8f-9a1b-3c5d7e9f1a2b";
+        s.create_plan("bot", "s1", &body(id, "step"), None, 100, 1_000)
+            .unwrap();
+        s.update_plan("bot", &body(id, "step 2"), 2_000).unwrap();
+        let bot = assent_core::approval::Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        s.cancel_plan(id, &bot, &[], Some("stop"), 3_000).unwrap();
+        let kinds = ["plan.created", "plan.updated", "plan.cancelled"];
+        let records = s.audit_after(0, &kinds, 10).unwrap();
+        let named: Vec<(String, Value)> = records
+            .iter()
+            .map(|r| {
+                let data: Value = serde_json::from_str(&r.data).unwrap();
+                (r.kind.clone(), data["data"]["plan_id"].clone())
+            })
+            .collect();
+        let want: Vec<(String, Value)> = kinds.iter().map(|k| (k.to_string(), json!(id))).collect();
+        assert_eq!(named, want);
+    });
+}
+
 /// Attack (found by review): only revisions were bounded. An agent submitting its draft and
 /// letting the Confirm expire (its deny default puts the plan back in `draft`) in a loop added
 /// two events a round to the plan's list, rewritten whole inside the one writer every agent
