@@ -198,14 +198,20 @@ action_space:
 
 /// `bot`'s plan `pid`, created, submitted and approved by the operator: it runs calls.
 async fn approved_plan(gw: &Gw) -> String {
-    let (pid, s1) = (uuid(), uuid());
-    let (s, p) = gw.create_plan(plan(&pid, &[(&s1, "Pay the bill")])).await;
+    let pid = uuid();
+    approve_plan(gw, &pid).await;
+    pid
+}
+
+/// Creates `bot`'s plan `pid` (one step), submits it, and has the operator approve it.
+async fn approve_plan(gw: &Gw, pid: &str) {
+    let s1 = uuid();
+    let (s, p) = gw.create_plan(plan(pid, &[(&s1, "Pay the bill")])).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
-    let (s, r) = gw.submit_plan(&pid).await;
+    let (s, r) = gw.submit_plan(pid).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{r}");
     let confirm = r["approval_id"].as_str().unwrap();
     assert_eq!(gw.decide(confirm, OP, "approve").await.0, StatusCode::OK);
-    pid
 }
 
 /// The approval id of `other`'s `pay` of `amount` naming plan `pid`, held (`202`).
@@ -358,14 +364,9 @@ async fn a_proposal_naming_a_derived_call_is_refused() {
 async fn cancelling_an_orchestrators_plan_voids_the_tokens_of_a_delegates_grant_made_before_the_plan_existed()
  {
     let (_dir, gw) = reloadable(&orchestrating_bot()).await;
-    let (pid, step) = (uuid(), uuid());
+    let pid = uuid();
     let held = delegate_held(&gw, &pid, 801).await;
-    let (s, p) = gw.create_plan(plan(&pid, &[(&step, "Pay the bill")])).await;
-    assert_eq!(s, StatusCode::CREATED, "{p}");
-    let (s, r) = gw.submit_plan(&pid).await;
-    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
-    let confirm = r["approval_id"].as_str().unwrap();
-    assert_eq!(gw.decide(confirm, OP, "approve").await.0, StatusCode::OK);
+    approve_plan(&gw, &pid).await;
     let session = json!({"decision": "approve", "scope": "session", "reason": "test"});
     let (s, d) = gw.decide_with(&held, OP, session).await;
     assert_eq!(s, StatusCode::OK, "{d}");
