@@ -105,6 +105,10 @@ pub const ALREADY_ANSWERED: &str = "ALREADY_ANSWERED";
 pub const APPROVAL_DAMAGED: &str = "APPROVAL_DAMAGED";
 /// 409: a plan with this id exists already.
 pub const PLAN_EXISTS: &str = "PLAN_EXISTS";
+/// 409: the plan's stored row does not hold its seal (changed in the database behind the
+/// gateway's back): it runs no calls and takes no change; its held calls are cancelled by
+/// cancelling it.
+pub const PLAN_DAMAGED: &str = "PLAN_DAMAGED";
 /// 409: the plan was registered by another agent; an agent may revise, submit or cancel
 /// only its own plans.
 pub const PLAN_OWNER_MISMATCH: &str = "PLAN_OWNER_MISMATCH";

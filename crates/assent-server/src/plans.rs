@@ -26,6 +26,11 @@
 //! ([`assent_core::policy::plan_reaches_held`]); a call of any other agent naming it is gated
 //! as if it named no plan (`assent_store::plans`). A call naming no plan is not gated by any: naming one only ever
 //! adds a block.
+//!
+//! A plan whose stored row does not hold its seal (changed in the database behind the
+//! gateway's back; `assent_store::plans::DAMAGED`) answers reading, revising, submitting and
+//! cancelling with `409 PLAN_DAMAGED` (cancelling still cancels the calls held under it), and
+//! every call naming it is denied.
 
 use crate::agent_json::AgentJson;
 use crate::body::Body;
@@ -38,7 +43,7 @@ use crate::gate::{Submission, gate};
 use crate::state::{AppState, now_ms};
 use assent_api::plans::{ConfirmRequest, CreatePlanRequest, PipelineEvents};
 use assent_api::plans::{SubmitPlanRequest, UpdatePlanRequest};
-use assent_store::plans::{PlanError, PlanRecord};
+use assent_store::plans::{self, PlanError, PlanRecord};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -128,6 +133,10 @@ fn plan_error(e: PlanError) -> ApiError {
         PlanError::NotFound(_) => ApiError::not_found(e.to_string()),
         PlanError::Exists(_) => ApiError::new(StatusCode::CONFLICT, "PLAN_EXISTS", e.to_string()),
         PlanError::NotOwner(_) => not_owner(e.to_string()),
+        PlanError::WrongState(ref status, _) if status == plans::DAMAGED => {
+            let code = assent_api::error::PLAN_DAMAGED;
+            ApiError::new(StatusCode::CONFLICT, code, e.to_string())
+        }
         PlanError::WrongState(..) => {
             ApiError::new(StatusCode::CONFLICT, "WRONG_STATE", e.to_string())
         }
@@ -147,14 +156,27 @@ fn not_owner(message: String) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, code, message)
 }
 
+/// `409 PLAN_DAMAGED` when plan `pl` reads as damaged (its row does not hold its seal,
+/// `assent_store::plans::DAMAGED`): it is shown as nothing, not as an MPLP plan.
+fn intact(pl: PlanRecord) -> Result<PlanRecord, ApiError> {
+    if pl.status != plans::DAMAGED {
+        return Ok(pl);
+    }
+    let message = format!("plan {}: {}", pl.plan_id, plans::DAMAGED_WHY);
+    let code = assent_api::error::PLAN_DAMAGED;
+    Err(ApiError::new(StatusCode::CONFLICT, code, message))
+}
+
 /// The plan, when `p` may see it: its agent, or any operator; `404` otherwise, like a missing
-/// id.
+/// id; `409 PLAN_DAMAGED` for a damaged one ([`intact`]).
 async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiError> {
     let id2 = id.to_string();
-    st.store_call(move |s| s.plan(&id2))
+    let pl = st
+        .store_call(move |s| s.plan(&id2))
         .await?
         .filter(|pl| p.sees(&pl.agent))
-        .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))
+        .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))?;
+    intact(pl)
 }
 
 /// The plan `p` acts on (submit, cancel): as [`load`], except that an agent naming a plan
@@ -237,7 +259,7 @@ pub(crate) async fn update(
 /// `GET /v1/plans/{id}` (its agent or an operator): the plan as MPLP.
 #[utoipa::path(get, path = "/v1/plans/{id}", operation_id = "read_plan", tag = "propose",
     params(("id" = String, Path, description = "The item's id")),
-    responses((status = 200, description = "The plan (MPLP)", body = Object)),
+    responses((status = 200, description = "The plan (MPLP)", body = Object), (status = 409, description = "The plan's stored row does not hold its seal (`PLAN_DAMAGED`)", body = assent_api::error::ApiErrorBody)),
     security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn read(
     State(st): State<AppState>,
@@ -250,7 +272,7 @@ pub(crate) async fn read(
 /// `GET /v1/plans/{id}/pipeline-events` (its agent or an operator).
 #[utoipa::path(get, path = "/v1/plans/{id}/pipeline-events", tag = "propose",
     params(("id" = String, Path, description = "The item's id")),
-    responses((status = 200, description = "OK", body = assent_api::plans::PipelineEvents)),
+    responses((status = 200, description = "OK", body = assent_api::plans::PipelineEvents), (status = 409, description = "The plan's stored row does not hold its seal (`PLAN_DAMAGED`)", body = assent_api::error::ApiErrorBody)),
     security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn pipeline_events(
     State(st): State<AppState>,
@@ -275,7 +297,7 @@ pub(crate) async fn submit(
     Path(id): Path<String>,
     AgentJson(agent, b): AgentJson<AgentItself, SubmitPlanRequest>,
 ) -> Result<Response, ApiError> {
-    let pl = load_to_change(&st, &agent.principal, &id).await?;
+    let pl = intact(load_to_change(&st, &agent.principal, &id).await?)?;
     if pl.status != "draft" {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -302,7 +324,7 @@ pub(crate) async fn submit(
 #[utoipa::path(post, path = "/v1/plans/{id}/cancel", tag = "propose",
     params(("id" = String, Path, description = "The item's id")),
     request_body(content = assent_api::approvals::CancelRequest, description = "Optional"),
-    responses((status = 200, description = "The plan (MPLP)", body = Object)),
+    responses((status = 200, description = "The plan (MPLP)", body = Object), (status = 409, description = "The plan's stored row does not hold its seal (`PLAN_DAMAGED`): the calls held under it were cancelled", body = assent_api::error::ApiErrorBody)),
     security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn cancel(
     State(st): State<AppState>,
@@ -330,7 +352,8 @@ pub(crate) async fn cancel(
         st.decided(a);
     }
     st.changed();
-    Ok(Json(pl.to_mplp()))
+    // A damaged plan's held calls were cancelled; the plan itself is shown as nothing.
+    Ok(Json(intact(pl)?.to_mplp()))
 }
 
 /// `POST /v1/confirms` (the agent itself): gates an MPLP Confirm on a context, trace,

@@ -29,6 +29,12 @@
 //! them next to the Decide form). A seal of an earlier form (a call held before) still serves
 //! deciding and its receipt; only those calls' shown text is not vouched for.
 //!
+//! Since migration 0058 it covers the MPLP plan and step the call named and the plan's agent
+//! recorded with it (`confirm_context.plan_id`, `step_id`, `plan_owner`: [`PlanIds`]), by which
+//! a plan's stop reaches the call and its token (found by review: clearing them on one approval
+//! released its token from the stop). A seal of an earlier form still serves; those calls'
+//! plan ids are not vouched for.
+//!
 //! On PostgreSQL each statement of a write transaction sees the latest commits, so the seal is
 //! checked on the row as [`lock`]ed for the transaction (found by review: a row edited, read,
 //! then put back before the seal's own read passed the check with the edited values).
@@ -70,7 +76,13 @@ pub(crate) struct Terms<'a> {
     pub governance: (Option<&'a str>, Option<&'a str>),
     /// What an approver is shown of the call beside it.
     pub shown: Shown<'a>,
+    /// The plan ids recorded with it (`confirm.rs`, migration 0058).
+    pub plan: PlanIds<'a>,
 }
+
+/// The MPLP `plan_id`, `step_id` and `plan_owner` recorded with a held call
+/// ([`crate::ConfirmContext`]), as stored; all `None` when none were.
+pub(crate) type PlanIds<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
 
 /// What an approver is shown of a held call beside the call itself, as stored (each column's
 /// text; JSON text for the lists): written when the call is held, changed by nothing after.
@@ -89,15 +101,17 @@ pub(crate) struct Shown<'a> {
 }
 
 /// The forms of an approval's seal, oldest first: each covers what the one before did, and
-/// more. Only [`Form::Shown`] is written now.
+/// more. Only [`Form::Plan`] is written now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Form {
     /// Migration 0034's: terms and standing.
     Standing,
     /// Migration 0035's: and the governance recorded when the call was held.
     Governance,
-    /// Today's: and what an approver is shown ([`Shown`]).
+    /// This gateway's before migration 0058: and what an approver is shown ([`Shown`]).
     Shown,
+    /// Today's: and the plan ids recorded with the call ([`PlanIds`]).
+    Plan,
 }
 
 /// Who may decide a pending approval and when its default applies, as stored: what the
@@ -121,8 +135,17 @@ pub(crate) struct Standing<'a> {
 impl Terms<'_> {
     /// The JSON array the seal is over: the fields above in their order, then the
     /// [`Standing`] fields in theirs (migrations 0033, 0034), then the governance (0035), then
-    /// what is shown ([`Shown`], in its fields' order).
+    /// what is shown ([`Shown`], in its fields' order), then the plan ids (0058).
     fn columns(&self) -> Value {
+        let mut all = self.columns_shown();
+        if let Value::Array(c) = &mut all {
+            c.extend([json!(self.plan.0), json!(self.plan.1), json!(self.plan.2)]);
+        }
+        all
+    }
+
+    /// The seal's columns before migration 0058: without the plan ids.
+    fn columns_shown(&self) -> Value {
         let mut all = self.columns_0035();
         let v = &self.shown;
         if let Value::Array(c) = &mut all {
@@ -156,7 +179,8 @@ impl Terms<'_> {
         match form {
             Form::Standing => self.columns_0034(),
             Form::Governance => self.columns_0035(),
-            Form::Shown => self.columns(),
+            Form::Shown => self.columns_shown(),
+            Form::Plan => self.columns(),
         }
     }
 
@@ -199,11 +223,11 @@ impl Terms<'_> {
     }
 
     /// Whether `seal` is theirs under `key` in a form that covers the governance (today's, or
-    /// 0035's for a call held before what is shown was sealed): what vouches for a receipt.
+    /// an earlier one since 0035's): what vouches for a receipt.
     fn sealed_by(&self, key: &SealKey, seal: &str) -> bool {
         matches!(
             self.form_held(key, seal),
-            Some(Form::Shown | Form::Governance)
+            Some(Form::Plan | Form::Shown | Form::Governance)
         )
     }
 
@@ -211,7 +235,7 @@ impl Terms<'_> {
     /// seal of migration 0034's form (without the governance: an approval held before 0035,
     /// which the recorded policies do not govern) vouches for no receipt.
     fn form_held(&self, key: &SealKey, seal: &str) -> Option<Form> {
-        [Form::Shown, Form::Governance, Form::Standing]
+        [Form::Plan, Form::Shown, Form::Governance, Form::Standing]
             .into_iter()
             .find(|f| key.holds(&self.columns_of(*f), seal))
     }
@@ -247,6 +271,25 @@ pub(crate) fn try_lock(conn: Conn<'_>, id: &str) -> db::Result<bool> {
 
 /// The [`Shown`] columns as read, in its fields' order.
 type ShownTexts = [Option<String>; 10];
+
+/// What approval `id`'s `confirm_context` row holds of its terms: `(policies,
+/// policy_set_sha256, plan_id, step_id, plan_owner)`; `None` without a row.
+type Context = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// Approval `id`'s [`Context`], as stored.
+fn context_of(conn: Conn<'_>, id: &str) -> db::Result<Option<Context>> {
+    conn.prepare_cached(
+        "SELECT policies, policy_set_sha256, plan_id, step_id, plan_owner FROM confirm_context WHERE approval_id = ?1",
+    )?
+    .query_row([id], db::tuple)
+    .optional()
+}
 
 /// Runs `f` on approval `id`'s stored terms and seal; `None` when there is no such approval.
 fn with_stored<T>(
@@ -290,14 +333,15 @@ fn with_stored<T>(
             Ok((texts, flags, rest, who, steps, shown))
         })
         .optional()?;
-    let governance: Option<(String, Option<String>)> = conn
-        .prepare_cached(
-            "SELECT policies, policy_set_sha256 FROM confirm_context WHERE approval_id = ?1",
-        )?
-        .query_row([id], db::tuple)
-        .optional()?;
-    let (policies, policy_set) = governance.unzip();
-    let policy_set = policy_set.flatten();
+    let context = context_of(conn, id)?;
+    let (policies, policy_set, plan) = match &context {
+        Some((p, s, pl, st, o)) => (
+            Some(p.as_str()),
+            s.as_deref(),
+            (pl.as_deref(), st.as_deref(), o.as_deref()),
+        ),
+        None => (None, None, (None, None, None)),
+    };
     Ok(row.map(|(t, g, r, w, st, v)| {
         let terms = Terms {
             id,
@@ -328,7 +372,8 @@ fn with_stored<T>(
                 escalation_schedule: st.1.as_deref(),
                 escalation_steps: st.2,
             },
-            governance: (policies.as_deref(), policy_set.as_deref()),
+            governance: (policies, policy_set),
+            plan,
             shown: Shown {
                 message: v[0].as_deref(),
                 reasons: v[1].as_deref(),
@@ -364,12 +409,15 @@ pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool>
     Ok(holding(conn, key, id)?.is_some())
 }
 
-/// What [`holding`] found: the form of the seal that held, and the governance it held over.
+/// What [`holding`] found: the form of the seal that held, and the governance and plan ids
+/// it held over.
 pub(crate) struct Holding {
     /// The form that held.
     form: Form,
     /// The recorded `policies` and `policy_set_sha256` as read for the check.
     governance: (Option<String>, Option<String>),
+    /// The recorded plan ids as read for the check.
+    plan: (Option<String>, Option<String>, Option<String>),
 }
 
 impl Holding {
@@ -377,7 +425,13 @@ impl Holding {
     /// checked) in the form that held, over the governance checked (another table's).
     fn seal_of(&self, t: &Terms<'_>, key: &SealKey) -> String {
         let governance = (self.governance.0.as_deref(), self.governance.1.as_deref());
-        let t = Terms { governance, ..*t };
+        let p = &self.plan;
+        let plan = (p.0.as_deref(), p.1.as_deref(), p.2.as_deref());
+        let t = Terms {
+            governance,
+            plan,
+            ..*t
+        };
         key.seal(&t.columns_of(self.form))
     }
 }
@@ -391,6 +445,11 @@ pub(crate) fn holding(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<Opt
             governance: (
                 t.governance.0.map(str::to_string),
                 t.governance.1.map(str::to_string),
+            ),
+            plan: (
+                t.plan.0.map(str::to_string),
+                t.plan.1.map(str::to_string),
+                t.plan.2.map(str::to_string),
             ),
         })
     })
@@ -458,6 +517,7 @@ mod tests {
             requested_at: 1,
             reply_token: Some("rpl_a"),
             governance: (None, None),
+            plan: (None, None, None),
             shown: Shown {
                 message: Some("Delete the production database?"),
                 human_summary: Some("drop_database(name = \"prod\")"),
@@ -512,7 +572,7 @@ mod tests {
         let mut t = terms(r#"["finance"]"#, 100);
         t.governance = (Some(r#"["payments"]"#), Some("ab"));
         let seal = t.seal(&key);
-        assert!(t.sealed_by(&key, &seal) && t.form_held(&key, &seal) == Some(Form::Shown));
+        assert!(t.sealed_by(&key, &seal) && t.form_held(&key, &seal) == Some(Form::Plan));
         let mut edited = terms(r#"["finance"]"#, 100);
         edited.governance = (Some(r#"["other"]"#), Some("ab"));
         assert!(!edited.sealed_by(&key, &seal) && edited.form_held(&key, &seal).is_none());
@@ -538,6 +598,7 @@ mod tests {
         let old = Holding {
             form: Form::Standing,
             governance: (None, None),
+            plan: (None, None, None),
         };
         let seal = old.seal_of(&stepped, &key);
         assert!(stepped.form_held(&key, &seal).is_some());
@@ -545,6 +606,7 @@ mod tests {
         let checked = Holding {
             form: Form::Shown,
             governance: (Some(r#"["payments"]"#.into()), Some("ab".into())),
+            plan: (None, None, None),
         };
         let seal = checked.seal_of(&stepped, &key);
         assert!(
@@ -585,8 +647,42 @@ mod tests {
         let stepped = Holding {
             form: Form::Governance,
             governance: (None, None),
+            plan: (None, None, None),
         };
         let again = stepped.seal_of(&t, &key);
         assert_eq!(t.form_held(&key, &again), Some(Form::Governance));
+    }
+
+    /// Found by review: the plan ids recorded with a held call (by which a plan's stop reaches
+    /// the call and its token) were not sealed, so clearing `plan_id` or `plan_owner` on one
+    /// approval released its token from the plan's stop. Today's seal covers them; a seal of
+    /// the form before (a call held before migration 0058) still serves.
+    #[test]
+    fn the_plan_ids_recorded_with_a_call_are_sealed_and_an_earlier_seal_still_serves() {
+        let key = SealKey::of(
+            &ed25519_dalek::SigningKey::from_bytes(&[3; 32]),
+            Sealed::Approval,
+        );
+        let mut t = terms(r#"["finance"]"#, 100);
+        t.plan = (Some("p1"), Some("s1"), Some("bot"));
+        let seal = t.seal(&key);
+        assert_eq!(t.form_held(&key, &seal), Some(Form::Plan));
+        for plan in [
+            (None, Some("s1"), Some("bot")),
+            (Some("p1"), Some("s1"), None),
+            (Some("p1"), None, Some("bot")),
+            (None, None, None),
+            (Some("p2"), Some("s1"), Some("bot")),
+        ] {
+            let edited = Terms { plan, ..t };
+            assert!(edited.form_held(&key, &seal).is_none(), "{plan:?}");
+        }
+        let before = key.seal(&t.columns_shown());
+        assert_eq!(t.form_held(&key, &before), Some(Form::Shown));
+        let cleared = Terms {
+            plan: (None, None, None),
+            ..t
+        };
+        assert_eq!(cleared.form_held(&key, &before), Some(Form::Shown));
     }
 }

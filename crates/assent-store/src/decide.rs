@@ -161,10 +161,17 @@ impl Store {
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
         // Refusals `admit` audited commit (`DecideError: Settles`); anything else rolls back.
-        let keys = [Sealed::Approval, Sealed::Vote, Sealed::Settlement].map(|k| self.seal_key(k));
+        let keys = [
+            Sealed::Approval,
+            Sealed::Vote,
+            Sealed::Settlement,
+            Sealed::Plan,
+        ];
+        let keys = keys.map(|k| self.seal_key(k));
         self.write(|tx| {
             let s = Settle {
                 delegations: &self.delegations(),
+                plans: &keys[3],
                 id,
                 seal: &keys[0],
                 votes: &keys[1],
@@ -229,15 +236,8 @@ impl Store {
                 )?;
             }
             if rec.target_type == "plan" {
-                plans::on_confirm_decided(
-                    **tx,
-                    s.delegations,
-                    (id, &rec.target_id),
-                    mplp_status,
-                    actor,
-                    reason,
-                    now,
-                )?;
+                let (confirm, by) = ((id, rec.target_id.as_str()), (s.plans, s.delegations));
+                plans::on_confirm_decided(**tx, by, confirm, mplp_status, actor, reason, now)?;
             }
             let rec = self.vouched(read_approval(**tx, id)?.expect("exists"));
             let ev = AaepEvent::Resolution {
@@ -265,6 +265,8 @@ struct Settle<'a> {
     env: &'a dyn crate::events::Envelopes,
     /// The delegations in force ([`Store::set_delegations`]).
     delegations: &'a assent_core::policy::Delegations,
+    /// The key of plan seals ([`plans::read_plan`]).
+    plans: &'a crate::seal::SealKey,
     event: Event,
     input: Option<&'a DecisionInput>,
     reason: Option<&'a str>,
@@ -542,7 +544,7 @@ fn no_approval_without_consent(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(t.approvers.clone()));
     }
-    if let Some((plan_id, status)) = stopped_plan(tx, rec, s.delegations)? {
+    if let Some((plan_id, status)) = stopped_plan(tx, rec, (s.plans, s.delegations))? {
         let why = format!(
             "the call was held under plan {plan_id}, which is {status} and runs no calls: it cannot be approved (deny it, or let it be cancelled)"
         );
@@ -572,12 +574,12 @@ fn no_approval_without_consent(
 pub(crate) fn stopped_plan(
     tx: Conn<'_>,
     rec: &ApprovalRecord,
-    delegations: &assent_core::policy::Delegations,
+    plans: (&crate::seal::SealKey, &assent_core::policy::Delegations),
 ) -> db::Result<Option<(String, String)>> {
     if rec.target_type == "plan" {
         return Ok(None);
     }
-    let plan = plans::plan_of_call(tx, &rec.id, delegations)?;
+    let plan = plans::plan_of_call(tx, &rec.id, plans)?;
     Ok(plan.filter(|(_, status)| !assent_core::transitions::plan_runs_calls(status)))
 }
 

@@ -146,9 +146,12 @@ pub enum RedeemError {
     /// `SETTLEMENT_UNSEALED` (409): the approval's settlement (its status, decision rows,
     /// their key bindings, scope, edit or votes) does not hold its seal
     /// ([`crate::settlement_seal`]): it was changed behind the gateway's back, or was settled
-    /// before migration 0035 and never sealed. The token stays unused; start-up voids it.
+    /// before migration 0035 and never sealed; or the approval's terms, which since migration
+    /// 0058 hold the plan ids its plan's stop reaches it by, do not hold theirs
+    /// ([`crate::approval_seal`]). The token stays unused; start-up voids it when its
+    /// settlement's seal is the one that does not hold.
     #[error(
-        "the approval's settlement does not hold its seal: it was changed in the database behind the gateway's back, so nothing vouches for the consent this token was minted under"
+        "the approval's terms or settlement do not hold their seal: they were changed in the database behind the gateway's back, so nothing vouches for the consent this token was minted under"
     )]
     Unsealed,
     #[error(transparent)]

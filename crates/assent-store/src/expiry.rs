@@ -41,8 +41,8 @@ impl Store {
             [now],
         )?;
         let mut done = Vec::new();
-        let seal = self.seal_key(crate::seal::Sealed::Approval);
-        let vote_seal = self.seal_key(crate::seal::Sealed::Vote);
+        use crate::seal::Sealed::{Approval, Plan, Vote};
+        let [seal, vote_seal, plans] = [Approval, Vote, Plan].map(|k| self.seal_key(k));
         for id in due {
             // The escalation (if due) commits on its own, before the expiry's transaction.
             let step = self.write(|tx| -> Result<Step, StoreError> {
@@ -76,26 +76,7 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                // What needs a passkey-signed approval or a quorum, or is irreversible, or was
-                // held by a trigger so a person decides, is never approved by its timeout,
-                // whatever the stored default says (`grant::default_on_timeout`; found by
-                // review: a quorum call was approved by its default with no vote counted, as
-                // `Expire` is no vote, and so was a call held only by session risk, a threshold
-                // or scope under an approving default of its rule); nor is what no
-                // operator could approve now (`decide::why_unapprovable`): terms that do not
-                // hold their seal (an edited default would otherwise mint a genuine token with
-                // no one deciding), a vote row with a seal not its own, a token row already
-                // there.
-                // Nor is a call held under a plan that has stopped (`decide::stopped_plan`),
-                // which the settlement refuses to approve as well; nor one whose session took
-                // in, since it was held, what can raise its risk (untrusted output, private
-                // data, egress, a changed tool: `session_risk::took_in_since_held`; found by
-                // review: its default was chosen before, and no one weighed the call since).
-                let refused =
-                    crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some())
-                        .is_some()
-                        || crate::decide::stopped_plan(**tx, &rec, &self.delegations())?.is_some()
-                        || crate::session_risk::took_in_since_held(**tx, &rec)?;
+                let refused = self.refused_at_timeout(**tx, &rec, (mis_sealed, sealed), &plans)?;
                 let t = &rec.terms;
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject
@@ -131,6 +112,38 @@ impl Store {
             }
         }
         Ok(done)
+    }
+}
+
+impl Store {
+    /// Whether pending `rec`'s timeout must reject it whatever its default, inside the sweep's
+    /// transaction. What needs a passkey-signed approval or a quorum, or is irreversible, or
+    /// was held by a trigger so a person decides, is never approved by its timeout, whatever
+    /// the stored default says (`grant::default_on_timeout`; found by review: a quorum call was
+    /// approved by its default with no vote counted, as `Expire` is no vote, and so was a call
+    /// held only by session risk, a threshold or scope under an approving default of its
+    /// rule); nor is what no operator could approve now (`decide::why_unapprovable`, with
+    /// `(mis_sealed, sealed)`: a vote row with a seal not its own, terms that do not hold their
+    /// seal — an edited default would otherwise mint a genuine token with no one deciding —
+    /// and a token row already there). Nor is a call held under a plan that has stopped
+    /// (`decide::stopped_plan`, its plan read under the seal key `plans`), which the
+    /// settlement refuses to approve as well; nor one whose session took in, since it was held,
+    /// what can raise its risk (untrusted output, private data, egress, a changed tool:
+    /// `session_risk::took_in_since_held`; found by review: its default was chosen before, and
+    /// no one weighed the call since).
+    fn refused_at_timeout(
+        &self,
+        tx: Conn<'_>,
+        rec: &ApprovalRecord,
+        (mis_sealed, sealed): (bool, bool),
+        plans: &crate::seal::SealKey,
+    ) -> db::Result<bool> {
+        let delegations = self.delegations();
+        Ok(
+            crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some()).is_some()
+                || crate::decide::stopped_plan(tx, rec, (plans, &delegations))?.is_some()
+                || crate::session_risk::took_in_since_held(tx, rec)?,
+        )
     }
 }
 

@@ -124,6 +124,7 @@ pub fn verify_database(
         (
             SealKey::of(&k, Sealed::Settlement),
             SealKey::of(&k, Sealed::Approval),
+            SealKey::of(&k, Sealed::Plan),
         )
     });
     let opts = VerifyOptions {
@@ -257,6 +258,7 @@ fn verify_snapshot(
     let mut state = cross_check_on(conn)?;
     if let Some(k) = settled {
         crate::integrity_people::settlements(conn, k, &mut state)?;
+        crate::integrity_plans::seals(conn, &k.2, &mut state)?;
     }
     rep.state_disagreements = state.len();
     if rep.problem.is_none() {
@@ -541,7 +543,8 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
 /// Every disagreement between the state tables and the audit chain, approvals first (an
 /// approval with unreadable stored columns, [`crate::ApprovalRecord::damaged`], is one), then
 /// tokens and grants (`integrity_tokens.rs`), quorum votes, decisions and passkeys
-/// (`integrity_people.rs`), tool pins and reviews (`integrity_pins.rs`), each with the audit
+/// (`integrity_people.rs`), tool pins and reviews (`integrity_pins.rs`), plans' statuses
+/// (`integrity_plans.rs`), each with the audit
 /// record concerned (`seq`) when there is one. Call it inside a read transaction when the
 /// database may be written meanwhile (one snapshot for all tables). Reads every approval,
 /// token, pin and review and their audit records: linear in their number. Over a
@@ -666,5 +669,6 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     let mut vouched = std::collections::BTreeSet::new();
     crate::integrity_pins::pins(conn, &gone, &mut out, &mut vouched)?;
     crate::integrity_pins::reviews(conn, &gone, &mut out, &mut vouched)?;
+    crate::integrity_plans::plans(conn, &mut out)?;
     Ok(out)
 }

@@ -185,9 +185,14 @@ pub(crate) fn decisions(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) ->
 }
 
 /// The keys [`settlements`] checks with, both derived from the gateway's own audit key:
-/// `(settlement seal key, terms seal key)` ([`crate::seal::Sealed::Settlement`],
-/// [`crate::seal::Sealed::Approval`]).
-pub(crate) type SettledKeys = (crate::seal::SealKey, crate::seal::SealKey);
+/// `(settlement seal key, terms seal key, plan seal key)` ([`crate::seal::Sealed::Settlement`],
+/// [`crate::seal::Sealed::Approval`], [`crate::seal::Sealed::Plan`]; the last for
+/// `integrity_plans::seals`).
+pub(crate) type SettledKeys = (
+    crate::seal::SealKey,
+    crate::seal::SealKey,
+    crate::seal::SealKey,
+);
 
 /// Every settlement this gateway's key sealed must hold its seal ([`crate::settlement_seal`]).
 /// Which ones it sealed is told by nothing a database writer can move (found by review: it
@@ -224,7 +229,7 @@ pub(crate) type SettledKeys = (crate::seal::SealKey, crate::seal::SealKey);
 /// rest of the cross-check.
 pub(crate) fn settlements(
     conn: Conn<'_>,
-    (key, terms): &SettledKeys,
+    (key, terms, _): &SettledKeys,
     out: &mut Vec<(Option<i64>, String)>,
 ) -> db::Result<()> {
     let cut = takeover_cut(conn)?;

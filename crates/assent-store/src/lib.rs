@@ -78,6 +78,7 @@ pub mod integrity;
 mod integrity_checkpoints;
 mod integrity_people;
 mod integrity_pins;
+mod integrity_plans;
 mod integrity_tokens;
 mod joins;
 mod key_ranges;

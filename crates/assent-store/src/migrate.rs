@@ -100,6 +100,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(55, "0055_archive_sealing_since"),
     migration!(56, "0056_ceremony_codes"),
     migration!(57, "0057_webhook_attempts"),
+    migration!(58, "0058_plan_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -8,13 +8,20 @@
 //! or a plan that is not approved, is blocked (`plan_block`). Which states allow what is
 //! `assent_core::transitions`; cancelling a plan through its Confirm is `Store::cancel_plan`
 //! in `decide.rs`, next to the cancellation it goes through.
+//!
+//! A plan's row is sealed ([`crate::seal`], [`Sealed::Plan`], migration 0058) with every change
+//! the gateway makes to it. One whose seal does not hold reads with the status [`DAMAGED`]: no
+//! MPLP status, so it runs no calls, takes no transition and stops the tokens and grants of
+//! the calls held under it (found by review: `plans.status` set back to `approved` on a
+//! cancelled plan revived the tokens its stop had stopped). A row put back whole as it was,
+//! seal and all, is not caught here (see `crate::seal`).
 
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{DecideError, StoreError};
 use crate::kit::rfc3339;
 use crate::params;
-use crate::sql::{from_row, json_or_default};
+use crate::seal::{SealKey, Sealed};
 use crate::store::Store;
 use assent_core::policy::{Delegations, plan_gates, plan_reaches_held};
 use assent_core::transitions::{self, PlanGrowth};
@@ -155,18 +162,122 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
            "source": "assent.plan", "timestamp": rfc3339(now), "trace_id": trace_id, "data": data})
 }
 
-/// Reads plan `id` (its MPLP body, status, events and Confirm); `None` when there is none.
-pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecord>> {
-    conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at FROM plans WHERE plan_id = ?1")?
+/// The status a plan whose row does not hold its seal reads as (no MPLP status: every rule of
+/// `assent_core::transitions` refuses it): it runs no calls and takes no transition.
+pub const DAMAGED: &str = "damaged";
+
+/// Why a [`DAMAGED`] plan is refused what a plan in another status would be allowed.
+pub const DAMAGED_WHY: &str = "its stored row does not hold its seal (it was changed in the database behind the gateway's back): it runs no calls and takes no change; create a new plan";
+
+/// A plan's row as stored, every column as its text, in the order its seal covers them.
+struct Row {
+    plan_id: String,
+    agent: String,
+    session_id: String,
+    status: String,
+    body: String,
+    submitted: Option<String>,
+    confirm_id: Option<String>,
+    events: String,
+    trace_id: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Row {
+    /// The JSON array its seal is over.
+    fn columns(&self) -> Value {
+        json!([
+            self.plan_id,
+            self.agent,
+            self.session_id,
+            self.status,
+            self.body,
+            self.submitted,
+            self.confirm_id,
+            self.events,
+            self.trace_id,
+            self.created_at,
+            self.updated_at
+        ])
+    }
+
+    /// The record, with the status [`DAMAGED`] unless `intact`.
+    fn record(self, intact: bool) -> PlanRecord {
+        PlanRecord {
+            status: if intact { self.status } else { DAMAGED.into() },
+            body: serde_json::from_str(&self.body).unwrap_or_default(),
+            submitted: self.submitted.and_then(|s| serde_json::from_str(&s).ok()),
+            events: serde_json::from_str(&self.events).unwrap_or_default(),
+            plan_id: self.plan_id,
+            agent: self.agent,
+            session_id: self.session_id,
+            confirm_id: self.confirm_id,
+            trace_id: self.trace_id,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+/// Plan `id`'s row and its seal as stored; `None` when there is none. A column of another
+/// type than the gateway writes fails the read (`is_damaged_row`).
+fn read_row(conn: Conn<'_>, id: &str) -> db::Result<Option<(Row, Option<String>)>> {
+    conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at, seal FROM plans WHERE plan_id = ?1")?
         .query_row([id], |r| {
-            from_row!(r => PlanRecord {
-                plan_id, agent, session_id, status, confirm_id, trace_id, created_at, updated_at,
-                body: json_or_default(r, "body")?,
-                submitted: r.get::<Option<String>>("submitted")?.and_then(|s| serde_json::from_str(&s).ok()),
-                events: json_or_default(r, "events")?,
-            })
+            let row = Row {
+                plan_id: r.get(0)?,
+                agent: r.get(1)?,
+                session_id: r.get(2)?,
+                status: r.get(3)?,
+                body: r.get(4)?,
+                submitted: r.get(5)?,
+                confirm_id: r.get(6)?,
+                events: r.get(7)?,
+                trace_id: r.get(8)?,
+                created_at: r.get(9)?,
+                updated_at: r.get(10)?,
+            };
+            Ok((row, r.get(11)?))
         })
         .optional()
+}
+
+/// Reads plan `id` (its MPLP body, status, events and Confirm), its seal checked under `key`
+/// (the [`Sealed::Plan`] key): status [`DAMAGED`] when it does not hold, or when a column
+/// holds another type than the gateway writes; `None` when there is no such plan.
+pub(crate) fn read_plan(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<Option<PlanRecord>> {
+    match read_row(conn, id) {
+        Ok(row) => Ok(row.map(|(row, seal)| {
+            let intact = seal.is_some_and(|s| key.holds(&row.columns(), &s));
+            row.record(intact)
+        })),
+        Err(e) if e.is_damaged_row() => Ok(Some(PlanRecord {
+            plan_id: id.to_string(),
+            agent: String::new(),
+            session_id: String::new(),
+            status: DAMAGED.into(),
+            body: Value::Null,
+            submitted: None,
+            confirm_id: None,
+            events: Vec::new(),
+            trace_id: String::new(),
+            created_at: 0,
+            updated_at: 0,
+        })),
+        Err(e) => Err(e),
+    }
+}
+
+/// Seals plan `id`'s row as it stands now under `key`, in the transaction that changed it.
+/// Its callers read the plan ([`read_plan`]) before changing it and change only one that is
+/// not [`DAMAGED`], so what is sealed is what the gateway wrote.
+pub(crate) fn seal(tx: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()> {
+    if let Some((row, _)) = read_row(tx, id)? {
+        tx.prepare_cached("UPDATE plans SET seal = ?2 WHERE plan_id = ?1")?
+            .execute(params![id, key.seal(&row.columns())])?;
+    }
+    Ok(())
 }
 
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` (and
@@ -174,17 +285,18 @@ pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecor
 /// ([`transitions::plan_runs_calls`]: cancelled, back to draft…) revokes the grants made from
 /// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction:
 /// those of its agent's calls and of `delegations`' delegates of its agent now, as the stop of
-/// their held calls and tokens reaches them.
+/// their held calls and tokens reaches them. The row is sealed again under `key` ([`seal`]):
+/// its callers checked it was not [`DAMAGED`] before changing it.
 pub(crate) fn transition(
     tx: Conn<'_>,
-    delegations: &Delegations,
+    (key, delegations): (&SealKey, &Delegations),
     plan_id: &str,
     (status, event_type): (&str, &str),
     actor: &str,
     data: Value,
     now: i64,
 ) -> db::Result<()> {
-    let Some(p) = read_plan(tx, plan_id)? else {
+    let Some(p) = read_plan(tx, key, plan_id)? else {
         return Ok(());
     };
     // Every record names its plan (found by review: a draft never submitted has no Confirm,
@@ -205,6 +317,7 @@ pub(crate) fn transition(
         Value::from(events).to_string(),
         now
     ])?;
+    seal(tx, key, plan_id)?;
     audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)?;
     if !transitions::plan_runs_calls(status) {
         let owner = (p.agent.as_str(), delegations.delegates_of(&p.agent));
@@ -218,17 +331,17 @@ pub(crate) fn transition(
 /// `cancelled` → plan `cancelled`. Approvals and rejections also append a `pipeline_stage`
 /// event (`plan_approved` / `plan_rejected`) to the audit chain. Only a plan waiting for this
 /// Confirm (`proposed`, naming it) moves ([`transitions::plan_after_confirm`]); any other is
-/// left as it is, logged.
+/// left as it is, logged; so is a [`DAMAGED`] one.
 pub(crate) fn on_confirm_decided(
     tx: Conn<'_>,
-    delegations: &Delegations,
+    (key, delegations): (&SealKey, &Delegations),
     (confirm_id, plan_id): (&str, &str),
     mplp_status: &str,
     actor: &str,
     reason: Option<&str>,
     now: i64,
 ) -> db::Result<()> {
-    let current = read_plan(tx, plan_id)?;
+    let current = read_plan(tx, key, plan_id)?;
     let waiting = current
         .as_ref()
         .filter(|p| p.confirm_id.as_deref() == Some(confirm_id));
@@ -241,7 +354,7 @@ pub(crate) fn on_confirm_decided(
     };
     transition(
         tx,
-        delegations,
+        (key, delegations),
         plan_id,
         (status, kind),
         actor,
@@ -282,6 +395,7 @@ pub(crate) type RecordedIds = (Option<String>, Option<String>, Option<String>);
 /// [`plan_of_call`]); none for a plan that does not exist yet.
 pub(crate) fn recorded_ids(
     tx: Conn<'_>,
+    key: &SealKey,
     agent: &str,
     followed: &[String],
     plan_id: Option<&str>,
@@ -290,7 +404,7 @@ pub(crate) fn recorded_ids(
     let Some(id) = plan_id else {
         return Ok((None, step_id.map(str::to_string), None));
     };
-    let owner = match read_plan(tx, id)? {
+    let owner = match read_plan(tx, key, id)? {
         Some(p) if !plan_gates(agent, followed, &p.agent) => return Ok((None, None, None)),
         Some(p) => Some(p.agent),
         None => None,
@@ -316,18 +430,25 @@ pub(crate) fn recorded_ids(
 /// another agent's plan or step id and so block that agent's calls for as long as it kept one
 /// pending): the plan's agent's Confirm blocks every agent its plan gates, a delegate's Confirm
 /// blocks only that delegate, never its orchestrator or the other delegates. `None`: not
-/// blocked.
+/// blocked. A [`DAMAGED`] plan blocks every call that names it, whichever agent its row names.
 pub(crate) fn plan_block(
     tx: Conn<'_>,
+    key: &SealKey,
     agent: &str,
     followed: &[String],
     plan_id: Option<&str>,
     step_id: Option<&str>,
 ) -> db::Result<Option<String>> {
     let plan = match plan_id {
-        Some(id) => read_plan(tx, id)?,
+        Some(id) => read_plan(tx, key, id)?,
         None => None,
     };
+    if let Some(p) = plan.as_ref().filter(|p| p.status == DAMAGED) {
+        return Ok(Some(format!(
+            "plan {}'s stored row does not hold its seal (it was changed in the database behind the gateway's back): its tool calls are blocked",
+            p.plan_id
+        )));
+    }
     // A plan that does not gate this agent is not named at all: neither it nor its step.
     if plan
         .as_ref()
@@ -405,26 +526,38 @@ pub(crate) fn held_under(
 /// its token from the plan's stop), or one of an agent that declares it a local delegate as
 /// `delegations` (from the operator's agent files) now say; `None` for a call named under no
 /// plan or another agent's ([`plan_block`]; rows recorded before that rule, or before the plan
-/// existed). What a token's redemption checks ([`transitions::plan_runs_calls`]).
+/// existed). What a token's redemption checks ([`transitions::plan_runs_calls`]). The plan's
+/// row is read with its seal checked under `key` ([`read_plan`]): a [`DAMAGED`] plan reaches
+/// every call that names it, whichever agent its row names, and so does a plan recorded with
+/// the call (`plan_owner`) whose row is gone (the gateway deletes no plan). Found by review:
+/// `plans.status` set back to `approved` after the plan's stop revived its calls' tokens.
 pub(crate) fn plan_of_call(
     tx: Conn<'_>,
     aid: &str,
-    delegations: &Delegations,
+    (key, delegations): (&SealKey, &Delegations),
 ) -> db::Result<Option<(String, String)>> {
-    type Row = (String, String, String, Option<String>, String);
-    let row: Option<Row> = tx
+    type Named = (Option<String>, String, Option<String>);
+    let named: Option<Named> = tx
         .prepare_cached(
-            "SELECT p.plan_id, p.status, a.agent, c.plan_owner, p.agent FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
-             JOIN plans p ON p.plan_id = c.plan_id WHERE c.approval_id = ?1",
+            "SELECT c.plan_id, a.agent, c.plan_owner FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
+             WHERE c.approval_id = ?1",
         )?
         .query_row(params![aid], db::tuple)
         .optional()?;
-    Ok(row
-        .filter(|(_, _, caller, gated_by, owner)| {
-            let delegates = delegations.delegates_of(owner);
-            plan_reaches_held(caller, gated_by.as_deref(), owner, delegates)
-        })
-        .map(|(plan_id, status, ..)| (plan_id, status)))
+    let Some((Some(plan_id), caller, gated_by)) = named else {
+        return Ok(None);
+    };
+    let Some(p) = read_plan(tx, key, &plan_id)? else {
+        return Ok(gated_by.map(|_| (plan_id, DAMAGED.to_string())));
+    };
+    if p.status == DAMAGED {
+        return Ok(Some((plan_id, p.status)));
+    }
+    let delegates = delegations.delegates_of(&p.agent);
+    Ok(
+        plan_reaches_held(&caller, gated_by.as_deref(), &p.agent, delegates)
+            .then_some((plan_id, p.status)),
+    )
 }
 
 /// The plan id of an MPLP plan `body` and the body as assent stores it: what the agent wrote,
@@ -455,8 +588,9 @@ impl Store {
         now: i64,
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
+        let key = self.seal_key(Sealed::Plan);
         self.write(|tx| {
-            if read_plan(**tx, &id)?.is_some() {
+            if read_plan(**tx, &key, &id)?.is_some() {
                 return Err(PlanError::Exists(id));
             }
             let open: i64 = tx.query_row(
@@ -475,8 +609,8 @@ impl Store {
             let created = json!({"agent": agent, "session_id": session_id});
             let d = self.delegations();
             let step = ("draft", "plan.created");
-            transition(**tx, &d, &id, step, agent, created, now)?;
-            Ok(read_plan(**tx, &id)?.expect("inserted"))
+            transition(**tx, (&key, &d), &id, step, agent, created, now)?;
+            Ok(read_plan(**tx, &key, &id)?.expect("inserted"))
         })
     }
 
@@ -491,8 +625,12 @@ impl Store {
         now: i64,
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
+        let key = self.seal_key(Sealed::Plan);
         self.write(|tx| {
-            let p = read_plan(**tx, &id)?.ok_or_else(|| PlanError::NotFound(id.clone()))?;
+            let p = read_plan(**tx, &key, &id)?.ok_or_else(|| PlanError::NotFound(id.clone()))?;
+            if p.status == DAMAGED {
+                return Err(PlanError::WrongState(p.status, DAMAGED_WHY));
+            }
             if p.agent != agent {
                 return Err(PlanError::NotOwner(id));
             }
@@ -521,20 +659,21 @@ impl Store {
             let d = self.delegations();
             transition(
                 **tx,
-                &d,
+                (&key, &d),
                 &id,
                 ("draft", "plan.updated"),
                 agent,
                 json!({}),
                 now,
             )?;
-            Ok(read_plan(**tx, &id)?.expect("exists"))
+            Ok(read_plan(**tx, &key, &id)?.expect("exists"))
         })
     }
 
-    /// Reads one plan.
+    /// Reads one plan; its status is [`DAMAGED`] when its row does not hold its seal.
     pub fn plan(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
-        Ok(read_plan(self.lock().conn(), id)?)
+        let key = self.seal_key(Sealed::Plan);
+        Ok(read_plan(self.lock().conn(), &key, id)?)
     }
 
     /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first: the

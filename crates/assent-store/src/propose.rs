@@ -4,6 +4,9 @@
 //! approval with its audit, MPLP and AAEP records (typed [`crate::events`], rendered by the
 //! store's `Envelopes`). Not deciding it (`decide.rs`).
 
+mod row;
+use row::{Row, insert_row};
+
 use crate::approval_seal;
 use crate::audit;
 use crate::confirm::{self, ConfirmContext};
@@ -11,19 +14,18 @@ use crate::db::{self, Change, Conn};
 use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
-use crate::kit::{ordered_id, ordered_uuid, to_json};
+use crate::kit::{ordered_id, ordered_uuid};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
-use crate::seal::Sealed;
+use crate::seal::{SealKey, Sealed};
 use crate::session_risk;
 use crate::settlement_seal;
 use crate::store::Store;
 use crate::tokens::cover::{DutiesOf, GrantCall, covering_grant};
 use crate::usage::{observed, pending_of, windows};
-use assent_core::escalation::{self, Escalation};
+use assent_core::escalation;
 use assent_core::gatekeeper::Verdict;
-use assent_core::quorum::Quorum;
 use assent_core::session_risk::{Effects, SessionRisk};
 use assent_core::summary::HumanSummary;
 use assent_core::triggers::{PriorCall, window::WindowNeeds};
@@ -203,7 +205,8 @@ impl Store {
         verdict: &Verdict,
     ) -> Result<ApprovalRecord, StoreError> {
         self.write(|tx| {
-            let rec = insert_pending(**tx, &*self.envelopes, p, verdict)?;
+            let on = (&*self.envelopes, &self.seal_key(Sealed::Plan));
+            let rec = insert_pending(**tx, on, p, verdict)?;
             approval_seal::seal_new(**tx, &self.seal_key(Sealed::Approval), &rec.id)?;
             tx.changed(Change::Approval(rec.id.clone()));
             Ok(rec)
@@ -262,12 +265,13 @@ impl Store {
         needs: Option<&WindowNeeds>,
         evaluate: impl FnOnce(&[PriorCall], &SessionRisk, &[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
+        let plan_key = self.seal_key(Sealed::Plan);
         self.write(|tx| {
             let plan = p.target.filter(|t| t.target_type == "plan");
             if let Some(t) = plan {
-                check_submittable(**tx, p.agent, t.target_id, &p.call.arguments)?;
+                check_submittable(**tx, &plan_key, p.agent, t.target_id, &p.call.arguments)?;
             }
-            let blocked = block(**tx, p)?;
+            let blocked = block(**tx, &plan_key, p)?;
             windows::fold(**tx, p.agent, p.session_id)?;
             let (prior, agent) = observed(**tx, p.agent, p.session_id, needs, p.now)?;
             let session = session_risk::read(**tx, p.agent, p.session_id, p.call)?;
@@ -330,6 +334,7 @@ impl Store {
                 call_hash: p.call_hash,
                 now: p.now,
                 delegations: &self.delegations(),
+                plans: &self.seal_key(Sealed::Plan),
             };
             let found = covering_grant(tx, &keys, &c, &verdict.terms, wait, p.duties_of)?;
             if let Some((gid, scope)) = found {
@@ -358,7 +363,7 @@ impl Store {
                 limit: p.max_pending,
             });
         }
-        let rec = insert_pending(tx, g.env, p, verdict)?;
+        let rec = insert_pending(tx, (g.env, &self.seal_key(Sealed::Plan)), p, verdict)?;
         let id = rec.id.clone();
         approval_seal::seal_new(tx, &self.seal_key(Sealed::Approval), &id)?;
         g.add_usage(Some(&id))?;
@@ -370,7 +375,7 @@ impl Store {
             let data = json!({"confirm_id": id, "diff": t.diff});
             plans::transition(
                 tx,
-                &self.delegations(),
+                (&self.seal_key(Sealed::Plan), &self.delegations()),
                 t.target_id,
                 ("proposed", "plan.submitted"),
                 p.agent,
@@ -389,7 +394,8 @@ impl Store {
     /// `grant:<gid>`, its MPLP `confirm.approved`, `grant.used`, and its own token.
     fn use_grant(&self, g: &Gate<'_>, gid: &str, scope: &str) -> Result<Proposed, StoreError> {
         let (tx, p) = (g.tx, g.p);
-        let id = insert_approval(tx, g.env, p, g.verdict, "approved", None)?;
+        let on = (g.env, &self.seal_key(Sealed::Plan));
+        let id = insert_approval(tx, on, p, g.verdict, "approved", None)?;
         approval_seal::seal_new(tx, &self.seal_key(Sealed::Approval), &id)?;
         let actor = format!("grant:{gid}");
         tx.prepare_cached(
@@ -486,11 +492,12 @@ impl Gate<'_> {
 /// this transaction had a person approve one body while the plan kept another.
 fn check_submittable(
     tx: Conn<'_>,
+    key: &SealKey,
     agent: &str,
     plan_id: &str,
     reviewed: &Value,
 ) -> Result<(), StoreError> {
-    match plans::read_plan(tx, plan_id)? {
+    match plans::read_plan(tx, key, plan_id)? {
         Some(pl)
             if pl.agent == agent
                 && transitions::plan_editable(&pl.status)
@@ -514,8 +521,8 @@ fn check_submittable(
 /// Why the proposal may not run now, if anything blocks it: its MPLP plan or step
 /// ([`plans::plan_block`]), else a pending review of its tool's changed definition in the
 /// gateway's scope or the agent's own ([`crate::pins::pending_review`]).
-fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
-    if let Some(why) = plans::plan_block(tx, p.agent, p.plans_of, p.plan_id, p.step_id)? {
+fn block(tx: Conn<'_>, key: &SealKey, p: &Proposal<'_>) -> db::Result<Option<String>> {
+    if let Some(why) = plans::plan_block(tx, key, p.agent, p.plans_of, p.plan_id, p.step_id)? {
         return Ok(Some(why));
     }
     let Some(server) = &p.call.server else {
@@ -539,7 +546,7 @@ fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
 /// verified against, the canonical arguments (`Err(Invalid)` when that fails).
 fn insert_approval(
     tx: Conn<'_>,
-    env: &dyn Envelopes,
+    (env, plans): (&dyn Envelopes, &SealKey),
     p: &Proposal<'_>,
     verdict: &Verdict,
     status: &str,
@@ -595,7 +602,7 @@ fn insert_approval(
         &requested,
     )?;
     let (plan_id, step_id, plan_owner) =
-        plans::recorded_ids(tx, p.agent, p.plans_of, p.plan_id, p.step_id)?;
+        plans::recorded_ids(tx, plans, p.agent, p.plans_of, p.plan_id, p.step_id)?;
     let context = ConfirmContext {
         policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),
         policy_set_sha256: p.policy_set_sha256.map(str::to_string),
@@ -626,12 +633,12 @@ fn insert_approval(
 /// read back once (what the event carries and the caller answers with).
 fn insert_pending(
     tx: Conn<'_>,
-    env: &dyn Envelopes,
+    (env, plans): (&dyn Envelopes, &SealKey),
     p: &Proposal<'_>,
     verdict: &Verdict,
 ) -> Result<ApprovalRecord, StoreError> {
     let token = ordered_id("rpl_", p.now);
-    let id = insert_approval(tx, env, p, verdict, "pending", Some(&token))?;
+    let id = insert_approval(tx, (env, plans), p, verdict, "pending", Some(&token))?;
     let rec = read_approval(tx, &id)?.ok_or_else(|| {
         StoreError::Invalid(format!("approval {id} was not found just after its insert"))
     })?;
@@ -641,60 +648,4 @@ fn insert_pending(
     };
     emit(tx, env, &event, None, Some(&id), p.now)?;
     Ok(rec)
-}
-
-/// The values of a new approval row that are generated rather than proposed.
-struct Row<'a> {
-    id: String,
-    /// The first wait's end: the first escalation step, else the deadline.
-    expires_at: i64,
-    /// When the escalation steps happen ([`escalation::schedule`]).
-    schedule: Option<escalation::Schedule>,
-    trace_id: String,
-    target_type: &'a str,
-    target_id: String,
-    summary: String,
-}
-
-/// Approvals with the same key are "similar": same agent, server, tool and (sorted) rules.
-fn group_key(p: &Proposal<'_>, v: &Verdict) -> String {
-    let mut rules: Vec<String> = v
-        .terms
-        .reasons
-        .iter()
-        .map(|r| format!("{}#{}", r.file, r.rule))
-        .collect();
-    rules.sort();
-    format!(
-        "{}|{}|{}|{}",
-        p.agent,
-        p.call.server.as_deref().unwrap_or(""),
-        p.call.tool,
-        rules.join(",")
-    )
-}
-
-/// The `INSERT INTO approvals` of [`insert_approval`].
-fn insert_row(
-    tx: Conn<'_>,
-    p: &Proposal<'_>,
-    v: &Verdict,
-    row: &Row<'_>,
-    (status, reply_token): (&str, Option<&str>),
-) -> db::Result<()> {
-    let escalation = v.terms.escalation.as_ref().map(to_json::<Escalation>);
-    let schedule = row.schedule.as_ref().map(to_json::<escalation::Schedule>);
-    let diff = p.target.and_then(|t| t.diff).map(|d| d.to_string());
-    tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
-            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalation, escalation_schedule, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties, require_passkey, traceparent, reply_token)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,'[]',?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36,?37,?38,?39,?40,?41,?42)")?.execute(
-        params![row.id, p.agent, p.session_id, p.call.tool, p.call.server, p.canonical_arguments, p.canonical, p.call_hash, v.terms.message,
-                v.terms.risk_tier.as_str(), v.terms.irreversible, to_json(&v.terms.reasons), to_json(&v.terms.approvers), v.terms.default_decision.as_str(), p.now, row.expires_at, status,
-                p.run_id, p.device_id, group_key(p, v), row.summary, to_json(&v.terms.triggers), to_json(&v.terms.suggested_alternatives), escalation, schedule,
-                v.terms.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), row.trace_id, uuid::Uuid::new_v4().to_string(), row.target_id, row.target_type, diff, v.terms.in_client_approval,
-                to_json(&v.terms.side_effects), to_json(&v.terms.rollback), v.terms.dry_run_tool, to_json(&v.terms.redact),
-                v.terms.quorum.as_ref().map(to_json::<Quorum>), p.on_behalf_of, v.terms.separation_of_duties,
-                v.terms.require_passkey, p.traceparent, reply_token],
-    )?;
-    Ok(())
 }

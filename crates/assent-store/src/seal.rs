@@ -29,6 +29,8 @@ pub(crate) enum Sealed {
     /// `approvals` and `decisions`: how an approval was settled (migration 0035,
     /// [`crate::settlement_seal`]).
     Settlement,
+    /// `plans`: an MPLP plan's row (migration 0058, [`crate::plans`]).
+    Plan,
 }
 
 impl Sealed {
@@ -40,6 +42,7 @@ impl Sealed {
             Sealed::Approval => b"assent/seal/v1/approvals",
             Sealed::Vote => b"assent/seal/v1/votes",
             Sealed::Settlement => b"assent/seal/v1/settlements",
+            Sealed::Plan => b"assent/seal/v1/plans",
         }
     }
 }

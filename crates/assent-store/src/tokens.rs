@@ -212,7 +212,9 @@ impl Store {
     /// operator's agent files say, one of an agent that declares it a local delegate) is
     /// refused while that plan does not run (`PlanStopped`), and a token whose approval's
     /// settlement does not hold its seal ([`crate::settlement_seal`]) is refused (`Unsealed`,
-    /// audited `token.refused` like every refusal; the token stays unused, start-up voids it).
+    /// audited `token.refused` like every refusal; the token stays unused, start-up voids it),
+    /// as is one whose approval's terms do not hold theirs ([`crate::approval_seal`]: they
+    /// cover the plan ids by which the plan's stop reaches the call).
     pub fn redeem_as(
         &self,
         token: &str,
@@ -239,9 +241,10 @@ impl Store {
             self.seal_key(Sealed::Token),
             self.seal_key(Sealed::Settlement),
         );
+        let terms = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Plan));
         self.write(|tx| {
             let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
-                plan_runs(**tx, &c.aid, delegations)?;
+                plan_runs(**tx, &c.aid, (&terms, delegations))?;
                 consume(**tx, c, &presented, (&seals.0, &seals.1))
             });
             let aid = claims.as_ref().map(|c| c.aid.as_str());
@@ -516,9 +519,19 @@ fn claims(
 /// `Ok` unless approval `aid` was held under a plan that no longer runs calls
 /// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
 /// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
-/// tokens redeemable). Checked before the token is consumed.
-fn plan_runs(tx: Conn<'_>, aid: &str, delegations: &Delegations) -> Result<(), RedeemError> {
-    let plan = crate::plans::plan_of_call(tx, aid, delegations)
+/// tokens redeemable). Checked before the token is consumed. The approval's terms must hold
+/// their seal under `terms` ([`crate::approval_seal::holds`]), which covers the plan ids the
+/// stop reaches the call by, else `Unsealed` (found by review: clearing `plan_id` or
+/// `plan_owner` in `confirm_context` released an approved call's token from its plan's stop).
+fn plan_runs(
+    tx: Conn<'_>,
+    aid: &str,
+    (keys, delegations): (&(SealKey, SealKey), &Delegations),
+) -> Result<(), RedeemError> {
+    if !crate::approval_seal::holds(tx, &keys.0, aid)? {
+        return Err(RedeemError::Unsealed);
+    }
+    let plan = crate::plans::plan_of_call(tx, aid, (&keys.1, delegations))
         .map_err(|e| RedeemError::Store(e.into()))?;
     match plan {
         Some((plan_id, status)) if !assent_core::transitions::plan_runs_calls(&status) => {

@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 /// Registers plan `pid` as agent `bot`, submits it and has operator alice approve its Confirm.
-async fn approved_plan(gw: &Gw, pid: &str) {
+pub(crate) async fn approved_plan(gw: &Gw, pid: &str) {
     let (s, p) = gw
         .create_plan(plan(pid, &[(&uuid(), "Pay the bill")]))
         .await;
@@ -26,7 +26,7 @@ async fn approved_plan(gw: &Gw, pid: &str) {
 }
 
 /// Holds `tool(args)` of `bot` in session `s1` naming plan `pid`; returns its approval id.
-async fn held_in_plan(gw: &Gw, tool: &str, args: Value, pid: &str) -> String {
+pub(crate) async fn held_in_plan(gw: &Gw, tool: &str, args: Value, pid: &str) -> String {
     let (s, b) = gw.call("s1", tool, args, json!({"plan_id": pid})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     b["approval_id"].as_str().unwrap().to_string()
@@ -58,7 +58,9 @@ async fn approve_refused_deny_taken(gw: &Gw, id: &str, pid: &str, status: &str) 
 
 /// The attack: a call held under an approved plan outlives the plan's stop (here the plan's
 /// cancellation committed and the sweep of its held calls did not reach the call, as a
-/// proposal committing concurrently leaves it); the operator approves it. Refused. So is
+/// proposal committing concurrently leaves it; set here by hand, which since plan rows are
+/// sealed also breaks the plan's seal, so it reads `damaged`); the operator approves it.
+/// Refused. So is
 /// approving a call held naming a plan id the agent then registered as a draft. A plan
 /// cancelled the usual way takes its held calls with it (approving one is `ALREADY_DECIDED`).
 #[tokio::test]
@@ -71,7 +73,7 @@ async fn an_operator_cannot_approve_a_held_call_of_a_stopped_plan_but_can_deny_i
     let id = held_in_plan(&gw, "pay", pay(501), &pid).await;
     let stop = "UPDATE plans SET status = 'cancelled' WHERE plan_id = ?1";
     assert_eq!(gw.sql().exec(stop, &[Param::from(pid.as_str())]), 1);
-    approve_refused_deny_taken(&gw, &id, &pid, "cancelled").await;
+    approve_refused_deny_taken(&gw, &id, &pid, "damaged").await;
     // Held naming a plan not registered yet, which the agent then registers as a draft.
     let draft = uuid();
     let id = held_in_plan(&gw, "pay", pay(502), &draft).await;

@@ -41,6 +41,7 @@ mod openapi;
 mod paged_lists;
 mod passkeys;
 mod pin_scope;
+mod plan_seal;
 mod plans;
 mod policy_refs;
 mod protocol;

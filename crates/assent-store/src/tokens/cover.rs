@@ -202,6 +202,8 @@ pub(crate) struct GrantCall<'a> {
     pub now: i64,
     /// The delegations in force ([`crate::Store::set_delegations`]): whose plans stop it.
     pub delegations: &'a assent_core::policy::Delegations,
+    /// The key of plan seals ([`crate::plans::read_plan`]).
+    pub plans: &'a crate::seal::SealKey,
 }
 
 /// The first grant (`(grant id, scope)`) that may stand in for call `c` whose verdict asks
@@ -234,7 +236,8 @@ pub(crate) fn covering_grant(
         // plan's stop covered the same call proposed again under no plan, so the agent got
         // out of its plan's stop). The plan's agent recorded with the call, or a delegation
         // in force, decides which plan reaches it.
-        if let Some((plan_id, status)) = crate::plans::plan_of_call(tx, &aid, c.delegations)?
+        if let Some((plan_id, status)) =
+            crate::plans::plan_of_call(tx, &aid, (c.plans, c.delegations))?
             && !assent_core::transitions::plan_runs_calls(&status)
         {
             tracing::info!(grant_id = %gid, approval_id = %aid, plan_id, status,

@@ -1,0 +1,200 @@
+//! A plan's row edited in the database while the gateway runs (`assent-store` `plans.rs`,
+//! migration 0058): its seal no longer holds, so the plan reads as damaged — it runs no
+//! calls, takes no change, is shown as `409 PLAN_DAMAGED` and stops the tokens of the calls
+//! held under it — and an approval's plan ids, sealed with its terms, cannot be cleared to
+//! release a call from its plan's stop. Either backend.
+
+use crate::backend::audit_problem;
+use crate::decide_guards::{approved_plan, held_in_plan};
+use crate::kit::{BOT, Gw, OP, Param, assert_error, assert_says, audit_count, serve, token_of};
+use crate::plans::{plan, uuid};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A gateway with one approved plan of agent `bot`: the gateway and the plan's id.
+async fn serve_with_plan() -> (Gw, String) {
+    let gw = serve().await;
+    let pid = uuid();
+    approved_plan(&gw, &pid).await;
+    (gw, pid)
+}
+
+/// `pay(n)` held under plan `pid` and approved by the operator: its approval id and token.
+async fn approved_in_plan(gw: &Gw, pid: &str, n: u64) -> (String, String) {
+    let id = held_in_plan(gw, "pay", pay(n), pid).await;
+    assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
+    let token = token_of(&gw.as_agent(&id).await);
+    (id, token)
+}
+
+fn pay(n: u64) -> Value {
+    json!({"amount": n, "to": "bob"})
+}
+
+/// Cancels plan `pid` through the API as its agent.
+async fn cancel(gw: &Gw, pid: &str) {
+    let path = format!("/v1/plans/{pid}/cancel");
+    let (s, p) = gw.post(&path, BOT, json!({"reason": "stop"})).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+}
+
+/// The first problem `audit verify` reports, if any.
+fn problem(gw: &Gw) -> Option<String> {
+    audit_problem(&gw.data_dir).map(|p| p.reason)
+}
+
+/// Runs `sql` behind the gateway's back; it must change one row.
+#[track_caller]
+fn tamper(gw: &Gw, sql: &str) {
+    assert_eq!(gw.sql().exec(sql, &[]), 1, "{sql}");
+}
+
+/// Attack (found by review): a database writer sets a cancelled plan's `status` back to
+/// `approved`, and the token of a call approved under it before its stop redeems again, new
+/// calls naming it run under it again. Now the plan's row does not hold its seal: the token
+/// stays refused `409 PLAN_STOPPED` (naming the plan as damaged), a new call naming the plan
+/// is denied, the plan reads `409 PLAN_DAMAGED`, and revising or cancelling it again is
+/// answered the same way rather than shown as a plan. A plan never touched runs its calls as before.
+#[tokio::test]
+async fn a_cancelled_plan_set_back_to_approved_in_the_database_revives_nothing() {
+    let (gw, pid) = serve_with_plan().await;
+    let (_, token) = approved_in_plan(&gw, &pid, 501).await;
+    cancel(&gw, &pid).await;
+    let (s, b) = gw.redeem(&token, "pay", pay(501), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_STOPPED");
+    tamper(
+        &gw,
+        &format!("UPDATE plans SET status = 'approved' WHERE plan_id = '{pid}'"),
+    );
+    let (s, b) = gw.redeem(&token, "pay", pay(501), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_STOPPED");
+    assert_says(&b, "message", "damaged");
+    let found = problem(&gw).expect("audit verify names the plan");
+    assert!(found.contains(&pid), "{found}");
+    let (s, b) = gw
+        .call("s1", "pay", pay(502), json!({"plan_id": pid}))
+        .await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    assert_says(&b, "reason", "seal");
+    for key in [BOT, OP] {
+        let (s, b) = gw.get(&format!("/v1/plans/{pid}"), key).await;
+        assert_error(s, &b, StatusCode::CONFLICT, "PLAN_DAMAGED");
+        assert_says(&b, "message", &pid);
+    }
+    let put = json!({"agent": "bot", "plan": plan(&pid, &[(&uuid(), "Pay twice")])});
+    let path = format!("/v1/plans/{pid}");
+    let (s, b) = gw.req("PUT", &path, Some(BOT), Some(put)).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_DAMAGED");
+    let path = format!("/v1/plans/{pid}/cancel");
+    let (s, b) = gw.post(&path, BOT, json!({"reason": "again"})).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_DAMAGED");
+    // Untouched, a plan runs its approved calls.
+    let pid = uuid();
+    approved_plan(&gw, &pid).await;
+    let (_, token) = approved_in_plan(&gw, &pid, 503).await;
+    let (s, b) = gw.redeem(&token, "pay", pay(503), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(
+        problem(&gw).is_none_or(|p| !p.contains(&pid)),
+        "an untouched plan"
+    );
+    assert_eq!(
+        gw.get(&format!("/v1/plans/{pid}"), BOT).await.0,
+        StatusCode::OK
+    );
+    gw.stop().await;
+}
+
+/// Attack (found by review): the plan stays cancelled, but a database writer clears the plan
+/// ids recorded with a call approved under it (`confirm_context.plan_id`, `plan_owner`), so
+/// its plan's stop no longer reaches it and its token redeems. Those ids are now sealed with
+/// the approval's terms: the token is refused `409 SETTLEMENT_UNSEALED`, audited, and stays
+/// unused (the ids put back, the plan's stop refuses it again).
+#[tokio::test]
+async fn a_call_cut_loose_from_its_stopped_plan_in_the_database_redeems_nothing() {
+    let (gw, pid) = serve_with_plan().await;
+    let (id, token) = approved_in_plan(&gw, &pid, 601).await;
+    cancel(&gw, &pid).await;
+    let refused = audit_count(&gw.data_dir, "token.refused");
+    tamper(
+        &gw,
+        &format!(
+            "UPDATE confirm_context SET plan_id = NULL, plan_owner = NULL WHERE approval_id = '{id}'"
+        ),
+    );
+    let (s, b) = gw.redeem(&token, "pay", pay(601), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "SETTLEMENT_UNSEALED");
+    assert_says(&b, "message", "seal");
+    assert_eq!(audit_count(&gw.data_dir, "token.refused"), refused + 1);
+    // Not consumed: with its plan ids put back, the plan's stop refuses it again.
+    tamper(
+        &gw,
+        &format!(
+            "UPDATE confirm_context SET plan_id = '{pid}', plan_owner = 'bot' WHERE approval_id = '{id}'"
+        ),
+    );
+    let (s, b) = gw.redeem(&token, "pay", pay(601), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_STOPPED");
+    gw.stop().await;
+}
+
+/// Attack: a seal cannot stop a row being put back as it was, seal and all. A database writer
+/// keeps a copy of an approved plan's row and, after the plan is cancelled, puts it back: the
+/// seal holds. `audit verify` names it: the plan reads `approved`, its newest record
+/// (`plan.cancelled`) left it `cancelled`. A plan row deleted is named too (its records stay).
+#[tokio::test]
+async fn a_plan_row_put_back_whole_or_deleted_is_named_by_audit_verify() {
+    let (gw, pid) = serve_with_plan().await;
+    assert_eq!(problem(&gw), None);
+    // The copy the database writer keeps aside: every column the gateway changes.
+    let columns = "status, body, submitted, confirm_id, events, seal";
+    let select =
+        format!("SELECT {columns}, CAST(updated_at AS TEXT) FROM plans WHERE plan_id = ?1");
+    let copy = gw
+        .sql()
+        .rows(&select, &[Param::from(pid.as_str())])
+        .remove(0);
+    cancel(&gw, &pid).await;
+    let mut put_back: Vec<Param> = copy[..6].iter().map(Param::from).collect();
+    put_back.push(Param::from(copy[6].parse::<i64>().unwrap()));
+    put_back.push(Param::from(pid.as_str()));
+    let update = "UPDATE plans SET status = ?1, body = ?2, submitted = ?3, confirm_id = ?4, events = ?5, seal = ?6, updated_at = ?7 WHERE plan_id = ?8";
+    assert_eq!(gw.sql().exec(update, &put_back), 1);
+    // Its seal holds: the row is the gateway's, as it was.
+    let (s, b) = gw.get(&format!("/v1/plans/{pid}"), BOT).await;
+    assert_eq!(
+        (s, &b["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{b}"
+    );
+    let found = problem(&gw).expect("a plan put back is named");
+    assert!(
+        found.contains(&pid) && found.contains("plan.cancelled"),
+        "{found}"
+    );
+    tamper(&gw, &format!("DELETE FROM plans WHERE plan_id = '{pid}'"));
+    let found = problem(&gw).expect("a deleted plan is named");
+    assert!(found.contains(&pid) && found.contains("no row"), "{found}");
+    gw.stop().await;
+}
+
+/// Attack: a database writer edits an approved plan's MPLP body (the steps a person approved
+/// replaced with others) and leaves its status alone. The plan reads `409 PLAN_DAMAGED` and
+/// runs nothing, and `audit verify` names its seal, which its status alone would not show.
+#[tokio::test]
+async fn a_plan_body_edited_in_the_database_is_damaged_and_named_by_audit_verify() {
+    let (gw, pid) = serve_with_plan().await;
+    let other = plan(&pid, &[(&uuid(), "Wire everything to eve")]).to_string();
+    let edit = "UPDATE plans SET body = ?1 WHERE plan_id = ?2";
+    let args = [Param::from(other.as_str()), Param::from(pid.as_str())];
+    assert_eq!(gw.sql().exec(edit, &args), 1);
+    let (s, b) = gw.get(&format!("/v1/plans/{pid}"), OP).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_DAMAGED");
+    let (s, b) = gw
+        .call("s1", "pay", pay(701), json!({"plan_id": pid}))
+        .await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    let found = problem(&gw).expect("audit verify names the plan");
+    assert!(found.contains(&pid) && found.contains("seal"), "{found}");
+    gw.stop().await;
+}

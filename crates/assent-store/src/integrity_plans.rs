@@ -1,0 +1,100 @@
+//! The cross-check of MPLP plans (`assent audit verify`, check `state`): each plan's status
+//! against the newest audit record that moved it, and, under the gateway's own key, its
+//! row's seal ([`crate::plans`], migration 0058). At run time a plan whose seal does not hold
+//! reads as damaged and runs nothing; what a seal cannot catch is a row put back whole as it
+//! was, seal and all (a cancelled plan's approved row restored, reviving the tokens of the
+//! calls held under it): its status then disagrees with its newest record, which this names.
+//! Called by [`crate::integrity::cross_check_on`] (statuses) and `verify_snapshot` (seals),
+//! in their snapshot.
+
+use crate::audit::{json_of, text_at};
+use crate::db::{self, Conn};
+use crate::seal::SealKey;
+use crate::sql;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+/// A problem found: the audit record concerned (`seq`), if any, and what is wrong.
+type Found = (Option<i64>, String);
+
+/// The status a plan has after a record of `kind` ([`crate::plans::transition`]'s kinds,
+/// `assent_core::transitions`): `None` for a kind that moves no plan.
+fn status_after(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "plan.created" | "plan.updated" | "plan.rejected" => "draft",
+        "plan.submitted" => "proposed",
+        "plan.approved" => "approved",
+        "plan.cancelled" => "cancelled",
+        _ => return None,
+    })
+}
+
+/// Every plan's stored status must be what its newest `plan.*` record left it, and every
+/// plan a record names must have its row (the gateway deletes no plan). Records name their
+/// plan in `data.plan_id` (since the change that made every plan record name it; a plan
+/// whose records all predate it, or were archived, is not compared). Linear in plans and
+/// plan records.
+pub(crate) fn plans(conn: Conn<'_>, out: &mut Vec<Found>) -> db::Result<()> {
+    let mut newest: HashMap<String, (i64, String)> = HashMap::new();
+    conn.prepare_cached(
+        "SELECT seq, kind, data FROM audit WHERE kind IN ('plan.created', 'plan.updated', 'plan.submitted', 'plan.approved', 'plan.rejected', 'plan.cancelled') ORDER BY seq",
+    )?
+    .for_each([], |r| {
+        let (seq, kind): (i64, String) = (r.get(0)?, r.get(1)?);
+        if let Some(id) = text_at(&json_of(r)?["data"], "plan_id") {
+            newest.insert(id, (seq, kind));
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let rows: Vec<(String, String)> = sql::rows(
+        conn,
+        "SELECT CAST(plan_id AS TEXT), CAST(status AS TEXT) FROM plans ORDER BY created_at, plan_id",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    for (id, status) in rows {
+        // A plan no record names: its records predate the naming, or were archived.
+        let Some((seq, kind)) = newest.remove(&id) else {
+            continue;
+        };
+        let want = status_after(&kind).unwrap_or("?");
+        if want != status {
+            out.push((Some(seq), format!(
+                "plan {id} is {status}, but its newest record {seq} ({kind}) left it {want}: it was changed behind the gateway's back (a row put back as it was, seal and all, revives what the plan's stop stopped)"
+            )));
+        }
+    }
+    let mut deleted: Vec<(i64, String, String)> = newest
+        .into_iter()
+        .map(|(id, (seq, kind))| (seq, id, kind))
+        .collect();
+    deleted.sort();
+    for (seq, id, kind) in deleted {
+        out.push((Some(seq), format!(
+            "plan {id} has audit record {seq} ({kind}) but no row: it was deleted behind the gateway's back"
+        )));
+    }
+    Ok(())
+}
+
+/// Every plan's row must hold its seal under `key` (the gateway's [`crate::seal::Sealed::Plan`]
+/// key): one that does not reads as damaged at run time ([`crate::plans::DAMAGED`]), and is
+/// named here. Plans made before migration 0058 have no seal and are named too.
+pub(crate) fn seals(conn: Conn<'_>, key: &SealKey, out: &mut Vec<Found>) -> db::Result<()> {
+    let ids: Vec<String> = sql::rows(
+        conn,
+        "SELECT CAST(plan_id AS TEXT) FROM plans ORDER BY created_at, plan_id",
+        [],
+        |r| r.get(0),
+    )?;
+    for id in ids {
+        let damaged = crate::plans::read_plan(conn, key, &id)?
+            .is_none_or(|p| p.status == crate::plans::DAMAGED);
+        if damaged {
+            out.push((None, format!(
+                "plan {id}'s stored row does not hold its seal: it was changed behind the gateway's back (or made before migration 0058); it runs no calls"
+            )));
+        }
+    }
+    Ok(())
+}
