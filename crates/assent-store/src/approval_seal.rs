@@ -274,13 +274,10 @@ type ShownTexts = [Option<String>; 10];
 
 /// What approval `id`'s `confirm_context` row holds of its terms: `(policies,
 /// policy_set_sha256, plan_id, step_id, plan_owner)`; `None` without a row.
-type Context = (
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
+type Context = (String, Opt, Opt, Opt, Opt);
+
+/// A column that may be `NULL`, as its text.
+type Opt = Option<String>;
 
 /// Approval `id`'s [`Context`], as stored.
 fn context_of(conn: Conn<'_>, id: &str) -> db::Result<Option<Context>> {
@@ -418,9 +415,18 @@ pub(crate) struct Holding {
     governance: (Option<String>, Option<String>),
     /// The recorded plan ids as read for the check.
     plan: (Option<String>, Option<String>, Option<String>),
+    /// The approval's agent as read for the check.
+    agent: String,
 }
 
 impl Holding {
+    /// The approval's agent and `(plan_id, plan_owner)` as its seal held over them, read once
+    /// (found by review: read again after the check, a writer could change them in between on
+    /// PostgreSQL); a seal before [`Form::Plan`] (held before migration 0058) leaves the ids out.
+    pub(crate) fn agent_and_plan(&self) -> (&str, Option<&str>, Option<&str>) {
+        (&self.agent, self.plan.0.as_deref(), self.plan.2.as_deref())
+    }
+
     /// The seal of `t` (as stored now: the row is [`lock`]ed, so its shown columns are those
     /// checked) in the form that held, over the governance checked (another table's).
     fn seal_of(&self, t: &Terms<'_>, key: &SealKey) -> String {
@@ -451,6 +457,7 @@ pub(crate) fn holding(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<Opt
                 t.plan.1.map(str::to_string),
                 t.plan.2.map(str::to_string),
             ),
+            agent: t.agent.to_string(),
         })
     })
 }
@@ -599,6 +606,7 @@ mod tests {
             form: Form::Standing,
             governance: (None, None),
             plan: (None, None, None),
+            agent: String::new(),
         };
         let seal = old.seal_of(&stepped, &key);
         assert!(stepped.form_held(&key, &seal).is_some());
@@ -607,6 +615,7 @@ mod tests {
             form: Form::Shown,
             governance: (Some(r#"["payments"]"#.into()), Some("ab".into())),
             plan: (None, None, None),
+            agent: String::new(),
         };
         let seal = checked.seal_of(&stepped, &key);
         assert!(
@@ -648,6 +657,7 @@ mod tests {
             form: Form::Governance,
             governance: (None, None),
             plan: (None, None, None),
+            agent: String::new(),
         };
         let again = stepped.seal_of(&t, &key);
         assert_eq!(t.form_held(&key, &again), Some(Form::Governance));

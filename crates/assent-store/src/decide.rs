@@ -13,7 +13,7 @@ use crate::events::{AaepEvent, ConfirmEvent};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, EditedCall, read_approval};
-use crate::seal::Sealed;
+use crate::seal::{SealKey, Sealed};
 use crate::store::Store;
 use crate::stored;
 use crate::tokens::{self, NewGrant};
@@ -544,7 +544,7 @@ fn no_approval_without_consent(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(t.approvers.clone()));
     }
-    if let Some((plan_id, status)) = stopped_plan(tx, rec, (s.plans, s.delegations))? {
+    if let Some((plan_id, status)) = stopped_plan(tx, rec, (s.seal, s.plans, s.delegations))? {
         let why = format!(
             "the call was held under plan {plan_id}, which is {status} and runs no calls: it cannot be approved (deny it, or let it be cancelled)"
         );
@@ -567,20 +567,20 @@ fn no_approval_without_consent(
 }
 
 /// The plan (id, status) pending approval `rec` was held under when that plan's stop reaches
-/// it ([`plans::plan_of_call`]: by the plan's agent recorded with the call, or as the plan's
-/// delegate under `delegations`) and it runs no calls now; `None` otherwise, and for the
+/// it ([`plans::plan_of_call`] under `keys`, the terms and plan seal keys: by the plan's agent
+/// recorded with the call, or as the plan's delegate under `delegations`) and it runs no calls
+/// now, or the call's terms do not hold their seal; `None` otherwise, and for the
 /// plan's own Confirm (`target_type: plan`, which moves the plan). What neither an operator
 /// nor a timeout may approve; the expiry sweep rejects it.
 pub(crate) fn stopped_plan(
     tx: Conn<'_>,
     rec: &ApprovalRecord,
-    plans: (&crate::seal::SealKey, &assent_core::policy::Delegations),
+    keys: (&SealKey, &SealKey, &assent_core::policy::Delegations),
 ) -> db::Result<Option<(String, String)>> {
     if rec.target_type == "plan" {
         return Ok(None);
     }
-    let plan = plans::plan_of_call(tx, &rec.id, plans)?;
-    Ok(plan.filter(|(_, status)| !assent_core::transitions::plan_runs_calls(status)))
+    Ok(plans::plan_of_call(tx, &rec.id, keys)?.stopped())
 }
 
 /// Whether the approving decision `s` on `rec` carries a passkey proof that makes it a

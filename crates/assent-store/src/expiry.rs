@@ -76,7 +76,8 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                let refused = self.refused_at_timeout(**tx, &rec, (mis_sealed, sealed), &plans)?;
+                let keys = (&seal, &plans);
+                let refused = self.refused_at_timeout(**tx, &rec, (mis_sealed, sealed), keys)?;
                 let t = &rec.terms;
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject
@@ -126,7 +127,7 @@ impl Store {
     /// `(mis_sealed, sealed)`: a vote row with a seal not its own, terms that do not hold their
     /// seal — an edited default would otherwise mint a genuine token with no one deciding —
     /// and a token row already there). Nor is a call held under a plan that has stopped
-    /// (`decide::stopped_plan`, its plan read under the seal key `plans`), which the
+    /// (`decide::stopped_plan`, under the seal keys of terms and plans), which the
     /// settlement refuses to approve as well; nor one whose session took in, since it was held,
     /// what can raise its risk (untrusted output, private data, egress, a changed tool:
     /// `session_risk::took_in_since_held`; found by review: its default was chosen before, and
@@ -136,12 +137,12 @@ impl Store {
         tx: Conn<'_>,
         rec: &ApprovalRecord,
         (mis_sealed, sealed): (bool, bool),
-        plans: &crate::seal::SealKey,
+        (terms, plans): (&crate::seal::SealKey, &crate::seal::SealKey),
     ) -> db::Result<bool> {
         let delegations = self.delegations();
         Ok(
             crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some()).is_some()
-                || crate::decide::stopped_plan(tx, rec, (plans, &delegations))?.is_some()
+                || crate::decide::stopped_plan(tx, rec, (terms, plans, &delegations))?.is_some()
                 || crate::session_risk::took_in_since_held(tx, rec)?,
         )
     }

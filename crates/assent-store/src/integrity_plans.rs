@@ -8,7 +8,7 @@
 //! in their snapshot.
 
 use crate::audit::{json_of, text_at};
-use crate::db::{self, Conn};
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::seal::SealKey;
 use crate::sql;
 use std::collections::HashMap;
@@ -79,20 +79,33 @@ pub(crate) fn plans(conn: Conn<'_>, out: &mut Vec<Found>) -> db::Result<()> {
 
 /// Every plan's row must hold its seal under `key` (the gateway's [`crate::seal::Sealed::Plan`]
 /// key): one that does not reads as damaged at run time ([`crate::plans::DAMAGED`]), and is
-/// named here. Plans made before migration 0058 have no seal and are named too.
+/// named here. A plan with no seal made before migration 0058 was applied (by
+/// `assent_schema.applied_at`) is not named: it reads damaged at run time like any other, and
+/// naming it would fail every `audit verify` of a gateway upgraded with plans, for good (the
+/// gateway deletes no plan). A database writer who clears a plan's seal and moves its
+/// `created_at` or that `applied_at` back hides it from this check, not from the run time's.
 pub(crate) fn seals(conn: Conn<'_>, key: &SealKey, out: &mut Vec<Found>) -> db::Result<()> {
-    let ids: Vec<String> = sql::rows(
+    let since: Option<i64> = conn
+        .prepare_cached("SELECT applied_at FROM assent_schema WHERE version = 58")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    let since = since.unwrap_or(i64::MAX);
+    let rows: Vec<(String, Option<i64>, bool)> = sql::rows(
         conn,
-        "SELECT CAST(plan_id AS TEXT) FROM plans ORDER BY created_at, plan_id",
+        "SELECT CAST(plan_id AS TEXT), created_at, seal IS NULL FROM plans ORDER BY created_at, plan_id",
         [],
-        |r| r.get(0),
+        // A time of another type than the gateway writes: the read of the row names it.
+        |r| Ok((r.get(0)?, r.get(1).ok(), r.get(2)?)),
     )?;
-    for id in ids {
+    for (id, created_at, unsealed) in rows {
+        if unsealed && created_at.is_some_and(|t| t < since) {
+            continue;
+        }
         let damaged = crate::plans::read_plan(conn, key, &id)?
             .is_none_or(|p| p.status == crate::plans::DAMAGED);
         if damaged {
             out.push((None, format!(
-                "plan {id}'s stored row does not hold its seal: it was changed behind the gateway's back (or made before migration 0058); it runs no calls"
+                "plan {id}'s stored row does not hold its seal: it was changed behind the gateway's back; it runs no calls"
             )));
         }
     }

@@ -14,7 +14,12 @@
 //! MPLP status, so it runs no calls, takes no transition and stops the tokens and grants of
 //! the calls held under it (found by review: `plans.status` set back to `approved` on a
 //! cancelled plan revived the tokens its stop had stopped). A row put back whole as it was,
-//! seal and all, is not caught here (see `crate::seal`).
+//! seal and all, is not caught here (see `crate::seal`; `audit verify` names it,
+//! `integrity_plans.rs`). The row, its seal and its reads are `plans/row.rs`.
+
+mod row;
+pub use row::{DAMAGED, DAMAGED_WHY};
+pub(crate) use row::{read_plan, read_plan_to_change, seal};
 
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
@@ -162,131 +167,13 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
            "source": "assent.plan", "timestamp": rfc3339(now), "trace_id": trace_id, "data": data})
 }
 
-/// The status a plan whose row does not hold its seal reads as (no MPLP status: every rule of
-/// `assent_core::transitions` refuses it): it runs no calls and takes no transition.
-pub const DAMAGED: &str = "damaged";
-
-/// Why a [`DAMAGED`] plan is refused what a plan in another status would be allowed.
-pub const DAMAGED_WHY: &str = "its stored row does not hold its seal (it was changed in the database behind the gateway's back): it runs no calls and takes no change; create a new plan";
-
-/// A plan's row as stored, every column as its text, in the order its seal covers them.
-struct Row {
-    plan_id: String,
-    agent: String,
-    session_id: String,
-    status: String,
-    body: String,
-    submitted: Option<String>,
-    confirm_id: Option<String>,
-    events: String,
-    trace_id: String,
-    created_at: i64,
-    updated_at: i64,
-}
-
-impl Row {
-    /// The JSON array its seal is over.
-    fn columns(&self) -> Value {
-        json!([
-            self.plan_id,
-            self.agent,
-            self.session_id,
-            self.status,
-            self.body,
-            self.submitted,
-            self.confirm_id,
-            self.events,
-            self.trace_id,
-            self.created_at,
-            self.updated_at
-        ])
-    }
-
-    /// The record, with the status [`DAMAGED`] unless `intact`.
-    fn record(self, intact: bool) -> PlanRecord {
-        PlanRecord {
-            status: if intact { self.status } else { DAMAGED.into() },
-            body: serde_json::from_str(&self.body).unwrap_or_default(),
-            submitted: self.submitted.and_then(|s| serde_json::from_str(&s).ok()),
-            events: serde_json::from_str(&self.events).unwrap_or_default(),
-            plan_id: self.plan_id,
-            agent: self.agent,
-            session_id: self.session_id,
-            confirm_id: self.confirm_id,
-            trace_id: self.trace_id,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        }
-    }
-}
-
-/// Plan `id`'s row and its seal as stored; `None` when there is none. A column of another
-/// type than the gateway writes fails the read (`is_damaged_row`).
-fn read_row(conn: Conn<'_>, id: &str) -> db::Result<Option<(Row, Option<String>)>> {
-    conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at, seal FROM plans WHERE plan_id = ?1")?
-        .query_row([id], |r| {
-            let row = Row {
-                plan_id: r.get(0)?,
-                agent: r.get(1)?,
-                session_id: r.get(2)?,
-                status: r.get(3)?,
-                body: r.get(4)?,
-                submitted: r.get(5)?,
-                confirm_id: r.get(6)?,
-                events: r.get(7)?,
-                trace_id: r.get(8)?,
-                created_at: r.get(9)?,
-                updated_at: r.get(10)?,
-            };
-            Ok((row, r.get(11)?))
-        })
-        .optional()
-}
-
-/// Reads plan `id` (its MPLP body, status, events and Confirm), its seal checked under `key`
-/// (the [`Sealed::Plan`] key): status [`DAMAGED`] when it does not hold, or when a column
-/// holds another type than the gateway writes; `None` when there is no such plan.
-pub(crate) fn read_plan(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<Option<PlanRecord>> {
-    match read_row(conn, id) {
-        Ok(row) => Ok(row.map(|(row, seal)| {
-            let intact = seal.is_some_and(|s| key.holds(&row.columns(), &s));
-            row.record(intact)
-        })),
-        Err(e) if e.is_damaged_row() => Ok(Some(PlanRecord {
-            plan_id: id.to_string(),
-            agent: String::new(),
-            session_id: String::new(),
-            status: DAMAGED.into(),
-            body: Value::Null,
-            submitted: None,
-            confirm_id: None,
-            events: Vec::new(),
-            trace_id: String::new(),
-            created_at: 0,
-            updated_at: 0,
-        })),
-        Err(e) => Err(e),
-    }
-}
-
-/// Seals plan `id`'s row as it stands now under `key`, in the transaction that changed it.
-/// Its callers read the plan ([`read_plan`]) before changing it and change only one that is
-/// not [`DAMAGED`], so what is sealed is what the gateway wrote.
-pub(crate) fn seal(tx: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()> {
-    if let Some((row, _)) = read_row(tx, id)? {
-        tx.prepare_cached("UPDATE plans SET seal = ?2 WHERE plan_id = ?1")?
-            .execute(params![id, key.seal(&row.columns())])?;
-    }
-    Ok(())
-}
-
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` (and
 /// `plan_id` in it) to it and an audit record of the same kind. A status in which the plan runs no calls
 /// ([`transitions::plan_runs_calls`]: cancelled, back to draft…) revokes the grants made from
 /// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction:
 /// those of its agent's calls and of `delegations`' delegates of its agent now, as the stop of
-/// their held calls and tokens reaches them. The row is sealed again under `key` ([`seal`]):
-/// its callers checked it was not [`DAMAGED`] before changing it.
+/// their held calls and tokens reaches them. The row is read locked and sealed again under
+/// `key` ([`seal`]); a [`DAMAGED`] one is left as it is (its callers refuse one before).
 pub(crate) fn transition(
     tx: Conn<'_>,
     (key, delegations): (&SealKey, &Delegations),
@@ -296,9 +183,17 @@ pub(crate) fn transition(
     data: Value,
     now: i64,
 ) -> db::Result<()> {
-    let Some(p) = read_plan(tx, key, plan_id)? else {
+    let Some(p) = read_plan_to_change(tx, key, plan_id)? else {
         return Ok(());
     };
+    if p.status == DAMAGED {
+        tracing::warn!(
+            plan = plan_id,
+            to = status,
+            "a plan whose row does not hold its seal is left as it is"
+        );
+        return Ok(());
+    }
     // Every record names its plan (found by review: a draft never submitted has no Confirm,
     // and a `plan.cancelled` record was known by the agent's trace id alone).
     let mut data = data;
@@ -341,7 +236,7 @@ pub(crate) fn on_confirm_decided(
     reason: Option<&str>,
     now: i64,
 ) -> db::Result<()> {
-    let current = read_plan(tx, key, plan_id)?;
+    let current = read_plan_to_change(tx, key, plan_id)?;
     let waiting = current
         .as_ref()
         .filter(|p| p.confirm_id.as_deref() == Some(confirm_id));
@@ -524,40 +419,72 @@ pub(crate) fn held_under(
 /// reaches the call ([`plan_reaches_held`]): its agent's own plan, the plan that gated it when
 /// it was held (recorded with it: a reload removing the delegation since does not release
 /// its token from the plan's stop), or one of an agent that declares it a local delegate as
-/// `delegations` (from the operator's agent files) now say; `None` for a call named under no
-/// plan or another agent's ([`plan_block`]; rows recorded before that rule, or before the plan
-/// existed). What a token's redemption checks ([`transitions::plan_runs_calls`]). The plan's
-/// row is read with its seal checked under `key` ([`read_plan`]): a [`DAMAGED`] plan reaches
-/// every call that names it, whichever agent its row names, and so does a plan recorded with
-/// the call (`plan_owner`) whose row is gone (the gateway deletes no plan). Found by review:
-/// `plans.status` set back to `approved` after the plan's stop revived its calls' tokens.
+/// `delegations` (from the operator's agent files) now say; [`CallPlan::Free`] for a call
+/// named under no plan or another agent's ([`plan_block`]; rows recorded before that rule, or
+/// before the plan existed). What a token's redemption, a decision and grant coverage check
+/// ([`CallPlan::stopped`]). The call's agent and plan ids are those its terms' seal held over
+/// under `terms` ([`crate::approval_seal::Holding::agent_and_plan`]; [`CallPlan::Unsealed`]
+/// when it does not hold). The plan's row is read with its seal checked under `key`
+/// ([`read_plan`]): a [`DAMAGED`] plan reaches every call that names it, whichever agent its
+/// row names, and so does a plan recorded with the call (`plan_owner`) whose row is gone (the
+/// gateway deletes no plan). Found by review: `plans.status` set back to `approved` after the
+/// plan's stop revived its calls' tokens, and clearing a call's `plan_id` released it.
 pub(crate) fn plan_of_call(
     tx: Conn<'_>,
     aid: &str,
-    (key, delegations): (&SealKey, &Delegations),
-) -> db::Result<Option<(String, String)>> {
-    type Named = (Option<String>, String, Option<String>);
-    let named: Option<Named> = tx
-        .prepare_cached(
-            "SELECT c.plan_id, a.agent, c.plan_owner FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
-             WHERE c.approval_id = ?1",
-        )?
-        .query_row(params![aid], db::tuple)
-        .optional()?;
-    let Some((Some(plan_id), caller, gated_by)) = named else {
-        return Ok(None);
+    (terms, key, delegations): (&SealKey, &SealKey, &Delegations),
+) -> db::Result<CallPlan> {
+    let Some(held) = crate::approval_seal::holding(tx, terms, aid)? else {
+        return Ok(CallPlan::Unsealed);
     };
-    let Some(p) = read_plan(tx, key, &plan_id)? else {
-        return Ok(gated_by.map(|_| (plan_id, DAMAGED.to_string())));
+    let (caller, plan_id, gated_by) = held.agent_and_plan();
+    let Some(plan_id) = plan_id else {
+        return Ok(CallPlan::Free);
+    };
+    let Some(p) = read_plan(tx, key, plan_id)? else {
+        return Ok(match gated_by {
+            Some(_) => CallPlan::Under(plan_id.to_string(), DAMAGED.to_string()),
+            None => CallPlan::Free,
+        });
     };
     if p.status == DAMAGED {
-        return Ok(Some((plan_id, p.status)));
+        return Ok(CallPlan::Under(p.plan_id, p.status));
     }
     let delegates = delegations.delegates_of(&p.agent);
     Ok(
-        plan_reaches_held(&caller, gated_by.as_deref(), &p.agent, delegates)
-            .then_some((plan_id, p.status)),
+        if plan_reaches_held(caller, gated_by, &p.agent, delegates) {
+            CallPlan::Under(p.plan_id, p.status)
+        } else {
+            CallPlan::Free
+        },
     )
+}
+
+/// What [`plan_of_call`] finds of the plan an approval's call was held under.
+pub(crate) enum CallPlan {
+    /// The approval's terms, which hold the plan ids it was recorded under, do not hold their
+    /// seal (or there is no such approval): nothing vouches for which plan reaches it.
+    Unsealed,
+    /// Held under no plan that reaches it.
+    Free,
+    /// Held under plan `.0` (its id), whose status is `.1` ([`DAMAGED`] for one whose row
+    /// does not hold its seal or is gone).
+    Under(String, String),
+}
+
+impl CallPlan {
+    /// The plan `(id, status)` that stops the call: one that runs no calls
+    /// ([`transitions::plan_runs_calls`]), or, for [`CallPlan::Unsealed`], `("(unreadable)",
+    /// DAMAGED)`; `None` when nothing stops it.
+    pub(crate) fn stopped(self) -> Option<(String, String)> {
+        match self {
+            CallPlan::Unsealed => Some(("(unreadable)".into(), DAMAGED.to_string())),
+            CallPlan::Free => None,
+            CallPlan::Under(id, status) => {
+                (!transitions::plan_runs_calls(&status)).then_some((id, status))
+            }
+        }
+    }
 }
 
 /// The plan id of an MPLP plan `body` and the body as assent stores it: what the agent wrote,
@@ -606,6 +533,7 @@ impl Store {
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             tx.prepare_cached("INSERT INTO plans (plan_id, agent, session_id, status, body, trace_id, created_at, updated_at) VALUES (?1,?2,?3,'draft',?4,?5,?6,?6)")?
                 .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
+            seal(**tx, &key, &id)?;
             let created = json!({"agent": agent, "session_id": session_id});
             let d = self.delegations();
             let step = ("draft", "plan.created");
@@ -627,7 +555,8 @@ impl Store {
         let (id, body) = agent_body(body);
         let key = self.seal_key(Sealed::Plan);
         self.write(|tx| {
-            let p = read_plan(**tx, &key, &id)?.ok_or_else(|| PlanError::NotFound(id.clone()))?;
+            let p = read_plan_to_change(**tx, &key, &id)?
+                .ok_or_else(|| PlanError::NotFound(id.clone()))?;
             if p.status == DAMAGED {
                 return Err(PlanError::WrongState(p.status, DAMAGED_WHY));
             }
@@ -656,6 +585,7 @@ impl Store {
             }
             tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
                 .execute(params![id, body.to_string()])?;
+            seal(**tx, &key, &id)?;
             let d = self.delegations();
             transition(
                 **tx,

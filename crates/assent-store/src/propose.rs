@@ -372,10 +372,13 @@ impl Store {
                 "UPDATE plans SET confirm_id = ?2, submitted = ?3 WHERE plan_id = ?1",
             )?
             .execute(params![t.target_id, id, p.canonical_arguments])?;
+            // Checked intact under its lock (`check_submittable`): sealed with the change.
+            let key = self.seal_key(Sealed::Plan);
+            plans::seal(tx, &key, t.target_id)?;
             let data = json!({"confirm_id": id, "diff": t.diff});
             plans::transition(
                 tx,
-                (&self.seal_key(Sealed::Plan), &self.delegations()),
+                (&key, &self.delegations()),
                 t.target_id,
                 ("proposed", "plan.submitted"),
                 p.agent,
@@ -497,7 +500,7 @@ fn check_submittable(
     plan_id: &str,
     reviewed: &Value,
 ) -> Result<(), StoreError> {
-    match plans::read_plan(tx, key, plan_id)? {
+    match plans::read_plan_to_change(tx, key, plan_id)? {
         Some(pl)
             if pl.agent == agent
                 && transitions::plan_editable(&pl.status)

@@ -138,7 +138,7 @@ impl Store {
         }
         let key = self.seal_key(crate::seal::Sealed::Plan);
         let plan = self.write(|tx| {
-            let p = plans::read_plan(**tx, &key, id)?
+            let p = plans::read_plan_to_change(**tx, &key, id)?
                 .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
             match p.status.as_str() {
                 // Its row is left as it is (what a database writer made of it stays for

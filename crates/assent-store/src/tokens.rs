@@ -520,24 +520,23 @@ fn claims(
 /// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
 /// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
 /// tokens redeemable). Checked before the token is consumed. The approval's terms must hold
-/// their seal under `terms` ([`crate::approval_seal::holds`]), which covers the plan ids the
-/// stop reaches the call by, else `Unsealed` (found by review: clearing `plan_id` or
+/// their seal under `keys.0` ([`crate::plans::plan_of_call`] reads the plan ids the stop
+/// reaches the call by from that check), else `Unsealed` (found by review: clearing `plan_id` or
 /// `plan_owner` in `confirm_context` released an approved call's token from its plan's stop).
 fn plan_runs(
     tx: Conn<'_>,
     aid: &str,
     (keys, delegations): (&(SealKey, SealKey), &Delegations),
 ) -> Result<(), RedeemError> {
-    if !crate::approval_seal::holds(tx, &keys.0, aid)? {
-        return Err(RedeemError::Unsealed);
-    }
-    let plan = crate::plans::plan_of_call(tx, aid, (&keys.1, delegations))
+    use crate::plans::CallPlan;
+    let plan = crate::plans::plan_of_call(tx, aid, (&keys.0, &keys.1, delegations))
         .map_err(|e| RedeemError::Store(e.into()))?;
     match plan {
-        Some((plan_id, status)) if !assent_core::transitions::plan_runs_calls(&status) => {
-            Err(RedeemError::PlanStopped { plan_id, status })
-        }
-        _ => Ok(()),
+        CallPlan::Unsealed => Err(RedeemError::Unsealed),
+        plan => match plan.stopped() {
+            Some((plan_id, status)) => Err(RedeemError::PlanStopped { plan_id, status }),
+            None => Ok(()),
+        },
     }
 }
 

@@ -236,10 +236,8 @@ pub(crate) fn covering_grant(
         // plan's stop covered the same call proposed again under no plan, so the agent got
         // out of its plan's stop). The plan's agent recorded with the call, or a delegation
         // in force, decides which plan reaches it.
-        if let Some((plan_id, status)) =
-            crate::plans::plan_of_call(tx, &aid, (c.plans, c.delegations))?
-            && !assent_core::transitions::plan_runs_calls(&status)
-        {
+        let reached = (&keys[1], c.plans, c.delegations);
+        if let Some((plan_id, status)) = crate::plans::plan_of_call(tx, &aid, reached)?.stopped() {
             tracing::info!(grant_id = %gid, approval_id = %aid, plan_id, status,
                 "a grant covers the call but its approval was held under a plan that stopped: the call is held");
             continue;
