@@ -422,7 +422,8 @@ pub(crate) struct Holding {
 impl Holding {
     /// The approval's agent and `(plan_id, plan_owner)` as its seal held over them, read once
     /// (found by review: read again after the check, a writer could change them in between on
-    /// PostgreSQL); a seal before [`Form::Plan`] (held before migration 0058) leaves the ids out.
+    /// PostgreSQL). Only a seal of [`Form::Plan`] vouches for the ids: a call held before 0058
+    /// has them as stored, and cleared they release it from its plan's stop (SECURITY.md).
     pub(crate) fn agent_and_plan(&self) -> (&str, Option<&str>, Option<&str>) {
         (&self.agent, self.plan.0.as_deref(), self.plan.2.as_deref())
     }

@@ -178,6 +178,43 @@ pub(crate) fn revoke_plan_grants(
     Ok(n)
 }
 
+/// Voids ([`crate::voided::void_token`]) the unredeemed tokens of the calls held under plan
+/// `plan_id`, whose agent is `owner`, now that the plan stopped running calls (it is
+/// `status`): those its stop reaches ([`plan_reaches_held`], as [`revoke_plan_grants`]). The
+/// redemption refuses them anyway while the plan's row reads stopped (`tokens.rs`,
+/// `plan_runs`); voided, they stay refused when the row is put back whole as it was before the
+/// stop, seal and all, which no seal catches (found by review: such a row revived every
+/// unredeemed token of the plan until `audit verify` named it). Called in the plan's
+/// transition, with its actor `by`. Returns how many were voided. Reads by
+/// `confirm_context_plan` (migration 0059) and the tokens' `approval_id`.
+pub(crate) fn void_plan_tokens(
+    tx: Conn<'_>,
+    plan_id: &str,
+    (owner, delegates): (&str, &[String]),
+    status: &str,
+    by: &str,
+    now: i64,
+) -> db::Result<usize> {
+    type Row = (String, String, String, Option<String>);
+    let rows: Vec<Row> = crate::sql::rows(
+        tx,
+        "SELECT t.token_id, t.approval_id, a.agent, c.plan_owner FROM confirm_context c \
+         JOIN approvals a ON a.id = c.approval_id JOIN tokens t ON t.approval_id = c.approval_id \
+         WHERE c.plan_id = ?1 AND t.used_at IS NULL ORDER BY t.issued_at, t.token_id",
+        params![plan_id],
+        db::tuple,
+    )?;
+    let why = format!("the plan {plan_id} its call was approved under is {status}");
+    let mut n = 0;
+    for (tid, aid, caller, gated_by) in rows {
+        if plan_reaches_held(&caller, gated_by.as_deref(), owner, delegates) {
+            let data = json!({"plan_id": plan_id, "why": why});
+            n += usize::from(crate::voided::void_token(tx, (&tid, &aid), by, data, now)?);
+        }
+    }
+    Ok(n)
+}
+
 /// Revokes grant `gid` of approval `aid`, made by `made_by`, if not yet revoked, with its
 /// `grant.revoked` record (actor and reason `(by, why)`), and voids the tokens minted under it
 /// and not yet redeemed ([`crate::voided::void_grant_tokens`]). Returns 1 when it did, else 0.

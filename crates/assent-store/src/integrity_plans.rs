@@ -42,6 +42,15 @@ pub(crate) fn plans(conn: Conn<'_>, out: &mut Vec<Found>) -> db::Result<()> {
     .for_each([], |r| {
         let (seq, kind): (i64, String) = (r.get(0)?, r.get(1)?);
         if let Some(id) = text_at(&json_of(r)?["data"], "plan_id") {
+            // The gateway creates a plan id once (it refuses one whose row exists): a second
+            // creation means the first row was deleted in between (found by review: a stopped
+            // plan's row deleted and its id registered again left the newest record agreeing
+            // with the new row, so the deletion went unnamed).
+            if let (Some((first, _)), "plan.created") = (newest.get(&id), kind.as_str()) {
+                out.push((Some(seq), format!(
+                    "plan {id} was created again by record {seq} after record {first} named it: its row was deleted behind the gateway's back in between"
+                )));
+            }
             newest.insert(id, (seq, kind));
         }
         Ok(ControlFlow::Continue(()))

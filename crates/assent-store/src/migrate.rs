@@ -101,6 +101,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(56, "0056_ceremony_codes"),
     migration!(57, "0057_webhook_attempts"),
     migration!(58, "0058_plan_seal"),
+    migration!(59, "0059_confirm_context_plan"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -217,6 +217,7 @@ pub(crate) fn transition(
     if !transitions::plan_runs_calls(status) {
         let owner = (p.agent.as_str(), delegations.delegates_of(&p.agent));
         crate::grants_revoke::revoke_plan_grants(tx, plan_id, owner, status, actor, now)?;
+        crate::grants_revoke::void_plan_tokens(tx, plan_id, owner, status, actor, now)?;
     }
     Ok(())
 }
@@ -427,8 +428,10 @@ pub(crate) fn held_under(
 /// when it does not hold). The plan's row is read with its seal checked under `key`
 /// ([`read_plan`]): a [`DAMAGED`] plan reaches every call that names it, whichever agent its
 /// row names, and so does a plan recorded with the call (`plan_owner`) whose row is gone (the
-/// gateway deletes no plan). Found by review: `plans.status` set back to `approved` after the
-/// plan's stop revived its calls' tokens, and clearing a call's `plan_id` released it.
+/// gateway deletes no plan), or whose row names another agent than the one recorded (the row
+/// was deleted and the id registered again). Found by review: `plans.status` set back to
+/// `approved` after the plan's stop revived its calls' tokens, and clearing a call's `plan_id`
+/// released it.
 pub(crate) fn plan_of_call(
     tx: Conn<'_>,
     aid: &str,
@@ -447,8 +450,12 @@ pub(crate) fn plan_of_call(
             None => CallPlan::Free,
         });
     };
-    if p.status == DAMAGED {
-        return Ok(CallPlan::Under(p.plan_id, p.status));
+    // A row of another agent than the one recorded with the call is not the plan the call was
+    // held under (the gateway never changes a plan's agent): the plan's row was deleted and its
+    // id taken again (found by review: a stopped plan's row deleted behind the gateway's back,
+    // its id registered by another agent, released the calls held under it).
+    if p.status == DAMAGED || gated_by.is_some_and(|g| g != p.agent) {
+        return Ok(CallPlan::Under(p.plan_id, DAMAGED.to_string()));
     }
     let delegates = delegations.delegates_of(&p.agent);
     Ok(

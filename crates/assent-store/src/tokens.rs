@@ -6,6 +6,7 @@
 //! grant covers a call and what a new grant binds are `assent_core::grant` rules.
 
 pub(crate) mod cover;
+mod origin;
 
 use self::cover::GrantSeal;
 use crate::audit;
@@ -242,10 +243,14 @@ impl Store {
             self.seal_key(Sealed::Settlement),
         );
         let terms = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Plan));
+        let grants = self.seal_key(Sealed::Grant);
         self.write(|tx| {
             let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
                 plan_runs(**tx, &c.aid, (&terms, delegations))?;
-                consume(**tx, c, &presented, (&seals.0, &seals.1))
+                let aid = c.aid.clone();
+                let origins_run =
+                    |tx: Conn<'_>| origin_plans_run(tx, &aid, &grants, (&terms, delegations));
+                consume(**tx, c, &presented, (&seals.0, &seals.1), origins_run)
             });
             let aid = claims.as_ref().map(|c| c.aid.as_str());
             let jti = claims.as_ref().map(|c| c.jti.clone());
@@ -516,6 +521,24 @@ fn claims(
     }
 }
 
+/// [`plan_runs`] for each call whose grant let approval `aid`'s call through
+/// ([`origin::grant_origins`], whose rows must hold their seal under `grant_key`, else
+/// `Unsealed`): a token minted under a grant made from a call held under a plan does not
+/// outlive that plan's stop either, even when the source call's plan ids were cleared so that
+/// the stop did not find and revoke the grant (found by review). Checked by [`consume`] once
+/// the token is known unused and its grants standing (a revoked grant voids it first).
+fn origin_plans_run(
+    tx: Conn<'_>,
+    aid: &str,
+    grant_key: &SealKey,
+    with: (&(SealKey, SealKey), &Delegations),
+) -> Result<(), RedeemError> {
+    let origins = origin::grant_origins(tx, grant_key, aid)
+        .map_err(|e| RedeemError::Store(e.into()))?
+        .map_err(|_| RedeemError::Unsealed)?;
+    origins.iter().try_for_each(|o| plan_runs(tx, o, with))
+}
+
 /// `Ok` unless approval `aid` was held under a plan that no longer runs calls
 /// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
 /// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
@@ -548,12 +571,14 @@ fn plan_runs(
 /// only at start-up ([`crate::voided`]) and by `assent audit verify`, so a database writer who
 /// edited a settlement while the gateway ran (a rejected approval turned approved, a
 /// decision's `key_binding` cleared so a later key rotation would not void it, a voter
-/// renamed) had its token redeem until the next start.
+/// renamed) had its token redeem until the next start. `origins_run` is checked last, before
+/// the token is marked used ([`origin_plans_run`]).
 fn consume(
     tx: Conn<'_>,
     c: TokenClaims,
     p: &redeem::Presented<'_>,
     (seal, settled): (&SealKey, &SealKey),
+    origins_run: impl FnOnce(Conn<'_>) -> Result<(), RedeemError>,
 ) -> Result<TokenClaims, RedeemError> {
     type Row = (
         String,
@@ -615,6 +640,7 @@ fn consume(
         crate::voided::void_token(tx, (&c.jti, &c.aid), "system:redeem", data, p.now)?;
         return Err(RedeemError::Used);
     }
+    origins_run(tx)?;
     let n = tx
         .prepare_cached("UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL")?
         .execute(params![c.jti, p.now])?;

@@ -141,10 +141,13 @@ async fn a_call_cut_loose_from_its_stopped_plan_in_the_database_redeems_nothing(
 /// Attack: a seal cannot stop a row being put back as it was, seal and all. A database writer
 /// keeps a copy of an approved plan's row and, after the plan is cancelled, puts it back: the
 /// seal holds. `audit verify` names it: the plan reads `approved`, its newest record
-/// (`plan.cancelled`) left it `cancelled`. A plan row deleted is named too (its records stay).
+/// (`plan.cancelled`) left it `cancelled`. Until then the row revived the tokens of the calls
+/// approved under the plan (found by review): the stop now voids them, so they stay refused
+/// (`409 TOKEN_USED`). A plan row deleted is named too (its records stay).
 #[tokio::test]
 async fn a_plan_row_put_back_whole_or_deleted_is_named_by_audit_verify() {
     let (gw, pid) = serve_with_plan().await;
+    let (_, token) = approved_in_plan(&gw, &pid, 551).await;
     assert_eq!(problem(&gw), None);
     // The copy the database writer keeps aside: every column the gateway changes.
     let columns = "status, body, submitted, confirm_id, events, seal";
@@ -167,6 +170,8 @@ async fn a_plan_row_put_back_whole_or_deleted_is_named_by_audit_verify() {
         (StatusCode::OK, &json!("approved")),
         "{b}"
     );
+    let (s, b) = gw.redeem(&token, "pay", pay(551), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     let found = problem(&gw).expect("a plan put back is named");
     assert!(
         found.contains(&pid) && found.contains("plan.cancelled"),
@@ -196,5 +201,74 @@ async fn a_plan_body_edited_in_the_database_is_damaged_and_named_by_audit_verify
     assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
     let found = problem(&gw).expect("audit verify names the plan");
     assert!(found.contains(&pid) && found.contains("seal"), "{found}");
+    gw.stop().await;
+}
+
+/// Attack (found by review): a database writer deletes a cancelled plan's row, and another
+/// agent registers its id again with only its own API key (the id was free). The new row holds
+/// its own seal and names the other agent, so the stop of the plan the call was held under no
+/// longer reached it: the token of a call approved under the cancelled plan redeemed, and
+/// `audit verify`, comparing each plan's row with its newest record only, named nothing. Now
+/// a row naming another agent than the one recorded with the call is not its plan: the token
+/// stays refused `409 PLAN_STOPPED` (the plan read as damaged), and `audit verify` names the
+/// id created a second time.
+#[tokio::test]
+async fn a_stopped_plan_deleted_and_its_id_registered_by_another_agent_releases_nothing() {
+    let (gw, pid) = serve_with_plan().await;
+    let (_, token) = approved_in_plan(&gw, &pid, 801).await;
+    cancel(&gw, &pid).await;
+    tamper(&gw, &format!("DELETE FROM plans WHERE plan_id = '{pid}'"));
+    let body = json!({"agent": "other", "plan": plan(&pid, &[(&uuid(), "Pay nobody")])});
+    let (s, b) = gw.post("/v1/plans", "other-key", body).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = gw.redeem(&token, "pay", pay(801), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "PLAN_STOPPED");
+    assert_says(&b, "message", "damaged");
+    let found = problem(&gw).expect("audit verify names the id created again");
+    assert!(
+        found.contains(&pid) && found.contains("created again"),
+        "{found}"
+    );
+    gw.stop().await;
+}
+
+/// Attack (found by review): an operator approves a call held under a plan for the session (a
+/// grant), and the grant lets the same call through again without naming the plan: its token
+/// is minted. A database writer then clears the plan ids recorded with the grant's source call,
+/// so the plan's stop no longer finds the grant to revoke it, and `bot` cancels its plan: the
+/// token minted under the grant redeemed after the stop (its own call names no plan). The
+/// redemption now checks the plans of the calls whose grants let its call through: the source
+/// call's terms no longer hold their seal, and the token is refused `409 SETTLEMENT_UNSEALED`;
+/// untouched, the stop voids it.
+#[tokio::test]
+async fn a_grants_source_call_cut_loose_from_its_plan_does_not_let_the_grants_tokens_outlive_the_stop()
+ {
+    let (gw, pid) = serve_with_plan().await;
+    let minted = |n: u64| {
+        let gw = &gw;
+        let pid = pid.clone();
+        async move {
+            let held = held_in_plan(gw, "pay", pay(n), &pid).await;
+            let session = json!({"decision": "approve", "scope": "session", "reason": "test"});
+            let (s, d) = gw.decide_with(&held, OP, session).await;
+            assert_eq!(s, StatusCode::OK, "{d}");
+            let (s, c) = gw.call("s1", "pay", pay(n), json!({})).await;
+            assert_eq!(s, StatusCode::OK, "the session grant covers the call: {c}");
+            (held, c["token"].as_str().unwrap().to_string())
+        }
+    };
+    let (held, token) = minted(901).await;
+    let (_, untouched) = minted(902).await;
+    tamper(
+        &gw,
+        &format!(
+            "UPDATE confirm_context SET plan_id = NULL, plan_owner = NULL WHERE approval_id = '{held}'"
+        ),
+    );
+    cancel(&gw, &pid).await;
+    let (s, b) = gw.redeem(&token, "pay", pay(901), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "SETTLEMENT_UNSEALED");
+    let (s, b) = gw.redeem(&untouched, "pay", pay(902), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "voided by the stop: {b}");
     gw.stop().await;
 }
