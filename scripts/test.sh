@@ -45,26 +45,50 @@ python3 scripts/shape.py
 log "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 
-log "cargo test"
-cargo test --locked
-
-# The server's behaviour suite again, every gateway on a schema of the throw-away PostgreSQL
-# cluster instead of a SQLite file (the store's own suite already runs on both in one pass).
-# The binary `cargo test` just built is run again (asked for by `--no-run` over the same
-# packages, so nothing is rebuilt: `-p assent-server` alone would resolve other features and
-# recompile half the tree), from its crate's directory as cargo runs it.
-if [ "${ASSENT_TEST_NO_PG:-}" != 1 ]; then
-  log "cargo test: the server's behaviour suite on PostgreSQL"
-  server_it=$(cargo test --locked --no-run --message-format=json 2>/dev/null | python3 -c '
-import json, sys
+log "cargo test: building every test"
+# Every test binary, built once, as `crate_dir<TAB>executable` (its crate's directory
+# relative to here, where cargo would run it), in cargo's order.
+binaries=$(cargo test --locked --no-run --message-format=json | python3 -c '
+import json, os, sys
+root = os.getcwd()
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") \
-            and m["target"]["name"] == "it" and "/crates/assent-server#" in m["package_id"]:
-        print(m["executable"])
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        crate = os.path.relpath(os.path.dirname(m["manifest_path"]), root)
+        print(crate + "\t" + m["executable"])
 ')
+[ -n "$binaries" ] || { echo "cargo built no test binary" >&2; exit 1; }
+
+# Each binary is run from its crate's directory, as `cargo test` runs it. Most suites wait on
+# timers (keep-alives, graces, expiries), sockets and child processes far more than on the
+# cores — at two tests at a time the server's behaviour suite kept 58% of the two cores busy
+# and took 7 min 16 s; at six it takes 3 min 9 s — so they run six at a time. The CLI's suite
+# (crates/assent) is the exception: its floods and size bounds keep the cores busy (its
+# ping-flood tests missed their 120 s bound at six), so it runs one per core. `$1` is
+# `RUST_TEST_THREADS`'s value, the rest the binaries' arguments.
+run_binaries() {
+  local threads=$1 dir exe; shift
+  while IFS=$'\t' read -r dir exe; do
+    local n=$threads
+    [ "$dir" = crates/assent ] && n=2
+    printf '\n-- %s (%s), %s at a time\n' "$dir" "${exe##*/}" "$n"
+    # Not reading the list: a child process that inherits stdin must not eat the rest of it.
+    (cd "$dir" && RUST_TEST_THREADS=$n "$exe" "$@" < /dev/null)
+  done <<< "$binaries"
+}
+
+log "cargo test"
+run_binaries 6
+cargo test --locked --doc
+
+# The server's behaviour suite again, every gateway on a schema of the throw-away PostgreSQL
+# cluster instead of a SQLite file (the store's own suite already runs on both in one pass):
+# the same binary, from its crate's directory.
+if [ "${ASSENT_TEST_NO_PG:-}" != 1 ]; then
+  log "cargo test: the server's behaviour suite on PostgreSQL"
+  server_it=$(printf '%s\n' "$binaries" | awk -F'\t' '$1 == "crates/assent-server" && $2 ~ /\/it-[0-9a-f]+$/ {print $2}')
   [ -n "$server_it" ] || { echo "the server's test binary was not found" >&2; exit 1; }
-  (cd crates/assent-server && ASSENT_TEST_BACKEND=postgres "$server_it")
+  (cd crates/assent-server && ASSENT_TEST_BACKEND=postgres RUST_TEST_THREADS=6 "$server_it")
 fi
 
 log "end-to-end MCP tests"
