@@ -2,7 +2,7 @@
 //! reload or restart removed, changed or stripped of the role they decided with
 //! ([`crate::Store::revoke_grants_unless`], the rule being
 //! `assent_core::grant_standing::grant_stands`), and those made from a call held under a plan
-//! that stopped ([`revoke_plan_grants`], the rule being
+//! that stopped ([`withdraw_plan_consent`], which voids its calls' tokens too, the rule being
 //! `assent_core::transitions::plan_runs_calls`). Each revocation is a `grant.revoked` record
 //! (actor, `grant_id`, `created_by`, `why`) in the transaction that revokes it, as
 //! `Store::revoke_grant` writes for an operator's `DELETE /v1/grants/{id}`, so `audit verify`
@@ -139,28 +139,39 @@ fn revoke_grants_in(
     Ok(n)
 }
 
-/// Revokes the active grants made from a call held under plan `plan_id`, whose agent is
-/// `owner`, now that the plan stopped running calls (it is `status`): the grant was consent to
-/// a step of the plan, and the plan's stop takes it back, as it stops the tokens approved
-/// under it (found by review: a `workspace` grant made under a plan kept letting the tool's
-/// calls through after the plan was cancelled). Reached are the grants whose call the plan
-/// gated when it was held (its agent's own, or a delegate's with the plan's agent recorded)
-/// and those of its agent's `delegates` now (found by review: a delegate's call held under the
-/// plan's id before the plan existed recorded no agent, and its grant outlived the stop that
-/// cancelled its held calls and tokens): never those of another agent's call that merely named
-/// the id
-/// ([`assent_core::policy::plan_reaches_held`]). Called in the plan's transition, with its
-/// actor `by`. Returns how many were revoked.
-pub(crate) fn revoke_plan_grants(
+/// Takes back what was consented to under plan `plan_id`, whose agent is `owner`, now that the
+/// plan stopped running calls (it is `status`), in the plan's transition with its actor `by`:
+/// - it revokes the active grants made from a call held under the plan: the grant was consent
+///   to a step of the plan, and the plan's stop takes it back, as it stops the tokens approved
+///   under it (found by review: a `workspace` grant made under a plan kept letting the tool's
+///   calls through after the plan was cancelled);
+/// - it voids ([`crate::voided::void_token`]) the unredeemed tokens of the calls held under
+///   it. The redemption refuses them anyway while the plan's row reads stopped (`tokens.rs`,
+///   `plan_runs`); voided, they stay refused when the row is put back whole as it was before
+///   the stop, seal and all, which no seal catches (found by review: such a row revived every
+///   unredeemed token of the plan until `audit verify` named it).
+///
+/// Reached are the calls the plan gated when they were held (its agent's own, or a delegate's
+/// with the plan's agent recorded) and those of its agent's `delegates` now (found by review: a
+/// delegate's call held under the plan's id before the plan existed recorded no agent, and its
+/// grant outlived the stop that cancelled its held calls and tokens): never another agent's
+/// call that merely named the id ([`assent_core::policy::plan_reaches_held`]). Reads by
+/// `confirm_context_plan` (migration 0059). Returns how many grants were revoked and how many
+/// tokens voided.
+pub(crate) fn withdraw_plan_consent(
     tx: Conn<'_>,
     plan_id: &str,
     (owner, delegates): (&str, &[String]),
     status: &str,
     by: &str,
     now: i64,
-) -> db::Result<usize> {
-    type Row = (String, String, String, String, Option<String>);
-    let rows: Vec<Row> = crate::sql::rows(
+) -> db::Result<(usize, usize)> {
+    let reached = |caller: &str, gated_by: &Option<String>| {
+        plan_reaches_held(caller, gated_by.as_deref(), owner, delegates)
+    };
+    let why = format!("the plan {plan_id} its call was approved under is {status}");
+    type Grant = (String, String, String, String, Option<String>);
+    let grants: Vec<Grant> = crate::sql::rows(
         tx,
         "SELECT g.id, g.approval_id, g.created_by, a.agent, c.plan_owner FROM grants g \
          JOIN approvals a ON a.id = g.approval_id JOIN confirm_context c ON c.approval_id = g.approval_id \
@@ -168,35 +179,14 @@ pub(crate) fn revoke_plan_grants(
         params![plan_id],
         db::tuple,
     )?;
-    let why = format!("the plan {plan_id} its call was approved under is {status}");
-    let mut n = 0;
-    for (gid, aid, made_by, caller, gated_by) in rows {
-        if plan_reaches_held(&caller, gated_by.as_deref(), owner, delegates) {
-            n += revoke(tx, &gid, &aid, &made_by, (by, &why), now)?;
+    let mut revoked = 0;
+    for (gid, aid, made_by, caller, gated_by) in grants {
+        if reached(&caller, &gated_by) {
+            revoked += revoke(tx, &gid, &aid, &made_by, (by, &why), now)?;
         }
     }
-    Ok(n)
-}
-
-/// Voids ([`crate::voided::void_token`]) the unredeemed tokens of the calls held under plan
-/// `plan_id`, whose agent is `owner`, now that the plan stopped running calls (it is
-/// `status`): those its stop reaches ([`plan_reaches_held`], as [`revoke_plan_grants`]). The
-/// redemption refuses them anyway while the plan's row reads stopped (`tokens.rs`,
-/// `plan_runs`); voided, they stay refused when the row is put back whole as it was before the
-/// stop, seal and all, which no seal catches (found by review: such a row revived every
-/// unredeemed token of the plan until `audit verify` named it). Called in the plan's
-/// transition, with its actor `by`. Returns how many were voided. Reads by
-/// `confirm_context_plan` (migration 0059) and the tokens' `approval_id`.
-pub(crate) fn void_plan_tokens(
-    tx: Conn<'_>,
-    plan_id: &str,
-    (owner, delegates): (&str, &[String]),
-    status: &str,
-    by: &str,
-    now: i64,
-) -> db::Result<usize> {
-    type Row = (String, String, String, Option<String>);
-    let rows: Vec<Row> = crate::sql::rows(
+    type Token = (String, String, String, Option<String>);
+    let tokens: Vec<Token> = crate::sql::rows(
         tx,
         "SELECT t.token_id, t.approval_id, a.agent, c.plan_owner FROM confirm_context c \
          JOIN approvals a ON a.id = c.approval_id JOIN tokens t ON t.approval_id = c.approval_id \
@@ -204,15 +194,14 @@ pub(crate) fn void_plan_tokens(
         params![plan_id],
         db::tuple,
     )?;
-    let why = format!("the plan {plan_id} its call was approved under is {status}");
-    let mut n = 0;
-    for (tid, aid, caller, gated_by) in rows {
-        if plan_reaches_held(&caller, gated_by.as_deref(), owner, delegates) {
+    let mut voided = 0;
+    for (tid, aid, caller, gated_by) in tokens {
+        if reached(&caller, &gated_by) {
             let data = json!({"plan_id": plan_id, "why": why});
-            n += usize::from(crate::voided::void_token(tx, (&tid, &aid), by, data, now)?);
+            voided += usize::from(crate::voided::void_token(tx, (&tid, &aid), by, data, now)?);
         }
     }
-    Ok(n)
+    Ok((revoked, voided))
 }
 
 /// Revokes grant `gid` of approval `aid`, made by `made_by`, if not yet revoked, with its

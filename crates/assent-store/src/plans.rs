@@ -170,7 +170,7 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` (and
 /// `plan_id` in it) to it and an audit record of the same kind. A status in which the plan runs no calls
 /// ([`transitions::plan_runs_calls`]: cancelled, back to draft…) revokes the grants made from
-/// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction:
+/// the calls held under it ([`crate::grants_revoke::withdraw_plan_consent`], which voids their unredeemed tokens too), in this transaction:
 /// those of its agent's calls and of `delegations`' delegates of its agent now, as the stop of
 /// their held calls and tokens reaches them. The row is read locked and sealed again under
 /// `key` ([`seal`]); a [`DAMAGED`] one is left as it is (its callers refuse one before).
@@ -216,8 +216,7 @@ pub(crate) fn transition(
     audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)?;
     if !transitions::plan_runs_calls(status) {
         let owner = (p.agent.as_str(), delegations.delegates_of(&p.agent));
-        crate::grants_revoke::revoke_plan_grants(tx, plan_id, owner, status, actor, now)?;
-        crate::grants_revoke::void_plan_tokens(tx, plan_id, owner, status, actor, now)?;
+        crate::grants_revoke::withdraw_plan_consent(tx, plan_id, owner, status, actor, now)?;
     }
     Ok(())
 }

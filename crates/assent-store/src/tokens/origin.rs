@@ -1,7 +1,7 @@
 //! The plans a grant-minted token answers to besides its own call's: those of the calls whose
 //! approval made the grants that let it through (`grants.approval_id`). A grant made from a
 //! call held under a plan is consent to a step of that plan, and the plan's stop takes it back
-//! (`grants_revoke.rs`, `revoke_plan_grants`); that revocation finds the grants by the plan ids
+//! (`grants_revoke.rs`, `withdraw_plan_consent`); that revocation finds the grants by the plan ids
 //! recorded with their calls, which a database writer can clear (the call's seal then fails,
 //! and the grant covers no new call, but tokens it minted before were still redeemable: found
 //! by review). The redemption checks the source call's plan itself ([`grant_origins`]).
