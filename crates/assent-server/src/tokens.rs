@@ -24,7 +24,8 @@ use tracing::Instrument;
 /// `403 NOT_EXECUTOR` (an executor's for a call it does not execute),
 /// `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`, `403 TOKEN_MISMATCH`,
 /// `409 PLAN_STOPPED` (the call's plan was stopped since), `409 SETTLEMENT_UNSEALED` (the
-/// approval's settlement was changed in the database behind the gateway's back), `503`.
+/// approval's terms or settlement, or the grant that let its call through or that grant's
+/// source call, were changed in the database behind the gateway's back), `503`.
 fn redeem_error(e: RedeemError) -> ApiError {
     match e {
         RedeemError::Invalid => {

@@ -140,63 +140,85 @@ fn revoke_grants_in(
 }
 
 /// Takes back what was consented to under plan `plan_id`, whose agent is `owner`, now that the
-/// plan stopped running calls (it is `status`), in the plan's transition with its actor `by`:
+/// plan runs no calls (it is `status`), in the plan's transition with its actor `by`:
 /// - it revokes the active grants made from a call held under the plan: the grant was consent
 ///   to a step of the plan, and the plan's stop takes it back, as it stops the tokens approved
 ///   under it (found by review: a `workspace` grant made under a plan kept letting the tool's
 ///   calls through after the plan was cancelled);
-/// - it voids ([`crate::voided::void_token`]) the unredeemed tokens of the calls held under
-///   it. The redemption refuses them anyway while the plan's row reads stopped (`tokens.rs`,
-///   `plan_runs`); voided, they stay refused when the row is put back whole as it was before
-///   the stop, seal and all, which no seal catches (found by review: such a row revived every
-///   unredeemed token of the plan until `audit verify` named it).
+/// - when the plan ran calls until now (`stopped`: approved, then cancelled), it voids
+///   ([`crate::voided::void_token`]) the tokens of the calls held under it that are neither
+///   redeemed nor expired at `now`. The redemption refuses them anyway while the plan's row
+///   reads stopped (`tokens.rs`, `plan_runs`); voided, they stay refused when the row is put
+///   back whole as it was before the stop, seal and all, which no seal catches (found by
+///   review: such a row revived every unredeemed token of the plan until `audit verify` named
+///   it). A plan created, revised or submitted voids nothing: a token of a call that named
+///   its id before it existed is refused until the plan is approved, as before.
 ///
 /// Reached are the calls the plan gated when they were held (its agent's own, or a delegate's
 /// with the plan's agent recorded) and those of its agent's `delegates` now (found by review: a
 /// delegate's call held under the plan's id before the plan existed recorded no agent, and its
 /// grant outlived the stop that cancelled its held calls and tokens): never another agent's
-/// call that merely named the id ([`assent_core::policy::plan_reaches_held`]). Reads by
-/// `confirm_context_plan` (migration 0059). Returns how many grants were revoked and how many
-/// tokens voided.
+/// call that merely named the id ([`assent_core::policy::plan_reaches_held`]). A call whose
+/// agent or recorded plan agent holds another type than the gateway writes is reached (found by
+/// review: on SQLite such a column, written by a database writer, failed the read, and with it
+/// the plan's cancellation); a grant or token whose own id does not read as text is passed
+/// over (no redemption or coverage can name it). Reads by `confirm_context_plan` (migration
+/// 0059). Returns how many grants were revoked and how many tokens voided.
 pub(crate) fn withdraw_plan_consent(
     tx: Conn<'_>,
     plan_id: &str,
     (owner, delegates): (&str, &[String]),
-    status: &str,
+    (status, stopped): (&str, bool),
     by: &str,
     now: i64,
 ) -> db::Result<(usize, usize)> {
-    let reached = |caller: &str, gated_by: &Option<String>| {
-        plan_reaches_held(caller, gated_by.as_deref(), owner, delegates)
-    };
+    let reached =
+        |caller: &Option<String>, gated_by: &Option<Option<String>>| match (caller, gated_by) {
+            (Some(caller), Some(gated_by)) => {
+                plan_reaches_held(caller, gated_by.as_deref(), owner, delegates)
+            }
+            _ => true,
+        };
     let why = format!("the plan {plan_id} its call was approved under is {status}");
-    type Grant = (String, String, String, String, Option<String>);
+    type Read = (Option<String>, Option<Option<String>>);
+    type Grant = (Option<(String, String)>, Option<String>, Read);
     let grants: Vec<Grant> = crate::sql::rows(
         tx,
         "SELECT g.id, g.approval_id, g.created_by, a.agent, c.plan_owner FROM grants g \
          JOIN approvals a ON a.id = g.approval_id JOIN confirm_context c ON c.approval_id = g.approval_id \
          WHERE c.plan_id = ?1 AND g.revoked_at IS NULL ORDER BY g.created_at, g.id",
         params![plan_id],
-        db::tuple,
+        |r| {
+            let ids = r.get(0).ok().zip(r.get(1).ok());
+            Ok((ids, r.get(2).ok(), (r.get(3).ok(), r.get(4).ok())))
+        },
     )?;
     let mut revoked = 0;
-    for (gid, aid, made_by, caller, gated_by) in grants {
-        if reached(&caller, &gated_by) {
-            revoked += revoke(tx, &gid, &aid, &made_by, (by, &why), now)?;
+    for (ids, made_by, (caller, gated_by)) in grants {
+        if let Some((gid, aid)) = ids.filter(|_| reached(&caller, &gated_by)) {
+            let made_by = made_by.as_deref().unwrap_or("(unreadable)");
+            revoked += revoke(tx, &gid, &aid, made_by, (by, &why), now)?;
         }
     }
-    type Token = (String, String, String, Option<String>);
+    if !stopped {
+        return Ok((revoked, 0));
+    }
+    type Token = (Option<(String, String)>, Read);
     let tokens: Vec<Token> = crate::sql::rows(
         tx,
         "SELECT t.token_id, t.approval_id, a.agent, c.plan_owner FROM confirm_context c \
          JOIN approvals a ON a.id = c.approval_id JOIN tokens t ON t.approval_id = c.approval_id \
-         WHERE c.plan_id = ?1 AND t.used_at IS NULL ORDER BY t.issued_at, t.token_id",
-        params![plan_id],
-        db::tuple,
+         WHERE c.plan_id = ?1 AND t.used_at IS NULL AND t.expires_at > ?2 \
+         ORDER BY t.issued_at, t.token_id",
+        params![plan_id, now],
+        |r| {
+            let ids = r.get(0).ok().zip(r.get(1).ok());
+            Ok((ids, (r.get(2).ok(), r.get(3).ok())))
+        },
     )?;
     let mut voided = 0;
-    for (tid, aid, caller, gated_by) in tokens {
-        if reached(&caller, &gated_by) {
+    for (ids, (caller, gated_by)) in tokens {
+        if let Some((tid, aid)) = ids.filter(|_| reached(&caller, &gated_by)) {
             let data = json!({"plan_id": plan_id, "why": why});
             voided += usize::from(crate::voided::void_token(tx, (&tid, &aid), by, data, now)?);
         }

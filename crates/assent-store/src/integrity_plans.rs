@@ -2,8 +2,9 @@
 //! against the newest audit record that moved it, and, under the gateway's own key, its
 //! row's seal ([`crate::plans`], migration 0058). At run time a plan whose seal does not hold
 //! reads as damaged and runs nothing; what a seal cannot catch is a row put back whole as it
-//! was, seal and all (a cancelled plan's approved row restored, reviving the tokens of the
-//! calls held under it): its status then disagrees with its newest record, which this names.
+//! was, seal and all (a cancelled plan's approved row restored, lifting the block on calls
+//! naming its steps; the stop voided its calls' tokens): its status then disagrees with its
+//! newest record, which this names.
 //! Called by [`crate::integrity::cross_check_on`] (statuses) and `verify_snapshot` (seals),
 //! in their snapshot.
 
@@ -46,9 +47,9 @@ pub(crate) fn plans(conn: Conn<'_>, out: &mut Vec<Found>) -> db::Result<()> {
             // creation means the first row was deleted in between (found by review: a stopped
             // plan's row deleted and its id registered again left the newest record agreeing
             // with the new row, so the deletion went unnamed).
-            if let (Some((first, _)), "plan.created") = (newest.get(&id), kind.as_str()) {
+            if let (Some((earlier, _)), "plan.created") = (newest.get(&id), kind.as_str()) {
                 out.push((Some(seq), format!(
-                    "plan {id} was created again by record {seq} after record {first} named it: its row was deleted behind the gateway's back in between"
+                    "plan {id} was created again by record {seq} after record {earlier} named it: its row was deleted behind the gateway's back in between"
                 )));
             }
             newest.insert(id, (seq, kind));
@@ -69,7 +70,7 @@ pub(crate) fn plans(conn: Conn<'_>, out: &mut Vec<Found>) -> db::Result<()> {
         let want = status_after(&kind).unwrap_or("?");
         if want != status {
             out.push((Some(seq), format!(
-                "plan {id} is {status}, but its newest record {seq} ({kind}) left it {want}: it was changed behind the gateway's back (a row put back as it was, seal and all, revives what the plan's stop stopped)"
+                "plan {id} is {status}, but its newest record {seq} ({kind}) left it {want}: it was changed behind the gateway's back (a row put back as it was, seal and all, lets calls naming the plan run again)"
             )));
         }
     }

@@ -216,7 +216,8 @@ pub(crate) fn transition(
     audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)?;
     if !transitions::plan_runs_calls(status) {
         let owner = (p.agent.as_str(), delegations.delegates_of(&p.agent));
-        crate::grants_revoke::withdraw_plan_consent(tx, plan_id, owner, status, actor, now)?;
+        let stopped = (status, transitions::plan_runs_calls(&p.status));
+        crate::grants_revoke::withdraw_plan_consent(tx, plan_id, owner, stopped, actor, now)?;
     }
     Ok(())
 }

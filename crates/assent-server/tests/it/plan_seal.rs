@@ -272,3 +272,32 @@ async fn a_grants_source_call_cut_loose_from_its_plan_does_not_let_the_grants_to
     assert_eq!(s, StatusCode::CONFLICT, "voided by the stop: {b}");
     gw.stop().await;
 }
+
+/// Attack (found by review): on SQLite a database writer stores a blob in the plan agent
+/// recorded with a call approved under an approved plan (`confirm_context.plan_owner`). The
+/// plan's stop read every call held under it to void their tokens, the read of that row
+/// failed, and with it the whole cancellation: the plan stayed approved (`503`), running its
+/// calls. A call whose columns do not read is reached by the stop: the plan is cancelled, the
+/// token refused. (SQLite only: a PostgreSQL `text` column holds no blob.)
+#[tokio::test]
+async fn a_call_row_made_unreadable_in_the_database_does_not_keep_its_plan_from_stopping() {
+    if crate::backend::sqlite_only("a SQLite column takes a blob whatever its declared type") {
+        return;
+    }
+    let (gw, pid) = serve_with_plan().await;
+    let (id, token) = approved_in_plan(&gw, &pid, 951).await;
+    tamper(
+        &gw,
+        &format!("UPDATE confirm_context SET plan_owner = X'01' WHERE approval_id = '{id}'"),
+    );
+    cancel(&gw, &pid).await;
+    let (s, b) = gw.get(&format!("/v1/plans/{pid}"), BOT).await;
+    assert_eq!(
+        (s, &b["status"]),
+        (StatusCode::OK, &json!("cancelled")),
+        "{b}"
+    );
+    let (s, b) = gw.redeem(&token, "pay", pay(951), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    gw.stop().await;
+}

@@ -15,7 +15,7 @@ use crate::tokens::cover::GrantSeal;
 /// `approvals.grant_id` ([`crate::consent`]); each grant's row must hold its seal under `key`
 /// ([`crate::seal::Sealed::Grant`]): `Err(gid)` for the first that does not (its
 /// `approval_id` may have been pointed at another call, so nothing says which plan it answers
-/// to). A grant whose row is gone is left to [`crate::consent::withdrawn_grant`], which voids
+/// to), `Err("(unreadable)")` when a column holds another type than the gateway writes. A grant whose row is gone is left to [`crate::consent::withdrawn_grant`], which voids
 /// the token. Reads by the `decisions_approval` index and primary keys.
 pub(crate) fn grant_origins(
     conn: Conn<'_>,
@@ -25,7 +25,7 @@ pub(crate) fn grant_origins(
     type Cols = (String, String, Option<String>, String, Option<String>);
     type More = (Option<String>, String, Option<i64>, String, i64);
     type Row = (Cols, More, (Option<String>, String, String));
-    let rows: Vec<Row> = crate::sql::rows(
+    let rows: db::Result<Vec<Row>> = crate::sql::rows(
         conn,
         "SELECT g.id, g.agent, g.session_id, g.tool, g.server, g.call_hash, g.scope, g.expires_at, \
          g.approval_id, g.created_at, g.key_binding, g.created_by, g.seal FROM grants g \
@@ -40,7 +40,12 @@ pub(crate) fn grant_origins(
             let b = (r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?);
             Ok((a, b, (r.get(10)?, r.get(11)?, r.get(12)?)))
         },
-    )?;
+    );
+    // A column of another type than the gateway writes: nothing vouches for the grant.
+    let rows = match rows {
+        Err(e) if e.is_damaged_row() => return Ok(Err("(unreadable)".into())),
+        rows => rows?,
+    };
     let mut out = Vec::new();
     for ((id, agent, session, tool, server), (hash, scope, exp, origin, at), (bound, by, s)) in
         &rows
