@@ -168,58 +168,87 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
 }
 
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` (and
-/// `plan_id` in it) to it and an audit record of the same kind. A status in which the plan runs no calls
-/// ([`transitions::plan_runs_calls`]: cancelled, back to draft…) revokes the grants made from
-/// the calls held under it ([`crate::grants_revoke::withdraw_plan_consent`], which voids their unredeemed tokens too), in this transaction:
-/// those of its agent's calls and of `delegations`' delegates of its agent now, as the stop of
-/// their held calls and tokens reaches them. The row is read locked and sealed again under
-/// `key` ([`seal`]); a [`DAMAGED`] one is left as it is (its callers refuse one before).
+/// `plan_id` in it) to it and an audit record of the same kind: [`transition_from`] the plan
+/// read locked ([`read_plan_to_change`]). `None` when there is no such plan or it is
+/// [`DAMAGED`].
 pub(crate) fn transition(
     tx: Conn<'_>,
-    (key, delegations): (&SealKey, &Delegations),
+    keys: (&SealKey, &Delegations),
     plan_id: &str,
-    (status, event_type): (&str, &str),
+    step: (&str, &str),
     actor: &str,
     data: Value,
     now: i64,
-) -> db::Result<()> {
-    let Some(p) = read_plan_to_change(tx, key, plan_id)? else {
-        return Ok(());
+) -> db::Result<Option<PlanRecord>> {
+    let Some(p) = read_plan_to_change(tx, keys.0, plan_id)? else {
+        return Ok(None);
     };
+    transition_from(tx, keys, (p, None), step, actor, data, now)
+}
+
+/// Moves plan `p`, read locked in this transaction ([`read_plan_to_change`]), to `status`
+/// (with the agent's new `body` text, when it is revised), appends an MPLP event `event_type`
+/// with `data` (and `plan_id` in it) to it and an audit record of the same kind. A status in
+/// which the plan runs no calls ([`transitions::plan_runs_calls`]: cancelled, back to draft…)
+/// revokes the grants made from the calls held under it
+/// ([`crate::grants_revoke::withdraw_plan_consent`], which voids their unredeemed tokens too),
+/// in this transaction: those of its agent's calls and of `delegations`' delegates of its agent
+/// now, as the stop of their held calls and tokens reaches them. The row is written in one
+/// statement and sealed again under `key` ([`seal`]); a [`DAMAGED`] one is left as it is (its
+/// callers refuse one before). Returns the plan as written and sealed, so that its callers
+/// need not read it again (each read parses, and checks the seal over, up to
+/// [`MAX_PLAN_EVENTS`] events); `None` when it is [`DAMAGED`].
+pub(crate) fn transition_from(
+    tx: Conn<'_>,
+    (key, delegations): (&SealKey, &Delegations),
+    (mut p, body): (PlanRecord, Option<(String, Value)>),
+    (status, event_type): (&str, &str),
+    actor: &str,
+    mut data: Value,
+    now: i64,
+) -> db::Result<Option<PlanRecord>> {
     if p.status == DAMAGED {
         tracing::warn!(
-            plan = plan_id,
+            plan = p.plan_id,
             to = status,
             "a plan whose row does not hold its seal is left as it is"
         );
-        return Ok(());
+        return Ok(None);
     }
     // Every record names its plan (found by review: a draft never submitted has no Confirm,
     // and a `plan.cancelled` record was known by the agent's trace id alone).
-    let mut data = data;
     if let Some(d) = data.as_object_mut() {
-        d.insert("plan_id".into(), json!(plan_id));
+        d.insert("plan_id".into(), json!(p.plan_id));
     }
-    let mut events = p.events;
     let ev = event(now, event_type, &p.trace_id, data);
-    events.push(ev.clone());
+    p.events.push(ev.clone());
+    // Written without a copy of the list: taken out, written, put back.
+    let list = Value::Array(std::mem::take(&mut p.events));
+    let events = list.to_string();
+    if let Value::Array(back) = list {
+        p.events = back;
+    }
+    let body_text = match body {
+        Some((text, value)) => {
+            p.body = value;
+            Some(text)
+        }
+        None => None,
+    };
     tx.prepare_cached(
-        "UPDATE plans SET status = ?2, events = ?3, updated_at = ?4 WHERE plan_id = ?1",
+        "UPDATE plans SET status = ?2, events = ?3, updated_at = ?4, body = coalesce(?5, body) WHERE plan_id = ?1",
     )?
-    .execute(params![
-        plan_id,
-        status,
-        Value::from(events).to_string(),
-        now
-    ])?;
-    seal(tx, key, plan_id)?;
+    .execute(params![p.plan_id, status, events, now, body_text])?;
+    seal(tx, key, &p.plan_id)?;
     audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)?;
+    let was = std::mem::replace(&mut p.status, status.to_string());
+    p.updated_at = now;
     if !transitions::plan_runs_calls(status) {
         let owner = (p.agent.as_str(), delegations.delegates_of(&p.agent));
-        let stopped = (status, transitions::plan_runs_calls(&p.status));
-        crate::grants_revoke::withdraw_plan_consent(tx, plan_id, owner, stopped, actor, now)?;
+        let stopped = (status, transitions::plan_runs_calls(&was));
+        crate::grants_revoke::withdraw_plan_consent(tx, &p.plan_id, owner, stopped, actor, now)?;
     }
-    Ok(())
+    Ok(Some(p))
 }
 
 /// What the Confirm of a plan decided, applied to the plan in the decision's transaction
@@ -248,10 +277,13 @@ pub(crate) fn on_confirm_decided(
             decided = mplp_status, "a Confirm settled for a plan no longer waiting for it; the plan is left as it is");
         return Ok(());
     };
-    transition(
+    let Some(p) = current else {
+        return Ok(());
+    };
+    transition_from(
         tx,
         (key, delegations),
-        plan_id,
+        (p, None),
         (status, kind),
         actor,
         json!({"confirm_id": confirm_id, "decided_by": actor, "reason": reason}),
@@ -544,8 +576,8 @@ impl Store {
             let created = json!({"agent": agent, "session_id": session_id});
             let d = self.delegations();
             let step = ("draft", "plan.created");
-            transition(**tx, (&key, &d), &id, step, agent, created, now)?;
-            Ok(read_plan(**tx, &key, &id)?.expect("inserted"))
+            transition(**tx, (&key, &d), &id, step, agent, created, now)?
+                .ok_or_else(|| PlanError::WrongState(DAMAGED.into(), DAMAGED_WHY))
         })
     }
 
@@ -590,20 +622,18 @@ impl Store {
                     "revised too often (1,000 events): create a new plan",
                 ));
             }
-            tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
-                .execute(params![id, body.to_string()])?;
-            seal(**tx, &key, &id)?;
             let d = self.delegations();
-            transition(
+            let text = body.to_string();
+            transition_from(
                 **tx,
                 (&key, &d),
-                &id,
+                (p, Some((text, body))),
                 ("draft", "plan.updated"),
                 agent,
                 json!({}),
                 now,
-            )?;
-            Ok(read_plan(**tx, &key, &id)?.expect("exists"))
+            )?
+            .ok_or_else(|| PlanError::WrongState(DAMAGED.into(), DAMAGED_WHY))
         })
     }
 

@@ -144,7 +144,7 @@ impl Store {
                 // Its row is left as it is (what a database writer made of it stays for
                 // `audit verify` to see, and is sealed by no one); it runs no calls already,
                 // and its held calls are cancelled below.
-                "cancelled" | plans::DAMAGED => {}
+                "cancelled" | plans::DAMAGED => Ok(p),
                 "completed" | "failed" => {
                     return Err(plans::PlanError::WrongState(
                         p.status,
@@ -160,17 +160,22 @@ impl Store {
                         "the plan was submitted while it was being cancelled; cancel it again",
                     ));
                 }
-                _ => plans::transition(
-                    **tx,
-                    (&key, &self.delegations()),
-                    id,
-                    ("cancelled", "plan.cancelled"),
-                    actor,
-                    json!({"reason": reason}),
-                    now,
-                )?,
+                _ => {
+                    let written = plans::transition(
+                        **tx,
+                        (&key, &self.delegations()),
+                        id,
+                        ("cancelled", "plan.cancelled"),
+                        actor,
+                        json!({"reason": reason}),
+                        now,
+                    )?;
+                    // Read intact under its lock just above: written and sealed as returned.
+                    written.ok_or_else(|| {
+                        plans::PlanError::WrongState(plans::DAMAGED.into(), plans::DAMAGED_WHY)
+                    })
+                }
             }
-            Ok(plans::read_plan(**tx, &key, id)?.expect("exists"))
         })?;
         // The calls held under the plan go with it, its delegates' too: stopping a plan stops
         // them, whatever their approvers (found by review: one held while the plan was
