@@ -94,11 +94,14 @@ pub(crate) async fn redeem(
     let (h2, tool, server, token, device) = (hash.clone(), b.tool, b.server, b.token, b.device_id);
     // Whose plans stop whose tokens: the agent files' declared local delegates.
     let reg = st.registry();
+    // The signature is checked here, on this request's worker: the store's one writer, which
+    // every agent's writes wait behind, only reads and writes rows (issue 13 §4).
+    let verified = st.store.verify_token(&token, now_ms());
     let c = st
         .store_task(move |s| match p.presenter(&tool, server.as_deref()) {
             Some(by) => {
                 let d = reg.delegations();
-                s.redeem_as(&token, by, &h2, device.as_deref(), now_ms(), d)
+                s.redeem_verified(verified, by, &h2, device.as_deref(), now_ms(), d)
             }
             None => Err(RedeemError::WrongAgent),
         })

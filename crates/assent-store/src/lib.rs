@@ -142,4 +142,5 @@ pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use receipts::ReceiptOf;
 pub use store::Store;
 pub use stored::Settlement;
+pub use tokens::VerifiedToken;
 pub use usage::EditObservations;

@@ -122,6 +122,7 @@ impl Store {
             conn: Mutex::new(conn),
             database: database.clone(),
             key: keys.token,
+            seal_keys: crate::seal::SealKeys::of(&keys.audit),
             audit_key: keys.audit,
             db_path: data_dir.join("assent.db"),
             token_ttl_ms,

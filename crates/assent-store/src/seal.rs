@@ -14,7 +14,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 /// What sealed rows are for; each has a key of its own (the label it is derived under).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sealed {
     /// `ui_sessions` (migration 0027).
     UiSession,
@@ -34,6 +34,17 @@ pub(crate) enum Sealed {
 }
 
 impl Sealed {
+    /// Every kind, in its declaration order: the order [`SealKeys`] holds their keys in.
+    const ALL: [Sealed; 7] = [
+        Sealed::UiSession,
+        Sealed::Token,
+        Sealed::Grant,
+        Sealed::Approval,
+        Sealed::Vote,
+        Sealed::Settlement,
+        Sealed::Plan,
+    ];
+
     fn label(self) -> &'static [u8] {
         match self {
             Sealed::UiSession => b"assent/seal/v1/ui_sessions",
@@ -49,7 +60,25 @@ impl Sealed {
 
 /// The seal key of one kind of row: HMAC-SHA256 of its label keyed with the audit key's 32
 /// secret bytes, never the signing key itself.
+#[derive(Clone)]
 pub(crate) struct SealKey([u8; 32]);
+
+/// The seal key of every kind of row, derived once when the store opens (its audit key never
+/// changes while it is open): a cycle asked for about fourteen, each an HMAC of its own.
+pub(crate) struct SealKeys([SealKey; 7]);
+
+impl SealKeys {
+    /// The keys of every kind of row, derived from `audit_key`.
+    pub(crate) fn of(audit_key: &SigningKey) -> SealKeys {
+        SealKeys(Sealed::ALL.map(|what| SealKey::of(audit_key, what)))
+    }
+
+    /// The key of `what` rows.
+    fn get(&self, what: Sealed) -> SealKey {
+        // `ALL` lists the kinds in their declaration order (a test holds it to that).
+        self.0[what as usize].clone()
+    }
+}
 
 impl SealKey {
     /// The key of `what` rows, derived from `audit_key`.
@@ -80,9 +109,10 @@ impl SealKey {
 }
 
 impl crate::store::Store {
-    /// The key of `what` rows of this store ([`SealKey::of`] its audit key).
+    /// The key of `what` rows of this store ([`SealKey::of`] its audit key, derived when it
+    /// opened: [`SealKeys`]).
     pub(crate) fn seal_key(&self, what: Sealed) -> SealKey {
-        SealKey::of(&self.audit_key, what)
+        self.seal_keys.get(what)
     }
 }
 
@@ -94,6 +124,16 @@ fn mac(key: &[u8]) -> Hmac<Sha256> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_keys_derived_at_open_are_each_kinds_own() {
+        let k = SigningKey::from_bytes(&[9; 32]);
+        let keys = SealKeys::of(&k);
+        for (i, what) in Sealed::ALL.into_iter().enumerate() {
+            assert_eq!(what as usize, i, "{what:?} out of declaration order");
+            assert_eq!(keys.get(what).0, SealKey::of(&k, what).0, "{what:?}");
+        }
+    }
 
     #[test]
     fn a_seal_holds_for_its_row_only_and_each_kind_has_its_own_key() {

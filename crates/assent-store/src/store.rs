@@ -21,6 +21,8 @@ pub struct Store {
     pub(crate) key: crate::token_keys::TokenKeys,
     /// Ed25519 key that signs audit checkpoints (`audit.key`).
     pub(crate) audit_key: ed25519_dalek::SigningKey,
+    /// The row seal keys derived from `audit_key` ([`crate::seal::SealKeys`]).
+    pub(crate) seal_keys: crate::seal::SealKeys,
     /// `<data_dir>/assent.db`.
     pub(crate) db_path: PathBuf,
     /// How long a minted token stays redeemable (ms).

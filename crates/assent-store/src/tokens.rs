@@ -7,8 +7,10 @@
 
 pub(crate) mod cover;
 mod origin;
+mod verified;
 
 use self::cover::GrantSeal;
+pub use self::verified::VerifiedToken;
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{RedeemError, StoreError};
@@ -225,7 +227,22 @@ impl Store {
         now: i64,
         delegations: &Delegations,
     ) -> Result<TokenClaims, RedeemError> {
-        let claims = self.key.verify(token, now, self.token_ttl_ms).ok();
+        let verified = self.verify_token(token, now);
+        self.redeem_verified(verified, by, call_hash, device_id, now, delegations)
+    }
+
+    /// [`Store::redeem_as`] of a token whose signature [`Store::verify_token`] checked
+    /// before (off the store's writer): the same checks, refusals and audit records.
+    pub fn redeem_verified(
+        &self,
+        verified: VerifiedToken,
+        by: Presenter<'_>,
+        call_hash: &str,
+        device_id: Option<&str>,
+        now: i64,
+        delegations: &Delegations,
+    ) -> Result<TokenClaims, RedeemError> {
+        let claims = verified.0;
         let presented = redeem::Presented {
             by,
             call_hash,
