@@ -284,7 +284,7 @@ impl Settle<'_> {
 
 /// Locks and reads the approval and checks, in this order, that it exists, is what the caller
 /// found or authorised it by ([`as_the_caller_read`]), is not damaged (issue 10 §8), may be
-/// approved ([`unapprovable`]: its seals, no token row yet), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
+/// approved ([`why_unapprovable`]: its seals, no token row yet), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
 /// agent itself or the expiry sweep), is not cancelled alone by an operator under `deny:
 /// quorum` nor decided after its deadline ([`lone_no_or_late`]), is approved neither by a
 /// timeout that may not, nor under a stopped plan, nor against a session that moved since its
@@ -334,9 +334,16 @@ fn admit(
         Event::Decide(DecisionKind::Approve)
             | Event::Expire(assent_core::approval::DefaultDecision::Approve)
     );
-    if approves
-        && rec.status == ApprovalStatus::Pending
-        && let Some((column, why)) = unapprovable(tx, s, &rec, mis_sealed)?
+    let approving = approves && rec.status == ApprovalStatus::Pending;
+    // The terms' seal, read once under the row's lock: whether it holds, and the plan ids it
+    // holds over for the plan check below.
+    let held = match approving {
+        true => crate::approval_seal::holding(tx, s.seal, s.id)?,
+        false => None,
+    };
+    if approving
+        && let Some((column, why)) =
+            why_unapprovable(mis_sealed, held.is_some(), rec.token.is_some())
     {
         let damaged = vec![column.to_string()];
         let data = json!({"decision": name, "why": why, "damaged": damaged});
@@ -351,8 +358,8 @@ fn admit(
         return Err(DecideError::NotApprover(rec.terms.approvers));
     }
     lone_no_or_late(tx, s, &rec, roles)?;
-    if approves && rec.status == ApprovalStatus::Pending {
-        no_approval_without_consent(tx, s, &rec)?;
+    if approving {
+        no_approval_without_consent(tx, s, &rec, held)?;
     }
     if let Event::Decide(kind) = s.event
         && roles.is_some()
@@ -437,23 +444,11 @@ fn as_the_caller_read(
 /// Why pending approval `rec` (read under [`crate::approval_seal::lock`]) may not be approved
 /// though it may still be denied: the column to name in `damaged` and the reason. A vote row
 /// with a seal not its own (`mis_sealed`, [`votes::vouch`]); terms or standing that do not
-/// hold their seal ([`crate::approval_seal`]); a token row already there — approved before and
-/// set back to pending, or planted (found by review: its mint then failed on the unique
-/// approval id, every second for the expiry sweep).
-fn unapprovable(
-    tx: Conn<'_>,
-    s: &Settle<'_>,
-    rec: &ApprovalRecord,
-    mis_sealed: bool,
-) -> Result<Option<(&'static str, &'static str)>, DecideError> {
-    let sealed = crate::approval_seal::holds(tx, s.seal, s.id)?;
-    Ok(why_unapprovable(mis_sealed, sealed, rec.token.is_some()))
-}
-
-/// The pure part of [`unapprovable`], which the expiry sweep shares (an approval refused
-/// here expires rejected): `mis_sealed` a vote row with a seal not its own, `sealed` whether
-/// the terms and standing hold their seal, `has_token` a token row under the pending
-/// approval. `None`: nothing stops approving it.
+/// hold their seal (`sealed`, [`crate::approval_seal`]); a token row already there
+/// (`has_token`) — approved before and set back to pending, or planted (found by review: its
+/// mint then failed on the unique approval id, every second for the expiry sweep). Shared by
+/// [`admit`] and the expiry sweep (an approval refused here expires rejected). `None`:
+/// nothing stops approving it.
 pub(crate) fn why_unapprovable(
     mis_sealed: bool,
     sealed: bool,
@@ -528,6 +523,7 @@ fn no_approval_without_consent(
     tx: Conn<'_>,
     s: &Settle<'_>,
     rec: &ApprovalRecord,
+    held: Option<crate::approval_seal::Holding>,
 ) -> Result<(), DecideError> {
     let name = approval_event_name(s.event);
     let t = &rec.terms;
@@ -544,7 +540,11 @@ fn no_approval_without_consent(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(t.approvers.clone()));
     }
-    if let Some((plan_id, status)) = stopped_plan(tx, rec, (s.seal, s.plans, s.delegations))? {
+    let stopped = match rec.target_type.as_str() {
+        "plan" => None,
+        _ => plans::plan_of_held(tx, held, (s.plans, s.delegations))?.stopped(),
+    };
+    if let Some((plan_id, status)) = stopped {
         let why = format!(
             "the call was held under plan {plan_id}, which is {status} and runs no calls: it cannot be approved (deny it, or let it be cancelled)"
         );

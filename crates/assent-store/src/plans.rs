@@ -469,7 +469,19 @@ pub(crate) fn plan_of_call(
     aid: &str,
     (terms, key, delegations): (&SealKey, &SealKey, &Delegations),
 ) -> db::Result<CallPlan> {
-    let Some(held) = crate::approval_seal::holding(tx, terms, aid)? else {
+    let held = crate::approval_seal::holding(tx, terms, aid)?;
+    plan_of_held(tx, held, (key, delegations))
+}
+
+/// [`plan_of_call`] of the approval whose terms' seal its caller checked already in this
+/// transaction, under the approval row's lock ([`crate::approval_seal::holding`]: `None` when
+/// it did not hold): one read of the terms serves the caller's check and this one.
+pub(crate) fn plan_of_held(
+    tx: Conn<'_>,
+    held: Option<crate::approval_seal::Holding>,
+    (key, delegations): (&SealKey, &Delegations),
+) -> db::Result<CallPlan> {
+    let Some(held) = held else {
         return Ok(CallPlan::Unsealed);
     };
     let (caller, plan_id, gated_by) = held.agent_and_plan();
