@@ -337,10 +337,8 @@ fn admit(
     let approving = approves && rec.status == ApprovalStatus::Pending;
     // The terms' seal, read once under the row's lock: whether it holds, and the plan ids it
     // holds over for the plan check below.
-    let held = match approving {
-        true => crate::approval_seal::holding(tx, s.seal, s.id)?,
-        false => None,
-    };
+    let holding = || crate::approval_seal::holding(tx, s.seal, s.id);
+    let held = approving.then(holding).transpose()?.flatten();
     if approving
         && let Some((column, why)) =
             why_unapprovable(mis_sealed, held.is_some(), rec.token.is_some())

@@ -74,7 +74,7 @@ impl SealKeys {
     }
 
     /// The key of `what` rows.
-    fn get(&self, what: Sealed) -> SealKey {
+    pub(crate) fn get(&self, what: Sealed) -> SealKey {
         // `ALL` lists the kinds in their declaration order (a test holds it to that).
         self.0[what as usize].clone()
     }
@@ -105,14 +105,6 @@ impl SealKey {
         let mut m = mac(&self.0);
         m.update(columns.to_string().as_bytes());
         m.verify_slice(&given).is_ok()
-    }
-}
-
-impl crate::store::Store {
-    /// The key of `what` rows of this store ([`SealKey::of`] its audit key, derived when it
-    /// opened: [`SealKeys`]).
-    pub(crate) fn seal_key(&self, what: Sealed) -> SealKey {
-        self.seal_keys.get(what)
     }
 }
 

@@ -145,20 +145,18 @@ impl Store {
                 // `audit verify` to see, and is sealed by no one); it runs no calls already,
                 // and its held calls are cancelled below.
                 "cancelled" | plans::DAMAGED => Ok(p),
-                "completed" | "failed" => {
-                    return Err(plans::PlanError::WrongState(
-                        p.status,
-                        "a finished plan cannot be cancelled",
-                    ));
-                }
+                "completed" | "failed" => Err(plans::PlanError::WrongState(
+                    p.status,
+                    "a finished plan cannot be cancelled",
+                )),
                 // Submitted since it was read (or rejected and submitted again, under another
                 // Confirm): its Confirm is pending and was not cancelled (found by review: the
                 // plan was cancelled beside a live Confirm).
                 "proposed" if !confirm_cancelled || p.confirm_id != first_confirm => {
-                    return Err(plans::PlanError::WrongState(
+                    Err(plans::PlanError::WrongState(
                         p.status,
                         "the plan was submitted while it was being cancelled; cancel it again",
-                    ));
+                    ))
                 }
                 _ => {
                     let written = plans::transition(

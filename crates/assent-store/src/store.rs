@@ -55,6 +55,12 @@ impl Store {
         *self.delegations.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(d);
     }
 
+    /// The key of `what` rows of this store (derived from its audit key when it opened:
+    /// [`crate::seal::SealKeys`]).
+    pub(crate) fn seal_key(&self, what: crate::seal::Sealed) -> crate::seal::SealKey {
+        self.seal_keys.get(what)
+    }
+
     /// The delegations in force ([`Store::set_delegations`]).
     pub(crate) fn delegations(&self) -> Arc<assent_core::policy::Delegations> {
         self.delegations
