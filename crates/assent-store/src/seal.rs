@@ -14,7 +14,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 /// What sealed rows are for; each has a key of its own (the label it is derived under).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Sealed {
     /// `ui_sessions` (migration 0027).
     UiSession,
@@ -34,17 +34,6 @@ pub(crate) enum Sealed {
 }
 
 impl Sealed {
-    /// Every kind, in its declaration order: the order [`SealKeys`] holds their keys in.
-    const ALL: [Sealed; 7] = [
-        Sealed::UiSession,
-        Sealed::Token,
-        Sealed::Grant,
-        Sealed::Approval,
-        Sealed::Vote,
-        Sealed::Settlement,
-        Sealed::Plan,
-    ];
-
     fn label(self) -> &'static [u8] {
         match self {
             Sealed::UiSession => b"assent/seal/v1/ui_sessions",
@@ -64,19 +53,45 @@ impl Sealed {
 pub(crate) struct SealKey([u8; 32]);
 
 /// The seal key of every kind of row, derived once when the store opens (its audit key never
-/// changes while it is open): a cycle asked for about fourteen, each an HMAC of its own.
-pub(crate) struct SealKeys([SealKey; 7]);
+/// changes while it is open): a cycle asked for about fourteen, each an HMAC of its own. One
+/// field a kind, so that a new kind cannot be added without its key.
+pub(crate) struct SealKeys {
+    ui_session: SealKey,
+    token: SealKey,
+    grant: SealKey,
+    approval: SealKey,
+    vote: SealKey,
+    settlement: SealKey,
+    plan: SealKey,
+}
 
 impl SealKeys {
     /// The keys of every kind of row, derived from `audit_key`.
     pub(crate) fn of(audit_key: &SigningKey) -> SealKeys {
-        SealKeys(Sealed::ALL.map(|what| SealKey::of(audit_key, what)))
+        let of = |what| SealKey::of(audit_key, what);
+        SealKeys {
+            ui_session: of(Sealed::UiSession),
+            token: of(Sealed::Token),
+            grant: of(Sealed::Grant),
+            approval: of(Sealed::Approval),
+            vote: of(Sealed::Vote),
+            settlement: of(Sealed::Settlement),
+            plan: of(Sealed::Plan),
+        }
     }
 
     /// The key of `what` rows.
     pub(crate) fn get(&self, what: Sealed) -> SealKey {
-        // `ALL` lists the kinds in their declaration order (a test holds it to that).
-        self.0[what as usize].clone()
+        match what {
+            Sealed::UiSession => &self.ui_session,
+            Sealed::Token => &self.token,
+            Sealed::Grant => &self.grant,
+            Sealed::Approval => &self.approval,
+            Sealed::Vote => &self.vote,
+            Sealed::Settlement => &self.settlement,
+            Sealed::Plan => &self.plan,
+        }
+        .clone()
     }
 }
 
@@ -121,8 +136,16 @@ mod tests {
     fn the_keys_derived_at_open_are_each_kinds_own() {
         let k = SigningKey::from_bytes(&[9; 32]);
         let keys = SealKeys::of(&k);
-        for (i, what) in Sealed::ALL.into_iter().enumerate() {
-            assert_eq!(what as usize, i, "{what:?} out of declaration order");
+        let all = [
+            Sealed::UiSession,
+            Sealed::Token,
+            Sealed::Grant,
+            Sealed::Approval,
+            Sealed::Vote,
+            Sealed::Settlement,
+            Sealed::Plan,
+        ];
+        for what in all {
             assert_eq!(keys.get(what).0, SealKey::of(&k, what).0, "{what:?}");
         }
     }

@@ -242,7 +242,7 @@ impl Store {
         now: i64,
         delegations: &Delegations,
     ) -> Result<TokenClaims, RedeemError> {
-        let claims = verified.0;
+        let claims = verified.into_claims();
         let presented = redeem::Presented {
             by,
             call_hash,

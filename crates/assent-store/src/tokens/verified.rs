@@ -12,7 +12,15 @@ use assent_core::token::TokenClaims;
 /// otherwise (then its redemption is refused `TOKEN_INVALID`, audited). Only
 /// [`Store::verify_token`] makes one, so a redemption is never given claims no key signed.
 #[derive(Debug, Clone)]
-pub struct VerifiedToken(pub(crate) Option<TokenClaims>);
+pub struct VerifiedToken(Option<TokenClaims>);
+
+impl VerifiedToken {
+    /// The claims the signature check found (`None`: not one of this gateway's tokens), for
+    /// the redemption's transaction.
+    pub(super) fn into_claims(self) -> Option<TokenClaims> {
+        self.0
+    }
+}
 
 impl Store {
     /// Checks `token` (a JWS compact serialisation, at most `MAX_TOKEN_BYTES`) against the
@@ -20,7 +28,10 @@ impl Store {
     /// tokens may not have expired yet; a `kid` it does not know re-reads the keys directory
     /// once when it changed). Expiry, agent, call and single use are the redemption's
     /// ([`Store::redeem_verified`]). Reads no database row; never fails (an invalid token
-    /// gives a [`VerifiedToken`] without claims).
+    /// gives a [`VerifiedToken`] without claims). Runs where it is called: a `kid` it does not
+    /// know, or keys older than `REREAD_AFTER` (10 s), re-read the keys directory (a `stat`,
+    /// and the files when they changed), a short blocking read the server accepts on its
+    /// request's worker.
     pub fn verify_token(&self, token: &str, now: i64) -> VerifiedToken {
         VerifiedToken(self.key.verify(token, now, self.token_ttl_ms).ok())
     }
