@@ -149,8 +149,8 @@ pub enum RedeemError {
     /// before migration 0035 and never sealed; or the approval's terms, which since migration
     /// 0058 hold the plan ids its plan's stop reaches it by, do not hold theirs
     /// ([`crate::approval_seal`]); or a grant that let its call through, or that grant's
-    /// source call, does not (`tokens/origin.rs`). The token stays unused; start-up voids it when its
-    /// settlement's seal is the one that does not hold.
+    /// source call, does not (`tokens/origin.rs`). The token stays unused; start-up voids it
+    /// when its settlement's seal is the one that does not hold.
     #[error(
         "the approval's terms or settlement, or the grant that let its call through or that grant's source call, do not hold their seal: they were changed in the database behind the gateway's back, so nothing vouches for the consent this token was minted under"
     )]

@@ -228,13 +228,10 @@ pub(crate) fn transition_from(
     if let Value::Array(back) = list {
         p.events = back;
     }
-    let body_text = match body {
-        Some((text, value)) => {
-            p.body = value;
-            Some(text)
-        }
-        None => None,
-    };
+    let body_text = body.map(|(text, value)| {
+        p.body = value;
+        text
+    });
     tx.prepare_cached(
         "UPDATE plans SET status = ?2, events = ?3, updated_at = ?4, body = coalesce(?5, body) WHERE plan_id = ?1",
     )?

@@ -15,8 +15,9 @@ use crate::tokens::cover::GrantSeal;
 /// `approvals.grant_id` ([`crate::consent`]); each grant's row must hold its seal under `key`
 /// ([`crate::seal::Sealed::Grant`]): `Err(gid)` for the first that does not (its
 /// `approval_id` may have been pointed at another call, so nothing says which plan it answers
-/// to), `Err("(unreadable)")` when a column holds another type than the gateway writes. A grant whose row is gone is left to [`crate::consent::withdrawn_grant`], which voids
-/// the token. Reads by the `decisions_approval` index and primary keys.
+/// to), `Err("(unreadable)")` when a column holds another type than the gateway writes. A
+/// grant whose row is gone is left to [`crate::consent::withdrawn_grant`], which voids the
+/// token. Reads by the `decisions_approval` index and primary keys.
 pub(crate) fn grant_origins(
     conn: Conn<'_>,
     key: &SealKey,
