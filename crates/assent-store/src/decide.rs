@@ -538,11 +538,7 @@ fn no_approval_without_consent(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(t.approvers.clone()));
     }
-    let stopped = match rec.target_type.as_str() {
-        "plan" => None,
-        _ => plans::plan_of_held(tx, held, (s.plans, s.delegations))?.stopped(),
-    };
-    if let Some((plan_id, status)) = stopped {
+    if let Some((plan_id, status)) = stopped_plan_held(tx, rec, held, (s.plans, s.delegations))? {
         let why = format!(
             "the call was held under plan {plan_id}, which is {status} and runs no calls: it cannot be approved (deny it, or let it be cancelled)"
         );
@@ -573,12 +569,25 @@ fn no_approval_without_consent(
 pub(crate) fn stopped_plan(
     tx: Conn<'_>,
     rec: &ApprovalRecord,
-    keys: (&SealKey, &SealKey, &assent_core::policy::Delegations),
+    (terms, plans, delegations): (&SealKey, &SealKey, &assent_core::policy::Delegations),
+) -> db::Result<Option<(String, String)>> {
+    let held = crate::approval_seal::holding(tx, terms, &rec.id)?;
+    stopped_plan_held(tx, rec, held, (plans, delegations))
+}
+
+/// [`stopped_plan`] with the terms' seal `held` its caller read already in this transaction,
+/// under the approval row's lock ([`crate::approval_seal::holding`]: `None` when it did not
+/// hold), and the plans' seal key.
+fn stopped_plan_held(
+    tx: Conn<'_>,
+    rec: &ApprovalRecord,
+    held: Option<crate::approval_seal::Holding>,
+    keys: (&SealKey, &assent_core::policy::Delegations),
 ) -> db::Result<Option<(String, String)>> {
     if rec.target_type == "plan" {
         return Ok(None);
     }
-    Ok(plans::plan_of_call(tx, &rec.id, keys)?.stopped())
+    Ok(plans::plan_of_held(tx, held, keys)?.stopped())
 }
 
 /// Whether the approving decision `s` on `rec` carries a passkey proof that makes it a
