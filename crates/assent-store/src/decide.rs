@@ -538,7 +538,7 @@ fn no_approval_without_consent(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(t.approvers.clone()));
     }
-    if let Some((plan_id, status)) = stopped_plan_held(tx, rec, held, (s.plans, s.delegations))? {
+    if let Some((plan_id, status)) = stopped_plan(tx, rec, held, (s.plans, s.delegations))? {
         let why = format!(
             "the call was held under plan {plan_id}, which is {status} and runs no calls: it cannot be approved (deny it, or let it be cancelled)"
         );
@@ -561,24 +561,14 @@ fn no_approval_without_consent(
 }
 
 /// The plan (id, status) pending approval `rec` was held under when that plan's stop reaches
-/// it ([`plans::plan_of_call`] under `keys`, the terms and plan seal keys: by the plan's agent
-/// recorded with the call, or as the plan's delegate under `delegations`) and it runs no calls
-/// now, or the call's terms do not hold their seal; `None` otherwise, and for the
-/// plan's own Confirm (`target_type: plan`, which moves the plan). What neither an operator
-/// nor a timeout may approve; the expiry sweep rejects it.
+/// it ([`plans::plan_of_held`] under `keys`, the plans' seal key and the delegations: by the
+/// plan's agent recorded with the call, or as the plan's delegate) and it runs no calls now,
+/// or the call's terms do not hold their seal (`held`: their seal, read by the caller in this
+/// transaction under the approval row's lock, [`crate::approval_seal::holding`]; `None` when
+/// it did not hold); `None` otherwise, and for the plan's own Confirm (`target_type: plan`,
+/// which moves the plan). What neither an operator nor a timeout may approve; the expiry
+/// sweep rejects it.
 pub(crate) fn stopped_plan(
-    tx: Conn<'_>,
-    rec: &ApprovalRecord,
-    (terms, plans, delegations): (&SealKey, &SealKey, &assent_core::policy::Delegations),
-) -> db::Result<Option<(String, String)>> {
-    let held = crate::approval_seal::holding(tx, terms, &rec.id)?;
-    stopped_plan_held(tx, rec, held, (plans, delegations))
-}
-
-/// [`stopped_plan`] with the terms' seal `held` its caller read already in this transaction,
-/// under the approval row's lock ([`crate::approval_seal::holding`]: `None` when it did not
-/// hold), and the plans' seal key.
-fn stopped_plan_held(
     tx: Conn<'_>,
     rec: &ApprovalRecord,
     held: Option<crate::approval_seal::Holding>,

@@ -64,7 +64,6 @@ impl Store {
                 // step (which seals the row again) is taken only then, as one from a schedule
                 // edited behind the gateway's back would add whatever roles it names.
                 let holding = crate::approval_seal::holding(**tx, &seal, &id)?;
-                let sealed = holding.is_some();
                 if let Some(h) = &holding
                     && let Some(s) = &rec.escalation_schedule
                     && s.due(now) > rec.escalation_steps
@@ -76,8 +75,9 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                let keys = (&seal, &plans);
-                let refused = self.refused_at_timeout(**tx, &rec, (mis_sealed, sealed), keys)?;
+                // The terms' seal as read above serves the plan check too: a step's reseal
+                // seals the same plan ids again.
+                let refused = self.refused_at_timeout(**tx, &rec, (mis_sealed, holding), &plans)?;
                 let t = &rec.terms;
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject
@@ -124,25 +124,28 @@ impl Store {
     /// approved by its default with no vote counted, as `Expire` is no vote, and so was a call
     /// held only by session risk, a threshold or scope under an approving default of its
     /// rule); nor is what no operator could approve now (`decide::why_unapprovable`, with
-    /// `(mis_sealed, sealed)`: a vote row with a seal not its own, terms that do not hold their
-    /// seal — an edited default would otherwise mint a genuine token with no one deciding —
-    /// and a token row already there). Nor is a call held under a plan that has stopped
-    /// (`decide::stopped_plan`, under the seal keys of terms and plans), which the
-    /// settlement refuses to approve as well; nor one whose session took in, since it was held,
-    /// what can raise its risk (untrusted output, private data, egress, a changed tool:
-    /// `session_risk::took_in_since_held`; found by review: its default was chosen before, and
-    /// no one weighed the call since).
+    /// `(mis_sealed, held)`: a vote row with a seal not its own, terms that do not hold their
+    /// seal (`held` is `None`) — an edited default would otherwise mint a genuine token with
+    /// no one deciding — and a token row already there). Nor is a call held under a plan that
+    /// has stopped (`decide::stopped_plan`, by the terms' seal `held` and the plans' key),
+    /// which the settlement refuses to approve as well; nor one whose session took in, since
+    /// it was held, what can raise its risk (untrusted output, private data, egress, a changed
+    /// tool: `session_risk::took_in_since_held`; found by review: its default was chosen
+    /// before, and no one weighed the call since).
     fn refused_at_timeout(
         &self,
         tx: Conn<'_>,
         rec: &ApprovalRecord,
-        (mis_sealed, sealed): (bool, bool),
-        (terms, plans): (&crate::seal::SealKey, &crate::seal::SealKey),
+        (mis_sealed, held): (bool, Option<crate::approval_seal::Holding>),
+        plans: &crate::seal::SealKey,
     ) -> db::Result<bool> {
+        let sealed = held.is_some();
+        if crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some()).is_some() {
+            return Ok(true);
+        }
         let delegations = self.delegations();
         Ok(
-            crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some()).is_some()
-                || crate::decide::stopped_plan(tx, rec, (terms, plans, &delegations))?.is_some()
+            crate::decide::stopped_plan(tx, rec, held, (plans, &delegations))?.is_some()
                 || crate::session_risk::took_in_since_held(tx, rec)?,
         )
     }

@@ -338,6 +338,45 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
     });
 }
 
+/// A timeout never approves what no operator may (the sweep's plan check, by the terms' seal
+/// it read under the row lock): calls whose default on timeout is `approve`, held naming plan
+/// ids no plan had yet; one plan is then registered and left a draft (it runs no calls), the
+/// other registered and approved. At the timeout the first call's default is overruled (it
+/// expires rejected, no token), the second's applied (expires approved, its token minted).
+#[test]
+fn a_timeout_does_not_approve_a_call_under_a_plan_that_runs_no_calls() {
+    use assent_core::DefaultDecision::{Approve, Reject};
+    use assent_core::approval::ApprovalStatus;
+    both_stores(|_, s| {
+        let (draft, running) = (
+            "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a",
+            "6e5d4c3b-2a1f-4e0d-9c8b-7a6f5e4d3c2b",
+        );
+        let mut held = Vec::new();
+        for (id, amount) in [(draft, 700), (running, 701)] {
+            let (call, mut v) = pay(amount);
+            v.terms.default_decision = assent_core::DefaultDecision::Approve;
+            held.push(held_under(s, id, &CanonicalCall::new(call).unwrap(), &v).id);
+        }
+        s.create_plan("bot", "s1", &body(draft, "Pay it"), None, 100, 1_000)
+            .unwrap();
+        approved_plan(s, running, "Pay it");
+        // Both wait 60 s from 4 s.
+        let expired = s.expire_due(64_001).unwrap();
+        assert!(held.iter().all(|id| expired.contains(id)), "{expired:?}");
+        for (id, applied) in held.iter().zip([Reject, Approve]) {
+            let after = s.get_approval(id).unwrap().unwrap();
+            assert_eq!(after.status, ApprovalStatus::Expired, "{after:?}");
+            assert_eq!(
+                after.decisions[0].default_applied,
+                Some(applied),
+                "{after:?}"
+            );
+            assert_eq!(after.token.is_some(), applied == Approve, "{after:?}");
+        }
+    });
+}
+
 /// Found by review: a call approved while its plan ran kept a redeemable token after the plan
 /// was stopped. Redemption refuses a token whose call's plan no longer runs calls.
 #[test]
