@@ -75,8 +75,10 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                // The terms' seal as read above serves the plan check too: a step's reseal
-                // seals the same plan ids again.
+                // The terms' seal as read above serves the plan check too: its plan ids are
+                // the ones it verified (a step's reseal seals the same ids again; on
+                // PostgreSQL `confirm_context` is not under the row lock), and the
+                // settlement checks them once more in its own transaction.
                 let refused = self.refused_at_timeout(**tx, &rec, (mis_sealed, holding), &plans)?;
                 let t = &rec.terms;
                 Ok(Step::Expire(if refused {

@@ -37,8 +37,8 @@ pub const WAL_LIMIT: u64 = 16 << 20;
 /// place, while one truncated at every restart and grown again has its blocks allocated anew,
 /// so every commit's fsync wrote the file system's allocation too (measured at 16 agents,
 /// BENCHMARKS.md 2026-12-04: the commit's p99 5.0 → 1.7 ms, the wake-up's 16–17 → 12 ms).
-/// The file never stays over [`WAL_LIMIT`]: a commit past it checkpoints inline, and the
-/// next restart truncates it back.
+/// A file past [`WAL_LIMIT`] makes every commit checkpoint inline until the WAL can restart
+/// (no reader's snapshot holds it), and that restart truncates it back.
 pub const WAL_KEEP: u64 = 16 << 20;
 
 // A WAL file kept at its size is never over the limit (else every commit would checkpoint

@@ -338,41 +338,59 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
     });
 }
 
-/// A timeout never approves what no operator may (the sweep's plan check, by the terms' seal
-/// it read under the row lock): calls whose default on timeout is `approve`, held naming plan
-/// ids no plan had yet; one plan is then registered and left a draft (it runs no calls), the
-/// other registered and approved. At the timeout the first call's default is overruled (it
-/// expires rejected, no token), the second's applied (expires approved, its token minted).
+/// A timeout never approves what no operator may: calls whose default on timeout is
+/// `approve`, held naming plan ids no plan had yet; one plan is then left a draft (it runs no
+/// calls), the other approved. At the timeout the first default is overruled (expired
+/// rejected, no token), the second applied (its token minted); so too for calls whose
+/// escalation steps the same sweep takes first (each sealing the row again).
 #[test]
 fn a_timeout_does_not_approve_a_call_under_a_plan_that_runs_no_calls() {
     use assent_core::DefaultDecision::{Approve, Reject};
     use assent_core::approval::ApprovalStatus;
+    use assent_core::triggers::{Escalation, EscalationStep};
+    let step = |after: u64, role: &str| EscalationStep {
+        after_seconds: Some(after),
+        approvers: vec![role.to_string()],
+    };
+    const PLAIN: [&str; 2] = [
+        "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a",
+        "6e5d4c3b-2a1f-4e0d-9c8b-7a6f5e4d3c2b",
+    ];
+    const CHAINED: [&str; 2] = [
+        "7f6e5d4c-3b2a-4f1e-8d0c-9b8a7f6e5d4c",
+        "8a7f6e5d-4c3b-4a2f-9e1d-0c9b8a7f6e5d",
+    ];
     both_stores(|_, s| {
-        let (draft, running) = (
-            "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a",
-            "6e5d4c3b-2a1f-4e0d-9c8b-7a6f5e4d3c2b",
-        );
         let mut held = Vec::new();
-        for (id, amount) in [(draft, 700), (running, 701)] {
-            let (call, mut v) = pay(amount);
-            v.terms.default_decision = assent_core::DefaultDecision::Approve;
-            held.push(held_under(s, id, &CanonicalCall::new(call).unwrap(), &v).id);
+        for (escalating, [draft, running]) in [(false, PLAIN), (true, CHAINED)] {
+            for (id, applied) in [(draft, Reject), (running, Approve)] {
+                let (call, mut v) = pay(700 + held.len() as i64);
+                v.terms.default_decision = Approve;
+                v.terms.escalation = escalating.then(|| Escalation {
+                    steps: vec![step(100, "lead"), step(300, "cfo")],
+                    last_wait_seconds: None,
+                });
+                let rec = held_under(s, id, &CanonicalCall::new(call).unwrap(), &v);
+                held.push((rec.id, applied, if escalating { 2 } else { 0 }));
+            }
+            s.create_plan("bot", "s1", &body(draft, "Pay it"), None, 100, 1_000)
+                .unwrap();
+            approved_plan(s, running, "Pay it");
         }
-        s.create_plan("bot", "s1", &body(draft, "Pay it"), None, 100, 1_000)
-            .unwrap();
-        approved_plan(s, running, "Pay it");
-        // Both wait 60 s from 4 s.
-        let expired = s.expire_due(64_001).unwrap();
-        assert!(held.iter().all(|id| expired.contains(id)), "{expired:?}");
-        for (id, applied) in held.iter().zip([Reject, Approve]) {
+        // The plain calls wait 60 s from 4 s; the chained ones take their steps at 104 s and
+        // 304 s and then wait 60 s: all are due at 900 s, in one sweep.
+        let expired = s.expire_due(900_000).unwrap();
+        for (id, applied, steps) in &held {
+            assert!(expired.contains(id), "{expired:?}");
             let after = s.get_approval(id).unwrap().unwrap();
             assert_eq!(after.status, ApprovalStatus::Expired, "{after:?}");
+            assert_eq!(after.escalation_steps, *steps, "{after:?}");
             assert_eq!(
                 after.decisions[0].default_applied,
-                Some(applied),
+                Some(*applied),
                 "{after:?}"
             );
-            assert_eq!(after.token.is_some(), applied == Approve, "{after:?}");
+            assert_eq!(after.token.is_some(), *applied == Approve, "{after:?}");
         }
     });
 }
