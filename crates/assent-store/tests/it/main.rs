@@ -18,6 +18,8 @@ mod db;
 mod dead_letter_bounds;
 mod decide_holes;
 mod decide_races;
+#[cfg(target_os = "linux")]
+mod durable_sync;
 mod escalation;
 mod group;
 mod heavy_reads;
