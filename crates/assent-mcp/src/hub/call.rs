@@ -183,22 +183,29 @@ impl Call {
             let hub = &self.hub;
             hub.check_pins(&self.key, &self.agent, alias, &tools).await
         };
-        let list: Vec<Value> = match up.tools(false).await {
-            Ok(list) => list.iter().map(tool_json).collect(),
+        let list = match up.tools(false).await {
+            Ok(list) => list,
             Err(e) => {
                 return Err(denied_result(&format!(
                     "upstream `{alias}` tools/list failed: {e}"
                 )));
             }
         };
-        let Some(def) = list.iter().find(|t| t["name"] == tool.as_str()).cloned() else {
+        // The cached list is shared, not copied, and only the called tool is made JSON (the
+        // whole list only for its one check): a call's cost no longer grows with the size of
+        // the upstream's list (each call copied and converted every tool's definition).
+        let Some(def) = list.iter().find(|t| t.name == tool.as_str()).map(tool_json) else {
             return Err(denied_result(&format!(
                 "`{tool}` is not a tool of upstream `{alias}`"
             )));
         };
         let whole = up
             .whole_checked
-            .get_or_try_init(|| async { check(list.clone()).await.map(|_| ()) })
+            .get_or_try_init(|| async {
+                check(list.iter().map(tool_json).collect())
+                    .await
+                    .map(|_| ())
+            })
             .await;
         if let Err(e) = whole {
             return Err(denied_result(&format!(

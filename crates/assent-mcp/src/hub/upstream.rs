@@ -72,7 +72,8 @@ impl rmcp::ClientHandler for Watch {
 struct Reading {
     began: std::time::Instant,
     changes: u64,
-    list: Vec<Tool>,
+    /// Shared, not copied, by every call's pin check that reads it.
+    list: Arc<Vec<Tool>>,
 }
 
 /// How long an upstream is given to start: its child spawned or its URL reached, and its
@@ -238,7 +239,7 @@ impl Upstream {
     /// after every change announced before the request arrived (not every change since:
     /// review found that an upstream announcing a change during each reading then made every
     /// waiting request read again, one after another).
-    pub(super) async fn tools(&self, fresh: bool) -> Result<Vec<Tool>, String> {
+    pub(super) async fn tools(&self, fresh: bool) -> Result<Arc<Vec<Tool>>, String> {
         let peer = self.peer.as_ref().ok_or("not connected")?;
         let (asked, seen) = (std::time::Instant::now(), self.watch.changes());
         let current = |r: &Reading| {
@@ -264,7 +265,7 @@ impl Upstream {
         }
         let (began, changes) = (std::time::Instant::now(), self.watch.changes());
         let list = match list_tools_bounded(peer).await {
-            Ok(list) => list,
+            Ok(list) => Arc::new(list),
             Err(why) => {
                 *failed = Some((began, why.clone()));
                 return Err(why);
@@ -301,7 +302,7 @@ impl Upstream {
     }
 
     /// The cached list when its reading passes `ok`.
-    fn cached(&self, ok: impl Fn(&Reading) -> bool) -> Option<Vec<Tool>> {
+    fn cached(&self, ok: impl Fn(&Reading) -> bool) -> Option<Arc<Vec<Tool>>> {
         let cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
         cache.as_ref().filter(|r| ok(r)).map(|r| r.list.clone())
     }
