@@ -349,8 +349,8 @@ pub(super) async fn pin_gate(
 ) -> Result<(), String> {
     let mut rx = pins.result.subscribe();
     // Only this tool's state and review are copied out, and the borrow ends before any await
-    // (the list holds every tool's pinned definition: copying it made up about a tenth of the
-    // proxy's CPU per call).
+    // (the list holds every tool's pinned definition: copying it was about 8 % of the proxy's
+    // CPU per call against a 13-tool upstream, more with more tools).
     let state = {
         let checked = tokio::time::timeout(LIST_TIMEOUT, rx.wait_for(Option::is_some))
             .await
