@@ -32,7 +32,8 @@ pub(crate) async fn store<T: Send + 'static>(
     }
 }
 
-/// Reads approval `id` for a delivery: `Ok(Some)`; `Ok(None)` when there is none, or when
+/// Reads approval `id` for a delivery, its `damaged` naming what no seal vouches for too
+/// ([`assent_store::Store::checked_approval`]): `Ok(Some)`; `Ok(None)` when there is none, or when
 /// its row is damaged (a value of another type than the gateway writes: no later read would
 /// do better, so it is logged and skipped rather than holding back every later event);
 /// `Err(())` when the store failed, after a pause of a second — the caller answers `false`
@@ -42,7 +43,7 @@ pub(crate) async fn approval_for_delivery(
     st: &AppState,
     id: String,
 ) -> Result<Option<ApprovalRecord>, ()> {
-    let read = st.store_task(move |s| s.get_approval(&id)).await;
+    let read = st.store_task(move |s| s.checked_approval(&id)).await;
     match read {
         Ok(Ok(a)) => Ok(a),
         Ok(Err(e)) if e.is_damaged_row() => {

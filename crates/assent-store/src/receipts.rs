@@ -2,9 +2,10 @@
 //! approval (its call, votes, settling decision and the policies that held it) and signs it
 //! with the gateway's audit key. The format and its check are `assent_core::receipt`.
 
+use crate::db::{self, Conn};
 use crate::error::StoreError;
 use crate::record::{ApprovalRecord, read_approval};
-use crate::seal::Sealed;
+use crate::seal::{SealKey, Sealed};
 use crate::store::Store;
 use assent_core::ApprovalStatus;
 use assent_core::receipt::{RECEIPT_VERSION, Receipt, ReceiptDecision, ReceiptVote};
@@ -44,32 +45,12 @@ impl Store {
     /// by the second). `damaged` names `seal`, `settlement_seal`, `votes.seal`, `call` or the
     /// unreadable columns. Errors: `Db`.
     pub fn receipt(&self, id: &str, now: i64) -> Result<Option<ReceiptOf>, StoreError> {
-        let terms = self.seal_key(Sealed::Approval);
-        let settlement = self.seal_key(Sealed::Settlement);
-        let vote = self.seal_key(Sealed::Vote);
+        let keys = self.standing_keys();
         let read = self.read(|c| {
             let Some(rec) = read_approval(c, id)? else {
                 return Ok(None);
             };
-            let mut unsealed = Vec::new();
-            if !crate::approval_seal::holds_whole(c, &terms, id)? {
-                unsealed.push("seal".to_string());
-            }
-            if rec.status != ApprovalStatus::Pending {
-                if !crate::settlement_seal::holds(c, &settlement, id)? {
-                    unsealed.push("settlement_seal".to_string());
-                }
-                let votes = &rec.votes;
-                if !votes
-                    .iter()
-                    .all(|v| vote.holds(&v.sealed.columns, &v.sealed.seal))
-                {
-                    unsealed.push("votes.seal".to_string());
-                }
-            }
-            if !rec.call_intact() {
-                unsealed.push("call".to_string());
-            }
+            let unsealed = unsealed(c, &keys, (id, &rec), true)?;
             Ok(Some((rec, unsealed, crate::confirm::read(c, id)?)))
         })?;
         let Some((rec, unsealed, ctx)) = read else {
@@ -84,6 +65,84 @@ impl Store {
         }
         let r = unsigned(&rec, ctx.policies, ctx.policy_set_sha256, now);
         Ok(Some(ReceiptOf::Signed(Box::new(r.signed(&self.audit_key)))))
+    }
+}
+
+/// The keys of an approval's seals: its terms', its settlement's, its votes'.
+struct StandingKeys {
+    terms: SealKey,
+    settlement: SealKey,
+    vote: SealKey,
+}
+
+/// What of approval `rec` (row `id`) no seal vouches for: `seal` (its terms: with `whole`, in
+/// today's form, which a receipt needs; else in any form deciding accepts), once settled
+/// `settlement_seal` and `votes.seal`, and `call` when its call is not its canonical form and
+/// `call_hash`. Empty: the gateway wrote it as it reads.
+fn unsealed(
+    c: Conn<'_>,
+    keys: &StandingKeys,
+    (id, rec): (&str, &ApprovalRecord),
+    whole: bool,
+) -> db::Result<Vec<String>> {
+    let mut unsealed = Vec::new();
+    let sealed = if whole {
+        crate::approval_seal::holds_whole(c, &keys.terms, id)?
+    } else {
+        crate::approval_seal::holds(c, &keys.terms, id)?
+    };
+    if !sealed {
+        unsealed.push("seal".to_string());
+    }
+    if rec.status != ApprovalStatus::Pending {
+        if !crate::settlement_seal::holds(c, &keys.settlement, id)? {
+            unsealed.push("settlement_seal".to_string());
+        }
+        let vote = &keys.vote;
+        if !rec
+            .votes
+            .iter()
+            .all(|v| vote.holds(&v.sealed.columns, &v.sealed.seal))
+        {
+            unsealed.push("votes.seal".to_string());
+        }
+    }
+    if !rec.call_intact() {
+        unsealed.push("call".to_string());
+    }
+    Ok(unsealed)
+}
+
+impl Store {
+    fn standing_keys(&self) -> StandingKeys {
+        StandingKeys {
+            terms: self.seal_key(Sealed::Approval),
+            settlement: self.seal_key(Sealed::Settlement),
+            vote: self.seal_key(Sealed::Vote),
+        }
+    }
+
+    /// Approval `id` as [`Store::get_approval`] reads it, its `damaged` also naming what no
+    /// seal vouches for (`seal`, in any form deciding accepts; `settlement_seal`, `votes.seal`,
+    /// `call`, as [`Store::receipt`] checks them), read in one snapshot: what a notification shows a
+    /// reviewer (webhooks, Slack), so that a row edited behind the gateway's back is shown as
+    /// such and not as the agent's request (found by review: a webhook showed an edited
+    /// row's arguments as if the agent had asked for them; deciding it is refused as
+    /// damaged). `None` when there is no such approval. Errors: `Db`.
+    pub fn checked_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let keys = self.standing_keys();
+        let read = self.read(|c| {
+            let Some(rec) = read_approval(c, id)? else {
+                return Ok(None);
+            };
+            let unsealed = unsealed(c, &keys, (id, &rec), false)?;
+            Ok(Some((rec, unsealed)))
+        })?;
+        Ok(read.map(|(rec, unsealed)| {
+            let mut rec = self.vouched(rec);
+            rec.damaged.extend(unsealed);
+            rec
+        }))
     }
 }
 

@@ -96,7 +96,7 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
         ]}),
     ];
     let mut actions = Vec::new();
-    if offered != Buttons::None && a.status == ApprovalStatus::Pending {
+    if offered != Buttons::None && a.status == ApprovalStatus::Pending && a.damaged.is_empty() {
         actions.extend(buttons(a, offered == Buttons::All));
     }
     if let Some(url) = card_url {
@@ -104,6 +104,16 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
     }
     if !actions.is_empty() {
         blocks.push(json!({"type": "actions", "block_id": "assent", "elements": actions}));
+    }
+    // These after the actions, so the actions stay the fourth block of every message. A row
+    // edited behind the gateway's back is shown as such and offers no decision (deciding it
+    // is refused as damaged).
+    if !a.damaged.is_empty() {
+        let what = escape(&a.damaged.join(", "));
+        let warning = format!(
+            ":warning: *This approval's stored record was changed outside assent* ({what}): what is shown may not be what the agent asked for, and it cannot be decided."
+        );
+        blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": cut(&warning, MESSAGE_MAX)}]}));
     }
     // After the actions, so the actions stay the fourth block of every message.
     if a.status == ApprovalStatus::Pending

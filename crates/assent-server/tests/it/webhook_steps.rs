@@ -1,7 +1,8 @@
 //! Webhook events of an approval's steps: a quorum vote with its progress, a vote withdrawn
 //! with the tally it leaves, and each
 //! escalation step (with the roles that joined), whose card link lasts to the announced
-//! deadline, not to the first step.
+//! deadline, not to the first step; and a held call edited in the database, announced as
+//! damaged.
 
 use crate::kit::{Gw, OP, assert_answer};
 use crate::webhooks::{Receiver, bodies, events, hooked, open_link};
@@ -138,5 +139,51 @@ async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
         .decide_with(&id, "carl-key", json!({"decision": "approve"}))
         .await;
     assert_answer(s, &b, "status", StatusCode::OK, "approved");
+    gw.stop().await;
+}
+
+/// Attack: someone with write access to the database edits a held call's arguments (the payee)
+/// before its notification goes out, so that the reviewer reads the edited call as the agent's
+/// request. Deciding it is refused as damaged, but the webhook showed it as genuine. Now the
+/// body's `damaged` names what no seal vouches for (empty for a row the gateway wrote), and
+/// the Slack card warns and offers no decision.
+#[tokio::test]
+async fn a_call_edited_in_the_database_is_announced_as_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n";
+    let (recv, gw, first) = pay_pending(dir.path(), rules, ("fred", &[]), "approval.vote").await;
+    let got = bodies(&recv, 1).await;
+    assert_eq!(got[0]["approval"]["id"], first.as_str());
+    assert_eq!(got[0]["approval"]["damaged"], json!([]), "{}", got[0]);
+    // Delivery is held by another holder's lease while the next call is held and edited.
+    // Within the lease's length (a lease further ahead is taken for lapsed).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let lease = format!(
+        "UPDATE webhook_cursors SET holder = 'elsewhere', lease_until = {} WHERE webhook = 'ops'",
+        now + 20_000
+    );
+    assert_eq!(gw.sql().exec(&lease, &[]), 1);
+    let evil = gw
+        .pending("pay", json!({"amount": 501, "to": "acme"}))
+        .await;
+    assert_ne!(evil, first);
+    let edit = format!(
+        "UPDATE approvals SET arguments = '{{\"amount\":501,\"to\":\"mallory\"}}' WHERE id = '{evil}'"
+    );
+    assert_eq!(gw.sql().exec(&edit, &[]), 1);
+    let release = "UPDATE webhook_cursors SET holder = NULL, lease_until = 0 WHERE webhook = 'ops'";
+    assert_eq!(gw.sql().exec(release, &[]), 1);
+    let got = bodies(&recv, 2).await;
+    let shown = &got[1]["approval"];
+    assert_eq!(shown["id"], evil.as_str(), "{shown}");
+    let damaged = shown["damaged"].as_array().unwrap();
+    assert!(damaged.contains(&json!("call")), "{shown}");
+    // And deciding it is refused, as before.
+    let (s, b) = gw.decide(&evil, OP, "approve").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
     gw.stop().await;
 }

@@ -598,6 +598,42 @@ async fn no_message_is_posted_for_an_approval_cancelled_before_its_turn() {
     gw.stop().await;
 }
 
+/// Attack: someone with write access to the database edits a held call's arguments (the payee)
+/// before the bot posts its card, so that the channel reads the edited call as the agent's
+/// request. The card now says the record was changed outside assent, names what (`call`), and
+/// offers no decision buttons; an approval of it is refused as damaged, as before.
+#[tokio::test]
+async fn a_call_edited_in_the_database_is_posted_as_damaged_without_buttons() {
+    let fake = FakeSlack::start().await;
+    let gw = crate::kit::serve().await;
+    let before = gw.sql().int("SELECT COALESCE(max(seq), 0) FROM audit", &[]);
+    let evil = gw
+        .held("s1", "pay", json!({"amount": 503, "to": "acme"}))
+        .await;
+    let edit = format!(
+        "UPDATE approvals SET arguments = '{{\"amount\":503,\"to\":\"mallory\"}}' WHERE id = '{evil}'"
+    );
+    assert_eq!(gw.sql().exec(&edit, &[]), 1);
+    gw.sql().exec(
+        &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('slack:bot', {before})"),
+        &[],
+    );
+    let mut st = gw.state.clone();
+    with_slack(&mut st, slack(&fake, true));
+    let tasks = assent_server::webhooks::spawn(st, "replica_test").await;
+    let m = fake.wait_for("/api/chat.postMessage", "mallory").await;
+    let text = m.to_string();
+    assert!(text.contains("changed outside assent* (call)"), "{m}");
+    assert!(
+        !text.contains("assent_approve") && !text.contains("assent_deny"),
+        "{m}"
+    );
+    for t in tasks {
+        t.abort();
+    }
+    gw.stop().await;
+}
+
 /// Review finding: a `429` from Slack (its rate limit, with `Retry-After`) was retried after
 /// the backoff's one second, which Slack refuses again and counts against the bot. The next
 /// attempt now waits as long as Slack asked.
