@@ -278,6 +278,9 @@ pub(crate) struct Card {
     who: String,
     csrf: String,
     error: String,
+    /// What of the approval's record was changed outside assent (`damaged`, joined); empty
+    /// for a record the gateway wrote as it reads.
+    damaged: String,
     id: String,
     status: String,
     pending: bool,
@@ -380,7 +383,8 @@ pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiE
     let (rec, dry_run) = st
         .store_call(move |s| {
             found.sweep(s, now_ms())?;
-            Ok((s.get_approval(&id)?, s.last_dry_run(&id)?))
+            // What no seal vouches for is named in `damaged`, and the card says so.
+            Ok((s.checked_approval(&id)?, s.last_dry_run(&id)?))
         })
         .await?;
     st.expired(expired.take());
@@ -438,6 +442,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         who: op.principal.name.clone(),
         csrf: op.session.csrf.clone(),
         error: error.to_string(),
+        damaged: a.damaged.join(", "),
         id: a.id.clone(),
         status: a.status.as_str().to_string(),
         pending: a.status == ApprovalStatus::Pending,

@@ -144,9 +144,9 @@ async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
 
 /// Attack: someone with write access to the database edits a held call's arguments (the payee)
 /// before its notification goes out, so that the reviewer reads the edited call as the agent's
-/// request. Deciding it is refused as damaged, but the webhook showed it as genuine. Now the
-/// body's `damaged` names what no seal vouches for (empty for a row the gateway wrote), and
-/// the Slack card warns and offers no decision.
+/// request. Deciding it is refused as damaged, but the webhook and the dashboard's card showed
+/// it as genuine. Now the body's `damaged` names what no seal vouches for (empty for a row the
+/// gateway wrote), and the card warns (as the Slack card does, offering no decision).
 #[tokio::test]
 async fn a_call_edited_in_the_database_is_announced_as_damaged() {
     let dir = tempfile::tempdir().unwrap();
@@ -181,6 +181,22 @@ async fn a_call_edited_in_the_database_is_announced_as_damaged() {
     assert_eq!(shown["id"], evil.as_str(), "{shown}");
     let damaged = shown["damaged"].as_array().unwrap();
     assert!(damaged.contains(&json!("call")), "{shown}");
+    // The operator's card says so too, above the call it shows; an intact one does not.
+    let cookie = gw.dashboard_session().await;
+    let card = gw
+        .dashboard_page(&format!("/ui/approvals/{evil}"), &cookie)
+        .await;
+    assert!(
+        card.contains(r#"id="damaged""#) && card.contains("outside assent (call)"),
+        "{card}"
+    );
+    let fine = gw
+        .dashboard_page(&format!("/ui/approvals/{first}"), &cookie)
+        .await;
+    assert!(
+        fine.contains("acme") && !fine.contains(r#"id="damaged""#),
+        "{fine}"
+    );
     // And deciding it is refused, as before.
     let (s, b) = gw.decide(&evil, OP, "approve").await;
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
