@@ -88,7 +88,10 @@ pub struct Approval {
         skip_serializing_if = "Option::is_none"
     )]
     pub diff: Option<Value>,
-    /// The stored columns that could not be read (issue 10 §8); absent when none.
+    /// The stored columns that could not be read (issue 10 §8) and, in an operator's view of
+    /// one approval, what no seal vouches for (`seal`, `call`, `settlement_seal`,
+    /// `votes.seal`): the record was changed outside assent and nobody may decide it; absent
+    /// when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<String>,
     /// The operator's edited arguments (what the token binds); only when `arguments_changed`.

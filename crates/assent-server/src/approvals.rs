@@ -227,6 +227,11 @@ async fn read_once(
             expired = s.expire_due(now_ms())?;
             (rec, token) = s.approval_and_token(&id, is_agent)?;
         }
+        // An operator is shown what no seal vouches for in `damaged` too, as the dashboard's
+        // card shows it (a record changed outside assent is not the agent's request).
+        if !is_agent && rec.is_some() {
+            rec = s.checked_approval(&id)?;
+        }
         let events = if want_events {
             (s.mplp_events(&id)?, s.confirm_context(&id)?)
         } else {

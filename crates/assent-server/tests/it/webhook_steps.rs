@@ -197,6 +197,9 @@ async fn a_call_edited_in_the_database_is_announced_as_damaged() {
         fine.contains("acme") && !fine.contains(r#"id="damaged""#),
         "{fine}"
     );
+    // And the operator's view over the API.
+    let (_, view) = gw.get(&format!("/v1/approvals/{evil}"), OP).await;
+    assert_eq!(view["damaged"], json!(["call"]), "{view}");
     // And deciding it is refused, as before.
     let (s, b) = gw.decide(&evil, OP, "approve").await;
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
