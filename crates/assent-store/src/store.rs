@@ -298,7 +298,7 @@ fn gates() -> &'static RwLock<HashMap<usize, Arc<Gate>>> {
 impl Store {
     /// What a [`Store::batch`] leaves until its calls were answered: on SQLite, the inline
     /// WAL checkpoint its commit made due (`bound_wal`: a copy of the frames committed during
-    /// the background pass and an fsync of the database file, a few milliseconds on a busy
+    /// the background pass and a sync of the database file, a few milliseconds on a busy
     /// disk), so that the batch's answers do not wait for it (issue 13 §4). Skipped while a
     /// group is open (a writer of another thread began one meanwhile): its commit, or the
     /// next batch's, does it. Nothing here is about durability: the batch's commit was.

@@ -20,7 +20,7 @@
 //! - and bounded whatever the load: a writer that commits while the WAL file is over
 //!   [`WAL_LIMIT`] bytes (the background thread fell behind) checkpoints inline the same way.
 //!
-//! Nothing here is about durability: a commit is durable in the WAL (fsync, `synchronous=FULL`)
+//! Nothing here is about durability: a commit is durable in the WAL (fdatasync, `synchronous=FULL`)
 //! before any answer; a checkpoint only moves committed pages into the database file.
 
 use crate::db_value::DbError;
