@@ -89,9 +89,9 @@ pub struct Approval {
     )]
     pub diff: Option<Value>,
     /// The stored columns that could not be read (issue 10 §8) and, in an operator's view of
-    /// one approval, what no seal vouches for (`seal`, `call`, `settlement_seal`,
-    /// `votes.seal`): the record was changed outside assent and nobody may decide it; absent
-    /// when none.
+    /// one pending approval, what no seal vouches for (`seal`: its terms; `call`: its call is
+    /// not the one hashed): the record is not as the gateway wrote it and cannot be approved
+    /// (with `call` or an unreadable column, not denied or cancelled either); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<String>,
     /// The operator's edited arguments (what the token binds); only when `arguments_changed`.

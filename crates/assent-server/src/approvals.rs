@@ -217,20 +217,22 @@ async fn read_once(
     let id = id.to_string();
     st.store_read(move |s| {
         // Ahead of the writes queued with it on the executor (and on a read session on
-        // Postgres): a decided approval's long-poll does not wait for their commit.
-        let (mut rec, mut token) = s.approval_and_token(&id, is_agent)?;
+        // Postgres): a decided approval's long-poll does not wait for their commit. An
+        // operator (who gets no token) is shown, while it is pending, what no seal vouches
+        // for in `damaged`, as the dashboard's card shows it (a record changed outside
+        // assent is not the agent's request).
+        let look = |s: &assent_store::Store| match is_agent {
+            true => s.approval_and_token(&id, true),
+            false => Ok((s.checked_approval(&id)?, None)),
+        };
+        let (mut rec, mut token) = look(s)?;
         let overdue = rec
             .as_ref()
             .is_some_and(|r| r.status == ApprovalStatus::Pending && r.expires_at <= now_ms());
         let mut expired = Vec::new();
         if overdue {
             expired = s.expire_due(now_ms())?;
-            (rec, token) = s.approval_and_token(&id, is_agent)?;
-        }
-        // An operator is shown what no seal vouches for in `damaged` too, as the dashboard's
-        // card shows it (a record changed outside assent is not the agent's request).
-        if !is_agent && rec.is_some() {
-            rec = s.checked_approval(&id)?;
+            (rec, token) = look(s)?;
         }
         let events = if want_events {
             (s.mplp_events(&id)?, s.confirm_context(&id)?)

@@ -292,9 +292,9 @@ async fn single_use_link(st: &AppState, a: &ApprovalRecord) -> Option<String> {
     Some(format!("{base}/ui/l/{token}"))
 }
 
-/// The approval as it leaves the gateway: redacted arguments and texts; `damaged` (a list,
-/// empty for a row the gateway wrote as it reads) names its unreadable columns and what no
-/// seal vouches for (`seal`, `call`, …: [`assent_store::Store::checked_approval`]).
+/// The approval as it leaves the gateway: redacted arguments and texts; `damaged` (a list)
+/// names its unreadable columns and, while it is pending, what no seal vouches for (`seal`,
+/// `call`: [`assent_store::Store::checked_approval`]).
 fn approval_out(a: &ApprovalRecord) -> Value {
     let r = a.redactor();
     let last = a.decisions.last();
@@ -325,7 +325,7 @@ fn approval_out(a: &ApprovalRecord) -> Value {
         "votes": a.votes.iter().map(|v| json!({"by": v.principal, "decision": v.decision,
             "at": rfc3339(v.at), "reason": v.reason.as_deref().map(|x| r.text(x))}))
             .collect::<Vec<_>>(),
-        // Not empty: the row was edited behind the gateway's back (nobody may decide it).
+        // Not empty: the row is not as the gateway wrote it (it cannot be approved).
         "damaged": a.damaged,
     })
 }

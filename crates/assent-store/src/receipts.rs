@@ -75,18 +75,18 @@ struct StandingKeys {
     vote: SealKey,
 }
 
-/// What of approval `rec` (row `id`) no seal vouches for: `seal` (its terms: with `whole`, in
-/// today's form, which a receipt needs; else in any form deciding accepts), once settled
+/// What of approval `rec` (row `id`) no seal vouches for: `seal` (its terms: for a receipt in
+/// today's form, else in any form deciding accepts), for a receipt once settled also
 /// `settlement_seal` and `votes.seal`, and `call` when its call is not its canonical form and
 /// `call_hash`. Empty: the gateway wrote it as it reads.
 fn unsealed(
     c: Conn<'_>,
     keys: &StandingKeys,
     (id, rec): (&str, &ApprovalRecord),
-    whole: bool,
+    receipt: bool,
 ) -> db::Result<Vec<String>> {
     let mut unsealed = Vec::new();
-    let sealed = if whole {
+    let sealed = if receipt {
         crate::approval_seal::holds_whole(c, &keys.terms, id)?
     } else {
         crate::approval_seal::holds(c, &keys.terms, id)?
@@ -94,7 +94,7 @@ fn unsealed(
     if !sealed {
         unsealed.push("seal".to_string());
     }
-    if rec.status != ApprovalStatus::Pending {
+    if receipt && rec.status != ApprovalStatus::Pending {
         if !crate::settlement_seal::holds(c, &keys.settlement, id)? {
             unsealed.push("settlement_seal".to_string());
         }
@@ -122,20 +122,26 @@ impl Store {
         }
     }
 
-    /// Approval `id` as [`Store::get_approval`] reads it, its `damaged` also naming what no
-    /// seal vouches for (`seal`, in any form deciding accepts; `settlement_seal`, `votes.seal`,
-    /// `call`, as [`Store::receipt`] checks them), read in one snapshot: what a notification shows a
-    /// reviewer (webhooks, Slack), so that a row edited behind the gateway's back is shown as
-    /// such and not as the agent's request (found by review: a webhook showed an edited
-    /// row's arguments as if the agent had asked for them; deciding it is refused as
-    /// damaged). `None` when there is no such approval. Errors: `Db`.
+    /// Approval `id` as [`Store::get_approval`] reads it and, while it is pending, its
+    /// `damaged` also naming what no seal vouches for: `seal` (its terms and standing, in any
+    /// form deciding accepts) and `call` (its call is not the one hashed), read in one
+    /// snapshot. Either means it cannot be approved (`call` also refuses deny and cancel):
+    /// what a reviewer is shown (webhooks, Slack, the dashboard's card, an operator's `GET`),
+    /// so that a row edited behind the gateway's back is not shown as the agent's request
+    /// (found by review: a held call's edited payee was shown as the agent's). A settled
+    /// approval is read as it is: records from before the seals, or under a replaced audit
+    /// key, are not misnamed as changed (`assent audit verify` judges those). `None` when
+    /// there is no such approval. Errors: `Db`.
     pub fn checked_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         let keys = self.standing_keys();
         let read = self.read(|c| {
             let Some(rec) = read_approval(c, id)? else {
                 return Ok(None);
             };
-            let unsealed = unsealed(c, &keys, (id, &rec), false)?;
+            let unsealed = match rec.status {
+                ApprovalStatus::Pending => unsealed(c, &keys, (id, &rec), false)?,
+                _ => Vec::new(),
+            };
             Ok(Some((rec, unsealed)))
         })?;
         Ok(read.map(|(rec, unsealed)| {

@@ -96,8 +96,11 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
         ]}),
     ];
     let mut actions = Vec::new();
-    if offered != Buttons::None && a.status == ApprovalStatus::Pending && a.damaged.is_empty() {
-        actions.extend(buttons(a, offered == Buttons::All));
+    // A record not as the gateway sealed it cannot be approved: deny only, and not even that
+    // when its call or a column is damaged (every decision is refused then).
+    let deniable = a.damaged.iter().all(|d| d == "seal" || d == "votes.seal");
+    if offered != Buttons::None && a.status == ApprovalStatus::Pending && deniable {
+        actions.extend(buttons(a, offered == Buttons::All && a.damaged.is_empty()));
     }
     if let Some(url) = card_url {
         actions.push(json!({"type": "button", "text": {"type": "plain_text", "text": "Open in assent"}, "url": url}));
@@ -106,12 +109,11 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
         blocks.push(json!({"type": "actions", "block_id": "assent", "elements": actions}));
     }
     // These after the actions, so the actions stay the fourth block of every message. A row
-    // edited behind the gateway's back is shown as such and offers no decision (deciding it
-    // is refused as damaged).
+    // edited behind the gateway's back is shown as such.
     if !a.damaged.is_empty() {
         let what = escape(&a.damaged.join(", "));
         let warning = format!(
-            ":warning: *This approval's stored record was changed outside assent* ({what}): what is shown may not be what the agent asked for, and it cannot be decided."
+            ":warning: *This approval's stored record is not as assent sealed it* ({what}): it may have been changed outside assent, what is shown may not be what the agent asked for, and it cannot be approved."
         );
         blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": cut(&warning, MESSAGE_MAX)}]}));
     }

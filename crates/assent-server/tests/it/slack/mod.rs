@@ -581,13 +581,7 @@ async fn no_message_is_posted_for_an_approval_cancelled_before_its_turn() {
     let wanted = gw
         .held("work", "pay", json!({"amount": 502, "to": "b"}))
         .await;
-    gw.sql().exec(
-        &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('slack:bot', {before})"),
-        &[],
-    );
-    let mut st = gw.state.clone();
-    with_slack(&mut st, slack(&fake, true));
-    let tasks = assent_server::webhooks::spawn(st, "replica_test").await;
+    let tasks = bot_from(&gw, &fake, before).await;
     fake.wait_for("/api/chat.postMessage", &wanted).await;
     let posted = fake.to("/api/chat.postMessage");
     assert_eq!(posted.len(), 1, "{posted:?}");
@@ -598,15 +592,30 @@ async fn no_message_is_posted_for_an_approval_cancelled_before_its_turn() {
     gw.stop().await;
 }
 
+/// Starts `gw`'s Slack bot deliveries against `fake` with the bot's cursor at audit record
+/// `before`, so the approvals held since are posted: the delivery tasks.
+async fn bot_from(gw: &Gw, fake: &FakeSlack, before: i64) -> Vec<tokio::task::JoinHandle<()>> {
+    gw.sql().exec(
+        &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('slack:bot', {before})"),
+        &[],
+    );
+    let mut st = gw.state.clone();
+    with_slack(&mut st, slack(fake, true));
+    assent_server::webhooks::spawn(st, "replica_test").await
+}
+
 /// Attack: someone with write access to the database edits a held call's arguments (the payee)
 /// before the bot posts its card, so that the channel reads the edited call as the agent's
-/// request. The card now says the record was changed outside assent, names what (`call`), and
-/// offers no decision buttons; an approval of it is refused as damaged, as before.
+/// request. The card now says the record is not as assent sealed it, names what (`call`), and
+/// offers no decision buttons (a damaged call refuses every decision).
 #[tokio::test]
 async fn a_call_edited_in_the_database_is_posted_as_damaged_without_buttons() {
     let fake = FakeSlack::start().await;
     let gw = crate::kit::serve().await;
     let before = gw.sql().int("SELECT COALESCE(max(seq), 0) FROM audit", &[]);
+    let fine = gw
+        .held("s1", "pay", json!({"amount": 504, "to": "bob"}))
+        .await;
     let evil = gw
         .held("s1", "pay", json!({"amount": 503, "to": "acme"}))
         .await;
@@ -614,19 +623,22 @@ async fn a_call_edited_in_the_database_is_posted_as_damaged_without_buttons() {
         "UPDATE approvals SET arguments = '{{\"amount\":503,\"to\":\"mallory\"}}' WHERE id = '{evil}'"
     );
     assert_eq!(gw.sql().exec(&edit, &[]), 1);
-    gw.sql().exec(
-        &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('slack:bot', {before})"),
-        &[],
-    );
-    let mut st = gw.state.clone();
-    with_slack(&mut st, slack(&fake, true));
-    let tasks = assent_server::webhooks::spawn(st, "replica_test").await;
+    let tasks = bot_from(&gw, &fake, before).await;
     let m = fake.wait_for("/api/chat.postMessage", "mallory").await;
     let text = m.to_string();
-    assert!(text.contains("changed outside assent* (call)"), "{m}");
+    assert!(text.contains("not as assent sealed it* (call)"), "{m}");
     assert!(
         !text.contains("assent_approve") && !text.contains("assent_deny"),
         "{m}"
+    );
+    // The intact one beside it is posted with its buttons and no warning.
+    let ok = fake
+        .wait_for("/api/chat.postMessage", &fine)
+        .await
+        .to_string();
+    assert!(
+        ok.contains("assent_approve") && !ok.contains("not as assent sealed"),
+        "{ok}"
     );
     for t in tasks {
         t.abort();
