@@ -278,8 +278,8 @@ pub(crate) struct Card {
     who: String,
     csrf: String,
     error: String,
-    /// What of the approval's record was changed outside assent (`damaged`, joined); empty
-    /// for a record the gateway wrote as it reads.
+    /// What of the approval's record is unreadable or, while it is pending, vouched for by no
+    /// seal (`damaged`, joined: `seal`, `call`, a column name); empty when none is.
     damaged: String,
     id: String,
     status: String,

@@ -607,9 +607,10 @@ async fn bot_from(gw: &Gw, fake: &FakeSlack, before: i64) -> Vec<tokio::task::Jo
 /// Attack: someone with write access to the database edits a held call's arguments (the payee)
 /// before the bot posts its card, so that the channel reads the edited call as the agent's
 /// request. The card now says the record is not as assent sealed it, names what (`call`), and
-/// offers no decision buttons (a damaged call refuses every decision).
+/// offers no decision buttons (a damaged call refuses every decision). A held call whose seal
+/// alone was overwritten is offered Deny and no Approve (deciding refuses only approving it).
 #[tokio::test]
-async fn a_call_edited_in_the_database_is_posted_as_damaged_without_buttons() {
+async fn a_record_edited_in_the_database_is_posted_as_damaged_and_not_approvable() {
     let fake = FakeSlack::start().await;
     let gw = crate::kit::serve().await;
     let before = gw.sql().int("SELECT COALESCE(max(seq), 0) FROM audit", &[]);
@@ -623,6 +624,11 @@ async fn a_call_edited_in_the_database_is_posted_as_damaged_without_buttons() {
         "UPDATE approvals SET arguments = '{{\"amount\":503,\"to\":\"mallory\"}}' WHERE id = '{evil}'"
     );
     assert_eq!(gw.sql().exec(&edit, &[]), 1);
+    let resealed = gw
+        .held("s1", "pay", json!({"amount": 505, "to": "carol"}))
+        .await;
+    let forged = format!("UPDATE approvals SET seal = 'forged' WHERE id = '{resealed}'");
+    assert_eq!(gw.sql().exec(&forged, &[]), 1);
     let tasks = bot_from(&gw, &fake, before).await;
     let m = fake.wait_for("/api/chat.postMessage", "mallory").await;
     let text = m.to_string();
@@ -639,6 +645,15 @@ async fn a_call_edited_in_the_database_is_posted_as_damaged_without_buttons() {
     assert!(
         ok.contains("assent_approve") && !ok.contains("not as assent sealed"),
         "{ok}"
+    );
+    let seal = fake
+        .wait_for("/api/chat.postMessage", &resealed)
+        .await
+        .to_string();
+    assert!(seal.contains("not as assent sealed it* (seal)"), "{seal}");
+    assert!(
+        seal.contains("assent_deny") && !seal.contains("assent_approve"),
+        "{seal}"
     );
     for t in tasks {
         t.abort();
