@@ -89,8 +89,8 @@ pub struct Approval {
     )]
     pub diff: Option<Value>,
     /// The stored columns that could not be read (issue 10 §8) and, in an operator's view of
-    /// one pending approval, what no seal vouches for (`seal`: its terms; `call`: its call is
-    /// not the one hashed): the record is not as the gateway wrote it and cannot be approved
+    /// a pending approval (`GET /v1/approvals/{id}` and the `GET /v1/approvals` listing), what
+    /// no seal vouches for (`seal`: its terms; `call`: its call is not the one hashed): the record is not as the gateway wrote it and cannot be approved
     /// (with `call` or an unreadable column, not denied or cancelled either); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<String>,

@@ -108,7 +108,12 @@ impl Store {
     /// review: a listing read up to 5,000 whole records (arguments parsed, then copied into
     /// the answer) on the writer's connection, so an agent proposing 256 KiB calls and
     /// cancelling each at once made every listing hold gigabytes and stall the gateway.
-    /// Errors: the database cannot be read (a damaged row is left out, as in every listing).
+    /// A pending record's `damaged` also names what no seal vouches for (`seal`, `call`), as
+    /// [`Store::checked_approval`] does: the page is what an operator reviews from
+    /// (`assent pending`, `assent watch`), and a call edited behind the gateway's back is not
+    /// shown there as the agent's request (found by review: the card, webhooks and Slack said
+    /// so, the listing did not). Errors: the database cannot be read (a damaged row is left
+    /// out, as in every listing).
     pub fn approval_page(
         &self,
         status: Option<ApprovalStatus>,
@@ -116,8 +121,9 @@ impl Store {
         before: Option<(i64, i64)>,
         max_bytes: usize,
     ) -> Result<Page, StoreError> {
-        let (listed, next) =
-            self.aside(|c| page(c, status, limit, before, max_bytes, read_approval))?;
+        let keys = self.standing_keys();
+        let checked = |c: Conn<'_>, id: &str| crate::receipts::read_checked(c, &keys, id);
+        let (listed, next) = self.aside(|c| page(c, status, limit, before, max_bytes, checked))?;
         Ok((listed.into_iter().map(|a| self.vouched(a)).collect(), next))
     }
 
@@ -239,7 +245,7 @@ fn page(
     limit: u32,
     before: Option<(i64, i64)>,
     max_bytes: usize,
-    read: fn(Conn<'_>, &str) -> db::Result<Option<ApprovalRecord>>,
+    read: impl Fn(Conn<'_>, &str) -> db::Result<Option<ApprovalRecord>>,
 ) -> db::Result<Page> {
     let keys = keys(conn, status, limit.max(1), before)?;
     let (mut out, mut bytes) = (Vec::with_capacity(keys.len().min(1024)), 0usize);

@@ -69,7 +69,7 @@ impl Store {
 }
 
 /// The keys of an approval's seals: its terms', its settlement's, its votes'.
-struct StandingKeys {
+pub(crate) struct StandingKeys {
     terms: SealKey,
     settlement: SealKey,
     vote: SealKey,
@@ -114,7 +114,8 @@ fn unsealed(
 }
 
 impl Store {
-    fn standing_keys(&self) -> StandingKeys {
+    /// The keys [`unsealed`] checks an approval's seals with, derived once per read.
+    pub(crate) fn standing_keys(&self) -> StandingKeys {
         StandingKeys {
             terms: self.seal_key(Sealed::Approval),
             settlement: self.seal_key(Sealed::Settlement),
@@ -134,22 +135,28 @@ impl Store {
     /// there is no such approval. Errors: `Db`.
     pub fn checked_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         let keys = self.standing_keys();
-        let read = self.read(|c| {
-            let Some(rec) = read_approval(c, id)? else {
-                return Ok(None);
-            };
-            let unsealed = match rec.status {
-                ApprovalStatus::Pending => unsealed(c, &keys, (id, &rec), false)?,
-                _ => Vec::new(),
-            };
-            Ok(Some((rec, unsealed)))
-        })?;
-        Ok(read.map(|(rec, unsealed)| {
-            let mut rec = self.vouched(rec);
-            rec.damaged.extend(unsealed);
-            rec
-        }))
+        let read = self.read(|c| read_checked(c, &keys, id))?;
+        Ok(read.map(|rec| self.vouched(rec)))
     }
+}
+
+/// Approval `id` as [`read_approval`] reads it and, while it is pending, its `damaged` also
+/// naming what no seal under `keys` vouches for (`seal`, `call`): what
+/// [`Store::checked_approval`] and the operator's listing ([`Store::approval_page`]) show,
+/// before [`Store::vouched`]. `None` for no such approval. Errors: `Db`.
+pub(crate) fn read_checked(
+    c: Conn<'_>,
+    keys: &StandingKeys,
+    id: &str,
+) -> db::Result<Option<ApprovalRecord>> {
+    let Some(mut rec) = read_approval(c, id)? else {
+        return Ok(None);
+    };
+    if rec.status == ApprovalStatus::Pending {
+        let unsealed = unsealed(c, keys, (id, &rec), false)?;
+        rec.damaged.extend(unsealed);
+    }
+    Ok(Some(rec))
 }
 
 /// The receipt of `rec` before it is signed.

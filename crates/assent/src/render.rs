@@ -130,11 +130,31 @@ pub(crate) fn canonical(v: &Value) -> String {
 /// value [`shown`] (an agent's arguments reach the message and the side effects).
 pub(crate) fn card(a: &Approval) -> String {
     let mut out = String::new();
+    card_damaged(a, &mut out);
     card_call(a, &mut out);
     card_effects(a, &mut out);
     card_why(a, &mut out);
     card_outcome(a, &mut out);
     out
+}
+
+/// The card's first lines when the gateway names something of the record as `damaged`
+/// (unreadable columns; while pending, `seal` and `call`: what no seal vouches for): the
+/// record is not as assent sealed it, so what follows may not be what the agent asked for,
+/// and it cannot be approved. Attack: a held call's payee edited in the database was shown
+/// by `assent pending`, `show` and `watch` as the agent's request.
+fn card_damaged(a: &Approval, out: &mut String) {
+    if a.damaged.is_empty() {
+        return;
+    }
+    let what = a.damaged.join(", ");
+    put(out, "!! NOT AS ASSENT SEALED IT: ", &what);
+    put(
+        out,
+        "!! changed outside assent? what follows may not be what the agent asked for,",
+        "",
+    );
+    put(out, "!! and it cannot be approved", "");
 }
 
 /// Id and time left (or status), agent and session, the exact call, risk, message, triggers.

@@ -370,7 +370,10 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
         .map(|a| {
             let tier = a.terms.risk_tier.as_str();
             let high = a.risk_level == RiskLevel::High;
+            // A record not as assent sealed it is marked in the list too (its card says what).
+            let damaged = if a.damaged.is_empty() { "" } else { "!! " };
             ListItem::new(Line::from(vec![
+                Span::styled(damaged, app.style(Color::Red)),
                 Span::styled(
                     format!("{tier:<3} "),
                     app.style(if high { Color::Red } else { Color::Yellow }),

@@ -4,7 +4,7 @@
 //! escape, never acting. And what the CLI refuses of a hostile gateway's answers (an endless
 //! body, a redirect).
 
-use crate::{BIN, BOT_KEY, cli, ok, served};
+use crate::{BIN, BOT_KEY, Served, cli, ok, served};
 use serde_json::{Value, json};
 
 /// Attack (found by review): terminal spoofing. An agent's arguments reach the card three
@@ -41,6 +41,62 @@ fn an_agents_escape_sequences_reach_the_operators_terminal_as_visible_text() {
             assert!(out.contains(&shown), "{args:?}: {shown} not in {out}");
         }
     }
+}
+
+/// Attack: someone with write access to the database edits a held call's payee, so that the
+/// operator reviewing from the terminal reads the edited call as the agent's request. The
+/// card of `assent pending` and `assent show` now opens with a warning naming what no seal
+/// vouches for (`call`), and the API's listing carries it in `damaged`; an intact call beside
+/// it has no warning. Before, only the dashboard, webhooks and Slack said so.
+#[test]
+fn a_call_edited_in_the_database_is_shown_as_damaged_on_the_terminal() {
+    let s = served("");
+    let url = &s.server.url;
+    let intact = crate::propose_to(url, 5001, "ext-1");
+    let edited = crate::propose_to(url, 5002, "ext-2");
+    let (intact, edited) = (
+        intact["approval_id"].as_str().unwrap(),
+        edited["approval_id"].as_str().unwrap(),
+    );
+    pay_mallory(&s, edited, 5002);
+    let warning = "!! NOT AS ASSENT SEALED IT: call";
+    let shown = ok(&cli(url, &["show", edited]));
+    assert!(shown.starts_with(warning), "{shown}");
+    assert!(
+        shown.contains("mallory") && shown.contains("cannot be approved"),
+        "{shown}"
+    );
+    assert!(!ok(&cli(url, &["show", intact])).contains("NOT AS ASSENT"));
+    let listed = ok(&cli(url, &["pending"]));
+    assert_eq!(listed.matches(warning).count(), 1, "{listed}");
+    let cards: Vec<&str> = listed.split("\n\n").collect();
+    let bad = cards.iter().find(|c| c.contains(edited)).unwrap();
+    assert!(bad.starts_with(warning), "{listed}");
+    let json: Value = serde_json::from_str(&ok(&cli(url, &["pending", "--json"]))).unwrap();
+    let damaged = |id: &str| {
+        let a = json["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id);
+        a.unwrap().get("damaged").cloned()
+    };
+    assert_eq!(damaged(edited), Some(json!(["call"])), "{json}");
+    assert_eq!(damaged(intact), None, "{json}");
+}
+
+/// Edits held call `id` of `amount` in `s`'s database (the `sqlite3` tool, beside the running
+/// gateway) so that it pays `mallory`: no seal vouches for the edited call.
+pub(crate) fn pay_mallory(s: &Served, id: &str, amount: i64) {
+    let args = format!(r#"{{"amount":{amount},"currency":"EUR","recipient":"mallory"}}"#);
+    let edit = format!("UPDATE approvals SET arguments = '{args}' WHERE id = '{id}';");
+    let out = std::process::Command::new("sqlite3")
+        .args(["-cmd", ".timeout 5000"])
+        .arg(s.data.join("assent.db"))
+        .arg(&edit)
+        .output()
+        .unwrap();
+    ok(&out);
 }
 
 /// Attack (found by review): a list item was made inert line by line after it was split on

@@ -281,6 +281,38 @@ fn assent_watch_shows_an_agents_escapes_and_padding_as_text_never_as_a_card_fiel
     tmux.keys(&["q"]);
 }
 
+/// Attack: a held call's payee edited in the database was listed and shown by `assent watch`
+/// as the agent's request. Its row is marked `!!` and its card opens with the warning that
+/// the record is not as assent sealed it (`call`); the intact one beside it is not marked.
+#[test]
+fn assent_watch_marks_a_call_edited_in_the_database() {
+    let (gw, _url, (first, second), tmux) = watching_two("assent-test-edited-");
+    tmux.wait_for("2 pending");
+    super::terminal::pay_mallory(&gw, &second, 7000);
+    // The list is read again each second: wait for the edited row's mark.
+    let screen = tmux.wait_for("!! ");
+    let marked: Vec<&str> = screen.lines().filter(|l| l.contains("!! ")).collect();
+    assert_eq!(marked.len(), 1, "{screen}");
+    // Each card, the selected one first (the next waited for by its id, which only a card
+    // shows): the edited one (paying mallory) opens with the warning, the intact one has none.
+    tmux.keys(&["Enter"]);
+    let one = tmux.wait_for("why:");
+    let other = if one.contains(&first) {
+        &second
+    } else {
+        &first
+    };
+    tmux.keys(&["Escape", "Down", "Enter"]);
+    let two = tmux.wait_for(other);
+    for card in [one, two] {
+        let warned = card.contains("!! NOT AS ASSENT SEALED IT: call");
+        assert_eq!(warned, card.contains("mallory"), "{card}");
+        assert_eq!(warned, card.contains(&second), "{card}");
+        assert!(card.contains(&first) != warned, "{card}");
+    }
+    tmux.keys(&["q"]);
+}
+
 /// Attack (found by review): a gateway (or a connection) that accepts and never answers
 /// froze `assent watch` for good: the client had no timeout, and the watcher waits for the
 /// gateway's answers on its UI thread, in raw mode, `q` and Ctrl-C unread. Its requests now
