@@ -7,9 +7,10 @@
 
 pub(crate) mod cover;
 mod origin;
+pub(crate) mod sealed;
 mod verified;
 
-use self::cover::GrantSeal;
+use self::sealed::GrantSeal;
 pub use self::verified::VerifiedToken;
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
@@ -323,27 +324,7 @@ impl Store {
         let listed = rows
             .into_iter()
             .filter(|(g, seal, bound, _)| {
-                if all {
-                    return true;
-                }
-                let cols = (
-                    g.id.as_str(),
-                    g.agent.as_str(),
-                    g.session_id.as_deref(),
-                    g.tool.as_str(),
-                    g.server.as_deref(),
-                    g.call_hash.as_deref(),
-                    g.scope.as_str(),
-                    g.expires_at,
-                    g.approval_id.as_str(),
-                    g.created_at,
-                );
-                let row = GrantSeal {
-                    cols,
-                    binding: bound.as_deref(),
-                    created_by: g.created_by.as_str(),
-                };
-                row.holds(&key, seal)
+                all || GrantSeal::of(g, bound.as_deref()).holds(&key, seal)
             })
             .map(|(g, ..)| g)
             .collect();

@@ -7,98 +7,9 @@
 use crate::db::{self, Conn};
 use crate::seal::SealKey;
 use crate::sql;
+use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
 use assent_core::ToolCall;
 use assent_core::grant;
-use serde_json::{Value, json};
-
-/// A `grants` row's sealed columns ([`crate::seal`]): `[id, agent, session_id, tool, server,
-/// call_hash, scope, expires_at, approval_id, created_at]` — what decides which calls it
-/// covers and where it came from (`revoked_at` is not: a revocation undone is found by `audit
-/// verify`).
-pub(crate) type GrantColumns<'a> = (
-    &'a str,
-    &'a str,
-    Option<&'a str>,
-    &'a str,
-    Option<&'a str>,
-    Option<&'a str>,
-    &'a str,
-    Option<i64>,
-    &'a str,
-    i64,
-);
-
-/// What a `grants` row's seal is over: its [`GrantColumns`], its `key_binding` (migration
-/// 0048) and its maker (`created_by`), as stored.
-pub(crate) struct GrantSeal<'a> {
-    /// The row's [`GrantColumns`].
-    pub cols: GrantColumns<'a>,
-    /// Its `key_binding`, `None` for a grant made before migration 0048.
-    pub binding: Option<&'a str>,
-    /// Its `created_by`: whom separation of duties judges ([`grant::creator_conflict`]) and
-    /// whose removal revokes it (`grants_revoke.rs`).
-    pub created_by: &'a str,
-}
-
-/// The prefix of a seal over the maker too ([`GrantSeal::seal`]); a seal without it is of the
-/// form before (the columns and binding only).
-const MAKER_SEALED: &str = "v2:";
-
-/// The tag that opens the columns of a seal over the maker: that form's list can equal no
-/// list of the form before (which opens with the grant's id and is 10 or 11 long, not 13).
-const MAKER_TAG: &str = "assent/grant/v2";
-
-impl GrantSeal<'_> {
-    /// The sealed value of the row: with `maker`, `[MAKER_TAG, …columns, key_binding or null,
-    /// created_by]` (every grant made since its maker is sealed); without, the form before
-    /// (`[…columns]`, followed by its `key_binding` when it has one, migration 0048), which a
-    /// grant made before keeps. The one place either list is built.
-    fn columns(&self, maker: bool) -> Value {
-        let g = self.cols;
-        if maker {
-            return json!([
-                MAKER_TAG,
-                g.0,
-                g.1,
-                g.2,
-                g.3,
-                g.4,
-                g.5,
-                g.6,
-                g.7,
-                g.8,
-                g.9,
-                self.binding,
-                self.created_by
-            ]);
-        }
-        let mut v = json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9]);
-        if let Some(b) = self.binding {
-            v.as_array_mut().expect("an array").push(json!(b));
-        }
-        v
-    }
-
-    /// The seal of a new grant under `key`: [`MAKER_SEALED`] and the HMAC over its columns,
-    /// binding and maker. Found by review: `created_by` was not sealed, so a database writer
-    /// renaming a grant's maker kept it alive past the maker's removal, or past separation of
-    /// duties.
-    pub(crate) fn seal(&self, key: &SealKey) -> String {
-        format!("{MAKER_SEALED}{}", key.seal(&self.columns(true)))
-    }
-
-    /// Whether `seal` is this row's under `key`: over the maker when it says so
-    /// ([`MAKER_SEALED`]), else in the form before. A maker-sealed seal stripped of its
-    /// prefix holds for no row of the form before (its HMAC is over another list), so a
-    /// grant made since cannot be downgraded to leave its maker unsealed; a binding cleared,
-    /// copied in or changed, or a maker renamed, breaks it (the grant then covers nothing).
-    pub(crate) fn holds(&self, key: &SealKey, seal: &str) -> bool {
-        match seal.strip_prefix(MAKER_SEALED) {
-            Some(mac) => key.holds(&self.columns(true), mac),
-            None => key.holds(&self.columns(false), seal),
-        }
-    }
-}
 
 /// The grants that cover `agent`'s call ([`grant::covers`]: same tool and server, same call
 /// hash unless widened to the tool, same session for `session` grants, not expired at `now`
@@ -114,45 +25,17 @@ fn find_grants(
     call_hash: &str,
     now: i64,
 ) -> db::Result<Vec<(String, String, String, String)>> {
-    type Row = (
-        (String, String, Option<String>, Option<String>, Option<i64>),
-        bool,
-        (String, i64, String, String, Option<String>),
+    let sql = format!(
+        "SELECT {SEALED_COLUMNS}, revoked_at IS NOT NULL FROM grants \
+         WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 \
+         ORDER BY created_at, rowid"
     );
-    let rows: Vec<Row> = sql::rows(
+    let rows: Vec<(StoredGrantSeal, bool)> = sql::rows(
         tx,
-        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL, approval_id, created_at, seal, created_by, key_binding FROM grants
-         WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
+        &sql,
         crate::params![agent, call.tool, call.server],
-        |r| {
-            let row = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
-            let origin = (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?);
-            Ok((row, r.get(5)?, origin))
-        },
+        |r| Ok((StoredGrantSeal::read(r, 0)?, r.get(13)?)),
     )?;
-    // A row whose seal is not its own covers nothing ([`crate::seal`]).
-    let rows = rows.into_iter().filter(
-        |((id, scope, session, hash, exp), _, (aid, at, s, by, bound))| {
-            let cols = (
-                id.as_str(),
-                agent,
-                session.as_deref(),
-                call.tool.as_str(),
-                call.server.as_deref(),
-                hash.as_deref(),
-                scope.as_str(),
-                *exp,
-                aid.as_str(),
-                *at,
-            );
-            let row = GrantSeal {
-                cols,
-                binding: bound.as_deref(),
-                created_by: by.as_str(),
-            };
-            row.holds(seal, s)
-        },
-    );
     let c = grant::CallView {
         agent,
         session_id,
@@ -161,23 +44,23 @@ fn find_grants(
         call_hash,
         now,
     };
+    // A row whose seal is not its own covers nothing ([`crate::seal`]).
     Ok(rows
-        .filter(
-            |((_, _, session, hash, expires_at), revoked, (_, created_at, ..))| {
-                let g = grant::GrantView {
-                    agent,
-                    session_id: session.as_deref(),
-                    tool: &call.tool,
-                    server: call.server.as_deref(),
-                    call_hash: hash.as_deref(),
-                    expires_at: *expires_at,
-                    created_at: *created_at,
-                    revoked: *revoked,
-                };
-                grant::covers(&g, &c)
-            },
-        )
-        .map(|((id, scope, ..), _, (aid, _, _, by, _))| (id, scope, aid, by))
+        .into_iter()
+        .filter(|(g, revoked)| {
+            let view = grant::GrantView {
+                agent: &g.agent,
+                session_id: g.session_id.as_deref(),
+                tool: &g.tool,
+                server: g.server.as_deref(),
+                call_hash: g.call_hash.as_deref(),
+                expires_at: g.expires_at,
+                created_at: g.created_at,
+                revoked: *revoked,
+            };
+            grant::covers(&view, &c) && g.holds(seal)
+        })
+        .map(|(g, _)| (g.id, g.scope, g.approval_id, g.created_by))
         .collect())
 }
 
@@ -302,7 +185,7 @@ mod tests {
     use crate::db::Database;
     use crate::seal::Sealed;
     use crate::store::Store;
-    use crate::tokens::cover::GrantSeal;
+    use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
     use crate::{DecisionInput, Proposal, Proposed};
     use assent_core::approval::GrantScope;
     use assent_core::{CanonicalCall, ToolCall};
@@ -341,40 +224,15 @@ mod tests {
     fn seal_the_old_way(s: &Store) {
         let key = s.seal_key(Sealed::Grant);
         s.write(|tx| {
-            type Row = (String, String, Option<String>, String, Option<String>);
-            type More = (Option<String>, String, Option<i64>, String, i64);
-            let ((id, agent, session, tool, server), (hash, scope, exp, aid, at), (bound, by)): (
-                Row,
-                More,
-                (Option<String>, String),
-            ) = tx.query_row(
-                "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at, approval_id, created_at, key_binding, created_by FROM grants",
-                [],
-                |r| {
-                    let a = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
-                    let b = (r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?);
-                    Ok((a, b, (r.get(10)?, r.get(11)?)))
-                },
-            )?;
-            let row = GrantSeal {
-                cols: (
-                    &id,
-                    &agent,
-                    session.as_deref(),
-                    &tool,
-                    server.as_deref(),
-                    hash.as_deref(),
-                    &scope,
-                    exp,
-                    &aid,
-                    at,
-                ),
-                binding: bound.as_deref(),
-                created_by: &by,
-            };
+            let sql = format!("SELECT {SEALED_COLUMNS} FROM grants");
+            let g = tx.query_row(&sql, [], |r| StoredGrantSeal::read(r, 0))?;
+            let row = g.sealed();
             let old = key.seal(&row.columns(false));
             assert!(row.holds(&key, &old), "the form before still holds");
-            assert!(!row.holds(&key, &format!("v2:{old}")), "not as the new form");
+            assert!(
+                !row.holds(&key, &format!("v2:{old}")),
+                "not as the new form"
+            );
             tx.execute("UPDATE grants SET seal = ?1", crate::params![old])?;
             Ok::<_, crate::db::DbError>(())
         })
