@@ -112,8 +112,9 @@ impl Store {
     /// [`Store::checked_approval`] does: the page is what an operator reviews from
     /// (`assent pending`, `assent watch`), and a call edited behind the gateway's back is not
     /// shown there as the agent's request (found by review: the card, webhooks and Slack said
-    /// so, the listing did not). Errors: the database cannot be read (a damaged row is left
-    /// out, as in every listing).
+    /// so, the listing did not). The check reads a pending row's terms again and hashes its
+    /// call: about twice a plain page's work, still bounded by `max_bytes`. Errors: the
+    /// database cannot be read (a damaged row is left out, as in every listing).
     pub fn approval_page(
         &self,
         status: Option<ApprovalStatus>,

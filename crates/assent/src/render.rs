@@ -138,16 +138,27 @@ pub(crate) fn card(a: &Approval) -> String {
     out
 }
 
-/// The card's first lines when the gateway names something of the record as `damaged`
-/// (unreadable columns; while pending, `seal` and `call`: what no seal vouches for): the
-/// record is not as assent sealed it, so what follows may not be what the agent asked for,
-/// and it cannot be approved. Attack: a held call's payee edited in the database was shown
-/// by `assent pending`, `show` and `watch` as the agent's request.
+/// The card's first lines when the gateway names something of the record as `damaged`.
+/// Pending (unreadable columns, `seal`, `call`: what no seal vouches for): the record is not
+/// as assent sealed it, what follows may not be what the agent asked for, and it cannot be
+/// approved. Attack: a held call's payee edited in the database was shown by `assent
+/// pending`, `show` and `watch` as the agent's request. Settled (`tokens.seal`, `votes.seal`,
+/// unreadable columns): a neutral line, since a record from before a seal existed or sealed
+/// under a replaced audit key is named too, and `assent audit verify` judges which it is.
 fn card_damaged(a: &Approval, out: &mut String) {
     if a.damaged.is_empty() {
         return;
     }
     let what = a.damaged.join(", ");
+    if a.status != ApprovalStatus::Pending {
+        put(out, "!! not vouched for by this gateway's seals: ", &what);
+        put(
+            out,
+            "!! (`assent audit verify` says whether it was changed)",
+            "",
+        );
+        return;
+    }
     put(out, "!! NOT AS ASSENT SEALED IT: ", &what);
     put(
         out,

@@ -395,7 +395,9 @@ async fn answer(
     if ok
         && slack.bot_token.is_none()
         && let Some((id, _)) = value
-        && let Ok(Some(a)) = st.store_call(move |s| s.get_approval(&id)).await
+        // Checked as the first post was (found by review: a vote's redraw read the record
+        // plainly, so a damaged call's warning went away).
+        && let Ok(Some(a)) = st.store_call(move |s| s.checked_approval(&id)).await
     {
         let mut m = outbox::current(st, &a);
         m["replace_original"] = json!(true);

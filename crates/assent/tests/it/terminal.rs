@@ -83,17 +83,35 @@ fn a_call_edited_in_the_database_is_shown_as_damaged_on_the_terminal() {
     };
     assert_eq!(damaged(edited), Some(json!(["call"])), "{json}");
     assert_eq!(damaged(intact), None, "{json}");
+    // Settled, a token whose seal does not hold (as under a replaced audit key) is named
+    // without calling the record tampered with: `assent audit verify` judges it.
+    ok(&cli(url, &["approve", intact]));
+    edit_db(
+        &s,
+        &format!("UPDATE tokens SET seal = 'forged' WHERE approval_id = '{intact}';"),
+    );
+    let settled = ok(&cli(url, &["show", intact]));
+    let neutral = "!! not vouched for by this gateway's seals: tokens.seal";
+    assert!(settled.starts_with(neutral), "{settled}");
+    assert!(!settled.contains("NOT AS ASSENT"), "{settled}");
 }
 
-/// Edits held call `id` of `amount` in `s`'s database (the `sqlite3` tool, beside the running
-/// gateway) so that it pays `mallory`: no seal vouches for the edited call.
+/// Edits held call `id` of `amount` in `s`'s database so that it pays `mallory`: no seal
+/// vouches for the edited call.
 pub(crate) fn pay_mallory(s: &Served, id: &str, amount: i64) {
     let args = format!(r#"{{"amount":{amount},"currency":"EUR","recipient":"mallory"}}"#);
-    let edit = format!("UPDATE approvals SET arguments = '{args}' WHERE id = '{id}';");
+    edit_db(
+        s,
+        &format!("UPDATE approvals SET arguments = '{args}' WHERE id = '{id}';"),
+    );
+}
+
+/// Runs `sql` on `s`'s database behind the running gateway's back (the `sqlite3` tool).
+fn edit_db(s: &Served, sql: &str) {
     let out = std::process::Command::new("sqlite3")
         .args(["-cmd", ".timeout 5000"])
         .arg(s.data.join("assent.db"))
-        .arg(&edit)
+        .arg(sql)
         .output()
         .unwrap();
     ok(&out);

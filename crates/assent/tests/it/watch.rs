@@ -33,10 +33,16 @@ impl Tmux {
     }
     /// Waits until the screen shows `text`.
     fn wait_for(&self, text: &str) -> String {
+        self.wait_for_all(&[text])
+    }
+
+    /// Waits until one capture of the screen shows every one of `texts`.
+    fn wait_for_all(&self, texts: &[&str]) -> String {
+        let text = texts.join("`, `");
         let start = Instant::now();
         loop {
             let s = self.screen(false);
-            if s.contains(text) {
+            if texts.iter().all(|t| s.contains(t)) {
                 return s;
             }
             assert!(
@@ -303,13 +309,20 @@ fn assent_watch_marks_a_call_edited_in_the_database() {
         &first
     };
     tmux.keys(&["Escape", "Down", "Enter"]);
-    let two = tmux.wait_for(other);
-    for card in [one, two] {
-        let warned = card.contains("!! NOT AS ASSENT SEALED IT: call");
+    let two = tmux.wait_for_all(&[other, "why:"]);
+    let warning = "!! NOT AS ASSENT SEALED IT: call";
+    for card in [&one, &two] {
+        let warned = card.contains(warning);
         assert_eq!(warned, card.contains("mallory"), "{card}");
         assert_eq!(warned, card.contains(&second), "{card}");
         assert!(card.contains(&first) != warned, "{card}");
     }
+    // Back in the list, the selected row (the card just seen) is marked only if it was the
+    // edited one: the mark is on the edited call's row.
+    tmux.keys(&["Escape"]);
+    let list = tmux.wait_for("pending approvals");
+    let selected = list.lines().find(|l| l.contains("> ")).unwrap();
+    assert_eq!(selected.contains("!! "), two.contains(warning), "{list}");
     tmux.keys(&["q"]);
 }
 

@@ -624,11 +624,11 @@ async fn a_record_edited_in_the_database_is_posted_as_damaged_and_not_approvable
         "UPDATE approvals SET arguments = '{{\"amount\":503,\"to\":\"mallory\"}}' WHERE id = '{evil}'"
     );
     assert_eq!(gw.sql().exec(&edit, &[]), 1);
-    let resealed = gw
+    let seal_forged = gw
         .held("s1", "pay", json!({"amount": 505, "to": "carol"}))
         .await;
-    let forged = format!("UPDATE approvals SET seal = 'forged' WHERE id = '{resealed}'");
-    assert_eq!(gw.sql().exec(&forged, &[]), 1);
+    let forge = format!("UPDATE approvals SET seal = 'forged' WHERE id = '{seal_forged}'");
+    assert_eq!(gw.sql().exec(&forge, &[]), 1);
     let tasks = bot_from(&gw, &fake, before).await;
     let m = fake.wait_for("/api/chat.postMessage", "mallory").await;
     let text = m.to_string();
@@ -647,7 +647,7 @@ async fn a_record_edited_in_the_database_is_posted_as_damaged_and_not_approvable
         "{ok}"
     );
     let seal = fake
-        .wait_for("/api/chat.postMessage", &resealed)
+        .wait_for("/api/chat.postMessage", &seal_forged)
         .await
         .to_string();
     assert!(seal.contains("not as assent sealed it* (seal)"), "{seal}");
