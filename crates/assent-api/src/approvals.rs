@@ -88,11 +88,11 @@ pub struct Approval {
         skip_serializing_if = "Option::is_none"
     )]
     pub diff: Option<Value>,
-    /// The stored columns that could not be read (issue 10 §8), `votes.seal` and
-    /// `tokens.seal` (a vote or token row whose seal does not hold: also for records sealed
-    /// under a replaced audit key, which `assent audit verify` tells apart) and, in an
-    /// operator's view of a pending approval (`GET /v1/approvals/{id}`, the listing), what
-    /// no seal vouches for (`seal`: its terms; `call`: its call is not the one hashed). A
+    /// The stored columns that could not be read (issue 10 §8), `tokens.seal` (a token row
+    /// whose seal does not hold: also one sealed under a replaced audit key, which `assent
+    /// audit verify` tells apart), while pending `votes.seal` (a vote's) and, in an operator's
+    /// view of a pending approval (`GET /v1/approvals/{id}`, the listing), what no seal
+    /// vouches for (`seal`: its terms; `call`: its call is not the one hashed). A
     /// pending one so named is not as the gateway wrote it and cannot be approved (with
     /// `call` or an unreadable column, not denied or cancelled either); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

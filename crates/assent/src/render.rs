@@ -142,16 +142,20 @@ pub(crate) fn card(a: &Approval) -> String {
 /// Pending (unreadable columns, `seal`, `call`: what no seal vouches for): the record is not
 /// as assent sealed it, what follows may not be what the agent asked for, and it cannot be
 /// approved. Attack: a held call's payee edited in the database was shown by `assent
-/// pending`, `show` and `watch` as the agent's request. Settled (`tokens.seal`, `votes.seal`,
-/// unreadable columns): a neutral line, since a record from before a seal existed or sealed
-/// under a replaced audit key is named too, and `assent audit verify` judges which it is.
+/// pending`, `show` and `watch` as the agent's request. Settled (`tokens.seal`, unreadable
+/// columns): a neutral line, since a token sealed under a replaced audit key is named too, and
+/// `assent audit verify` judges which it is.
 fn card_damaged(a: &Approval, out: &mut String) {
     if a.damaged.is_empty() {
         return;
     }
     let what = a.damaged.join(", ");
     if a.status != ApprovalStatus::Pending {
-        put(out, "!! not vouched for by this gateway's seals: ", &what);
+        put(
+            out,
+            "!! unreadable or not vouched for by this gateway's seals: ",
+            &what,
+        );
         put(
             out,
             "!! (`assent audit verify` says whether it was changed)",

@@ -278,8 +278,9 @@ pub(crate) struct Card {
     who: String,
     csrf: String,
     error: String,
-    /// What of the approval's record is unreadable or, while it is pending, vouched for by no
-    /// seal (`damaged`, joined: `seal`, `call`, a column name); empty when none is.
+    /// What of the approval's record is unreadable or vouched for by no seal (`damaged`,
+    /// joined: a column name, `tokens.seal`, and while pending `votes.seal`, `seal`, `call`);
+    /// empty when none is.
     damaged: String,
     id: String,
     status: String,

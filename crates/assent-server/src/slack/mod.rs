@@ -395,8 +395,9 @@ async fn answer(
     if ok
         && slack.bot_token.is_none()
         && let Some((id, _)) = value
-        // Checked as the first post was (found by review: a vote's redraw read the record
-        // plainly, so a damaged call's warning went away).
+        // Checked as the first post was (found by review: the redraw after a quorum's deny
+        // vote, the approval still pending, read the record plainly, so the warning of a
+        // record whose seal fails went away).
         && let Ok(Some(a)) = st.store_call(move |s| s.checked_approval(&id)).await
     {
         let mut m = outbox::current(st, &a);

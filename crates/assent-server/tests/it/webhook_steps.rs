@@ -216,5 +216,19 @@ async fn a_call_edited_in_the_database_is_announced_as_damaged() {
     let (s, b) = gw.decide(&evil, OP, "approve").await;
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
     assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
+    // Settled, a token whose seal does not hold (as under a replaced audit key) is named as
+    // not vouched for, not as tampered with: `assent audit verify` judges it.
+    let (s, b) = gw.decide(&first, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let forge = format!("UPDATE tokens SET seal = 'forged' WHERE approval_id = '{first}'");
+    assert_eq!(gw.sql().exec(&forge, &[]), 1);
+    let settled = gw
+        .dashboard_page(&format!("/ui/approvals/{first}"), &cookie)
+        .await;
+    assert!(
+        settled.contains("not vouched for by this gateway's seals (tokens.seal)")
+            && !settled.contains("not as assent sealed it"),
+        "{settled}"
+    );
     gw.stop().await;
 }

@@ -301,15 +301,17 @@ fn assent_watch_marks_a_call_edited_in_the_database() {
     assert_eq!(marked.len(), 1, "{screen}");
     // Each card, the selected one first (the next waited for by its id, which only a card
     // shows): the edited one (paying mallory) opens with the warning, the intact one has none.
+    // Each screen is waited for by its footer too, which is drawn after what it waits for.
+    let card_keys = "esc back  q quit";
     tmux.keys(&["Enter"]);
-    let one = tmux.wait_for("why:");
+    let one = tmux.wait_for_all(&["why:", card_keys]);
     let other = if one.contains(&first) {
         &second
     } else {
         &first
     };
     tmux.keys(&["Escape", "Down", "Enter"]);
-    let two = tmux.wait_for_all(&[other, "why:"]);
+    let two = tmux.wait_for_all(&[other, "why:", card_keys]);
     let warning = "!! NOT AS ASSENT SEALED IT: call";
     for card in [&one, &two] {
         let warned = card.contains(warning);
@@ -320,7 +322,7 @@ fn assent_watch_marks_a_call_edited_in_the_database() {
     // Back in the list, the selected row (the card just seen) is marked only if it was the
     // edited one: the mark is on the edited call's row.
     tmux.keys(&["Escape"]);
-    let list = tmux.wait_for("pending approvals");
+    let list = tmux.wait_for_all(&["> ", "↑/↓ select"]);
     let selected = list.lines().find(|l| l.contains("> ")).unwrap();
     assert_eq!(selected.contains("!! "), two.contains(warning), "{list}");
     tmux.keys(&["q"]);
