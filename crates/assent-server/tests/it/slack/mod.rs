@@ -11,6 +11,7 @@ mod error_text;
 mod redacted;
 mod refusals;
 mod votes;
+mod webhook_mode;
 
 use crate::kit::{AGENTS, Gw, OP, assert_answer, operator, policy, start_custom};
 use assent_server::Settings;
@@ -511,16 +512,16 @@ async fn approve_for_the_session_grants_the_rest_of_the_session() {
     c.stop().await;
 }
 
-#[tokio::test]
-async fn without_a_bot_token_the_webhook_message_offers_deny_only_and_the_click_replaces_it() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let (s, hook) = (slack(&fake, false), fake.url.clone());
-    let gw = start_custom(
-        dir.path(),
+/// A gateway in `dir` under `rules` whose Slack has no bot token: its messages go through
+/// the incoming webhook `{fake}/hook` (`approval.requested`), its clicks come back signed.
+async fn webhook_gateway(dir: &std::path::Path, fake: &FakeSlack, rules: &str) -> Gw {
+    let (s, hook) = (slack(fake, false), fake.url.clone());
+    start_custom(
+        dir,
         300_000,
         Settings::default(),
         AGENTS,
-        &policy("acme.test.slack", PAY),
+        &policy("acme.test.slack", rules),
         |st| {
             with_slack(st, s);
             st.webhooks = Arc::new(vec![Webhook {
@@ -536,7 +537,13 @@ async fn without_a_bot_token_the_webhook_message_offers_deny_only_and_the_click_
             }]);
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn without_a_bot_token_the_webhook_message_offers_deny_only_and_the_click_replaces_it() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = webhook_gateway(dir.path(), &fake, PAY).await;
     let id = gw.held("s1", "pay", args()).await;
     // The incoming webhook's message carries the deny button, valued with the id and call
     // hash, and no approve button: nothing ties a click to a message the gateway posted, and
