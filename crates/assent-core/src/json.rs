@@ -16,6 +16,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::cell::Cell;
 use std::collections::HashSet;
+use std::fmt::Write as _;
 
 /// Serde `deserialize_with` for an open-ended field that a body leaves out when absent but
 /// may write as `null` when present: absent → `None` (with `#[serde(default)]`), `null` →
@@ -161,8 +162,8 @@ fn walk(
             let mut i = 0usize;
             while let Some(p) = next {
                 let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
+                // Writing to a String cannot fail.
+                let _ = write!(path, "/{i}");
                 walk(j, p, path, depth + 1)?;
                 path.truncate(len);
                 i += 1;
@@ -170,12 +171,12 @@ fn walk(
             }
         }
         Peek::Object => {
-            let mut seen: HashSet<String> = HashSet::new();
+            let mut seen = Seen::default();
             let mut key = j.known_object()?.map(str::to_owned);
             while let Some(k) = key {
                 let len = path.len();
                 path.push('/');
-                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                push_token(path, &k);
                 if !seen.insert(k) {
                     return Err(StrictJsonError::DuplicateKey { path: path.clone() }.into());
                 }
@@ -190,8 +191,10 @@ fn walk(
         }
         p if p.is_num() => {
             let bytes = j.known_number_bytes(p)?;
-            let text = String::from_utf8_lossy(bytes).into_owned();
+            // A number's text is ASCII; owned only to be named in the error.
+            let text = String::from_utf8_lossy(bytes);
             if !number_is_exact(&text) {
+                let text = text.into_owned();
                 // A number thousands of digits long is named by its start, not echoed whole.
                 let text = match text.char_indices().nth(64) {
                     Some((i, _)) => format!("{}… ({} digits)", &text[..i], text.len()),
@@ -207,6 +210,49 @@ fn walk(
         p => j.known_skip(p)?,
     }
     Ok(())
+}
+
+/// Appends `key` to `path` as one JSON pointer reference token (RFC 6901 §3: `~` as `~0`,
+/// `/` as `~1`).
+fn push_token(path: &mut String, key: &str) {
+    for c in key.chars() {
+        match c {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c => path.push(c),
+        }
+    }
+}
+
+/// The keys of one object seen so far: a list while it is short (most objects), a hash set
+/// once it is longer than [`SEEN_LIST_MAX`], so an object of many keys stays linear.
+#[derive(Default)]
+enum Seen {
+    #[default]
+    None,
+    List(Vec<String>),
+    Set(HashSet<String>),
+}
+
+/// The most keys [`Seen`] compares one by one.
+const SEEN_LIST_MAX: usize = 16;
+
+impl Seen {
+    /// Adds `key`; `false` when the object named it already.
+    fn insert(&mut self, key: String) -> bool {
+        match self {
+            Seen::None => *self = Seen::List(vec![key]),
+            Seen::List(l) if l.contains(&key) => return false,
+            Seen::List(l) if l.len() < SEEN_LIST_MAX => l.push(key),
+            Seen::List(l) => {
+                let mut set: HashSet<String> = l.drain(..).collect();
+                set.insert(key);
+                *self = Seen::Set(set);
+            }
+            Seen::Set(set) => return set.insert(key),
+        }
+        true
+    }
 }
 
 /// A decimal value as `digits × 10^exponent` with no leading or trailing zero digit, so two

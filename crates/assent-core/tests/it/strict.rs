@@ -147,3 +147,25 @@ proptest! {
         }
     }
 }
+
+/// An object of many keys: a duplicate is found whether it repeats a key seen while the keys
+/// were compared one by one or after they moved to a hash set (past 16), and names the second
+/// occurrence; the same keys without a repeat pass.
+#[test]
+fn a_duplicate_among_many_keys_is_found_on_either_side_of_the_switch() {
+    for n in [1usize, 15, 16, 17, 40, 1000] {
+        let keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+        let fine = format!("{{{}}}", keys.join(","));
+        check(fine.as_bytes()).unwrap();
+        for again in [0, n / 2, n - 1] {
+            let text = format!("{{{},\"k{again}\":true}}", keys.join(","));
+            assert_eq!(
+                check(text.as_bytes()).unwrap_err(),
+                StrictJsonError::DuplicateKey {
+                    path: format!("/k{again}")
+                },
+                "{n} keys, k{again} again"
+            );
+        }
+    }
+}
