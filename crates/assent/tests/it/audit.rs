@@ -404,7 +404,10 @@ fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all()
         .unwrap();
     assert!(queue.contains(&a), "{queue}");
     // The listing names the column, and that no seal vouches for its terms any more.
-    assert!(queue.contains(r#""damaged":["approvers","seal"]"#), "{queue}");
+    assert!(
+        queue.contains(r#""damaged":["approvers","seal"]"#),
+        "{queue}"
+    );
     assert_eq!(
         live(
             &g,
