@@ -231,22 +231,6 @@ pub struct GrantView<'a> {
     pub revoked: bool,
 }
 
-impl<'a> GrantView<'a> {
-    /// Stored grant `g` as far as coverage is concerned (`revoked`: it has a `revoked_at`).
-    pub fn of(g: &'a Grant) -> Self {
-        GrantView {
-            agent: &g.agent,
-            session_id: g.session_id.as_deref(),
-            tool: &g.tool,
-            server: g.server.as_deref(),
-            call_hash: g.call_hash.as_deref(),
-            expires_at: g.expires_at,
-            created_at: g.created_at,
-            revoked: g.revoked_at.is_some(),
-        }
-    }
-}
-
 /// A proposed call, as far as coverage is concerned.
 #[derive(Debug, Clone, Copy)]
 pub struct CallView<'a> {

@@ -10,7 +10,7 @@ mod origin;
 pub(crate) mod sealed;
 mod verified;
 
-use self::sealed::{GRANT_COLUMNS, GrantSeal, StoredGrant};
+use self::sealed::GrantSeal;
 pub use self::verified::VerifiedToken;
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
@@ -18,8 +18,9 @@ use crate::error::{RedeemError, StoreError};
 use crate::params;
 use crate::record::ApprovalRecord;
 use crate::seal::{SealKey, Sealed};
-use crate::sql;
+use crate::sql::{self, from_row};
 use crate::store::Store;
+use assent_core::RiskTier;
 use assent_core::approval::GrantScope;
 use assent_core::grant::{self, Grant};
 use assent_core::policy::{Delegations, NO_DELEGATIONS};
@@ -307,23 +308,25 @@ impl Store {
         let (at, row) = before.unwrap_or((i64::MAX, i64::MAX));
         let n = i64::from(limit.max(1));
         let sql = format!(
-            "SELECT {GRANT_COLUMNS}
+            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal, key_binding, rowid AS page_row
              FROM grants WHERE (?1 OR (revoked_at IS NULL AND {}))
                AND created_at <= ?3 AND (created_at < ?3 OR rowid < ?4)
              ORDER BY created_at DESC, rowid DESC LIMIT ?5",
             sql::grant_unexpired_at("?2")
         );
-        let params = crate::params![all, now, at, row, n + 1];
-        let mut rows = self.aside(|c| sql::rows(c, &sql, params, StoredGrant::read))?;
+        let mut rows: Vec<(Grant, String, Option<String>, i64)> = self
+            .aside(|c| sql::rows(c, &sql, crate::params![all, now, at, row, n + 1], grant_row))?;
         let next = (rows.len() as i64 > n).then(|| {
             rows.truncate(n as usize);
-            rows.last().map(|g| (g.grant.created_at, g.page_row))
+            rows.last().map(|(g, .., r)| (g.created_at, *r))
         });
         let key = self.seal_key(Sealed::Grant);
         let listed = rows
             .into_iter()
-            .filter(|g| all || g.holds(&key))
-            .map(|g| g.grant)
+            .filter(|(g, seal, bound, _)| {
+                all || GrantSeal::of(g, bound.as_deref()).holds(&key, seal)
+            })
+            .map(|(g, ..)| g)
             .collect();
         Ok((listed, next.flatten()))
     }
@@ -352,6 +355,26 @@ impl Store {
 /// One page of [`Store::list_grants`]: its grants, and the cursor of the next page
 /// (`(created_at, rowid)`; `None` on the last page).
 pub(crate) type GrantPage = (Vec<Grant>, Option<(i64, i64)>);
+
+/// A `grants` row of [`Store::list_grants`]: the grant, its seal, its key binding and its
+/// `rowid` (as `page_row`).
+fn grant_row(r: &db::Row<'_>) -> db::Result<(Grant, String, Option<String>, i64)> {
+    let call_hash: Option<String> = r.get("call_hash")?;
+    let tier: String = r.get("risk_tier")?;
+    let g: db::Result<Grant> = from_row!(r => Grant {
+        id, agent, session_id, tool, server, scope, discouraged, approval_id,
+        created_by, created_at, expires_at, revoked_at, revoked_by,
+        whole_tool: call_hash.is_none(),
+        call_hash: call_hash,
+        risk_tier: RiskTier::parse(&tier).unwrap_or(RiskTier::R4)
+    });
+    Ok((
+        g?,
+        r.get("seal")?,
+        r.get("key_binding")?,
+        r.get("page_row")?,
+    ))
+}
 
 /// A grant being created by an approval's decision.
 pub(crate) struct NewGrant<'a> {

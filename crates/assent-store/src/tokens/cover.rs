@@ -7,7 +7,7 @@
 use crate::db::{self, Conn};
 use crate::seal::SealKey;
 use crate::sql;
-use crate::tokens::sealed::{GRANT_COLUMNS, StoredGrant};
+use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
 use assent_core::ToolCall;
 use assent_core::grant;
 
@@ -26,12 +26,16 @@ fn find_grants(
     now: i64,
 ) -> db::Result<Vec<(String, String, String, String)>> {
     let sql = format!(
-        "SELECT {GRANT_COLUMNS} FROM grants \
+        "SELECT {SEALED_COLUMNS}, revoked_at IS NOT NULL FROM grants \
          WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 \
          ORDER BY created_at, rowid"
     );
-    let params = crate::params![agent, call.tool, call.server];
-    let rows = sql::rows(tx, &sql, params, StoredGrant::read)?;
+    let rows: Vec<(StoredGrantSeal, bool)> = sql::rows(
+        tx,
+        &sql,
+        crate::params![agent, call.tool, call.server],
+        |r| Ok((StoredGrantSeal::read(r, 0)?, r.get(13)?)),
+    )?;
     let c = grant::CallView {
         agent,
         session_id,
@@ -43,11 +47,20 @@ fn find_grants(
     // A row whose seal is not its own covers nothing ([`crate::seal`]).
     Ok(rows
         .into_iter()
-        .filter(|s| grant::covers(&grant::GrantView::of(&s.grant), &c) && s.holds(seal))
-        .map(|s| {
-            let g = s.grant;
-            (g.id, g.scope, g.approval_id, g.created_by)
+        .filter(|(g, revoked)| {
+            let view = grant::GrantView {
+                agent: &g.agent,
+                session_id: g.session_id.as_deref(),
+                tool: &g.tool,
+                server: g.server.as_deref(),
+                call_hash: g.call_hash.as_deref(),
+                expires_at: g.expires_at,
+                created_at: g.created_at,
+                revoked: *revoked,
+            };
+            grant::covers(&view, &c) && g.holds(seal)
         })
+        .map(|(g, _)| (g.id, g.scope, g.approval_id, g.created_by))
         .collect())
 }
 
@@ -172,7 +185,7 @@ mod tests {
     use crate::db::Database;
     use crate::seal::Sealed;
     use crate::store::Store;
-    use crate::tokens::sealed::{GRANT_COLUMNS, StoredGrant};
+    use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
     use crate::{DecisionInput, Proposal, Proposed};
     use assent_core::approval::GrantScope;
     use assent_core::{CanonicalCall, ToolCall};
@@ -211,8 +224,8 @@ mod tests {
     fn seal_the_old_way(s: &Store) {
         let key = s.seal_key(Sealed::Grant);
         s.write(|tx| {
-            let sql = format!("SELECT {GRANT_COLUMNS} FROM grants");
-            let g = tx.query_row(&sql, [], StoredGrant::read)?;
+            let sql = format!("SELECT {SEALED_COLUMNS} FROM grants");
+            let g = tx.query_row(&sql, [], |r| StoredGrantSeal::read(r, 0))?;
             let row = g.sealed();
             let old = key.seal(&row.columns(false));
             assert!(row.holds(&key, &old), "the form before still holds");

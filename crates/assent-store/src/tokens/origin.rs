@@ -8,7 +8,7 @@
 
 use crate::db::{self, Conn};
 use crate::seal::SealKey;
-use crate::tokens::sealed::{GRANT_COLUMNS, StoredGrant};
+use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
 
 /// The approval ids whose calls made the grants that let approval `aid`'s call through, other
 /// than `aid` itself, read from the sealed approving decision (`grant:<gid>`) and
@@ -24,14 +24,16 @@ pub(crate) fn grant_origins(
     aid: &str,
 ) -> db::Result<Result<Vec<String>, String>> {
     let sql = format!(
-        "SELECT {GRANT_COLUMNS} FROM grants \
+        "SELECT {SEALED_COLUMNS} FROM grants \
          WHERE id IN ( \
            SELECT substr(actor, 7) FROM decisions \
            WHERE approval_id = ?1 AND decision = 'approve' AND substr(actor, 1, 6) = 'grant:' \
            UNION SELECT grant_id FROM approvals WHERE id = ?1 AND grant_id IS NOT NULL) \
          ORDER BY id"
     );
-    let rows = crate::sql::rows(conn, &sql, crate::params![aid], StoredGrant::read);
+    let rows = crate::sql::rows(conn, &sql, crate::params![aid], |r| {
+        StoredGrantSeal::read(r, 0)
+    });
     // A column of another type than the gateway writes: nothing vouches for the grant.
     let rows = match rows {
         Err(e) if e.is_damaged_row() => return Ok(Err("(unreadable)".into())),
@@ -40,10 +42,10 @@ pub(crate) fn grant_origins(
     let mut out = Vec::new();
     for g in rows {
         if !g.holds(key) {
-            return Ok(Err(g.grant.id));
+            return Ok(Err(g.id));
         }
-        if g.grant.approval_id != aid {
-            out.push(g.grant.approval_id);
+        if g.approval_id != aid {
+            out.push(g.approval_id);
         }
     }
     Ok(Ok(out))

@@ -1,15 +1,13 @@
 //! The seal of a `grants` row ([`crate::seal`], [`crate::seal::Sealed::Grant`]): what it is
 //! over ([`GrantSeal`]: the sealed columns, the key binding of migration 0048, the maker), its
 //! two forms (over the maker since `v2:`, the form before without), and the one reading of a
-//! stored row with its seal ([`StoredGrant`], [`GRANT_COLUMNS`]) that every check of a stored
-//! grant goes through: the cover of a proposed call (`cover.rs`), the
+//! stored row's sealed columns and seal ([`StoredGrantSeal`], [`SEALED_COLUMNS`]) that every
+//! check of a stored grant goes through: the cover of a proposed call (`cover.rs`), the
 //! origins of a grant-minted token (`origin.rs`) and the listing (`tokens.rs`). A grant is
 //! sealed when it is made (`tokens.rs` `create_grant`).
 
 use crate::db;
 use crate::seal::SealKey;
-use crate::sql::from_row;
-use assent_core::RiskTier;
 use assent_core::grant::Grant;
 use serde_json::{Value, json};
 
@@ -124,47 +122,81 @@ impl<'a> GrantSeal<'a> {
     }
 }
 
-/// The columns [`StoredGrant::read`] reads (by name), `rowid` as `page_row`: select them from
-/// `grants` (unqualified).
-pub(crate) const GRANT_COLUMNS: &str = "id, agent, session_id, tool, server, call_hash, scope, \
-     risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, \
-     revoked_by, seal, key_binding, rowid AS page_row";
+/// What [`StoredGrantSeal::read`] reads, in its order: the sealed columns, `key_binding`,
+/// `created_by` and `seal` of a `grants` row (unqualified names: select them from `grants`).
+pub(crate) const SEALED_COLUMNS: &str = "id, agent, session_id, tool, server, call_hash, scope, \
+     expires_at, approval_id, created_at, key_binding, created_by, seal";
 
-/// A stored `grants` row as read ([`GRANT_COLUMNS`]): the grant, its `seal` and `key_binding`
-/// (`binding`, `None` before migration 0048) and its `rowid` (`page_row`, a listing's
-/// cursor). Checked with [`StoredGrant::holds`] before anything it says is used.
-pub(crate) struct StoredGrant {
-    pub grant: Grant,
-    pub seal: String,
+/// A stored `grants` row's sealed columns and seal as read ([`SEALED_COLUMNS`]): checked with
+/// [`StoredGrantSeal::holds`] before anything it says is used.
+pub(crate) struct StoredGrantSeal {
+    /// Grant id.
+    pub id: String,
+    /// The agent it lets through.
+    pub agent: String,
+    /// Its session, for a `session` grant.
+    pub session_id: Option<String>,
+    /// Its tool.
+    pub tool: String,
+    /// Its MCP server, if any.
+    pub server: Option<String>,
+    /// The call hash it is bound to; `None` for a whole-tool grant.
+    pub call_hash: Option<String>,
+    /// Its scope as stored (`session`, `workspace`, a duration).
+    pub scope: String,
+    /// When it ends, Unix ms; `None` for none.
+    pub expires_at: Option<i64>,
+    /// The approval whose decision made it.
+    pub approval_id: String,
+    /// When it was made, Unix ms.
+    pub created_at: i64,
+    /// Its `key_binding` (migration 0048), `None` before.
     pub binding: Option<String>,
-    pub page_row: i64,
+    /// Its maker.
+    pub created_by: String,
+    /// Its seal as stored.
+    pub seal: String,
 }
 
-impl StoredGrant {
-    /// Row `r` of a query selecting [`GRANT_COLUMNS`]. A `risk_tier` that is no known tier
-    /// reads as `R4` (fail closed). Errors: a column of another type than the gateway writes
-    /// (a damaged row: `is_damaged_row`).
-    pub(crate) fn read(r: &db::Row<'_>) -> db::Result<Self> {
-        let call_hash: Option<String> = r.get("call_hash")?;
-        let tier: String = r.get("risk_tier")?;
-        let grant: db::Result<Grant> = from_row!(r => Grant {
-            id, agent, session_id, tool, server, scope, discouraged, approval_id,
-            created_by, created_at, expires_at, revoked_at, revoked_by,
-            whole_tool: call_hash.is_none(),
-            call_hash: call_hash,
-            risk_tier: RiskTier::parse(&tier).unwrap_or(RiskTier::R4)
-        });
-        Ok(StoredGrant {
-            grant: grant?,
-            seal: r.get("seal")?,
-            binding: r.get("key_binding")?,
-            page_row: r.get("page_row")?,
+impl StoredGrantSeal {
+    /// The [`SEALED_COLUMNS`] of row `r`, the first at column `at`. Errors: a column of
+    /// another type than the gateway writes (a damaged row: `is_damaged_row`).
+    pub(crate) fn read(r: &db::Row<'_>, at: usize) -> db::Result<Self> {
+        Ok(StoredGrantSeal {
+            id: r.get(at)?,
+            agent: r.get(at + 1)?,
+            session_id: r.get(at + 2)?,
+            tool: r.get(at + 3)?,
+            server: r.get(at + 4)?,
+            call_hash: r.get(at + 5)?,
+            scope: r.get(at + 6)?,
+            expires_at: r.get(at + 7)?,
+            approval_id: r.get(at + 8)?,
+            created_at: r.get(at + 9)?,
+            binding: r.get(at + 10)?,
+            created_by: r.get(at + 11)?,
+            seal: r.get(at + 12)?,
         })
     }
 
     /// What its seal is over.
     pub(crate) fn sealed(&self) -> GrantSeal<'_> {
-        GrantSeal::of(&self.grant, self.binding.as_deref())
+        GrantSeal {
+            cols: (
+                &self.id,
+                &self.agent,
+                self.session_id.as_deref(),
+                &self.tool,
+                self.server.as_deref(),
+                self.call_hash.as_deref(),
+                &self.scope,
+                self.expires_at,
+                &self.approval_id,
+                self.created_at,
+            ),
+            binding: self.binding.as_deref(),
+            created_by: &self.created_by,
+        }
     }
 
     /// Whether its stored seal is its own under `key` ([`GrantSeal::holds`]).
