@@ -161,3 +161,23 @@ async fn a_removed_operators_grant_renamed_to_another_maker_does_not_outlive_the
     assert_eq!(s, StatusCode::ACCEPTED, "mallory's grant outlived her: {b}");
     gw.stop().await;
 }
+
+/// Found by review (of a refactor that read the whole grant row wherever a grant is checked):
+/// a database writer putting a value of another type in a grant's columns that no seal covers
+/// and coverage does not read (`discouraged`, `revoked_by`) made every proposal of that agent's
+/// tool fail as a store error. A grant's cover reads only what its seal is over and whether it
+/// was revoked, so its calls are still covered. SQLite only: PostgreSQL's column types refuse
+/// such a value.
+#[tokio::test]
+async fn a_grants_unsealed_columns_of_another_type_do_not_stop_its_calls() {
+    if crate::kit::sqlite_only("a column of another type than it was declared") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gw = granted(dir.path(), "session").await;
+    let mistype = "UPDATE grants SET discouraged = 'x', revoked_by = x'00'";
+    assert_eq!(gw.sql().exec(mistype, &[]), 1);
+    let (s, b) = gw.propose("pay", big()).await;
+    assert_eq!(s, StatusCode::OK, "the grant no longer covered: {b}");
+    gw.stop().await;
+}

@@ -1,10 +1,12 @@
 //! The seal of a `grants` row ([`crate::seal`], [`crate::seal::Sealed::Grant`]): what it is
 //! over ([`GrantSeal`]: the sealed columns, the key binding of migration 0048, the maker), its
 //! two forms (over the maker since `v2:`, the form before without), and the one reading of a
-//! stored row's sealed columns and seal ([`StoredGrantSeal`], [`SEALED_COLUMNS`]) that every
-//! check of a stored grant goes through: the cover of a proposed call (`cover.rs`), the
-//! origins of a grant-minted token (`origin.rs`) and the listing (`tokens.rs`). A grant is
-//! sealed when it is made (`tokens.rs` `create_grant`).
+//! stored row's sealed columns and seal alone ([`StoredGrantSeal`], [`SEALED_COLUMNS`]) that
+//! the cover of a proposed call (`cover.rs`) and the origins of a grant-minted token
+//! (`origin.rs`) check: they read nothing the seal is not over (found by review: reading the
+//! whole row there let a mistyped `discouraged` or `revoked_by` fail every proposal of the
+//! tool). The listing (`tokens.rs`) reads grants whole and checks them with
+//! [`GrantSeal::of`]. A grant is sealed when it is made (`tokens.rs` `create_grant`).
 
 use crate::db;
 use crate::seal::SealKey;
