@@ -75,16 +75,35 @@ pub(crate) fn grants(
             })
             .collect();
     let revoked = records_by(conn, "grant.revoked", "grant_id")?;
-    type GrantRow = (String, GrantFields, Option<i64>);
+    // A row with a value of another type than the gateway writes is named, not a failure of
+    // the whole check (its cover leaves it out: it lets no call through).
+    type GrantRow = (String, Result<(GrantFields, Option<i64>), String>);
     let rows: Vec<GrantRow> = conn.query_map(
         "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at, revoked_at, created_by FROM grants ORDER BY created_at, rowid",
         [],
         |r| {
-            let fields = (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(9)?);
-            Ok((r.get(0)?, fields, r.get(8)?))
+            let read = || -> db::Result<(GrantFields, Option<i64>)> {
+                let fields = (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(9)?);
+                Ok((fields, r.get(8)?))
+            };
+            match read() {
+                Ok(row) => Ok((r.get(0)?, Ok(row))),
+                Err(e) if e.is_damaged_row() => Ok((r.get(0)?, Err(e.to_string()))),
+                Err(e) => Err(e),
+            }
         },
     )?;
-    for (gid, fields, revoked_at) in rows {
+    for (gid, read) in rows {
+        let (fields, revoked_at) = match read {
+            Ok(row) => row,
+            Err(e) => {
+                created.remove(&gid);
+                out.push((None, format!(
+                    "grant {gid} is damaged: {e} (a value of another type than the gateway writes); it covers no call until it is repaired"
+                )));
+                continue;
+            }
+        };
         match created.remove(&gid) {
             None if grant_archived(conn, &gid, gone)? => {}
             None => out.push((None, format!(

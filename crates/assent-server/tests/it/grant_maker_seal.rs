@@ -181,3 +181,24 @@ async fn a_grants_unsealed_columns_of_another_type_do_not_stop_its_calls() {
     assert_eq!(s, StatusCode::OK, "the grant no longer covered: {b}");
     gw.stop().await;
 }
+
+/// A grant whose sealed column holds a value of another type (`expires_at` made text behind
+/// the gateway's back) covers nothing: its call is held for a person, as with any grant whose
+/// seal fails, and the agent's other calls are not failed as a store error (found by review: the
+/// unreadable row failed every proposal of the tool). SQLite only, as above.
+#[tokio::test]
+async fn a_grant_with_a_sealed_column_of_another_type_covers_nothing() {
+    if crate::kit::sqlite_only("a column of another type than it was declared") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gw = granted(dir.path(), "session").await;
+    let gid = gw.sql().text("SELECT id FROM grants", &[]);
+    let mistype = "UPDATE grants SET expires_at = 'soon'";
+    assert_eq!(gw.sql().exec(mistype, &[]), 1);
+    let (s, b) = gw.propose("pay", big()).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "not held for a person: {b}");
+    let problem = verify_problem(&gw);
+    assert!(problem.contains(&gid), "{problem}");
+    gw.stop().await;
+}

@@ -13,7 +13,8 @@ use assent_core::grant;
 
 /// The grants that cover `agent`'s call ([`grant::covers`]: same tool and server, same call
 /// hash unless widened to the tool, same session for `session` grants, not expired at `now`
-/// or revoked), oldest first. Returns `(grant id, scope, approval id, created_by)` each;
+/// or revoked, holding its seal; a damaged row is left out), oldest first. Returns `(grant
+/// id, scope, approval id, created_by)` each;
 /// [`covering_grant`] keeps the first whose approval still stands for the verdict
 /// ([`origin_weaker`]) and whose creator could approve the call.
 fn find_grants(
@@ -30,11 +31,18 @@ fn find_grants(
          WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 \
          ORDER BY created_at, rowid"
     );
-    let rows: Vec<(StoredGrantSeal, bool)> = sql::rows(
+    // A row with a sealed column of another type than the gateway writes covers nothing and
+    // is left out, as in every listing (`audit verify` names it). Found by review: it failed
+    // every proposal of the agent's tool as a store error.
+    let rows: Vec<Option<(StoredGrantSeal, bool)>> = sql::rows(
         tx,
         &sql,
         crate::params![agent, call.tool, call.server],
-        |r| Ok((StoredGrantSeal::read(r, 0)?, r.get(13)?)),
+        |r| match StoredGrantSeal::read(r, 0) {
+            Ok(g) => Ok(Some((g, r.get(13)?))),
+            Err(e) if e.is_damaged_row() => Ok(None),
+            Err(e) => Err(e),
+        },
     )?;
     let c = grant::CallView {
         agent,
@@ -47,6 +55,7 @@ fn find_grants(
     // A row whose seal is not its own covers nothing ([`crate::seal`]).
     Ok(rows
         .into_iter()
+        .flatten()
         .filter(|(g, revoked)| {
             let view = grant::GrantView {
                 agent: &g.agent,
