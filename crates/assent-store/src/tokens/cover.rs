@@ -38,7 +38,7 @@ fn find_grants(
         tx,
         &sql,
         crate::params![agent, call.tool, call.server],
-        |r| match StoredGrantSeal::read(r, 0) {
+        |r| match StoredGrantSeal::read(r) {
             Ok(g) => Ok(Some((g, r.get(13)?))),
             Err(e) if e.is_damaged_row() => Ok(None),
             Err(e) => Err(e),
@@ -234,7 +234,7 @@ mod tests {
         let key = s.seal_key(Sealed::Grant);
         s.write(|tx| {
             let sql = format!("SELECT {SEALED_COLUMNS} FROM grants");
-            let g = tx.query_row(&sql, [], |r| StoredGrantSeal::read(r, 0))?;
+            let g = tx.query_row(&sql, [], StoredGrantSeal::read)?;
             let row = g.sealed();
             let old = key.seal(&row.columns(false));
             assert!(row.holds(&key, &old), "the form before still holds");

@@ -31,9 +31,7 @@ pub(crate) fn grant_origins(
            UNION SELECT grant_id FROM approvals WHERE id = ?1 AND grant_id IS NOT NULL) \
          ORDER BY id"
     );
-    let rows = crate::sql::rows(conn, &sql, crate::params![aid], |r| {
-        StoredGrantSeal::read(r, 0)
-    });
+    let rows = crate::sql::rows(conn, &sql, crate::params![aid], StoredGrantSeal::read);
     // A column of another type than the gateway writes: nothing vouches for the grant.
     let rows = match rows {
         Err(e) if e.is_damaged_row() => return Ok(Err("(unreadable)".into())),

@@ -161,23 +161,24 @@ pub(crate) struct StoredGrantSeal {
 }
 
 impl StoredGrantSeal {
-    /// The [`SEALED_COLUMNS`] of row `r`, the first at column `at`. Errors: a column of
-    /// another type than the gateway writes (a damaged row: `is_damaged_row`).
-    pub(crate) fn read(r: &db::Row<'_>, at: usize) -> db::Result<Self> {
+    /// The [`SEALED_COLUMNS`] of row `r`, its first 13 columns (a query may select more
+    /// after them). Errors: a column of another type than the gateway writes (a damaged row:
+    /// `is_damaged_row`).
+    pub(crate) fn read(r: &db::Row<'_>) -> db::Result<Self> {
         Ok(StoredGrantSeal {
-            id: r.get(at)?,
-            agent: r.get(at + 1)?,
-            session_id: r.get(at + 2)?,
-            tool: r.get(at + 3)?,
-            server: r.get(at + 4)?,
-            call_hash: r.get(at + 5)?,
-            scope: r.get(at + 6)?,
-            expires_at: r.get(at + 7)?,
-            approval_id: r.get(at + 8)?,
-            created_at: r.get(at + 9)?,
-            binding: r.get(at + 10)?,
-            created_by: r.get(at + 11)?,
-            seal: r.get(at + 12)?,
+            id: r.get(0)?,
+            agent: r.get(1)?,
+            session_id: r.get(2)?,
+            tool: r.get(3)?,
+            server: r.get(4)?,
+            call_hash: r.get(5)?,
+            scope: r.get(6)?,
+            expires_at: r.get(7)?,
+            approval_id: r.get(8)?,
+            created_at: r.get(9)?,
+            binding: r.get(10)?,
+            created_by: r.get(11)?,
+            seal: r.get(12)?,
         })
     }
 
