@@ -556,15 +556,32 @@ fn commit(
     if now_prev != p.prev_seq {
         return Ok(false);
     }
+    // Each record is checked whole here, under the write lock, before anything is carried
+    // from it: found by review, only `seq:hash` was compared, so a writer who edited an old
+    // record's kind, actor or data between the export and this transaction had the edit
+    // carried into the live chain with a fresh hash (a forged `audit.key_replaced` even
+    // signed with the audit key).
     let mut d = Sha256::new();
-    let mut n = 0i64;
-    tx.prepare_cached("SELECT seq, hash FROM audit WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq")?
-        .for_each(params![m.first_seq, m.last_seq], |r| {
-            let (seq, hash): (i64, String) = (r.get(0)?, r.get(1)?);
-            d.update(format!("{seq}:{hash}\n"));
-            n += 1;
-            Ok(ControlFlow::Continue(()))
-        })?;
+    let (mut n, mut prev, mut broken) = (0i64, p.prev_hash.clone(), None);
+    tx.prepare_cached(
+        "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq",
+    )?
+    .for_each(params![m.first_seq, m.last_seq], |r| {
+        let rec = audit::AuditRecord::read_in_order(r)?;
+        if let Some(why) = audit::break_in(&rec, m.first_seq + n, &prev) {
+            broken = Some((rec.seq, why));
+            return Ok(ControlFlow::Break(()));
+        }
+        d.update(format!("{}:{}\n", rec.seq, rec.hash));
+        n += 1;
+        prev = rec.hash;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if let Some((seq, why)) = broken {
+        return Err(refuse(format!(
+            "audit record {seq} changed while the records were being archived ({why}); nothing deleted"
+        )));
+    }
     if n != m.record_count || d.finalize().as_slice() != pairs {
         return Err(refuse(
             "audit records changed while they were being archived; nothing deleted",
@@ -619,3 +636,7 @@ fn commit(
     )?;
     Ok(true)
 }
+
+#[cfg(test)]
+#[path = "retention_race.rs"]
+mod race;
