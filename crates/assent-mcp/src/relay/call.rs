@@ -177,8 +177,55 @@ impl Relay {
 
     /// The client closed stdin: withdraws the approvals it was waiting on. A call that became
     /// a task outlives the connection: its approval stays, for `tasks/get` through another
-    /// one; one being forwarded runs to its end.
+    /// one; one being forwarded runs to its end. What the client still owed the upstream is
+    /// dropped, and the proposals on their way are settled ([`Relay::settle`]).
     pub(super) async fn withdraw_waiting(&self) {
+        self.drop_owed();
+        self.withdraw(false, "the MCP client disconnected").await;
+        self.settle("the client").await;
+    }
+
+    /// The upstream exited: every approval a call waits on is withdrawn, a task's too (nothing
+    /// in this process can run it any more), and every call forwarded and still unanswered is
+    /// reported as [`CallOutcome::NoAnswer`](assent_api::gate::CallOutcome) (it may have run).
+    /// Found by review: the calls held then stayed pending and approvable, an approval
+    /// redeemed a token for a call written into a closed pipe, and the audit stopped at
+    /// "approved, redeemed" with no outcome (the hub reported it; the relay did not).
+    pub(super) async fn upstream_gone(&self) {
+        self.drop_owed();
+        self.withdraw(true, "the upstream MCP server exited").await;
+        let unanswered: Vec<Forwarded> = self
+            .state
+            .forwarded
+            .lock()
+            .expect("forwarded")
+            .drain()
+            .map(|(_, f)| f)
+            .collect();
+        for f in unanswered {
+            let args: Value = serde_json::from_str(&f.arguments).unwrap_or(Value::Null);
+            let outcome = assent_api::gate::CallOutcome::NoAnswer;
+            (self.state.gw)
+                .report_no_result(&f.tool, &args, f.approval_id.as_deref(), outcome)
+                .await;
+        }
+        self.settle("the upstream").await;
+    }
+
+    /// Waits up to [`crate::kit::PROPOSALS_SETTLE`] for the proposals on their way and the
+    /// withdrawals they leave; a warning names who `left` when one is still under way.
+    async fn settle(&self, left: &str) {
+        let settled = self.state.gw.settle_proposals(crate::kit::PROPOSALS_SETTLE);
+        if !settled.await {
+            tracing::warn!(
+                left,
+                "a proposal was still on its way when the session ended"
+            );
+        }
+    }
+
+    /// Withdraws the approvals calls wait on (`why`), a task's only with `tasks_too`.
+    async fn withdraw(&self, tasks_too: bool, why: &'static str) {
         let held: Vec<Waiting> = self
             .state
             .waiting
@@ -188,10 +235,9 @@ impl Relay {
             .map(|(_, w)| w)
             .collect();
         for mut w in held {
-            if w.task.load(Ordering::SeqCst) {
+            if !tasks_too && w.task.load(Ordering::SeqCst) {
                 continue;
             }
-            let why = "the MCP client disconnected";
             let Some(was) = crate::kit::cancel_unless_forwarded(&w.approval, why) else {
                 continue;
             };

@@ -97,24 +97,16 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                 let code = status.ok().and_then(|s| s.code()).unwrap_or(1);
                 tracing::warn!(code, "upstream MCP server exited");
                 let _ = upstream_reader.await;
+                relay.upstream_gone().await;
                 drop(relay);
-                let _ = client_writer.await;
+                let _ = tokio::time::timeout(Duration::from_secs(2), client_writer).await;
                 return Ok(code);
             }
         }
     }
     // The client closed stdin: withdraw the approvals it was waiting on, then close the
     // upstream's stdin and let it exit. What the client still owed the upstream is dropped.
-    relay.drop_owed();
     relay.withdraw_waiting().await;
-    if !relay
-        .state
-        .gw
-        .settle_proposals(crate::kit::PROPOSALS_SETTLE)
-        .await
-    {
-        tracing::warn!("a proposal was still on its way when the client left");
-    }
     let to_client = relay.to_client.clone();
     drop(relay);
     let code = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {

@@ -43,6 +43,7 @@ mod mcp_relay_parse;
 mod mcp_relay_results;
 mod mcp_server_words;
 mod mcp_upstream_attacks;
+mod mcp_upstream_exit;
 mod mcp_upstream_requests;
 mod mcp_upstream_rounds;
 mod mcp_upstream_stalls;

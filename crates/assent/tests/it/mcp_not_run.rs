@@ -88,7 +88,7 @@ fn slow_answers(port: u16, slow: &'static str, delay: Duration) -> String {
 }
 
 /// The audit records of `kind` in the gateway's database under `dir`: `(approval_id, data)`.
-fn records(dir: &Path, kind: &str) -> Vec<(String, Value)> {
+pub(crate) fn records(dir: &Path, kind: &str) -> Vec<(String, Value)> {
     let out = Command::new("sqlite3")
         .arg(dir.join("data/assent.db"))
         .arg(format!(
@@ -105,7 +105,7 @@ fn records(dir: &Path, kind: &str) -> Vec<(String, Value)> {
 
 /// Polls `f` every 50 ms for up to `secs` seconds until it is `Some`.
 #[track_caller]
-fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(v) = f() {
