@@ -334,8 +334,11 @@ pub struct Granted {
     pub grant_id: Option<String>,
     /// The grant's scope: `session`, a duration such as `15m`, or `workspace`.
     pub scope: Option<String>,
-    /// The signed single-use token to redeem (`POST /v1/tokens/redeem`).
-    pub token: Option<String>,
+    /// The signed single-use token to redeem (`POST /v1/tokens/redeem`). Always present: a
+    /// grant's `allow` without one does not parse, so a client built on this crate never
+    /// forwards a granted call it has not redeemed (found by review: the MCP proxy forwarded
+    /// such an answer as a plain `allow`).
+    pub token: String,
     /// The token as a seed 002 Token document.
     pub approval_token: Option<ApprovalToken>,
     /// When the token expires, RFC 3339.

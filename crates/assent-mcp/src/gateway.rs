@@ -249,15 +249,13 @@ impl Gateway {
             Ok(GateAnswer::Allow(a)) => Err(match a.grant {
                 // Covered by a grant: it still carries a single-use token to redeem.
                 Some(Granted {
-                    token: Some(token),
-                    approval_id,
-                    ..
+                    token, approval_id, ..
                 }) => {
                     let limit = a.output_bytes;
                     self.redeem(&token, tool, arguments, None, limit, Some(approval_id))
                         .await
                 }
-                _ => Outcome::Forward {
+                None => Outcome::Forward {
                     edited: None,
                     output_limit: a.output_bytes,
                     approval_id: None,

@@ -16,6 +16,7 @@ use crate::formats::{self, rfc3339};
 use crate::state::{AppState, now_ms};
 use crate::telemetry;
 use crate::wire;
+use assent_api::error::APPROVAL_DAMAGED;
 use assent_api::gate::{
     Allowed, Call, DelegationRequest, Denied, GateAnswer, Granted, HeldResult, Pending,
 };
@@ -631,7 +632,16 @@ async fn answer(
         Proposed::Granted(rec) => {
             st.changed();
             let id = rec.id.clone();
-            let token = st.store_call(move |s| s.token_string(&id)).await?;
+            // A grant's `allow` always carries its token, so that what forwards the call has
+            // redeemed it first; one whose token row does not hold its seal (edited since it
+            // was minted) allows nothing.
+            let Some(token) = st.store_call(move |s| s.token_string(&id)).await? else {
+                let why = format!(
+                    "approval {}'s token does not hold its seal; the call is not allowed",
+                    rec.id
+                );
+                return Err(ApiError::new(StatusCode::CONFLICT, APPROVAL_DAMAGED, why));
+            };
             tracing::info!(approval_id = %rec.id, grant_id = ?rec.grant_id, "tool call allowed by a grant");
             GateAnswer::Allow(Allowed {
                 output_bytes: rec.terms.output_bytes,

@@ -264,11 +264,12 @@ impl Store {
         let grants = self.seal_key(Sealed::Grant);
         self.write(|tx| {
             let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
-                plan_runs(**tx, &c.aid, (&terms, delegations))?;
                 let aid = c.aid.clone();
+                let plan = |tx: Conn<'_>| plan_runs(tx, &aid, (&terms, delegations));
                 let origins_run =
                     |tx: Conn<'_>| origin_plans_run(tx, &aid, &grants, (&terms, delegations));
-                consume(**tx, c, &presented, (&seals.0, &seals.1), origins_run)
+                let plans = (plan, origins_run);
+                consume(**tx, c, &presented, (&seals.0, &seals.1), plans)
             });
             let aid = claims.as_ref().map(|c| c.aid.as_str());
             let jti = claims.as_ref().map(|c| c.jti.clone());
@@ -540,7 +541,9 @@ fn origin_plans_run(
 /// `Ok` unless approval `aid` was held under a plan that no longer runs calls
 /// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
 /// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
-/// tokens redeemable). Checked before the token is consumed. The approval's terms must hold
+/// tokens redeemable). Checked by [`consume`] once the token is known to be the presenter's,
+/// before its other refusals (a stopped plan's tokens are voided, so `Used` would hide why).
+/// The approval's terms must hold
 /// their seal under `keys.0` ([`crate::plans::plan_of_call`] reads the plan ids the stop
 /// reaches the call by from that check), else `Unsealed` (found by review: clearing `plan_id` or
 /// `plan_owner` in `confirm_context` released an approved call's token from its plan's stop).
@@ -569,14 +572,20 @@ fn plan_runs(
 /// only at start-up ([`crate::voided`]) and by `assent audit verify`, so a database writer who
 /// edited a settlement while the gateway ran (a rejected approval turned approved, a
 /// decision's `key_binding` cleared so a later key rotation would not void it, a voter
-/// renamed) had its token redeem until the next start. `origins_run` is checked last, before
-/// the token is marked used ([`origin_plans_run`]).
+/// renamed) had its token redeem until the next start. `plans.0` ([`plan_runs`]) is checked
+/// once the presenter is known to be the token's agent or executor, before the token's other
+/// refusals (found by review: checked before the presenter, another agent's token was answered
+/// `PlanStopped`, naming the owner's plan and its status, where a token not one's own is
+/// `WrongAgent`); `plans.1` ([`origin_plans_run`]) last, before the token is marked used.
 fn consume(
     tx: Conn<'_>,
     c: TokenClaims,
     p: &redeem::Presented<'_>,
     (seal, settled): (&SealKey, &SealKey),
-    origins_run: impl FnOnce(Conn<'_>) -> Result<(), RedeemError>,
+    (plan_runs, origins_run): (
+        impl FnOnce(Conn<'_>) -> Result<(), RedeemError>,
+        impl FnOnce(Conn<'_>) -> Result<(), RedeemError>,
+    ),
 ) -> Result<TokenClaims, RedeemError> {
     type Row = (
         String,
@@ -616,7 +625,7 @@ fn consume(
         used: used.is_some(),
         device_id: device.as_deref(),
     };
-    redeem::check(&minted, &c, p).map_err(|r| match r {
+    let checked = redeem::check(&minted, &c, p).map_err(|r| match r {
         Refusal::WrongAgent => RedeemError::WrongAgent,
         Refusal::NotExecutor(executor) => RedeemError::NotExecutor { executor },
         Refusal::Used => RedeemError::Used,
@@ -626,7 +635,12 @@ fn consume(
             approved,
             presented: p.call_hash.to_string(),
         },
-    })?;
+    });
+    if let Err(e @ (RedeemError::WrongAgent | RedeemError::NotExecutor { .. })) = checked {
+        return Err(e);
+    }
+    plan_runs(tx)?;
+    checked?;
     if !crate::settlement_seal::holds(tx, settled, &c.aid)? {
         return Err(RedeemError::Unsealed);
     }

@@ -226,6 +226,24 @@ fn an_allow_with_a_token_but_no_approval_is_refused_not_a_plain_allow() {
     assert!(matches!(&a, GateAnswer::Allow(x) if x.grant.is_none()));
 }
 
+/// Found by review: an `allow` with a grant's `approval_id` but no `token` (or a `null` one)
+/// read as a grant with no token, and the MCP proxy forwarded it as a plain allow: the call
+/// ran and nothing was redeemed for it. The gateway answers `409 APPROVAL_DAMAGED` when a
+/// grant's token cannot be given; an answer that lacks it does not parse, so the proxy denies.
+#[test]
+fn a_grants_allow_without_its_token_is_refused_not_forwarded_unredeemed() {
+    for token in [None, Some(json!(null))] {
+        let mut granted = with_echo(json!({"decision": "allow", "output_bytes": null,
+            "approval_id": "a1", "grant_id": "g1", "scope": "session",
+            "approval_token": null, "token_expires_at": null}));
+        if let Some(t) = token {
+            granted["token"] = t;
+        }
+        let read = serde_json::from_value::<GateAnswer>(granted.clone());
+        assert!(read.is_err(), "{read:?}: {granted}");
+    }
+}
+
 #[test]
 fn error_bodies_write_back_what_they_read() {
     let e: ApiErrorBody = round_trip(&json!({"code": "NOT_FOUND", "message": "no such approval"}));

@@ -42,7 +42,7 @@ async fn a_session_scope_makes_a_grant_that_allows_with_a_token_until_revoked() 
     let g = allowed.grant.expect("a grant's allow");
     assert_eq!((s, g.grant_id.as_deref()), (200, a.grant_id.as_deref()));
     let redeem = RedeemRequest {
-        token: g.token.unwrap(),
+        token: g.token,
         tool: "pay".into(),
         server: None,
         arguments: json!({"amount": 300, "to": "bob"}),

@@ -133,3 +133,28 @@ async fn a_timeout_never_approves_a_held_call_of_a_stopped_plan() {
     assert_eq!(last["default_applied"], "approve", "{a}");
     gw.stop().await;
 }
+
+/// Found by review: the plan's stop was checked before the token was known to be the
+/// presenter's, so an agent holding another agent's token (leaked, or read from a shared log)
+/// was answered `409 PLAN_STOPPED` naming the owner's plan and its status, where any token
+/// not its own is `403`. The presenter is checked first now; the owner still gets
+/// `PLAN_STOPPED`, and nothing is redeemed either way.
+#[tokio::test]
+async fn another_agents_token_under_a_stopped_plan_is_forbidden_and_reveals_no_plan() {
+    let gw = serve().await;
+    let pid = uuid();
+    approved_plan(&gw, &pid).await;
+    let args = json!({"amount": 505, "to": "bob"});
+    let id = held_in_plan(&gw, "pay", args.clone(), &pid).await;
+    assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
+    let token = json!(crate::kit::token_of(&gw.as_agent(&id).await));
+    let path = format!("/v1/plans/{pid}/cancel");
+    let (s, p) = gw.post(&path, BOT, json!({"reason": "stop"})).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    let (s, e) = gw.redeem_as("other-key", &token, "pay", args.clone()).await;
+    assert_error(s, &e, StatusCode::FORBIDDEN, "FORBIDDEN");
+    assert!(!e.to_string().contains(&pid), "the plan is not named: {e}");
+    let (s, e) = gw.redeem_as("bot-key", &token, "pay", args).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_STOPPED");
+    gw.stop().await;
+}
