@@ -174,7 +174,7 @@ pub fn unknown_fields(doc: &Value) -> Vec<String> {
 /// and one over the document: the cost grows with the file's size, not with the number of
 /// unknown fields times its lines.
 pub fn unknown_fields_at(text: &str, doc: &Value) -> Vec<(String, Option<u64>)> {
-    let located = serde_saphyr::from_str::<Located>(text).ok();
+    let located = crate::yaml::from_str::<Located>(text).ok();
     let root = schema();
     let mut out = Vec::new();
     walk(root, root, doc, ("", located.as_ref()), &mut out);

@@ -50,6 +50,7 @@ pub mod token;
 pub mod transitions;
 pub mod triggers;
 pub mod verdict;
+pub mod yaml;
 
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
 pub use canonical::{CanonicalCall, CanonicalError, ToolCall};

@@ -11,6 +11,10 @@ use serde_json::{Number, Value};
 /// Longest regex accepted from a policy file, in bytes.
 pub const MAX_PATTERN_LEN: usize = 1024;
 
+/// Most items an `in` or `not_in` list may have (each call compares its argument with every
+/// one).
+pub const MAX_LIST_ITEMS: usize = 1024;
+
 /// Longest string argument shown verbatim in a rendered clause, in characters; a longer one is
 /// described by its length (so a reason never carries a truncated, unredactable secret).
 pub const MAX_SHOWN_CHARS: usize = 100;
@@ -49,14 +53,15 @@ pub struct Ops {
     pub not_in: Option<Vec<Value>>,
 }
 
-/// A `pattern` operator: its source text as written in the policy, and the compiled regex or
-/// the compile error text (which makes the predicate unevaluable).
+/// A `pattern` operator: its source text as written in the policy and its compiled regex. A
+/// pattern that does not compile is a parse error (found by review: in a `deny` it silently
+/// became a hold, which a person could approve), so a loaded policy never carries one.
 #[derive(Debug, Clone)]
 pub struct Pattern {
     /// The pattern as written (shown in reasons).
     pub source: String,
     /// [`compile_pattern`] of `source`.
-    pub compiled: Result<Regex, String>,
+    pub compiled: Regex,
 }
 
 /// Compiles a policy regex with the limits of `DEPENDENCIES.md` (size and nesting capped).
@@ -122,12 +127,26 @@ impl Matcher {
                     let a = x
                         .as_array()
                         .ok_or_else(|| format!("`{name}` needs a list"))?;
-                    if a.iter().all(is_scalar) {
-                        Ok(a.clone())
-                    } else {
-                        Err(format!(
+                    if a.len() > MAX_LIST_ITEMS {
+                        return Err(format!(
+                            "`{name}` has {} items (at most {MAX_LIST_ITEMS})",
+                            a.len()
+                        ));
+                    }
+                    if !a.iter().all(is_scalar) {
+                        return Err(format!(
                             "`{name}` items must be strings, numbers or booleans"
-                        ))
+                        ));
+                    }
+                    // One type per list (found by review: a list read as `[false, "disabled"]`
+                    // from YAML 1.1 `[off, disabled]` never matched the string "off").
+                    match a.iter().find(|i| !same_type(i, &a[0])) {
+                        Some(odd) => Err(format!(
+                            "`{name}` mixes items of two types ({} and {}); quote values meant as strings",
+                            type_name(&a[0]),
+                            type_name(odd)
+                        )),
+                        None => Ok(a.clone()),
                     }
                 };
                 for (op, x) in m {
@@ -140,9 +159,11 @@ impl Matcher {
                         "ne" => return Err("`ne` needs a string, number or boolean".into()),
                         "pattern" | "not_pattern" => {
                             let p = x.as_str().ok_or_else(|| format!("`{op}` needs a string"))?;
+                            let compiled = compile_pattern(p)
+                                .map_err(|e| format!("`{op}` does not compile: {e}"))?;
                             let pat = Some(Box::new(Pattern {
                                 source: p.to_string(),
-                                compiled: compile_pattern(p),
+                                compiled,
                             }));
                             if op == "pattern" {
                                 ops.pattern = pat;
@@ -171,7 +192,15 @@ impl Matcher {
         }
     }
 
-    /// Tests one argument value. `Err` says why it cannot be evaluated (mistyped, bad regex).
+    /// How many regexes (`pattern`, `not_pattern`) this expression runs: 0, 1 or 2.
+    pub fn patterns(&self) -> usize {
+        match self {
+            Matcher::Literal(_) => 0,
+            Matcher::Ops(o) => o.pattern.is_some() as usize + o.not_pattern.is_some() as usize,
+        }
+    }
+
+    /// Tests one argument value. `Err` says why it cannot be evaluated (an argument of another type).
     pub fn test(&self, actual: &Value) -> Result<bool, String> {
         match self {
             Matcher::Literal(lit) => {
@@ -218,13 +247,10 @@ impl Matcher {
                     (&o.not_pattern, "not_pattern", false),
                 ] {
                     if let Some(p) = p {
-                        let re = p.compiled.as_ref().map_err(|e| {
-                            format!("cannot be matched: {name} does not compile: {e}")
-                        })?;
                         let s = actual.as_str().ok_or_else(|| {
                             format!("is {} but `{name}` needs a string", type_name(actual))
                         })?;
-                        ok &= re.is_match(s) == want;
+                        ok &= p.compiled.is_match(s) == want;
                     }
                 }
                 for (list, name, want) in [(&o.in_, "in", true), (&o.not_in, "not_in", false)] {

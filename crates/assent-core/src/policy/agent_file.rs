@@ -9,6 +9,7 @@ use super::model::{
     Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer,
     ORCHESTRATORS_ANNOTATION, PolicyRef, SkillRef,
 };
+use crate::json::present;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
@@ -53,13 +54,13 @@ struct RawLocalAgent {
     source: String,
     #[serde(default = "file_type")]
     source_type: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,
 }
 #[derive(Deserialize)]
 struct RawRemoteAgent {
     alias: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,
     #[serde(default)]
     allowed_skills: Option<Vec<Value>>,
@@ -67,13 +68,13 @@ struct RawRemoteAgent {
 #[derive(Deserialize)]
 struct RawLocalTool {
     alias: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,
 }
 #[derive(Deserialize)]
 struct RawMcpServer {
     alias: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,
     #[serde(default)]
     allowed_tools: Option<Vec<Value>>,
@@ -190,7 +191,7 @@ pub(super) fn load_agent(
     agents: &BTreeMap<String, Agent>,
     errs: &mut Vec<LoadError>,
 ) -> Option<Agent> {
-    let raw: RawAgentFile = match serde_saphyr::from_str(text) {
+    let raw: RawAgentFile = match crate::yaml::from_str(text) {
         Ok(r) => r,
         Err(e) => {
             errs.push(yaml_err(file, e));

@@ -55,7 +55,7 @@ struct Where {
 fn lines_of(governance_files: &[(String, String)]) -> BTreeMap<String, Where> {
     let mut out = BTreeMap::new();
     for (_, text) in governance_files {
-        let Ok(lines) = serde_saphyr::from_str::<Lines>(text) else {
+        let Ok(lines) = crate::yaml::from_str::<Lines>(text) else {
             continue;
         };
         for p in lines.policies {

@@ -6,6 +6,7 @@
 use super::error::{LoadError, yaml_err};
 use super::model::{ApprovalSpec, Policy, Rule, Selector};
 use crate::approval::{DefaultDecision, QUORUM_DEFAULT_NOTE, check_default_decision};
+use crate::json::present;
 use crate::risk::RiskTier;
 use crate::session_risk::Effects;
 use crate::triggers::{Escalation, EscalationStep, ScopeSpec, Thresholds, in_range};
@@ -37,7 +38,7 @@ struct RawRule {
     tool: String,
     #[serde(default)]
     server: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,
     #[serde(default)]
     risk_tier: Option<String>,
@@ -60,7 +61,7 @@ struct RawRule {
     on_timeout: Option<RawEscalation>,
     #[serde(default)]
     escalation: Option<Vec<RawStep>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     deny: Option<Value>,
     #[serde(default)]
     in_client_approval: bool,
@@ -87,11 +88,6 @@ struct RawRule {
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
-}
-/// A key that is present, whatever its value (`null` included): `Some`, so an explicit
-/// `null` is told apart from a missing key.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
 }
 
 /// `on_timeout` as written: the [`Escalation`] keys and no others.
@@ -259,7 +255,7 @@ pub(super) fn load_governance(
     warnings: &mut Vec<String>,
     errs: &mut Vec<LoadError>,
 ) {
-    let raw: RawPolicyFile = match serde_saphyr::from_str(text) {
+    let raw: RawPolicyFile = match crate::yaml::from_str(text) {
         Ok(r) => r,
         Err(e) => return errs.push(yaml_err(file, e)),
     };

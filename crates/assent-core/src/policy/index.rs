@@ -54,9 +54,13 @@ pub(super) struct RuleIndex {
     /// Rules of an exact tool name, by that name folded ([`folded_tool_name`]): where a call
     /// whose name folds alike may find a rule it escapes by spelling.
     folded: HashMap<String, ByServer>,
-    /// Whether some exact rule's tool is not in folded form (`GetUser`): then even a call
-    /// whose name is folded already may be a look-alike.
+    /// Whether some rule's tool is not in folded form (`GetUser`, `Delete_*`): then even a
+    /// call whose name is folded already may be a look-alike.
     unfolded_rules: bool,
+    /// Glob rules whose `tool` is not in folded form, with that glob folded
+    /// ([`folded_tool_name`] of its text; found by review: a rule for `Delete_*` did not hold
+    /// a call of `delete_all`, nor of `DELETE_ALL`).
+    folded_globs: BTreeMap<At, glob::Pattern>,
     /// Rules whose `tool` is a glob.
     globs: ByServer,
     /// Every rule's place by its label (unique: a label starts with its policy's id).
@@ -82,6 +86,13 @@ impl RuleIndex {
                     by_fold.push(r.server.as_deref(), at);
                     index.exact.entry(tool.to_string()).or_default()
                 } else {
+                    let folded = folded_tool_name(tool);
+                    if folded != tool
+                        && let Ok(g) = glob::Pattern::new(&folded)
+                    {
+                        index.unfolded_rules = true;
+                        index.folded_globs.insert(at, g);
+                    }
                     &mut index.globs
                 }
                 .push(r.server.as_deref(), at);
@@ -106,7 +117,8 @@ impl RuleIndex {
     }
 
     /// The places of the exact-name rules whose tool folds to `folded` (a call's name folded
-    /// by [`folded_tool_name`]), limited to no server or to `server`, sorted; none when
+    /// by [`folded_tool_name`]), limited to no server or to `server`, and of the glob rules
+    /// whose folded glob matches `folded` (whatever their server: the caller checks it), sorted; none when
     /// `call_is_folded` (the call's name is its own fold) and every rule's tool is folded too,
     /// so the common call costs nothing. The caller keeps those that do not cover the call.
     pub(super) fn folding_alike(
@@ -122,8 +134,21 @@ impl RuleIndex {
         if let Some(e) = self.folded.get(folded) {
             e.candidates(server, &mut out);
         }
+        out.extend(
+            self.folded_globs
+                .keys()
+                .filter(|at| self.folded_glob_matches(**at, folded)),
+        );
         out.sort_unstable();
         out
+    }
+
+    /// Whether the rule at `at` is a glob rule whose glob, folded, matches `folded` (a call's
+    /// name folded by [`folded_tool_name`]).
+    pub(super) fn folded_glob_matches(&self, at: At, folded: &str) -> bool {
+        self.folded_globs
+            .get(&at)
+            .is_some_and(|g| g.matches(folded))
     }
 
     /// The place of the rule labelled `label` (a [`Reason::rule`](crate::verdict::Reason)).

@@ -1,6 +1,6 @@
 //! The [`Registry`]: every agent and governance policy, validated, read-only once built. It
 //! loads in steps (unknown Agent Format fields, governance files, agent files, policy
-//! references, patterns that do not compile) and answers which policies apply to an agent,
+//! references) and answers which policies apply to an agent,
 //! which governance rules cover a call (through the rule index built at load, `index`), which
 //! governed a verdict, and which tools an agent declares on an MCP server. Parsing of each file
 //! format lives in `agent_file` and `governance`.
@@ -10,7 +10,7 @@ use super::delegations::Delegations;
 use super::error::{LoadError, LoadErrors};
 use super::governance::{load_governance, pair_warnings};
 use super::index::{RuleIndex, folded_tool_name};
-use super::model::{Agent, ApprovalSpec, Policy, Rule};
+use super::model::{Agent, Policy, Rule};
 use crate::verdict::Reason;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -196,7 +196,6 @@ impl Registry {
         }
         errs.extend(foreign_policy_refs(&reg.agents, &reg.policies));
         let mut warnings = reg.resolve_policy_refs();
-        warnings.extend(reg.pattern_warnings());
         let (delegations, unresolved) = Delegations::resolve(&reg.agents);
         reg.delegations = delegations;
         warnings.extend(unresolved);
@@ -225,7 +224,7 @@ impl Registry {
     fn unknown_fields(&mut self, agent_files: &[(String, String)], strict: bool) -> Vec<LoadError> {
         let mut errs = Vec::new();
         for (file, text) in agent_files {
-            let Ok(doc) = serde_saphyr::from_str::<Value>(text) else {
+            let Ok(doc) = crate::yaml::from_str::<Value>(text) else {
                 continue; // the typed parse reports it
             };
             let found = crate::agf::unknown_fields_at(text, &doc);
@@ -293,68 +292,6 @@ impl Registry {
         warnings
     }
 
-    /// Step 5: patterns that do not compile always require approval; a warning for each, so
-    /// start-up says so.
-    fn pattern_warnings(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        for (file, what, spec) in self.approval_specs() {
-            if let ApprovalSpec::Required {
-                condition: Some(c), ..
-            } = spec
-            {
-                for (key, e) in c.pattern_errors() {
-                    warnings.push(format!(
-                        "{file}: {what}: pattern for `{key}` does not compile ({e}); every call it covers requires approval"
-                    ));
-                }
-            }
-        }
-        warnings
-    }
-
-    /// Every `approval` of every agent and governance rule, with its file and a label of
-    /// where it is (`local tool `x``, `MCP server `s` tool `t``, a rule's label, …).
-    fn approval_specs(&self) -> Vec<(&str, String, &ApprovalSpec)> {
-        let mut specs: Vec<(&str, String, &ApprovalSpec)> = Vec::new();
-        for a in self.agents.values() {
-            let mut found: Vec<(String, &Option<ApprovalSpec>)> = Vec::new();
-            let mut add = |what: String, s| found.push((what, s));
-            for t in &a.local_tools {
-                add(format!("local tool `{}`", t.alias), &t.approval);
-            }
-            for m in &a.mcp_servers {
-                add(format!("MCP server `{}`", m.alias), &m.approval);
-                for t in m.allowed_tools.iter().flatten() {
-                    add(
-                        format!("MCP server `{}` tool `{}`", m.alias, t.name),
-                        &t.approval,
-                    );
-                }
-            }
-            for d in &a.delegates {
-                add(format!("agent `{}`", d.alias), &d.approval);
-                for k in d.skills.iter().flatten() {
-                    add(format!("agent `{}` skill `{}`", d.alias, k.id), &k.approval);
-                }
-            }
-            specs.extend(
-                found
-                    .into_iter()
-                    .filter_map(|(what, s)| s.as_ref().map(|s| (a.file.as_str(), what, s))),
-            );
-        }
-        for p in self.policies.values() {
-            for r in &p.rules {
-                specs.extend(
-                    r.approval
-                        .iter()
-                        .map(|s| (p.file.as_str(), r.label.clone(), s)),
-                );
-            }
-        }
-        specs
-    }
-
     /// The governance policies that apply to `agent`: those it references and those whose
     /// selector picks it.
     pub fn policies_for<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a Policy> + 'a {
@@ -374,14 +311,14 @@ impl Registry {
         server: Option<&str>,
     ) -> Vec<(&'a Policy, &'a Rule)> {
         let places = self.index.candidates(tool, server);
-        self.rules_at(agent, places, |r| r.covers(tool, server))
+        self.rules_at(agent, places, |_, r| r.covers(tool, server))
     }
 
     /// The governance rules for `agent` that a call of `tool` on `server` escapes by spelling
     /// alone, each with its policy, in scan order: those that do not cover `tool` but cover
     /// its fold ([`folded_tool_name`]: NFKC, lower case, without control and invisible
-    /// characters and surrounding spaces), or whose exact tool folds alike (a rule for
-    /// `GetUser`, a call of `getuser`). Empty for the common call (a name already folded, every
+    /// characters and surrounding spaces), or whose tool folds alike (a rule for `GetUser`, a
+    /// call of `getuser`; a rule for `Drop_*`, a call of `drop_table`). Empty for the common call (a name already folded, every
     /// rule's tool folded), at the cost of one byte scan. A call of such a tool is held, never
     /// allowed (`tool_lookalike`).
     pub fn lookalike_rules<'a>(
@@ -398,21 +335,23 @@ impl Registry {
             places.sort_unstable();
             places.dedup();
         }
-        self.rules_at(agent, places, |r| {
+        self.rules_at(agent, places, |at, r| {
+            let on_server = r.server.as_deref().is_none_or(|s| Some(s) == server);
             let alike = r.covers(&folded, server)
-                || (r.server.as_deref().is_none_or(|s| Some(s) == server)
-                    && folded_tool_name(r.tool.as_str()) == folded);
+                || (on_server
+                    && (folded_tool_name(r.tool.as_str()) == folded
+                        || self.index.folded_glob_matches(at, &folded)));
             alike && !r.covers(tool, server)
         })
     }
 
     /// The rules at `places` (sorted by policy) of the policies that apply to `agent` and
-    /// that `keep` keeps, each with its policy.
+    /// that `keep` keeps (given each rule's place and the rule), each with its policy.
     fn rules_at<'a>(
         &'a self,
         agent: &Agent,
         places: Vec<(u32, u32)>,
-        keep: impl Fn(&Rule) -> bool,
+        keep: impl Fn((u32, u32), &Rule) -> bool,
     ) -> Vec<(&'a Policy, &'a Rule)> {
         let mut out = Vec::new();
         // Places come sorted by policy: decide each policy's applicability once.
@@ -432,7 +371,7 @@ impl Registry {
             };
             let rule = policy.and_then(|p| p.rules.get(ri as usize).map(|r| (p, r)));
             if let Some((p, r)) = rule
-                && keep(r)
+                && keep((pi, ri), r)
             {
                 out.push((p, r));
             }

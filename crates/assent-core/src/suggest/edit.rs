@@ -338,7 +338,7 @@ fn add_to(group: &Value, key: &str, neg: &Value) -> Option<Value> {
 
 /// Reads a policy file as a document.
 fn parse(text: &str) -> Option<Value> {
-    serde_saphyr::from_str::<Value>(text).ok()
+    crate::yaml::from_str::<Value>(text).ok()
 }
 
 /// Writes a document as YAML.

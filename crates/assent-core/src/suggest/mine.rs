@@ -485,6 +485,11 @@ fn one_of(key: &str, vals: &[&Value], others: &[&Value]) -> Option<Constraint> {
     if values.is_empty() || values.len() * 2 > vals.len() {
         return None;
     }
+    // One type per list, as a policy's `in` must have (an argument sent as both "5" and 5).
+    let kind = |v: &Value| std::mem::discriminant(v);
+    if values.iter().any(|v| kind(v) != kind(&values[0])) {
+        return None;
+    }
     values.sort_by_key(|v| v.to_string());
     Some(Constraint::OneOf {
         key: key.into(),

@@ -76,24 +76,15 @@ fn bad_files_name_file_line_and_reason() {
     }
     let w = Registry::load(&[], &[("g.yaml".into(), "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R3\n        default_decision: approve\n".into())]).unwrap();
     assert!(w.warnings[0].contains("discouraged"), "{:?}", w.warnings);
+    // A pattern that does not compile stops the load with its file and line (it used to be a
+    // warning; in a `deny` it became a hold a person could approve: see attacks.rs).
     let bad_re = AGENT.replace("pattern: \"^ext-\"", "pattern: \"ext-(\"");
-    let r = Registry::load(
-        &[("a.agf.yaml".into(), bad_re)],
-        &[("g.yaml".into(), GOV.into())],
-    )
-    .unwrap();
+    let e = load_err(&bad_re, GOV);
     assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("local tool `transfer`")
-                && w.contains("pattern for `to` does not compile")),
-        "{:?}",
-        r.warnings
-    );
-    // ... and such a condition always requires approval.
-    assert_eq!(
-        verdict(&r, "transfer", None, json!({"amount": 5, "to": "bob"})).kind,
-        VerdictKind::Confirm
+        e.starts_with(
+            "a.agf.yaml:16: local tool `transfer`: condition: key `to`: `pattern` does not compile"
+        ),
+        "{e}"
     );
 }
 

@@ -203,6 +203,7 @@ mod agent_format;
 mod duties;
 mod kit;
 mod loading;
+mod policy_attacks;
 mod protocol;
 mod quorum;
 mod reasons;

@@ -465,7 +465,8 @@ impl CallJob {
     }
 
     /// Progress while the call waits, when the client asked for it; for a client that uses
-    /// tasks, the task the call becomes once it waits for a human. Never ends.
+    /// tasks, the task the call becomes once it waits for a human. Never ends. No tick is sent
+    /// while the client's queue is full ([`super::lines::Lines::full`]).
     async fn ticker(&self, task: &TaskSlot) {
         if self.as_task {
             return self.become_task(task).await;
@@ -477,6 +478,11 @@ impl CallJob {
         loop {
             tokio::time::sleep(self.relay.state.progress_every).await;
             n += 1;
+            // A client that reads nothing would otherwise queue one line a tick for as long
+            // as the call waits (found by review); a skipped tick's count is not sent.
+            if self.relay.to_client.full() {
+                continue;
+            }
             let what = self.approval.borrow().describe(&self.tool);
             let _ = self.relay.to_client.send(
                 json!({"jsonrpc": "2.0", "method": "notifications/progress",

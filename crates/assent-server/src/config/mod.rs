@@ -182,6 +182,7 @@ impl Config {
         drop(texts); // not kept: the registry holds what it needs
         warnings.extend(registry.warnings.iter().cloned());
         warnings.extend(oidc_roles_unmapped(path, &raw));
+        warnings.extend(oidc_name_mutable(path, &raw));
         let principals = principals::declare(path, &raw.principals)?;
         let l = limits::limits(path, &raw)?;
         let mcp_upstreams = outbound::mcp_upstreams(path, &raw.mcp_upstreams)?;
@@ -360,6 +361,28 @@ fn oidc_roles_unmapped(path: &Path, raw: &RawConfig) -> Option<String> {
         format!(
             "oidc.roles is not set: every group in the `{}` claim becomes a role of the same name, so whoever may create a group named like an approver role may approve; map group ids your administrators control (oidc.roles)",
             o.value.roles_claim
+        ),
+    );
+    Some(w.to_string())
+}
+
+/// A warning when `oidc.name_claim` is not `sub`, `email` or `oid` (found by review): a claim
+/// the person may change at the provider (`preferred_username`, `name`, most custom claims)
+/// makes them a new operator to assent after a rename, so one person could cast two votes of a
+/// quorum, and lose their standing grants. `sub` is the provider's stable id for a person;
+/// Microsoft Entra ID's `oid` is as stable; `email` must be verified (`email_verified`) but
+/// may still be reassigned.
+fn oidc_name_mutable(path: &Path, raw: &RawConfig) -> Option<String> {
+    let o = raw.oidc.as_ref()?;
+    let claim = o.value.name_claim.as_deref()?;
+    if matches!(claim, "sub" | "email" | "oid") {
+        return None;
+    }
+    let w = at(
+        path,
+        Some(o.referenced.line()),
+        format!(
+            "oidc.name_claim `{claim}` may be a claim people can change at the provider: one renamed person becomes a second operator (a second vote in a quorum); use `sub`, and `principals[].sso` to give it a known name"
         ),
     );
     Some(w.to_string())

@@ -183,9 +183,14 @@ pub(crate) async fn open_link(
 ) -> Response {
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
     let signed_in = signed.is_some();
+    // Only a token of the form the gateway makes (64 hex digits) is looked up: anything else
+    // is answered without asking the store (found by review).
+    let well_formed = token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit());
     let found = st
         .store_call(move |s| {
-            if signed_in {
+            if !well_formed {
+                Ok(None)
+            } else if signed_in {
                 s.use_card_link(&hash, now_ms())
             } else {
                 Ok(s.card_link_live(&hash, now_ms())?.then(String::new))

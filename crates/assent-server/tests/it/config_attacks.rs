@@ -5,7 +5,8 @@
 //! the total bound after the load (read again for `assent suggest` and replay), escape
 //! sequences and line breaks quoted from an agent file, a reload turning the Prometheus
 //! scrape key into an operator's key, a reload whose audit record cannot be written, the
-//! configuration's directory read as a glob and globs matching dot-files. Each
+//! configuration's directory read as a glob and globs matching dot-files, and single sign-on
+//! settings that let a person pose as a role or as two operators (warned about). Each
 //! refused file stops start-up with the file and why, and a refused reload keeps the old set
 //! in force whole.
 
@@ -517,4 +518,45 @@ fn a_glob_does_not_match_dot_files() {
     std::fs::write(agents.join(".old.yaml"), permissive("old")).unwrap();
     std::os::unix::fs::symlink("user@host.1234:1", agents.join(".#bot.yaml")).unwrap();
     assert_eq!(agents_loaded_from(dir.path()), ["bot"]);
+}
+
+/// Attack (found by review): without `oidc.roles`, every group in the claim is a role of the
+/// same name, and many providers let users name groups (GitLab group paths, Entra display
+/// names): a user who creates a group `finance` signs in as an approver. Start-up warns with
+/// the file and line; with a `roles` map it does not.
+#[test]
+fn oidc_without_a_roles_map_warns_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let bare = crate::sso::GOOD.replace(", roles: {fin: [finance], opsgroup: [ops]}", "");
+    let file = crate::sso::write_config(dir.path(), &bare, "");
+    let c = Config::load(&file).unwrap();
+    let w = c.warnings.join("\n");
+    assert!(w.contains("assent.yaml:3: oidc.roles is not set"), "{w}");
+    let file = crate::sso::write_config(dir.path(), crate::sso::GOOD, "");
+    let c = Config::load(&file).unwrap();
+    assert!(!c.warnings.join("\n").contains("oidc."), "{:?}", c.warnings);
+}
+
+/// Attack (found by review): a session and a quorum vote are keyed by the operator's name, the
+/// `name_claim`'s value; with a claim people may change (`preferred_username`), one person
+/// votes, renames themselves and votes again as a new operator. Start-up warns with the file
+/// and line unless the claim is `sub` or `email`.
+#[test]
+fn a_name_claim_people_may_change_warns_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    for (claim, warned) in [
+        ("preferred_username", true),
+        ("sub", false),
+        ("email", false),
+    ] {
+        let oidc = crate::sso::GOOD.replace(
+            "roles_claim:",
+            &format!("name_claim: {claim}, roles_claim:"),
+        );
+        let file = crate::sso::write_config(dir.path(), &oidc, "");
+        let w = Config::load(&file).unwrap().warnings.join("\n");
+        let want =
+            format!("assent.yaml:3: oidc.name_claim `{claim}` may be a claim people can change");
+        assert_eq!(w.contains(&want), warned, "{claim}: {w}");
+    }
 }

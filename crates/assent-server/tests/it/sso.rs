@@ -669,24 +669,3 @@ async fn a_key_principal_named_like_an_sso_operator_keeps_what_it_owns() {
     assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
     gw.stop().await;
 }
-
-/// Attack (found by review): without `oidc.roles`, every group in the claim is a role of the
-/// same name, and many providers let users name groups (GitLab group paths, Entra display
-/// names): a user who creates a group `finance` signs in as an approver. Start-up warns with
-/// the file and line; with a `roles` map it does not.
-#[test]
-fn oidc_without_a_roles_map_warns_at_start_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let bare = GOOD.replace(", roles: {fin: [finance], opsgroup: [ops]}", "");
-    let file = write_config(dir.path(), &bare, "");
-    let c = Config::load(&file).unwrap();
-    let w = c.warnings.join("\n");
-    assert!(w.contains("assent.yaml:3: oidc.roles is not set"), "{w}");
-    let file = write_config(dir.path(), GOOD, "");
-    let c = Config::load(&file).unwrap();
-    assert!(
-        !c.warnings.join("\n").contains("oidc.roles"),
-        "{:?}",
-        c.warnings
-    );
-}

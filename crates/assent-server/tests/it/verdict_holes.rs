@@ -20,10 +20,14 @@ action_space:
 #[tokio::test]
 async fn a_tool_named_like_a_denied_one_is_held_at_the_gate_never_allowed() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = "- {tool: delete_repo, server: gh, deny: true}\n- {tool: \"merge_*\", server: gh, approval: true}\n";
+    // Found by review: a glob rule written in mixed case (`Drop_*`) held no call spelled
+    // another way (`drop_table`, `DROP_TABLE`), only exact-name rules did.
+    let rules = "- {tool: delete_repo, server: gh, deny: true}\n- {tool: \"merge_*\", server: gh, approval: true}\n- {tool: \"Drop_*\", server: gh, deny: true}\n";
     let gw = start_policy(dir.path(), GH_AGENT, &policy("acme.test.gh", rules)).await;
     let on_gh = json!({"server": "gh"});
     let (s, b) = gw.call("s1", "delete_repo", json!({}), on_gh.clone()).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    let (s, b) = gw.call("s1", "Drop_table", json!({}), on_gh.clone()).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
     let (s, b) = gw
         .call("s1", "create_issue", json!({}), on_gh.clone())
@@ -34,6 +38,8 @@ async fn a_tool_named_like_a_denied_one_is_held_at_the_gate_never_allowed() {
         "\u{ff44}elete_repo",
         "delete_repo ",
         "Merge_pr",
+        "drop_table",
+        "DROP_TABLE",
     ] {
         let (s, b) = gw.call("s1", tool, json!({}), on_gh.clone()).await;
         assert_eq!(s, StatusCode::ACCEPTED, "{tool:?} is held: {b}");

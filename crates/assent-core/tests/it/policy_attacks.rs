@@ -1,0 +1,134 @@
+//! Policy files an attacker (or a mistake an attacker waits for) writes so that a rule reads
+//! one way to its author and another way to the gatekeeper; each was found by review and is
+//! now a load error or the reading the author meant.
+
+use crate::kit::{AGENT, GOV, bot_policy, kind, load_err, reg_plus};
+use assent_core::VerdictKind;
+use assent_core::condition::{MAX_GROUPS, MAX_LIST_ITEMS, MAX_PATTERNS};
+use serde_json::json;
+
+fn deny_when(matcher: &str) -> String {
+    bot_policy(
+        "a.deny-v1",
+        &format!(
+            "      - tool: lookup\n        deny: {{condition: {{args_match: {{mode: {matcher}}}}}}}\n"
+        ),
+    )
+}
+
+/// Attack: YAML 1.1 read `in: [off, disabled]` as `[false, "disabled"]`, so the string
+/// argument `"off"` matched nothing and the deny let the call through.
+#[test]
+fn yaml_1_1_boolean_words_in_a_deny_list_still_deny_the_string_the_agent_sends() {
+    let r = reg_plus(AGENT, "d.yaml", &deny_when("{in: [off, disabled]}"));
+    for mode in ["off", "disabled"] {
+        assert_eq!(
+            kind(&r, "lookup", None, json!({"mode": mode})),
+            VerdictKind::Deny,
+            "{mode}"
+        );
+    }
+    assert_ne!(
+        kind(&r, "lookup", None, json!({"mode": "on"})),
+        VerdictKind::Deny
+    );
+    // A bare literal too: `mode: no` is the string "no".
+    let r = reg_plus(AGENT, "d.yaml", &deny_when("no"));
+    assert_eq!(
+        kind(&r, "lookup", None, json!({"mode": "no"})),
+        VerdictKind::Deny
+    );
+}
+
+/// A list of two types can only ever match one of them; it is refused with the types named.
+#[test]
+fn a_match_list_mixing_types_is_refused_at_load() {
+    let e = load_err(AGENT, &deny_when("{not_in: [\"1\", 1]}"));
+    assert!(
+        e.starts_with("g.yaml:")
+            && e.contains("`not_in` mixes items of two types (a string and a number)"),
+        "{e}"
+    );
+}
+
+/// A typed boolean spelled the YAML 1.1 way is a load error naming its line, not a silent
+/// `true`.
+#[test]
+fn a_boolean_spelled_yes_is_refused_at_load_with_its_line() {
+    let gov = "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        irreversible: yes\n";
+    let e = load_err(AGENT, gov);
+    assert!(e.starts_with("g.yaml:5: invalid boolean"), "{e}");
+}
+
+/// Attack: a `deny` whose pattern did not compile loaded without a warning and held every call
+/// it covered for a person to approve, instead of denying it.
+#[test]
+fn a_deny_pattern_that_does_not_compile_stops_the_load() {
+    let e = load_err(AGENT, &deny_when("{pattern: \"prod(\"}"));
+    assert!(
+        e.starts_with("g.yaml:5: policy `a.deny-v1` rules[0]: deny: condition: key `mode`: `pattern` does not compile"),
+        "{e}"
+    );
+}
+
+/// Attack: a condition is evaluated on every call it covers, inside the store's write
+/// transaction; one with thousands of groups, patterns or list items slowed every agent.
+#[test]
+fn an_oversized_condition_is_refused_at_load() {
+    let groups = vec!["{args_match: {mode: x}}"; MAX_GROUPS + 1].join(", ");
+    let gov = bot_policy(
+        "a.deny-v1",
+        &format!("      - tool: lookup\n        deny: {{condition: [{groups}]}}\n"),
+    );
+    let e = load_err(AGENT, &gov);
+    assert!(
+        e.contains("condition too large: 65 groups (at most 64)"),
+        "{e}"
+    );
+
+    let patterns = (0..=MAX_PATTERNS)
+        .map(|i| format!("{{args_match: {{k{i}: {{pattern: a}}}}}}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let gov = bot_policy(
+        "a.deny-v1",
+        &format!("      - tool: lookup\n        deny: {{condition: [{patterns}]}}\n"),
+    );
+    let e = load_err(AGENT, &gov);
+    assert!(
+        e.contains("condition too large: 33 patterns (at most 32)"),
+        "{e}"
+    );
+
+    let items = vec!["a"; MAX_LIST_ITEMS + 1].join(", ");
+    let e = load_err(AGENT, &deny_when(&format!("{{in: [{items}]}}")));
+    assert!(e.contains("`in` has 1025 items (at most 1024)"), "{e}");
+    // At the bounds it loads.
+    let items = vec!["a"; MAX_LIST_ITEMS].join(", ");
+    reg_plus(AGENT, "d.yaml", &deny_when(&format!("{{in: [{items}]}}")));
+    let _ = GOV;
+}
+
+/// Attack (a mistake an attacker waits for): `deny:` or `approval:` with nothing after it read
+/// as no rule at all, so a half-written deny let every call through.
+#[test]
+fn an_empty_deny_or_approval_is_refused_at_load() {
+    for key in ["deny", "approval"] {
+        let gov = bot_policy("a.b-v1", &format!("      - tool: lookup\n        {key}:\n"));
+        let e = load_err(AGENT, &gov);
+        assert!(
+            e.starts_with("g.yaml:5: policy `a.b-v1` rules[0]:")
+                && e.contains(&format!("`{key}` must be true, false or an object")),
+            "{key}: {e}"
+        );
+    }
+    let agent = AGENT.replace(
+        "    - alias: wipe\n      approval: {}\n",
+        "    - alias: wipe\n      approval:\n",
+    );
+    let e = load_err(&agent, GOV);
+    assert!(
+        e.contains("a.agf.yaml:") && e.contains("`approval` must be true, false or an object"),
+        "{e}"
+    );
+}
