@@ -60,11 +60,20 @@ pub fn render(e: &AaepEvent<'_>) -> Value {
 }
 
 /// The AAEP `session_id` of an agent session: the agent's own id when it already matches
-/// `^sess_[A-Za-z0-9]{1,64}$`, else `sess_` + 32 hex of SHA-256(agent, NUL, session) — stable,
-/// and distinct for the same session id of two agents.
+/// `^sess_[A-Za-z0-9]{1,64}$` and is not of the hashed form, else `sess_` + 32 lowercase hex
+/// of SHA-256(agent, NUL, session) — stable, distinct for the same session id of two agents,
+/// and one-to-one (AAEP §3.2.4: unique within a producer). Found by review: a session named
+/// like another's hash (`sess_` + 32 hex) was passed through, so an agent cancelling that
+/// idle name announced `agent.session.cancelled` under the id of its session with a pending
+/// confirmation, and AAEP clients dropped the prompt while its approving default ran on.
 pub fn session_id(agent: &str, session: &str) -> String {
     let fits = session.strip_prefix("sess_").is_some_and(|r| {
-        !r.is_empty() && r.len() <= 64 && r.chars().all(|c| c.is_ascii_alphanumeric())
+        let hashed_form =
+            r.len() == 32 && r.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        !r.is_empty()
+            && r.len() <= 64
+            && r.chars().all(|c| c.is_ascii_alphanumeric())
+            && !hashed_form
     });
     if fits {
         return session.to_string();
@@ -331,15 +340,19 @@ pub fn resolution(a: &ApprovalRecord, at: i64, courtesy_for: Option<&str>) -> Va
         "summary_terse": if accepted { "Accepted." } else { "Not run." },
         "summary_normal": how,
     });
-    if let Some(token) = courtesy_for {
-        body["summary_normal"] = json!(format!("This confirmation was already resolved. {how}"));
-        body["extensions"] =
-            json!({"assent": {"courtesy_notice": true, "reply_token": token, "approval_id": a.id}});
-    }
+    // Which confirmation this resolves, in every resolution (found by review: only courtesy
+    // notices said, and one session may have several pending, so a client following §6.8
+    // could not tell which prompt to remove when a decoy was cancelled).
+    body["extensions"] = match courtesy_for {
+        Some(token) => {
+            body["summary_normal"] =
+                json!(format!("This confirmation was already resolved. {how}"));
+            json!({"assent": {"courtesy_notice": true, "reply_token": token, "approval_id": a.id}})
+        }
+        None => json!({"assent": {"reply_token": a.reply_token, "approval_id": a.id}}),
+    };
     let mut ev = envelope(&a.agent, &a.session_id, at, Some(correlation(a)), body);
-    if courtesy_for.is_some() {
-        ev["@context"] = json!([CONTEXT, ASSENT_CONTEXT]);
-    }
+    ev["@context"] = json!([CONTEXT, ASSENT_CONTEXT]);
     ev
 }
 

@@ -100,6 +100,14 @@ async fn a_confirmation_is_announced_answered_and_resolved_with_valid_events() {
         (ev["from_state"].as_str(), ev["to_state"].as_str()),
         (Some("awaiting_input"), Some("calling_tool"))
     );
+    // It says which confirmation it resolves (found by review: only courtesy notices did, so
+    // with two pending in one session a client could not tell which prompt to remove).
+    assert_eq!(ev["extensions"]["assent"]["approval_id"], json!(id), "{ev}");
+    assert_eq!(
+        ev["extensions"]["assent"]["reply_token"],
+        json!(token),
+        "{ev}"
+    );
     // sequence numbers increase
     assert!(ev["sequence_number"].as_i64().unwrap() > 0);
 }

@@ -10,6 +10,27 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// Attack (found by review): the AAEP `session_id` of session `s1` is `sess_` + 32 hex; an
+/// agent that cancels a session of that very name (idle: nothing pending under it) announced
+/// `agent.session.cancelled` under the id of `s1`, so AAEP clients dropped `s1`'s pending
+/// confirmation while its approving default ran on. Names of the hashed form are hashed too.
+#[tokio::test]
+async fn a_session_named_like_anothers_aaep_id_cannot_cancel_it_on_the_stream() {
+    let gw = serve().await;
+    let (_sub, mut sse) = gw.listen().await;
+    let id = gw.hold_write("/tmp/c").await;
+    let held = sse.expect(AWAITING).await.data;
+    let forged = held["session_id"].as_str().unwrap().to_string();
+    assert!(forged.starts_with("sess_") && forged.len() == 37, "{held}");
+    let (s, _) = gw.cancel_session(&forged, BOT).await;
+    assert_eq!(s, StatusCode::OK);
+    let ev = sse.expect("aaep:agent.session.cancelled").await.data;
+    assert_ne!(ev["session_id"], forged, "{ev}");
+    assert_says(&ev, "summary_normal", "0 pending");
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn cancelling_a_session_cancels_its_confirmations_and_their_reply_tokens() {
     let gw = serve().await;
@@ -251,7 +272,7 @@ async fn subscribe_raw(
 /// Attack (found by review): subscriptions had no cap and their filter lists no length, and
 /// every open one was read again on each change, so one operator key opening a thousand
 /// subscriptions of 1,200 filters each stalled the store for every agent. A request listing
-/// more than 64 filters is rejected; an operator keeps at most 16 subscriptions open, opening
+/// more than 64 filters, or longer than 16 KiB, is rejected; an operator keeps at most 16 subscriptions open, opening
 /// one more closing their oldest (its stream ends, `404` when opened again); and one
 /// subscription has at most two streams open at once (a third ends the oldest).
 #[tokio::test]
@@ -263,6 +284,12 @@ async fn an_operator_holds_a_bounded_number_of_subscriptions_filters_and_streams
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert_valid(&handshake("subscription.rejected"), &b, "rejected");
     assert_says(&b, "reason_message", "at most 64");
+    // Nor is a request padded past 16 KiB stored (it was, as sent, up to the body limit).
+    let padded = json!({"x-pad": {"v": "a".repeat(20_000)}});
+    let (s, b) = subscribe_raw(&gw, OP, "padded", padded).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_valid(&handshake("subscription.rejected"), &b, "rejected");
+    assert_says(&b, "reason_message", "at most 16384");
     let mut ids = Vec::new();
     for i in 0..17 {
         let (s, b) = subscribe_raw(&gw, OP, &format!("s{i}"), json!({})).await;
