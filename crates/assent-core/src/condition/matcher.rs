@@ -200,7 +200,8 @@ impl Matcher {
         }
     }
 
-    /// Tests one argument value. `Err` says why it cannot be evaluated (an argument of another type).
+    /// Tests one argument value. `Err` says why it cannot be evaluated (an argument of another
+    /// type).
     pub fn test(&self, actual: &Value) -> Result<bool, String> {
         match self {
             Matcher::Literal(lit) => {

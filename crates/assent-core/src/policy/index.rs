@@ -118,9 +118,10 @@ impl RuleIndex {
 
     /// The places of the exact-name rules whose tool folds to `folded` (a call's name folded
     /// by [`folded_tool_name`]), limited to no server or to `server`, and of the glob rules
-    /// whose folded glob matches `folded` (whatever their server: the caller checks it), sorted; none when
-    /// `call_is_folded` (the call's name is its own fold) and every rule's tool is folded too,
-    /// so the common call costs nothing. The caller keeps those that do not cover the call.
+    /// whose folded glob matches `folded` (whatever their server: the caller checks it),
+    /// sorted; none when `call_is_folded` (the call's name is its own fold) and every rule's
+    /// tool is folded too, so the common call costs nothing. The caller keeps those that do
+    /// not cover the call.
     pub(super) fn folding_alike(
         &self,
         folded: &str,

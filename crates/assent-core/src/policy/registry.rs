@@ -318,9 +318,9 @@ impl Registry {
     /// alone, each with its policy, in scan order: those that do not cover `tool` but cover
     /// its fold ([`folded_tool_name`]: NFKC, lower case, without control and invisible
     /// characters and surrounding spaces), or whose tool folds alike (a rule for `GetUser`, a
-    /// call of `getuser`; a rule for `Drop_*`, a call of `drop_table`). Empty for the common call (a name already folded, every
-    /// rule's tool folded), at the cost of one byte scan. A call of such a tool is held, never
-    /// allowed (`tool_lookalike`).
+    /// call of `getuser`; a rule for `Drop_*`, a call of `drop_table`). Empty for the common
+    /// call (a name already folded, every rule's tool folded), at the cost of one byte scan. A
+    /// call of such a tool is held, never allowed (`tool_lookalike`).
     pub fn lookalike_rules<'a>(
         &'a self,
         agent: &Agent,

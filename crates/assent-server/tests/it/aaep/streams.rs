@@ -272,9 +272,10 @@ async fn subscribe_raw(
 /// Attack (found by review): subscriptions had no cap and their filter lists no length, and
 /// every open one was read again on each change, so one operator key opening a thousand
 /// subscriptions of 1,200 filters each stalled the store for every agent. A request listing
-/// more than 64 filters, or longer than 16 KiB, is rejected; an operator keeps at most 16 subscriptions open, opening
-/// one more closing their oldest (its stream ends, `404` when opened again); and one
-/// subscription has at most two streams open at once (a third ends the oldest).
+/// more than 64 filters, or longer than 16 KiB, is rejected; an operator keeps at most 16
+/// subscriptions open, opening one more closing their oldest (its stream ends, `404` when
+/// opened again); and one subscription has at most two streams open at once (a third ends
+/// the oldest).
 #[tokio::test]
 async fn an_operator_holds_a_bounded_number_of_subscriptions_filters_and_streams() {
     let gw = serve().await;
