@@ -24,10 +24,9 @@ const SLACK_VOTE_UNNAMED: &str = "slack";
 /// groups again and holds a linked principal's vote to its link.
 pub(crate) const SSO_VOTE: &str = "sso:";
 
-/// The actor of a decision by an agent's own user in the MCP client, followed by the agent id
-/// (`user-of:bot`): it rests on no operator, and on the agent key that sent it (its binding,
-/// [`crate::config::Principal::vote_key_binding`], kept with the decision).
-pub(crate) const IN_CLIENT_USER: &str = "user-of:";
+/// The actor of a decision by an agent's own user in the MCP client (defined beside the other
+/// reserved name prefixes, [`crate::config::principals::RESERVED_NAME_PREFIXES`]).
+pub(crate) use crate::config::principals::IN_CLIENT_USER;
 
 /// Whether an approving decision by `decider` with binding `key` is an agent's own user's in
 /// the client ([`IN_CLIENT_USER`], no principal of that name) whose agent the principals

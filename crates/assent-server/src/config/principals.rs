@@ -199,6 +199,12 @@ pub(crate) fn declare(
     Ok(out)
 }
 
+/// The actor of a decision by an agent's own user in the MCP client, followed by the agent id
+/// (`user-of:bot`): it rests on no operator, and on the agent key that sent it (its binding,
+/// [`Principal::vote_key_binding`], kept with the decision; [`crate::standing`] holds it to
+/// the principals in force).
+pub const IN_CLIENT_USER: &str = "user-of:";
+
 /// Starts of the actor names the gateway writes for deciders that are no principal: a
 /// linked single sign-on session (`oidc:NAME`), an agent's user in the client
 /// (`user-of:AGENT`), the gateway itself (`system:expiry`, `system:sighup`, …) and a grant
@@ -206,7 +212,7 @@ pub(crate) fn declare(
 /// go by those names, so no principal may take one (compared without ASCII case).
 pub const RESERVED_NAME_PREFIXES: [&str; 4] = [
     super::oidc::NAME_PREFIX,
-    crate::standing::IN_CLIENT_USER,
+    IN_CLIENT_USER,
     "system:",
     "grant:",
 ];
