@@ -108,7 +108,8 @@ pub(crate) async fn lease_for(st: &AppState, name: &str, holder: &str, seq: i64)
 }
 
 /// Counts one more attempt at delivering audit record `seq` on cursor `name` under `holder`'s
-/// lease ([`assent_store::Store::count_webhook_attempt`]): the attempt's number, kept in the
+/// lease, renewing it for [`LEASE`] from then so the attempt runs inside it
+/// ([`assent_store::Store::count_webhook_attempt`]): the attempt's number, kept in the
 /// database across restarts and lease take-overs; `None` when `holder` may not deliver it (or
 /// the store failed: the caller stops, and the cursor's next holder goes on counting).
 pub(crate) async fn count_attempt(
@@ -118,9 +119,12 @@ pub(crate) async fn count_attempt(
     seq: i64,
 ) -> Option<u32> {
     let (name, holder) = (name.to_string(), holder.to_string());
-    store(st, move |s| s.count_webhook_attempt(&name, &holder, seq))
-        .await
-        .flatten()
+    let lease = (now_ms(), LEASE.as_millis() as i64);
+    store(st, move |s| {
+        s.count_webhook_attempt(&name, &holder, seq, lease)
+    })
+    .await
+    .flatten()
 }
 
 /// Whether `holder` should try cursor `name`'s lease now, and the cursor to read past

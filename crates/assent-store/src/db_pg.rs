@@ -29,6 +29,9 @@ const SESSION: &str = "SET lock_timeout = '10s'; \
     SET idle_in_transaction_session_timeout = '10s'; \
     SET standard_conforming_strings = on; \
     SET client_min_messages = warning";
+/// The session's wait for a lock (the first setting of `SESSION`, kept equal to it), restored
+/// after the migration runner's unbounded wait for another process's migration.
+pub(crate) const LOCK_TIMEOUT: &str = "10s";
 
 /// One Postgres session in the schema its `search_path` names. Methods take `&self`, as
 /// rusqlite's do: the client sits in a `RefCell`, borrowed for one statement at a time.

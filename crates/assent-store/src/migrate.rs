@@ -192,7 +192,7 @@ pub fn migrate(conn: Conn<'_>, label: &str) -> Result<Vec<u32>, StoreError> {
         Conn::Sqlite(_) => run(conn, label),
         Conn::Postgres(pg) => {
             let oid = pg.schema_oid() as i32;
-            conn.batch(&format!("SELECT pg_advisory_lock({MIGRATE_LOCK}, {oid})"))?;
+            wait_for_migration_lock(conn, label, oid)?;
             let out = run(conn, label);
             let unlocked = conn.batch(&format!("SELECT pg_advisory_unlock({MIGRATE_LOCK}, {oid})"));
             pg.forget_statements();
@@ -201,6 +201,27 @@ pub fn migrate(conn: Conn<'_>, label: &str) -> Result<Vec<u32>, StoreError> {
             Ok(applied)
         }
     }
+}
+
+/// Takes the session-level migration lock of schema `oid`, waiting as long as another process
+/// holds it (a migration may take minutes; found by review: the session's 10 s `lock_timeout`
+/// made a replica starting beside a long migration fail instead of waiting for it). The wait
+/// is logged once; the holder's session ending frees the lock, so a crashed migrator does not
+/// block it for ever. The session's `lock_timeout` is restored before any migration runs.
+fn wait_for_migration_lock(conn: Conn<'_>, label: &str, oid: i32) -> Result<(), StoreError> {
+    let key = format!("{MIGRATE_LOCK}, {oid}");
+    let took: bool = conn.query_row(&format!("SELECT pg_try_advisory_lock({key})"), [], |r| {
+        r.get(0)
+    })?;
+    if took {
+        return Ok(());
+    }
+    tracing::warn!(database = %label, "another process is migrating this schema; waiting for it");
+    conn.batch(&format!(
+        "SET lock_timeout = 0; SELECT pg_advisory_lock({key}); SET lock_timeout = '{}'",
+        crate::db_pg::LOCK_TIMEOUT
+    ))?;
+    Ok(())
 }
 
 fn run(conn: Conn<'_>, label: &str) -> Result<Vec<u32>, StoreError> {

@@ -223,19 +223,28 @@ impl Store {
     /// record was delivered or given up). Found by review: the count lived in the delivering
     /// task, so any of those began the event again at attempt 1 and the first backoff, and a
     /// failing receiver was tried past `max_attempts`, never dead-lettered.
+    ///
+    /// The same write renews the lease to `lease_ms` from its commit (judged, as every lease
+    /// is, by the database's clock on PostgreSQL and by `now` on SQLite), so the attempt that
+    /// follows has the whole lease to run in. Found by review: the lease was renewed by an
+    /// earlier write, and the wait for this one's turn (up to the write lock's 10 s) plus a
+    /// slow receiver could outlast it, so another replica took the lease mid-attempt and sent
+    /// the same event (a second Slack card of one approval) while this one was still sending.
     pub fn count_webhook_attempt(
         &self,
         webhook: &str,
         holder: &str,
         seq: i64,
+        (now, lease_ms): (i64, i64),
     ) -> Result<Option<u32>, StoreError> {
         Ok(self.write_unannounced(|tx| {
+            let until = tx.shared_clock_ms(now)?.saturating_add(lease_ms);
             let n = tx.execute(
                 "UPDATE webhook_cursors
                  SET attempts = CASE WHEN attempt_seq = ?3 THEN attempts + 1 ELSE 1 END,
-                     attempt_seq = ?3
+                     attempt_seq = ?3, lease_until = ?4
                  WHERE webhook = ?1 AND holder = ?2 AND last_seq < ?3",
-                params![webhook, holder, seq],
+                params![webhook, holder, seq, until],
             )?;
             if n == 0 {
                 return Ok::<_, db::DbError>(None);

@@ -2,7 +2,7 @@
 //! newer schema or an edited migration, the adoption of a SQLite file migrated before the
 //! runner existed, and the store's own statements against the schema both dialects build.
 
-use crate::pgkit::{both, both_connected, fresh_sqlite};
+use crate::pgkit::{both, both_connected, fresh_pg, fresh_sqlite};
 use assent_store::db::{Backend, Conn, Database, tuple};
 use assent_store::migrate::{MIGRATIONS, SchemaState, latest, migrate, schema_state};
 
@@ -95,6 +95,44 @@ fn two_processes_migrating_at_once_apply_each_migration_once() {
         all.sort();
         assert_eq!(all, (1..=latest()).collect::<Vec<_>>(), "{runs:?}");
     });
+}
+
+/// Postgres only: the migration lock is a Postgres advisory lock (SQLite's runner serialises
+/// on the file's write lock). Found by review: the wait for it obeyed the session's 10 s
+/// `lock_timeout`, so a replica starting beside a migration longer than that failed to start.
+#[test]
+fn a_replica_starting_beside_a_long_migration_waits_for_it_instead_of_failing() {
+    let Some(db) = fresh_pg() else { return };
+    let holder = db.connect().unwrap();
+    let h = holder.conn();
+    // The lock another process's migration holds: the runner's key and this schema's oid.
+    h.batch("SELECT pg_advisory_lock(1835624306, (SELECT oid::int FROM pg_namespace WHERE nspname = current_schema()))")
+        .unwrap();
+    let started = std::time::Instant::now();
+    let held_for = std::time::Duration::from_secs(11);
+    let applied = std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let conn = db.connect().unwrap();
+            let out = migrate(conn.conn(), "db");
+            let after = started.elapsed();
+            // The session's own lock wait is bounded again after the migration.
+            let t: String = conn
+                .conn()
+                .query_row("SHOW lock_timeout", [], |r| r.get(0))
+                .unwrap();
+            (out.map_err(|e| e.to_string()), after, t)
+        });
+        std::thread::sleep(held_for);
+        h.batch("SELECT pg_advisory_unlock_all()").unwrap();
+        waiter.join().unwrap()
+    });
+    let (out, after, lock_timeout) = applied;
+    assert_eq!(out, Ok((1..=latest()).collect::<Vec<_>>()));
+    assert!(
+        after >= held_for,
+        "it ran while the lock was held ({after:?})"
+    );
+    assert_eq!(lock_timeout, "10s");
 }
 
 #[test]

@@ -238,6 +238,44 @@ fn a_replica_with_a_clock_ahead_does_not_take_a_running_lease() {
     );
 }
 
+/// Found by review: a delivery attempt was counted in a write after the lease's renewal, so
+/// a wait for that write's turn and a slow receiver could outlast the lease; another replica
+/// then took it and sent the same event (a second Slack card) while the first still sent.
+/// Counting the attempt renews the lease from that write's commit.
+#[test]
+fn counting_an_attempt_renews_the_lease_so_no_replica_takes_it_mid_attempt() {
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64
+        };
+        // A short lease, as if renewed long before the attempt's count got its turn.
+        let cursor = a.lease_webhook("hook", "replica-a", now(), 300).unwrap();
+        let seq = cursor.unwrap() + 1;
+        let attempt = a.count_webhook_attempt("hook", "replica-a", seq, (now(), 60_000));
+        assert_eq!(attempt.unwrap(), Some(1));
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        assert!(
+            b.lease_webhook("hook", "replica-b", now(), 60_000)
+                .unwrap()
+                .is_none(),
+            "another replica took the lease while the counted attempt ran"
+        );
+        // The attempt's lease ends in its own time, and then the other replica goes on.
+        let later = now() + 61_000;
+        if let Database::Sqlite { .. } = db {
+            assert!(
+                b.lease_webhook("hook", "replica-b", later, 60_000)
+                    .unwrap()
+                    .is_some()
+            );
+        }
+    });
+}
+
 /// Attack (raised by review): two replicas subscribing for one operator at the same moment
 /// each count the operator's open subscriptions before the other's insert is visible, and
 /// both pass the cap of 16 (`MAX_OPEN_PER_OPERATOR`). The count, the insert and the closing of
