@@ -186,9 +186,9 @@ impl AppState {
             millis(config.token_ttl_seconds),
             std::sync::Arc::new(crate::envelopes::WireEnvelopes),
         )
-        .map_err(|source| StartError::Store {
+        .map_err(|reason| StartError::Store {
             at: format!("{database:?}"),
-            source,
+            reason,
         })?;
         let mut state = Self::new(
             store,
@@ -234,10 +234,10 @@ impl AppState {
             // Attack (found by review): a database rolled back (a redeemed token usable again)
             // or rewritten and re-chained was served, and the gateway signed the forked chain
             // into the checkpoint file, hiding the fork from `assent audit verify`.
-            let problem = (state.store.checkpoint_file_problem(file)).map_err(|source| {
+            let problem = (state.store.checkpoint_file_problem(file)).map_err(|reason| {
                 StartError::Store {
                     at: file.display().to_string(),
-                    source,
+                    reason,
                 }
             })?;
             if let Some(why) = problem {
@@ -479,13 +479,14 @@ impl Default for Settings {
 /// Why the server state could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot open the store ({at}): {source}")]
+    #[error("cannot open the store ({at}): {reason}")]
     /// The store could not be opened.
     Store {
         /// Which database: `sqlite:<path>` or `postgres` (never the URL: it may hold a password).
         at: String,
-        /// Why.
-        source: assent_store::StoreError,
+        /// Why (in the message, and not also a `source`: `assent serve` prints the chain, and
+        /// printed the reason twice).
+        reason: assent_store::StoreError,
     },
     #[error("cannot hear the other replicas' changes: {0}")]
     /// The Postgres listener could not be started.

@@ -121,20 +121,85 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// writable by no one but its owner (this user or root) unless sticky, else another could
 /// swap the file (say, a retired key renamed to `token.key`). The mode and owner are those of
 /// the file opened (following links, as a mounted secret is one), so a file swapped in
-/// between cannot pass. Errors: `Invalid` naming the file or directory, what is wrong and
-/// the `chmod`/`chown` that mends it; `Io`.
+/// between cannot pass.
+///
+/// It must be a regular file, opened without blocking (found by review: a FIFO named
+/// `token-retired-….key` hung the read for ever, holding the token keys' lock, so no token
+/// could be minted or redeemed). In an administration command run by root, a key reached
+/// through a symbolic link that is not root's, and in another user's directory a key owned by
+/// neither root nor that user or a root-owned key with other hard links, are refused (found
+/// by review: the service user linked `token.key` to a secret of root's, and `sudo assent
+/// keys rotate-token-key` copied it into a retired key file it handed to the service user).
+/// Errors: `Invalid` naming the file or directory, what is wrong and the `chmod`/`chown` that
+/// mends it; `Io`.
 pub(crate) fn read_key_file(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     use std::io::Read;
-    let mut f = match std::fs::File::open(path) {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut o,
+        rustix::fs::OFlags::NONBLOCK.bits() as i32,
+    );
+    let mut f = match o.open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(path)(e)),
     };
+    let m = f.metadata().map_err(io(path))?;
+    if !m.is_file() {
+        return Err(StoreError::Invalid(format!(
+            "{}: a private key must be a regular file, and this is not one (a FIFO, device or directory?)",
+            path.display()
+        )));
+    }
     #[cfg(unix)]
-    check_private(path, &f.metadata().map_err(io(path))?)?;
+    {
+        check_private(path, &m)?;
+        check_admin_read(path, &m)?;
+    }
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes).map_err(io(path))?;
     Ok(Some(bytes))
+}
+
+/// The further rules of [`read_key_file`] for root in an administration command reading
+/// `path` (opened, with metadata `m`): no symbolic link of another user's on the way; in a
+/// directory another user owns, the file root's or that user's, and a root-owned file linked
+/// nowhere else (either could be a hard link to a third party's secret). Nothing to check for
+/// a gateway or a user reading their own keys.
+#[cfg(unix)]
+fn check_admin_read(path: &Path, m: &std::fs::Metadata) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    if me != 0 || !ROOT_READS_SERVICE_KEYS.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let owner = std::fs::metadata(dir).map_err(io(dir))?.uid();
+    let link = std::fs::symlink_metadata(path).map_err(io(path))?;
+    let refuse = |why: &str| {
+        Err(StoreError::Invalid(format!(
+            "{}: {why}; root does not read it on the directory owner's behalf (it could be a link to another secret); replace it with the key file itself",
+            path.display()
+        )))
+    };
+    if link.file_type().is_symlink() && link.uid() != 0 {
+        return refuse(&format!("a symbolic link of user id {}", link.uid()));
+    }
+    if owner != 0 && m.uid() != 0 && m.uid() != owner {
+        return refuse(&format!(
+            "owned by user id {}, neither root nor the directory's owner ({owner})",
+            m.uid()
+        ));
+    }
+    if m.uid() == 0 && owner != 0 && m.nlink() > 1 {
+        return refuse("a root-owned file with other hard links, in another user's directory");
+    }
+    Ok(())
 }
 
 /// Whether root may read a key another user owns ([`crate::keys::let_root_read_service_keys`]).

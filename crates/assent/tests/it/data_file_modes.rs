@@ -204,6 +204,57 @@ fn root_making_or_rotating_a_service_users_keys_leaves_them_to_that_user() {
     }
 }
 
+/// Attack (found by review): the service user owning a keys directory replaced `token.key`
+/// (or `audit.key`) with a symbolic link to a 32-byte secret of root's; root's scheduled
+/// `assent keys rotate-token-key` read the secret through it and wrote it into the retired
+/// key file it hands to the service user, who then read root's secret. Root's administration
+/// commands refuse a key reached through another user's link, and leave no copy. Only as root.
+#[test]
+fn root_never_copies_a_secret_a_service_users_key_link_points_to() {
+    let Some((dir, keys)) = root_and_service_dir() else {
+        return;
+    };
+    let k = keys.to_str().unwrap();
+    umask_ok(&["keys", "init", "--keys-dir", k]);
+    let secret = dir.path().join("root-secret");
+    let bytes = [0x5au8; 32];
+    std::fs::write(&secret, bytes).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for (file, args) in [
+        (
+            "token.key",
+            vec!["keys", "rotate-token-key", "--keys-dir", k],
+        ),
+        ("audit.key", vec!["audit", "key", "--keys-dir", k]),
+    ] {
+        let key = keys.join(file);
+        std::fs::remove_file(&key).unwrap();
+        std::os::unix::fs::symlink(&secret, &key).unwrap();
+        std::os::unix::fs::lchown(&key, Some(SERVICE_UID), Some(SERVICE_UID)).unwrap();
+        let out = umask_022(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{file}: read through the link: {err}"
+        );
+        assert!(
+            err.contains(key.to_str().unwrap()) && err.contains("symbolic link"),
+            "{err}"
+        );
+        for e in std::fs::read_dir(&keys).unwrap() {
+            let p = e.unwrap().path();
+            let copied = std::fs::symlink_metadata(&p).unwrap().is_file()
+                && std::fs::read(&p).unwrap() == bytes;
+            assert!(!copied, "{file}: root's secret copied to {}", p.display());
+        }
+        // Put a key of the service's own back for the next round.
+        std::fs::remove_file(&key).unwrap();
+        std::fs::write(&key, [7u8; 32]).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&key, Some(SERVICE_UID), Some(SERVICE_UID)).unwrap();
+    }
+}
+
 /// Found by review: root restoring a backup into a service user's data directory renamed its
 /// own 0600 copy into place, owned by root, so the service could not open its database. The
 /// restored file is the directory owner's, 0600. Only as root.

@@ -23,6 +23,38 @@ fn keys(args: &[&str], dir: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
+/// Attack (found by review): a FIFO planted under a retired key's name (in a sticky keys
+/// directory anyone may add to) made every read of the keys block for ever, holding the
+/// token keys' lock: no token could be minted or redeemed, and a start hung. A key file that
+/// is not a regular file is refused at once, named once.
+#[test]
+fn a_fifo_named_like_a_key_file_is_refused_at_once_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    ok(&keys(&["init"], &d));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let fifo = d.join(format!("token-retired-{now}.key"));
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let started = std::time::Instant::now();
+    let config = dir.path().join("assent.yaml");
+    let yaml = format!(
+        "listen: 127.0.0.1:{}\ndata_dir: {}\n",
+        free_port(),
+        d.display()
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let out = serve_cmd(&config).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let named = format!("{}: a private key must be a regular file", fifo.display());
+    assert_eq!(err.matches(&named).count(), 1, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
 #[test]
 fn keys_rotate_token_key_makes_a_new_current_key_and_retires_the_old_one() {
     let dir = tempfile::tempdir().unwrap();
