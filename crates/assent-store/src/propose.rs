@@ -324,7 +324,8 @@ impl Store {
     ) -> Result<Proposed, StoreError> {
         let (tx, p, verdict) = (g.tx, g.p, g.verdict);
         if grant::may_use_grant(&verdict.terms, p.target.is_some()) {
-            let keys = [Sealed::Grant, Sealed::Approval].map(|k| self.seal_key(k));
+            let keys =
+                [Sealed::Grant, Sealed::Approval, Sealed::Settlement].map(|k| self.seal_key(k));
             let wait = (p.timeout_ms)(verdict).saturating_sub(p.extension_ms);
             let c = GrantCall {
                 agent: p.agent,

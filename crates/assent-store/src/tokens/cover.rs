@@ -101,12 +101,13 @@ pub(crate) struct GrantCall<'a> {
 /// The first grant (`(grant id, scope)`) that may stand in for call `c` whose verdict asks
 /// `terms` and whose first wait is `wait_ms`: it covers the call ([`find_grants`], under the
 /// grant seal `keys[0]`), its approval still stands for the verdict ([`origin_weaker`], under
-/// the approval seal `keys[1]`), and its creator could approve the call themselves
-/// ([`grant::creator_conflict`], with what `duties_of(created_by)` says of them: the agents
-/// they own and their other names; `None` knows only the name). `None`: the call is held.
+/// the approval seal `keys[1]` and the settlement seal `keys[2]`), and its creator could
+/// approve the call themselves ([`grant::creator_conflict`], with what `duties_of(created_by)`
+/// says of them: the agents they own and their other names; `None` knows only the name).
+/// `None`: the call is held.
 pub(crate) fn covering_grant(
     tx: Conn<'_>,
-    keys: &[SealKey; 2],
+    keys: &[SealKey; 3],
     c: &GrantCall<'_>,
     terms: &assent_core::gatekeeper::ApprovalTerms,
     wait_ms: i64,
@@ -115,7 +116,7 @@ pub(crate) fn covering_grant(
     let (agent, session, hash) = (c.agent, c.session_id, c.call_hash);
     let grants = find_grants(tx, &keys[0], agent, session, c.call, hash, c.now)?;
     for (gid, scope, aid, by) in grants {
-        let approvers = match origin_weaker(tx, &keys[1], &aid, terms, wait_ms)? {
+        let approvers = match origin_weaker(tx, [&keys[1], &keys[2]], &aid, terms, wait_ms)? {
             Ok(approvers) => approvers,
             Err(axis) => {
                 tracing::info!(grant_id = %gid, approval_id = %aid, axis,
@@ -158,14 +159,18 @@ pub(crate) fn covering_grant(
 
 /// Why the approval `aid` a grant came from does not stand in for a call whose verdict asks
 /// `terms` and whose first wait is `wait_ms` (when an `on_timeout` step happens; `Ok`: it
-/// does, with the actors of its approving decisions): its row is gone or damaged, its seal does not hold under `key`
-/// (`"approval seal"`: an approval settled before its terms were sealed, migration 0029,
-/// or edited since), or it was held under weaker terms ([`grant::origin_covers`]: the axis,
-/// e.g. `"approvers"`). Found by review: a grant kept covering calls after a reload changed
-/// their approvers, raised their tier or turned on separation of duties.
+/// does, with the actors of its approving decisions): its row is gone or damaged, its seal
+/// does not hold under `terms_key` (`"approval seal"`: an approval settled before its terms
+/// were sealed, migration 0029, or edited since), its settlement's does not hold under
+/// `settled_key` (`"settlement seal"`: found by review, the approving decisions' actors were
+/// read unchecked, so renaming them and the `created_by` of a grant sealed before its maker
+/// was let a creator cover their own call under separation of duties), or it was held under
+/// weaker terms ([`grant::origin_covers`]: the axis, e.g. `"approvers"`). Found by review: a
+/// grant kept covering calls after a reload changed their approvers, raised their tier or
+/// turned on separation of duties.
 fn origin_weaker(
     tx: Conn<'_>,
-    key: &SealKey,
+    [terms_key, settled_key]: [&SealKey; 2],
     aid: &str,
     terms: &assent_core::gatekeeper::ApprovalTerms,
     wait_ms: i64,
@@ -173,8 +178,11 @@ fn origin_weaker(
     let Some(origin) = crate::record::read_approval(tx, aid)? else {
         return Ok(Err("approval gone"));
     };
-    if !origin.damaged.is_empty() || !crate::approval_seal::holds(tx, key, aid)? {
+    if !origin.damaged.is_empty() || !crate::approval_seal::holds(tx, terms_key, aid)? {
         return Ok(Err("approval seal"));
+    }
+    if !crate::settlement_seal::holds(tx, settled_key, aid)? {
+        return Ok(Err("settlement seal"));
     }
     let schedule = (origin.escalation_schedule.as_ref()).map(|s| (s, origin.requested_at));
     let taken = origin.escalated_roles();
@@ -297,6 +305,11 @@ mod tests {
             seal_the_old_way(&s);
             assert!(covered(&s, 3_000), "a grant sealed the old way covers");
             assert_eq!(s.list_grants(false, 3_000, 10, None).unwrap().0.len(), 1);
+            // Attack (found by review): whoever approved the grant's approval is judged as its
+            // creator, so a writer renaming that decision's actor (and an old grant's unsealed
+            // maker) could pass separation of duties. The settlement's seal vouches for it.
+            edit(&s, "UPDATE decisions SET actor = 'mallory'");
+            assert!(!covered(&s, 3_500), "covered under a renamed approver");
         }
     }
 }
