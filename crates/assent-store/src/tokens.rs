@@ -653,6 +653,14 @@ fn consume(
         return Err(RedeemError::Used);
     }
     origins_run(tx)?;
+    // The audit chain's word beside the row's: a token whose approval has its
+    // `token.redeemed` or `token.voided` record was used, whatever `used_at` says now (one
+    // token per approval: `tokens.approval_id` is unique). Found by review: a writer who set
+    // `used_at` back to NULL had the token redeem a second time (`audit verify` reported it,
+    // after the fact).
+    if used_on_the_record(tx, &c.aid)? {
+        return Err(RedeemError::Used);
+    }
     let n = tx
         .prepare_cached("UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL")?
         .execute(params![c.jti, p.now])?;
@@ -662,4 +670,17 @@ fn consume(
     // The call may run now: its session takes in what it brings (issue 16 §3).
     crate::session_risk::on_redeem(tx, &c.aid, p.now)?;
     Ok(c)
+}
+
+/// Whether approval `aid`'s token has a `token.redeemed` or `token.voided` audit record: read
+/// through indexes `audit_redeemed` and `audit_approval` (migrations 0053, 0002). Errors: the
+/// store's.
+fn used_on_the_record(tx: Conn<'_>, aid: &str) -> Result<bool, RedeemError> {
+    let hit = tx
+        .prepare_cached(
+            "SELECT 1 FROM audit WHERE approval_id = ?1 AND kind IN ('token.redeemed', 'token.voided') LIMIT 1",
+        )?
+        .query_row(params![aid], |r| r.get::<i64>(0))
+        .optional()?;
+    Ok(hit.is_some())
 }

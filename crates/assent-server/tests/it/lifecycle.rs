@@ -76,6 +76,32 @@ async fn allow_pending_and_deny_paths() {
     gw.stop().await;
 }
 
+/// Attack: a database writer sets a redeemed token's `used_at` back to NULL (the row is put
+/// back as it was, seal and all) to run the approved call a second time. The redemption reads
+/// the audit chain's `token.redeemed` record as well as the row: still `409 TOKEN_USED`, and
+/// the refusal is audited.
+#[tokio::test]
+async fn a_redeemed_token_made_unused_again_does_not_redeem_twice() {
+    let gw = serve().await;
+    let args = json!({"amount": 500, "to": "bob"});
+    let id = gw.pending("pay", args.clone()).await;
+    let (s, d) = gw.decide(&id, OP, "approve").await;
+    assert_answer(s, &d, "status", StatusCode::OK, "approved");
+    let token = json!(token_of(&gw.as_agent(&id).await));
+    let (s, b) = gw.redeem_as(BOT, &token, "pay", args.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(gw.sql().exec("UPDATE tokens SET used_at = NULL", &[]), 1);
+    let (s, b) = gw.redeem_as(BOT, &token, "pay", args).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
+    let tail = gw.with_store(|s| s.audit_tail(1)).unwrap();
+    let last = &tail[0];
+    assert_eq!(
+        (last.kind.as_str(), last.actor.as_str()),
+        ("token.refused", "bot")
+    );
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once() {
     let gw = serve().await;
