@@ -203,3 +203,6 @@ pub const INTERNAL: &str = "INTERNAL";
 pub const STORE_UNAVAILABLE: &str = "STORE_UNAVAILABLE";
 /// 503: the gateway serves its maximum number of connections.
 pub const TOO_MANY_CONNECTIONS: &str = "TOO_MANY_CONNECTIONS";
+/// 503: on PostgreSQL, another replica loaded a newer configuration (principals, agents,
+/// policies) than this one serves; reload it with the newest (`assent_server::generations`).
+pub const CONFIG_SUPERSEDED: &str = "CONFIG_SUPERSEDED";

@@ -69,6 +69,7 @@ pub mod edits;
 pub mod error;
 pub mod executor;
 pub mod extract;
+pub mod generations;
 pub mod replicas;
 pub mod replies;
 pub mod serve;
@@ -106,6 +107,10 @@ pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
         .saturating_add(edge::BODY_OVERHEAD_BYTES);
     let routes = router::routes(state.clone())
         .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            generations::refuse_superseded,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             edge::buffer_body,
@@ -207,11 +212,15 @@ pub async fn run_with(
     extra: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Before anything is withdrawn: a replica with an older configuration than another put in
+    // force stops here (found by review: its sweeps withdrew what the newer one stood behind).
+    generations::register_at_start(&state).await?;
     close_orphan_subscriptions(&state).await;
     withdraw_orphan_votes(&state).await?;
     revoke_orphan_grants(&state).await?;
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
+    let generation = generations::watch(state.clone());
     let streams = aaep_streams::keep(state.clone());
     let holder = assent_store::random_id("replica_");
     let hooks = webhooks::spawn(state.clone(), &holder).await;
@@ -228,6 +237,7 @@ pub async fn run_with(
     )
     .await;
     expiry.abort();
+    generation.abort();
     streams.abort();
     signer.stop().await;
     for h in hooks {

@@ -156,7 +156,9 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         Err(e) => return Err(ReloadError::Store(format!("{e:?}"))),
     }
     let slack_users = cfg.slack_users();
-    st.swap_live(Live::new(cfg.registry, principals).with_slack_users(slack_users));
+    let live = Live::new(cfg.registry, principals).with_slack_users(slack_users);
+    crate::generations::reloaded(st, &live).await;
+    st.swap_live(live);
     if let Err(why) = sign_out(st, &gone, &actor).await {
         tracing::warn!(%why, "dashboard sessions of a changed principal were not ended");
     }

@@ -10,7 +10,8 @@ use assent_core::approval::millis;
 use assent_core::policy::Registry;
 use assent_store::Store;
 use std::future::Future;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -103,6 +104,10 @@ pub struct Shared {
     /// On Postgres, the thread hearing other replicas' changes ([`crate::replicas`]); it
     /// stops when the last clone of the state is dropped.
     pub listener: Option<Arc<assent_store::db::Listener>>,
+    /// This replica's configuration generation among the replicas of one PostgreSQL
+    /// database ([`crate::generations`]); not enforced on SQLite or for a state built from
+    /// parts.
+    pub generation: Arc<Generation>,
 }
 
 /// The part of the configuration a reload replaces (issue 14 §8), as one snapshot: a request
@@ -266,6 +271,7 @@ impl AppState {
                 state.extension_ms.clone(),
             )?;
             state.listener = Some(Arc::new(listener));
+            state.generation.enforce();
         }
         Ok(state)
     }
@@ -314,6 +320,7 @@ impl AppState {
             published: Arc::default(),
             readiness: Arc::default(),
             listener: None,
+            generation: Arc::default(),
         }));
         crate::metrics::observe_store(&state.store, &state.metrics);
         state
@@ -508,4 +515,61 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// This replica's configuration generation ([`crate::generations`]): whether it is enforced (PostgreSQL), the digest in
+/// force, whether `serve --adopt-config` asked to make it the newest at start-up, and why it is
+/// superseded (`None`: it is the newest, or not enforced).
+#[derive(Debug, Default)]
+pub struct Generation {
+    enforced: AtomicBool,
+    adopt_at_start: AtomicBool,
+    digest: Mutex<String>,
+    superseded: Mutex<Option<String>>,
+}
+
+impl Generation {
+    /// Enforces generations (the server does so on PostgreSQL).
+    pub fn enforce(&self) {
+        self.enforced.store(true, Ordering::SeqCst);
+    }
+
+    /// Has start-up make this replica's configuration the newest even if another replica
+    /// loaded a newer one (`serve --adopt-config`: a deliberate return to an earlier file).
+    pub fn adopt_at_start(&self) {
+        self.adopt_at_start.store(true, Ordering::SeqCst);
+    }
+
+    /// Why this replica's configuration is superseded (a sentence), or `None`.
+    pub fn superseded(&self) -> Option<String> {
+        self.superseded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether start-up is to adopt this configuration (`serve --adopt-config`).
+    pub(crate) fn adopting(&self) -> bool {
+        self.adopt_at_start.load(Ordering::SeqCst)
+    }
+
+    /// Whether generations are enforced here.
+    pub(crate) fn enforced(&self) -> bool {
+        self.enforced.load(Ordering::SeqCst)
+    }
+
+    /// Records `digest` as the configuration in force and why it is `superseded` (`None`:
+    /// the newest).
+    pub(crate) fn set(&self, digest: &str, superseded: Option<String>) {
+        *self.digest.lock().unwrap_or_else(|e| e.into_inner()) = digest.to_string();
+        *self.superseded.lock().unwrap_or_else(|e| e.into_inner()) = superseded;
+    }
+
+    /// The digest of the configuration in force (empty before start-up registered it).
+    pub(crate) fn digest(&self) -> String {
+        self.digest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }

@@ -76,9 +76,11 @@ pub(crate) async fn declared_tools(
 
 /// `GET /readyz` (no key): `200` [`Ready`] `ready` when the store's readiness check passes
 /// (database file at its path, readable afresh, the one this gateway writes, this build's
-/// schema version, write lock free within 500 ms); `503` `not_ready` with the `reason`
-/// otherwise. A load balancer sends traffic only to a ready replica. The check runs at most
-/// once a second (the answer is shared), so an unauthenticated flood cannot hold the store.
+/// schema version, write lock free within 500 ms) and, on PostgreSQL, this replica's
+/// configuration is the newest ([`crate::generations`]; else reason `config_superseded`);
+/// `503` `not_ready` with the `reason` otherwise. A load balancer sends traffic only to a
+/// ready replica. The check runs at most once a second (the answer is shared), so an
+/// unauthenticated flood cannot hold the store.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses((status = 200, description = "Ready", body = assent_api::identity::Ready), (status = 503, description = "Not ready", body = assent_api::identity::Ready)),
     security(()))]
@@ -95,7 +97,15 @@ pub(crate) async fn ready(State(st): State<AppState>) -> Result<Response, ApiErr
             }
         }
     };
+    // A replica whose configuration another replica superseded serves nothing
+    // ([`crate::generations`]): the load balancer takes it out.
+    let superseded = st.generation.superseded();
     let (status, reason, message) = match r.problem {
+        None if superseded.is_some() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("config_superseded".to_string()),
+            superseded,
+        ),
         None => (StatusCode::OK, None, None),
         Some(p) => {
             let detail = p.detail.as_deref().unwrap_or("");

@@ -55,6 +55,7 @@ pub mod auth_failures;
 mod batch;
 pub mod checkpoint;
 mod clarifications;
+pub mod config_generations;
 pub mod confirm;
 mod consent;
 pub mod db;

@@ -102,6 +102,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(57, "0057_webhook_attempts"),
     migration!(58, "0058_plan_seal"),
     migration!(59, "0059_confirm_context_plan"),
+    migration!(60, "0060_config_generations"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -134,6 +134,12 @@ pub(crate) enum Cmd {
         /// loopback address; never for real use.
         #[arg(long = "insecure-demo-keys")]
         insecure_demo_keys: bool,
+        /// On a PostgreSQL database shared by replicas: make this configuration the newest
+        /// even though another replica loaded a newer one (a deliberate return to an earlier
+        /// file). Without it such a start is refused; the other replicas then stop serving
+        /// until they load this configuration.
+        #[arg(long = "adopt-config")]
+        adopt_config: bool,
     },
     /// List pending approvals with what a person needs to decide.
     Pending {

@@ -53,7 +53,11 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             data_dir,
             strict,
             insecure_demo_keys,
-        } => crate::serve::serve(config, listen, data_dir, strict, insecure_demo_keys).await,
+            adopt_config,
+        } => {
+            let flags = (strict, insecure_demo_keys, adopt_config);
+            crate::serve::serve(config, listen, data_dir, flags).await
+        }
         Cmd::Pending { json, remote } => approvals::pending(&remote, json).await,
         Cmd::Show { id, json, remote } => approvals::show(&remote, &id, json).await,
         Cmd::Watch { remote } => watch::run(connect(&remote)?).await,

@@ -13,14 +13,15 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 /// Runs the gateway; `listen` and `data_dir` override the config's, `strict` refuses unknown
-/// agent-file fields, `insecure_demo_keys` accepts short `key_env` keys on loopback only.
+/// agent-file fields, `insecure_demo_keys` accepts short `key_env` keys on loopback only,
+/// `adopt_config` makes this configuration the newest generation on a PostgreSQL database even
+/// if another replica loaded a newer one (`assent_server::generations`).
 /// Returns exit status 0 after a graceful shutdown; errors (bad config, address in use) end it.
 pub(crate) async fn serve(
     config: PathBuf,
     listen: Option<String>,
     data_dir: Option<PathBuf>,
-    strict: bool,
-    insecure_demo_keys: bool,
+    (strict, insecure_demo_keys, adopt_config): (bool, bool, bool),
 ) -> Result<i32> {
     init_tracing("info");
     // Logged here, once the log subscriber is installed (found by review: logged where it
@@ -52,6 +53,9 @@ pub(crate) async fn serve(
         tokio::task::spawn_blocking(move || assent_server::AppState::from_config(&cfg)).await??
     };
     state.reload = Some(std::sync::Arc::new(reloader));
+    if adopt_config {
+        state.generation.adopt_at_start();
+    }
     let nofile = assent_server::serve::raise_open_file_limit();
     state.limits.max_connections =
         assent_server::serve::effective_cap(state.limits.max_connections, nofile);

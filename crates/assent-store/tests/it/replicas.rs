@@ -356,3 +356,77 @@ fn a_courtesy_notice_sent_by_one_replica_is_not_sent_again_by_another() {
         );
     });
 }
+
+/// Configuration generations (`Store::register_config`): a digest first loaded is the newest;
+/// one loaded again without `adopt` after a newer one stays superseded (an older file on a
+/// restarted replica), with `adopt` it is the newest again (a deliberate return); every replica
+/// reads the same standing; two replicas registering new digests at once get two generations.
+#[test]
+fn a_configuration_loaded_after_a_newer_one_is_superseded_unless_adopted() {
+    use assent_store::config_generations::ConfigStanding::{Newest, Superseded, Unknown};
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let (d1, d2) = ("d1".repeat(32), "d2".repeat(32));
+        assert_eq!(b.config_standing(&d1).unwrap(), Unknown);
+        assert_eq!(
+            a.register_config(&d1, "a", false, 1_000).unwrap(),
+            Newest { generation: 1 }
+        );
+        assert_eq!(
+            a.register_config(&d1, "a", false, 1_500).unwrap(),
+            Newest { generation: 1 }
+        );
+        assert_eq!(
+            b.register_config(&d2, "host-b (pid 7)", false, 2_000)
+                .unwrap(),
+            Newest { generation: 2 }
+        );
+        let Superseded(s) = a.config_standing(&d1).unwrap() else {
+            panic!("d1 is superseded by d2");
+        };
+        assert_eq!(
+            (s.generation, s.newest, s.loaded_by.as_str()),
+            (1, 2, "host-b (pid 7)")
+        );
+        // A replica restarted with the older file: still superseded, nothing written.
+        assert!(matches!(
+            a.register_config(&d1, "a", false, 3_000).unwrap(),
+            Superseded(_)
+        ));
+        assert_eq!(b.config_standing(&d2).unwrap(), Newest { generation: 2 });
+        // Adopted on purpose: the newest again, and the other superseded.
+        assert_eq!(
+            a.register_config(&d1, "a", true, 4_000).unwrap(),
+            Newest { generation: 3 }
+        );
+        assert!(matches!(b.config_standing(&d2).unwrap(), Superseded(_)));
+        // Adopting the newest changes nothing.
+        assert_eq!(
+            a.register_config(&d1, "a", true, 5_000).unwrap(),
+            Newest { generation: 3 }
+        );
+        assert!(a.register_config("", "a", false, 1).is_err());
+        assert!(a.register_config(&"x".repeat(129), "a", false, 1).is_err());
+        // Racing registrations of new digests each get their own generation.
+        let got = std::thread::scope(|t| {
+            let ha = t.spawn(|| {
+                a.register_config(&"e1".repeat(32), "a", false, 6_000)
+                    .unwrap()
+            });
+            let hb = t.spawn(|| {
+                b.register_config(&"e2".repeat(32), "b", false, 6_000)
+                    .unwrap()
+            });
+            [ha.join().unwrap(), hb.join().unwrap()]
+        });
+        let mut generations: Vec<i64> = got
+            .iter()
+            .map(|s| match s {
+                Newest { generation } => *generation,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        generations.sort();
+        assert_eq!(generations, [4, 5]);
+    });
+}

@@ -57,6 +57,7 @@ mod policy_warnings;
 mod receipt;
 mod reload;
 mod replay;
+mod replica_configs;
 mod replica_leases;
 mod replicas;
 mod replicas_aaep;

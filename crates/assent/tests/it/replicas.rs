@@ -16,12 +16,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The agent's key.
-const AGENT_KEY: &str = "ops-bot-key-0123456789";
+pub(crate) const AGENT_KEY: &str = "ops-bot-key-0123456789";
 
 /// A config for replicas: an agent `ops_bot` with two R3 tools — `pay` (waits 300 s) and
 /// `nudge` (waits 1 s, then rejected by default) — on the database in `ASSENT_DATABASE_URL`,
 /// keys in `keys/`, with the YAML lines `extra` appended. Returns the config's path.
-fn replica_config(dir: &Path, extra: &str) -> PathBuf {
+pub(crate) fn replica_config(dir: &Path, extra: &str) -> PathBuf {
     let agent = "schema_version: \"1.0.0\"\nmetadata: {id: ops_bot, name: Ops Bot, version: 1.0.0, description: Replica tests.}\nconstraints:\n  governance_policies:\n    - policy_ref: test.replicas-v1\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: nudge\n";
     let policy = "policies:\n  - id: test.replicas-v1\n    description: Replica tests.\n    rules:\n      - {tool: pay, risk_tier: R3, timeout_seconds: 300, default_decision: reject, approvers: [finance-admin]}\n      - {tool: nudge, risk_tier: R3, timeout_seconds: 1, default_decision: reject, approvers: [finance-admin]}\n";
     std::fs::write(dir.join("ops.agf.yaml"), agent).unwrap();
@@ -38,7 +38,7 @@ fn replica_config(dir: &Path, extra: &str) -> PathBuf {
 
 /// A fresh schema, a config over it (with `extra`) (keys made with `assent keys init --config`) and two
 /// replicas serving it: `(schema, dir, config, [a, b])`. `None` with `ASSENT_TEST_NO_PG=1`.
-fn replicas(extra: &str) -> Option<(Schema, tempfile::TempDir, PathBuf, [Server; 2])> {
+pub(crate) fn replicas(extra: &str) -> Option<(Schema, tempfile::TempDir, PathBuf, [Server; 2])> {
     let schema = assent_testkit::pg::schema()?;
     let dir = tempfile::tempdir().unwrap();
     let cfg = replica_config(dir.path(), extra);
@@ -73,7 +73,7 @@ fn stop_both(replicas: [Server; 2]) {
 }
 
 /// One more `assent serve --config CFG --listen 127.0.0.1:PORT` on `schema`, once healthy.
-fn replica(cfg: &Path, schema: &Schema) -> Server {
+pub(crate) fn replica(cfg: &Path, schema: &Schema) -> Server {
     let port = free_port();
     let mut cmd = serve_cmd(cfg);
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
@@ -118,7 +118,7 @@ fn decide(url: &str, id: &str, decision: &str) -> (u16, Value) {
 }
 
 /// The agent reads approval `id` through `url`, waiting up to `wait` seconds for a decision.
-fn read(url: &str, id: &str, wait: u64) -> Value {
+pub(crate) fn read(url: &str, id: &str, wait: u64) -> Value {
     reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(wait + 30))
         .build()

@@ -1,0 +1,167 @@
+//! Replicas on one PostgreSQL database whose configurations differ (issue 13 §2): a replica
+//! whose principals, agents and policies are older than those another replica put in force
+//! serves nothing and withdraws nothing; `serve --adopt-config` makes an earlier
+//! configuration the newest on purpose. Skipped with `ASSENT_TEST_NO_PG=1`.
+
+use crate::replicas::{AGENT_KEY, held, read, replica, replicas};
+use crate::{BIN, OP_KEY, Server, free_port, serve_cmd, serve_with};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Carol's key: an operator only the newer configuration has.
+const CAROL_KEY: &str = "carol-key-0123456789abcdef0123456789";
+
+/// `POST path` on `url` with bearer `key` and `body`: status and JSON body.
+fn post(url: &str, path: &str, key: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{url}{path}"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+/// `/readyz` of `url`: status and body.
+fn readyz(url: &str) -> (u16, Value) {
+    let r = reqwest::blocking::get(format!("{url}/readyz")).unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+/// Waits (at most 15 s) until `url`'s `/readyz` gives reason `reason` (`None`: ready).
+fn wait_ready_as(url: &str, reason: Option<&str>) -> Value {
+    let start = Instant::now();
+    loop {
+        let (s, b) = readyz(url);
+        if b["reason"].as_str() == reason && (s == 200) == reason.is_none() {
+            return b;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "{url}: {s} {b}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Runs `assent serve --config cfg` (with `args`) on `schema`'s database and expects it to
+/// refuse to start: its stderr. Killed (and the test failed) if it still runs after 30 s.
+fn refused_start(cfg: &Path, url: &str, args: &[&str]) -> String {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(cfg)
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("ASSENT_DATABASE_URL", url)
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("serve with a superseded configuration started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Attack (found by review): replica B, restarted with an older file than replica A put in
+/// force, withdrew in the shared database what A's newer configuration stood behind (the
+/// approval of operator carol, whom only the newer file has: her token voided), and went on
+/// serving the older principals and policies. Now: B, running when A loads the newer
+/// configuration, stops serving (`503 CONFIG_SUPERSEDED`, `/readyz` `config_superseded`) while
+/// `POST /v1/reload` stays open; restarted with the older file it refuses to start, and carol's
+/// token still redeems; `--adopt-config` makes the older file the newest on purpose, which
+/// then withdraws what carol approved, and A stops serving in turn.
+/// `assent serve --config cfg --adopt-config` on the database at `url`, once healthy.
+fn serve_adopting(cfg: &Path, url: &str) -> Server {
+    let port = free_port();
+    let mut cmd = serve_cmd(cfg);
+    cmd.args(["--adopt-config", "--listen", &format!("127.0.0.1:{port}")])
+        .env("ASSENT_DATABASE_URL", url);
+    serve_with(cmd, port)
+}
+
+/// Attack (found by review): replica B, restarted with an older file than replica A put in
+/// force, withdrew in the shared database what A's newer configuration stood behind (the
+/// approval of operator carol, whom only the newer file has: her token voided), and went on
+/// serving the older principals and policies. Now: B, running when A loads the newer
+/// configuration, stops serving (`503 CONFIG_SUPERSEDED`, `/readyz` `config_superseded`);
+/// restarted with the older file it refuses to start, and carol's approval still redeems;
+/// `--adopt-config` makes the older file the newest on purpose, which then withdraws what carol
+/// approved, and A stops serving in turn.
+#[test]
+fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_ones_consent() {
+    let Some((schema, dir, cfg, [a, b])) = replicas("") else {
+        return;
+    };
+    let newer = dir.path().join("newer.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "principals:\n",
+        &format!(
+            "principals:\n  - {{name: carol, kind: operator, roles: [finance-admin], key_sha256: \"{}\"}}\n",
+            crate::hex_sha256(CAROL_KEY)
+        ),
+    );
+    std::fs::write(&newer, text).unwrap();
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    // A restarts with the newer configuration; B, still running the older one, stops serving
+    // within a check or two (but its health check and reload stay open).
+    crate::stop(a);
+    let a2 = replica(&newer, &schema);
+    let body = wait_ready_as(&b.url, Some("config_superseded"));
+    assert!(
+        body["message"].as_str().unwrap().contains("--adopt-config"),
+        "{body}"
+    );
+    let call = json!({"agent": "ops_bot", "session_id": "s", "tool": "pay", "arguments": {"n": 0}});
+    let (s, v) = post(&b.url, "/v1/tool-calls", AGENT_KEY, call);
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (503, Some("CONFIG_SUPERSEDED")),
+        "{v}"
+    );
+    let health = reqwest::blocking::get(format!("{}/healthz", b.url)).unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    // Carol approves two calls through A: one redeemed later, one kept.
+    let approve = |id: &str| {
+        let path = format!("/v1/approvals/{id}/decision");
+        let (s, v) = post(&a2.url, &path, CAROL_KEY, json!({"decision": "approve"}));
+        assert_eq!(s, 200, "{v}");
+    };
+    let (first, second) = (held(&a2.url, "pay", 1), held(&a2.url, "pay", 2));
+    approve(&first);
+    approve(&second);
+    let token = |id: &str| {
+        let token = read(&a2.url, id, 0)["token"].clone();
+        assert!(token.is_string(), "{id} has a token");
+        token
+    };
+    let tokens = [token(&first), token(&second)];
+    let redeem = |url: &str, n: usize| {
+        let body = json!({"token": tokens[n - 1], "tool": "pay", "arguments": {"n": n}});
+        post(url, "/v1/tokens/redeem", AGENT_KEY, body)
+    };
+    // B restarted with the older file: refused, and nothing of carol's withdrawn.
+    crate::stop(b);
+    let err = refused_start(&cfg, &url, &[]);
+    assert!(
+        err.contains("generation 1") && err.contains("--adopt-config"),
+        "{err}"
+    );
+    let (s, v) = redeem(&a2.url, 1);
+    assert_eq!(s, 200, "carol's approval stands: {v}");
+    // Adopted on purpose: the older file is the newest, and carol's consent falls.
+    let b2 = serve_adopting(&cfg, &url);
+    wait_ready_as(&b2.url, None);
+    wait_ready_as(&a2.url, Some("config_superseded"));
+    let (s, v) = redeem(&b2.url, 2);
+    assert_eq!((s, v["code"].as_str()), (409, Some("TOKEN_USED")), "{v}");
+    crate::stop(b2);
+    crate::stop(a2);
+}
