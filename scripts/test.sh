@@ -22,6 +22,7 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # The store's tests start a throw-away Postgres cluster (initdb, pg_ctl) from Debian's
 # postgresql, found under /usr/lib/postgresql/*/bin (ASSENT_TEST_NO_PG=1 skips that half).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)   # a replica with a skewed clock (tests/it/replica_configs.rs)
 command -v caddy >/dev/null 2>&1 || need+=(caddy)         # the TLS reverse-proxy tests (tests/e2e/test_proxy_tls.py)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]} (Debian)"

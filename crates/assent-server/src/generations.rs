@@ -6,13 +6,15 @@
 //! went on taking the decisions of operators the newer one had removed and enforcing the
 //! policies it had relaxed or tightened.
 //!
-//! The configuration's [`digest`] is registered at start-up ([`register_at_start`]: an older
-//! one stops start-up unless `serve --adopt-config`), by a reload that changes it (always
-//! adopted: the operator's deliberate act), and checked every [`CHECK_EVERY`] ([`watch`]). While
-//! superseded, every request but the health checks, metrics, keys and `POST /v1/reload` is
-//! `503 CONFIG_SUPERSEDED` ([`refuse_superseded`]) and `/readyz` is `503 config_superseded`.
-//! SQLite has one process, so none of this applies there (a restart with an earlier file is
-//! the configuration there is).
+//! The configuration's [`digest`] is registered at start-up, before anything is withdrawn
+//! ([`register_at_start`]: refused while another live replica serves another configuration,
+//! unless `serve --adopt-config`), by a reload that changes it, before anything is withdrawn
+//! (always adopted: the operator's deliberate act; a failure refuses the reload), and renewed
+//! every [`CHECK_EVERY`] ([`watch`], which also says the replica is live; a graceful stop says
+//! it no longer is, [`leave`]). While superseded, every request but the health checks,
+//! metrics, keys and `POST /v1/reload` is `503 CONFIG_SUPERSEDED` ([`refuse_superseded`]) and
+//! `/readyz` is `503 config_superseded`; the answers name no host (they need no key), the log
+//! does. SQLite has one process, so none of this applies there.
 
 use crate::error::ApiError;
 use crate::state::{AppState, Live, now_ms};
@@ -27,12 +29,14 @@ use std::time::Duration;
 /// How often a running replica checks that its configuration is still the newest.
 pub const CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// SHA-256 (lowercase hex) of the consent-relevant part of configuration `live`: the policy
-/// set's digest (every agent and governance file's text) and each principal's name, kind,
-/// roles or agent, key digest, owned agents, single sign-on identity and Slack account, in
-/// name order. Settings that differ between replicas by design (`listen`, `data_dir`) are
-/// left out, so replicas of one configuration agree.
-pub fn digest(live: &Live) -> String {
+/// `v1:` and the SHA-256 (lowercase hex) of the consent-relevant part of configuration `live`
+/// and the single sign-on settings `oidc`: the policy set's digest (every agent and governance
+/// file's text, byte for byte: replicas must have the same files), each principal's name,
+/// kind, roles or agent, key digest, owned agents, single sign-on identity and Slack account,
+/// in name order, and the provider, claims and role map. Settings that differ between
+/// replicas by design (`listen`, `data_dir`) are left out, so replicas of one configuration
+/// agree.
+pub fn digest(live: &Live, oidc: Option<&crate::config::oidc::OidcConfig>) -> String {
     use crate::config::PrincipalKind;
     let mut principals: Vec<_> = live
         .principals
@@ -58,12 +62,21 @@ pub fn digest(live: &Live) -> String {
         })
         .collect();
     principals.sort_by(|a, b| a[0].as_str().cmp(&b[0].as_str()));
-    let all = json!({"policy_set": live.registry.policy_set_sha256, "principals": principals});
+    // The single sign-on settings that decide whose votes and grants stand (the start-up
+    // sweeps weigh them too): the provider, the claims and the role map.
+    let sso = oidc.map(|o| json!([o.issuer, o.name_claim, o.roles_claim, o.roles]));
+    let all = json!({"policy_set": live.registry.policy_set_sha256, "principals": principals,
+        "sso": sso});
     let text = assent_core::canonical::canonical_value(&all).unwrap_or_else(|_| all.to_string());
-    assent_core::canonical::sha256_hex(text.as_bytes())
+    format!("v1:{}", assent_core::canonical::sha256_hex(text.as_bytes()))
 }
 
-/// How this process names itself in `loaded_by`: host name and process id.
+/// The digest of the configuration `st` has in force now ([`digest`]).
+fn digest_of(st: &AppState, live: &Live) -> String {
+    digest(live, st.oidc.as_ref().map(|o| &o.config))
+}
+
+/// How this process names itself to the other replicas: host name and process id.
 fn replica_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -71,17 +84,18 @@ fn replica_name() -> String {
     format!("{host} (pid {})", std::process::id())
 }
 
-/// The sentence naming the newer configuration `s` that supersedes this one.
+/// The sentence, for the wire (no host named), saying a newer configuration `s` supersedes
+/// this one.
 fn why(s: &Superseded) -> String {
-    let at = assent_core::stamp::rfc3339(s.loaded_at);
     format!(
-        "this replica's configuration (principals, agents and policies) is generation {}, but {} loaded generation {} at {at}: a replica with an older configuration serves nothing and withdraws nothing. Give it the newest configuration and reload it (SIGHUP or POST /v1/reload), or restart it with --adopt-config to make its configuration the newest (the other replicas then stop serving until they load it)",
-        s.generation, s.loaded_by, s.newest
+        "another replica put a newer configuration (principals, agents and policies) in force, generation {}, than this replica's, generation {}: it serves nothing and withdraws nothing until it is reloaded (SIGHUP or POST /v1/reload) with the newest",
+        s.newest, s.generation
     )
 }
 
-/// Registers `digest` (with `adopt`) and records the answer in the state: `Err(why)` when
-/// superseded. Store errors are `Err` too, with what failed.
+/// Registers `digest` (with `adopt`) and records it in the state. Errors: refused (another
+/// live replica serves another configuration: the sentence names it, for the operator) or
+/// the store failed.
 async fn register(st: &AppState, digest: String, adopt: bool) -> Result<i64, String> {
     let by = replica_name();
     let d = digest.clone();
@@ -93,12 +107,10 @@ async fn register(st: &AppState, digest: String, adopt: bool) -> Result<i64, Str
             st.generation.set(&digest, None);
             Ok(generation)
         }
-        Ok(Ok(ConfigStanding::Superseded(s))) => {
-            let why = why(&s);
-            st.generation.set(&digest, Some(why.clone()));
-            Err(why)
-        }
-        Ok(Ok(ConfigStanding::Unknown)) => Err("the configuration was not registered".into()),
+        Ok(Ok(ConfigStanding::Refused(holder, ago))) => Err(format!(
+            "{holder}, a replica seen {ago} ms ago, serves another configuration (principals, agents, policies or single sign-on) than this one: starting with it would withdraw what that configuration stands behind. Give this replica the same configuration, or, to put this one in force on purpose (the others then stop serving until they load it), start it with --adopt-config"
+        )),
+        Ok(Ok(other)) => Err(format!("the configuration was not registered: {other:?}")),
         Ok(Err(e)) => Err(format!(
             "the configuration generation could not be recorded: {e}"
         )),
@@ -109,69 +121,113 @@ async fn register(st: &AppState, digest: String, adopt: bool) -> Result<i64, Str
 }
 
 /// At start-up, before anything is withdrawn: registers this replica's configuration, adopting
-/// it with `serve --adopt-config`. Errors (stopping start-up): a newer configuration was loaded
-/// by another replica (the message says which and what to do), or the store failed.
+/// it with `serve --adopt-config`. Errors (stopping start-up): another live replica serves
+/// another configuration (the message names it and says what to do), or the store failed.
 pub(crate) async fn register_at_start(st: &AppState) -> std::io::Result<()> {
     if !st.generation.enforced() {
         return Ok(());
     }
     let adopt = st.generation.adopting();
-    let generation = register(st, digest(&st.live()), adopt)
+    let generation = register(st, digest_of(st, &st.live()), adopt)
         .await
         .map_err(std::io::Error::other)?;
     tracing::info!(generation, adopted = adopt, "configuration generation");
     Ok(())
 }
 
-/// After a reload put `live` in force: a changed configuration becomes the newest generation
-/// (a reload is the operator's deliberate act, so an earlier configuration is adopted again);
-/// an unchanged one is left as it stands (a superseded replica reloading the same older file
-/// stays superseded). A store failure is logged; [`watch`] tries again.
-pub(crate) async fn reloaded(st: &AppState, live: &Live) {
-    if !st.generation.enforced() {
-        return;
+/// Before a reload puts `live` in force (and before it withdraws anything): a changed
+/// configuration becomes the newest generation (a reload is the operator's deliberate act, so
+/// an earlier configuration is adopted again); an unchanged one is left as it stands (a
+/// superseded replica reloading the same older file stays superseded); during start-up, before
+/// [`register_at_start`], nothing (start-up registers what is in force then). Returns the
+/// digest that was in force when a change was recorded (for [`reload_failed`]). Errors (the
+/// reload is refused, nothing is put in force): the store failed.
+pub(crate) async fn reloading(st: &AppState, live: &Live) -> Result<Option<String>, String> {
+    let current = st.generation.digest();
+    if !st.generation.enforced() || current.is_empty() {
+        return Ok(None);
     }
-    let new = digest(live);
-    if new == st.generation.digest() {
-        return;
+    let new = digest_of(st, live);
+    if new == current {
+        return Ok(None);
     }
-    match register(st, new, true).await {
-        Ok(generation) => tracing::info!(generation, "reloaded configuration is the newest"),
-        Err(why) => tracing::warn!(%why, "reloaded configuration's generation not recorded"),
+    let generation = register(st, new, true).await?;
+    tracing::info!(generation, "reloaded configuration is the newest");
+    Ok(Some(current))
+}
+
+/// A reload that recorded its configuration as the newest ([`reloading`]) failed before
+/// putting it in force: the configuration still in force (`previous`) is no longer the newest,
+/// so this replica serves nothing until a reload succeeds (fail closed).
+pub(crate) fn reload_failed(st: &AppState, previous: Option<String>) {
+    if let Some(previous) = previous {
+        let why = "a reload recorded a newer configuration but failed before putting it in force: reload this replica again";
+        st.generation.set(&previous, Some(why.to_string()));
     }
 }
 
-/// Checks every [`CHECK_EVERY`] that this replica's configuration is still the newest (one read
-/// beside the writer), logging when it stops or starts being so; a digest the database no
-/// longer knows (its table emptied or restored) is registered again. Until aborted.
+/// At a graceful stop: this replica no longer counts as live for the others' start-up
+/// ([`register_at_start`]). A store failure is logged (its liveness lapses in 10 s).
+pub(crate) async fn leave(st: &AppState) {
+    if !st.generation.enforced() {
+        return;
+    }
+    let by = replica_name();
+    if let Ok(Err(e)) | Err(e) = st
+        .store_task(move |s| s.leave_config(&by))
+        .await
+        .map_err(|e| format!("{e:?}"))
+        .map(|r| r.map_err(|e| e.to_string()))
+    {
+        tracing::warn!(error = %e, "this replica's liveness was not withdrawn");
+    }
+}
+
+/// Every [`CHECK_EVERY`]: says this replica serves its configuration (its liveness) and checks
+/// it is still the newest, logging when it stops or starts being so; a digest the database no
+/// longer knows (its table emptied or restored) is registered again. A check that a reload
+/// overtook changes nothing. Until aborted.
 pub(crate) fn watch(st: AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if !st.generation.enforced() {
             return;
         }
+        let by = replica_name();
         loop {
             tokio::time::sleep(CHECK_EVERY).await;
             let digest = st.generation.digest();
             if digest.is_empty() {
                 continue;
             }
-            let d = digest.clone();
+            let (d, b) = (digest.clone(), by.clone());
             let before = st.generation.superseded();
-            let now = match st.store_call_apart(move |s| s.config_standing(&d)).await {
-                Ok(ConfigStanding::Newest { .. }) => None,
-                Ok(ConfigStanding::Superseded(s)) => Some(why(&s)),
-                Ok(ConfigStanding::Unknown) => register(&st, digest.clone(), false).await.err(),
+            let got = st
+                .store_apart(move |s| s.config_heartbeat(&d, &b, now_ms()))
+                .await;
+            let now = match got {
+                Ok(Ok(ConfigStanding::Superseded(s))) => {
+                    tracing::warn!(newest = s.newest, loaded_by = %s.loaded_by, "a newer configuration is in force");
+                    Some(why(&s))
+                }
+                Ok(Ok(ConfigStanding::Unknown)) => register(&st, digest.clone(), true).await.err(),
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "configuration generation not checked");
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(error = ?e, "configuration generation not checked");
                     continue;
                 }
             };
+            if !st.generation.set_if(&digest, now.clone()) {
+                continue;
+            }
             match (&before, &now) {
                 (None, Some(why)) => tracing::error!(%why, "configuration superseded"),
                 (Some(_), None) => tracing::info!("configuration is the newest again"),
                 _ => {}
             }
-            st.generation.set(&digest, now);
         }
     })
 }

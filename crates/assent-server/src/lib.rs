@@ -244,6 +244,7 @@ pub async fn run_with(
         h.abort();
     }
     webhooks::release(&state, &holder).await;
+    generations::leave(&state).await;
     // The last checkpoint covers everything written before the shutdown.
     checkpoints::sign_due(&state, assent_store::checkpoint::Due::NOW).await;
     res

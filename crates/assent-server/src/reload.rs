@@ -138,6 +138,15 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         .iter()
         .filter(|n| withdraws_consent(&old, &principals, n));
     let gone = fallen_names(&old, weakened.chain(&answer.removed));
+    // Registered as the newest before anything is withdrawn or put in force: a reload whose
+    // generation cannot be recorded is refused (found by review: it was put in force anyway,
+    // unrecorded, so a replica with the older file could start and withdraw what it stood
+    // behind).
+    let slack_users = cfg.slack_users();
+    let live = Live::new(cfg.registry, principals).with_slack_users(slack_users);
+    let previous = crate::generations::reloading(st, &live)
+        .await
+        .map_err(ReloadError::Store)?;
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
@@ -150,14 +159,15 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         .await
     };
     st.refresh_extension().await;
-    match audited {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(ReloadError::Store(e.to_string())),
-        Err(e) => return Err(ReloadError::Store(format!("{e:?}"))),
+    let failed = match audited {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(e) => Some(format!("{e:?}")),
+    };
+    if let Some(why) = failed {
+        crate::generations::reload_failed(st, previous);
+        return Err(ReloadError::Store(why));
     }
-    let slack_users = cfg.slack_users();
-    let live = Live::new(cfg.registry, principals).with_slack_users(slack_users);
-    crate::generations::reloaded(st, &live).await;
     st.swap_live(live);
     if let Err(why) = sign_out(st, &gone, &actor).await {
         tracing::warn!(%why, "dashboard sessions of a changed principal were not ended");

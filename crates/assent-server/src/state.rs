@@ -517,15 +517,15 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// This replica's configuration generation ([`crate::generations`]): whether it is enforced (PostgreSQL), the digest in
-/// force, whether `serve --adopt-config` asked to make it the newest at start-up, and why it is
-/// superseded (`None`: it is the newest, or not enforced).
+/// This replica's configuration generation ([`crate::generations`]): whether it is enforced
+/// (PostgreSQL), whether `serve --adopt-config` asked to make it the newest at start-up, and,
+/// under one lock so that a check and a reload cannot overwrite each other, the digest in force
+/// and why it is superseded (`None`: it is the newest, or not enforced).
 #[derive(Debug, Default)]
 pub struct Generation {
     enforced: AtomicBool,
     adopt_at_start: AtomicBool,
-    digest: Mutex<String>,
-    superseded: Mutex<Option<String>>,
+    now: Mutex<(String, Option<String>)>,
 }
 
 impl Generation {
@@ -534,18 +534,15 @@ impl Generation {
         self.enforced.store(true, Ordering::SeqCst);
     }
 
-    /// Has start-up make this replica's configuration the newest even if another replica
-    /// loaded a newer one (`serve --adopt-config`: a deliberate return to an earlier file).
+    /// Has start-up make this replica's configuration the newest even if another live
+    /// replica serves another (`serve --adopt-config`).
     pub fn adopt_at_start(&self) {
         self.adopt_at_start.store(true, Ordering::SeqCst);
     }
 
-    /// Why this replica's configuration is superseded (a sentence), or `None`.
+    /// Why this replica's configuration is superseded (a sentence for the wire), or `None`.
     pub fn superseded(&self) -> Option<String> {
-        self.superseded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.now.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
     }
 
     /// Whether start-up is to adopt this configuration (`serve --adopt-config`).
@@ -561,15 +558,23 @@ impl Generation {
     /// Records `digest` as the configuration in force and why it is `superseded` (`None`:
     /// the newest).
     pub(crate) fn set(&self, digest: &str, superseded: Option<String>) {
-        *self.digest.lock().unwrap_or_else(|e| e.into_inner()) = digest.to_string();
-        *self.superseded.lock().unwrap_or_else(|e| e.into_inner()) = superseded;
+        *self.now.lock().unwrap_or_else(|e| e.into_inner()) = (digest.to_string(), superseded);
+    }
+
+    /// Records why the configuration `digest` is superseded (`None`: the newest) only if it is
+    /// still the one in force (a reload may have put another in force meanwhile); whether it
+    /// was.
+    pub(crate) fn set_if(&self, digest: &str, superseded: Option<String>) -> bool {
+        let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
+        let still = now.0 == digest;
+        if still {
+            now.1 = superseded;
+        }
+        still
     }
 
     /// The digest of the configuration in force (empty before start-up registered it).
     pub(crate) fn digest(&self) -> String {
-        self.digest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.now.lock().unwrap_or_else(|e| e.into_inner()).0.clone()
     }
 }

@@ -1,12 +1,14 @@
-//! The configurations the replicas of one database have loaded (issue 13 §2), by generation:
-//! each distinct digest of a configuration's consent-relevant part (principals, agents and
-//! policies, computed by the server) gets the next generation when a replica first loads it,
-//! or when one adopts it again on purpose (a reload, or `serve --adopt-config`). A replica
-//! whose digest is not the newest generation runs an older configuration than another replica
-//! put in force: the server has it serve nothing and withdraw nothing until it loads the
-//! newest. Found by review: a replica restarted with an older file withdrew, in the shared
-//! database, the votes, grants and tokens of operators a newer configuration had added, and
-//! kept taking the decisions of operators it had removed. Nothing here decides what to do.
+//! The configurations the replicas of one database have loaded (issue 13 §2), by generation,
+//! and the replicas serving now. Each distinct digest of a configuration's consent-relevant
+//! part (principals, agents, policies and the single sign-on role map, computed by the server)
+//! becomes the newest generation when a replica puts it in force: at start-up only when no
+//! other live replica serves another configuration, or when told to adopt it
+//! (`serve --adopt-config`); by a reload always (the operator's deliberate act). A replica
+//! whose digest is not the newest generation serves an older configuration than another put
+//! in force: the server has it serve nothing and withdraw nothing until it loads the newest.
+//! Found by review: a replica restarted with an older file withdrew, in the shared database,
+//! the votes, grants and tokens of operators a newer configuration had added, and kept taking
+//! the decisions of operators it had removed. Nothing here decides what to do.
 
 use crate::db::{Conn, OptionalExtension as _};
 use crate::error::StoreError;
@@ -23,6 +25,9 @@ pub enum ConfigStanding {
     },
     /// A newer configuration was loaded since.
     Superseded(Superseded),
+    /// Not registered: another live replica serves another configuration (start-up without
+    /// `adopt`): `(that replica, how long ago it was seen, in ms)`.
+    Refused(String, i64),
     /// The digest is no generation at all (the table was emptied or restored from an older
     /// backup): only [`Store::config_standing`] answers this; registering makes it the newest.
     Unknown,
@@ -43,6 +48,29 @@ pub struct Superseded {
 
 /// Longest `loaded_by` kept (bytes); a longer name is cut at a character boundary.
 const MAX_LOADED_BY: usize = 200;
+
+/// How long a replica counts as live after it last said which configuration it serves (ms):
+/// replicas say so every 2 s.
+pub const LIVE_MS: i64 = 10_000;
+
+/// `by` cut to [`MAX_LOADED_BY`] bytes at a character boundary.
+fn cut(by: &str) -> &str {
+    let mut end = by.len().min(MAX_LOADED_BY);
+    while !by.is_char_boundary(end) {
+        end -= 1;
+    }
+    &by[..end]
+}
+
+/// Says in `tx` that replica `by` serves `digest` at `now`.
+fn seen(tx: Conn<'_>, by: &str, digest: &str, now: i64) -> crate::db::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO config_replicas (holder, digest, seen_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT(holder) DO UPDATE SET digest = excluded.digest, seen_at = excluded.seen_at",
+    )?
+    .execute(params![by, digest, now])?;
+    Ok(())
+}
 
 /// The digest's generation and the newest generation's `(generation, loaded_at, loaded_by)`.
 fn standing_in(tx: Conn<'_>, digest: &str) -> crate::db::Result<ConfigStanding> {
@@ -70,13 +98,13 @@ fn standing_in(tx: Conn<'_>, digest: &str) -> crate::db::Result<ConfigStanding> 
 }
 
 impl Store {
-    /// Registers the configuration with digest `digest` (any text of at most 128 bytes),
-    /// loaded by replica `by` at `now` (Unix ms; the database's clock on PostgreSQL): a digest
-    /// never seen becomes the newest generation; a known one that is the newest stays it; a
-    /// known older one is [`ConfigStanding::Superseded`], or with `adopt` becomes the newest
-    /// again (a deliberate return to an earlier configuration). Never answers `Unknown`. In
-    /// the one write transaction, so two replicas registering at once get two generations in
-    /// order. Errors: `Invalid` for an empty or over-long digest; the store's.
+    /// Registers the configuration with digest `digest` (any text of at most 128 bytes) as
+    /// the one replica `by` serves from `now` (Unix ms; the database's clock on PostgreSQL):
+    /// [`ConfigStanding::Refused`] when another replica seen within [`LIVE_MS`] serves
+    /// another configuration and not `adopt`; otherwise it becomes (or stays) the newest
+    /// generation and `by` is recorded as serving it. Never answers `Superseded` or
+    /// `Unknown`. In the one write transaction, so two replicas registering at once are
+    /// ordered. Errors: `Invalid` for an empty or over-long digest; the store's.
     pub fn register_config(
         &self,
         digest: &str,
@@ -89,35 +117,70 @@ impl Store {
                 "a configuration digest is 1 to 128 bytes".into(),
             ));
         }
-        let mut end = by.len().min(MAX_LOADED_BY);
-        while !by.is_char_boundary(end) {
-            end -= 1;
-        }
-        let by = &by[..end];
+        let by = cut(by);
         self.write_unannounced(|tx| {
             let now = tx.shared_clock_ms(now)?;
-            let standing = standing_in(**tx, digest)?;
-            let take = |tx: Conn<'_>| -> crate::db::Result<i64> {
-                let next: i64 = tx
-                    .prepare_cached("SELECT COALESCE(MAX(generation), 0) + 1 FROM config_generations")?
-                    .query_row(params![], |r| r.get(0))?;
-                tx.prepare_cached(
-                    "INSERT INTO config_generations (digest, generation, loaded_at, loaded_by) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT(digest) DO UPDATE SET generation = excluded.generation, loaded_at = excluded.loaded_at, loaded_by = excluded.loaded_by",
+            let other: Option<(String, i64)> = tx
+                .prepare_cached(
+                    "SELECT holder, seen_at FROM config_replicas WHERE holder <> ?1 AND digest <> ?2 AND seen_at >= ?3 ORDER BY seen_at DESC LIMIT 1",
                 )?
-                .execute(params![digest, next, now, by])?;
-                Ok(next)
+                .query_row(params![by, digest, now.saturating_sub(LIVE_MS)], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            if let Some((holder, at)) = other.filter(|_| !adopt) {
+                return Ok(ConfigStanding::Refused(holder, now.saturating_sub(at)));
+            }
+            let standing = standing_in(**tx, digest)?;
+            let generation = match standing {
+                ConfigStanding::Newest { generation } => generation,
+                _ => {
+                    let next: i64 = tx
+                        .prepare_cached(
+                            "SELECT COALESCE(MAX(generation), 0) + 1 FROM config_generations",
+                        )?
+                        .query_row(params![], |r| r.get(0))?;
+                    tx.prepare_cached(
+                        "INSERT INTO config_generations (digest, generation, loaded_at, loaded_by) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT(digest) DO UPDATE SET generation = excluded.generation, loaded_at = excluded.loaded_at, loaded_by = excluded.loaded_by",
+                    )?
+                    .execute(params![digest, next, now, by])?;
+                    next
+                }
             };
-            Ok::<_, StoreError>(match standing {
-                ConfigStanding::Unknown => ConfigStanding::Newest {
-                    generation: take(**tx)?,
-                },
-                ConfigStanding::Superseded(_) if adopt => ConfigStanding::Newest {
-                    generation: take(**tx)?,
-                },
-                other => other,
-            })
+            seen(**tx, by, digest, now)?;
+            Ok::<_, StoreError>(ConfigStanding::Newest { generation })
         })
+    }
+
+    /// Replica `by` says it serves `digest` at `now` (renewing its liveness, [`LIVE_MS`]) and
+    /// reads where that configuration stands: written without the schema's write lock (one
+    /// row's upsert, [`crate::db::Conn::write_unserialised`]), as every replica says so every
+    /// 2 s. Errors: the store's.
+    pub fn config_heartbeat(
+        &self,
+        digest: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<ConfigStanding, StoreError> {
+        let by = cut(by);
+        let guard = self.lock();
+        Ok(guard.conn().write_unserialised(|tx| {
+            let now = tx.shared_clock_ms(now)?;
+            seen(**tx, by, digest, now)?;
+            standing_in(**tx, digest)
+        })?)
+    }
+
+    /// Replica `by` stops serving (a graceful stop): it no longer counts as live. Errors:
+    /// the store's.
+    pub fn leave_config(&self, by: &str) -> Result<(), StoreError> {
+        let by = cut(by);
+        let guard = self.lock();
+        Ok(guard.conn().write_unserialised(|tx| {
+            tx.execute("DELETE FROM config_replicas WHERE holder = ?1", params![by])?;
+            Ok::<_, crate::db::DbError>(())
+        })?)
     }
 
     /// Where the configuration with digest `digest` stands now, read beside the writer

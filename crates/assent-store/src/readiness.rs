@@ -1,9 +1,9 @@
 //! [`Store::readiness`] (`GET /readyz`): whether this gateway can serve now. Over SQLite the
 //! database file must still be at its path and open and read afresh, its schema be current,
-//! and its write lock be free; over Postgres the session must answer, the schema be current
-//! and the audit log readable; on both, this store's audit key must not have been taken over
-//! by another key set (`key_replaced.rs`). Never an error: a failure is the answer
-//! ([`NotReady`]).
+//! and its write lock be free; over Postgres the session must answer, the schema be current,
+//! the audit log readable and this process's clock within [`MAX_CLOCK_SKEW_MS`] of the
+//! database's; on both, this store's audit key must not have been taken over by another key
+//! set (`key_replaced.rs`). Never an error: a failure is the answer ([`NotReady`]).
 
 use crate::db::Conn;
 use crate::migrate::{SchemaState, schema_state};
@@ -18,8 +18,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotReady {
     /// `database_missing`, `database_unreadable`, `database_locked`, `database_error`,
-    /// `schema_behind`, `schema_ahead` or `audit_key_replaced` (another key set took the
-    /// database over: restart with the new keys).
+    /// `database_unreachable`, `schema_behind`, `schema_ahead`, `clock_skew` (PostgreSQL:
+    /// this replica's clock differs from the database's, [`MAX_CLOCK_SKEW_MS`]) or
+    /// `audit_key_replaced` (another key set took the database over: restart with the new
+    /// keys).
     pub reason: &'static str,
     /// What is wrong, in a sentence of ours: never the driver's error text, which may name
     /// the database file's path (found by review: SQLite's `unable to open database file:
@@ -67,7 +69,9 @@ impl Store {
         let mut found = None;
         let problem = match &*conn {
             crate::db::Connection::Sqlite(c) => self.ready_problem(c, &mut found).err(),
-            crate::db::Connection::Postgres(_) => pg_problem(conn.conn(), &mut found).err(),
+            crate::db::Connection::Postgres(_) => pg_problem(conn.conn(), &mut found)
+                .and_then(|()| clock_problem(conn.conn()))
+                .err(),
         };
         let problem = problem.or_else(|| self.replaced_problem(conn.conn()));
         Readiness {
@@ -173,6 +177,42 @@ fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
         Err(e) => Err(error(e)),
         Ok(()) => restored.map_err(error),
     }
+}
+
+/// The most this replica's clock may differ from the database's (ms) and the replica still be
+/// ready: replicas compare the times they write (approvals' and tokens' expiry, leases, the
+/// shared sign-in allowance) with each other's, so one whose clock runs minutes fast would
+/// expire approvals early and one running slow take decisions and redeem tokens late.
+pub const MAX_CLOCK_SKEW_MS: i64 = 2_000;
+
+/// `clock_skew` when this process's clock and the database's (`clock_timestamp()`) differ by
+/// more than [`MAX_CLOCK_SKEW_MS`], past half the query's round trip. Found by review: each
+/// replica judged expiry by its own clock, and nothing showed one that had drifted.
+fn clock_problem(conn: Conn<'_>) -> Result<(), NotReady> {
+    let before = crate::kit::now_ms();
+    let db: i64 = conn
+        .query_row(
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| failed("database_unreachable", "the database does not answer", e))?;
+    let after = crate::kit::now_ms();
+    let skew = db.saturating_sub(before / 2 + after / 2);
+    let slack = MAX_CLOCK_SKEW_MS.saturating_add((after - before).max(0) / 2);
+    if skew.saturating_abs() > slack {
+        let (by, way) = (
+            skew.saturating_abs(),
+            if skew > 0 { "behind" } else { "ahead of" },
+        );
+        return Err(not_ready(
+            "clock_skew",
+            format!(
+                "this replica's clock is {by} ms {way} the database's (at most {MAX_CLOCK_SKEW_MS} ms is allowed): approvals, tokens and leases would expire early or late here; synchronise it (NTP)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The Postgres checks of [`Store::readiness`] over the store's own session: a round trip,

@@ -9,3 +9,11 @@ CREATE TABLE config_generations (
     loaded_at  BIGINT NOT NULL,          -- Unix ms it (last) became the newest
     loaded_by  TEXT NOT NULL            -- the replica that loaded it (host and process)
 );
+-- The replicas serving now, each with the digest it serves: renewed every 2 s, removed at a
+-- graceful stop. A replica may start with a configuration other than a live replica's only
+-- when told to adopt it (`serve --adopt-config`).
+CREATE TABLE config_replicas (
+    holder  TEXT PRIMARY KEY,              -- the replica (host and process)
+    digest  TEXT NOT NULL,                 -- the configuration it serves
+    seen_at BIGINT NOT NULL              -- Unix ms it last said so (the database's clock on PostgreSQL)
+);

@@ -357,66 +357,60 @@ fn a_courtesy_notice_sent_by_one_replica_is_not_sent_again_by_another() {
     });
 }
 
-/// Configuration generations (`Store::register_config`): a digest first loaded is the newest;
-/// one loaded again without `adopt` after a newer one stays superseded (an older file on a
-/// restarted replica), with `adopt` it is the newest again (a deliberate return); every replica
-/// reads the same standing; two replicas registering new digests at once get two generations.
+/// Configuration generations (`Store::register_config`): a digest registered while another
+/// live replica serves another is refused unless adopted; adopted, it is the newest and the
+/// other's is superseded (its heartbeat says so); once no replica is live, a start with any
+/// digest is the newest; two replicas adopting new digests at once get two generations.
 #[test]
-fn a_configuration_loaded_after_a_newer_one_is_superseded_unless_adopted() {
-    use assent_store::config_generations::ConfigStanding::{Newest, Superseded, Unknown};
+fn a_configuration_other_than_a_live_replicas_is_refused_unless_adopted() {
+    use assent_store::config_generations::ConfigStanding::{Newest, Refused, Superseded, Unknown};
     both(|db| {
         let (_dir, a, b) = two(db);
         let (d1, d2) = ("d1".repeat(32), "d2".repeat(32));
         assert_eq!(b.config_standing(&d1).unwrap(), Unknown);
+        let now = 1_000;
         assert_eq!(
-            a.register_config(&d1, "a", false, 1_000).unwrap(),
+            a.register_config(&d1, "a", false, now).unwrap(),
             Newest { generation: 1 }
         );
+        // The same configuration on another replica is no change.
         assert_eq!(
-            a.register_config(&d1, "a", false, 1_500).unwrap(),
+            b.register_config(&d1, "b", false, now).unwrap(),
             Newest { generation: 1 }
         );
+        b.leave_config("b").unwrap();
+        // Another one while `a` is live: refused, unless adopted.
+        let Refused(holder, _) = b.register_config(&d2, "b", false, now).unwrap() else {
+            panic!("a live replica serves d1");
+        };
+        assert_eq!(holder, "a");
         assert_eq!(
-            b.register_config(&d2, "host-b (pid 7)", false, 2_000)
-                .unwrap(),
+            b.register_config(&d2, "b", true, now).unwrap(),
             Newest { generation: 2 }
         );
-        let Superseded(s) = a.config_standing(&d1).unwrap() else {
+        let Superseded(s) = a.config_heartbeat(&d1, "a", now).unwrap() else {
             panic!("d1 is superseded by d2");
         };
-        assert_eq!(
-            (s.generation, s.newest, s.loaded_by.as_str()),
-            (1, 2, "host-b (pid 7)")
-        );
-        // A replica restarted with the older file: still superseded, nothing written.
+        assert_eq!((s.generation, s.newest, s.loaded_by.as_str()), (1, 2, "b"));
+        // `a` restarting with d1 while `b` serves d2: refused.
         assert!(matches!(
-            a.register_config(&d1, "a", false, 3_000).unwrap(),
-            Superseded(_)
+            a.register_config(&d1, "a", false, now).unwrap(),
+            Refused(..)
         ));
-        assert_eq!(b.config_standing(&d2).unwrap(), Newest { generation: 2 });
-        // Adopted on purpose: the newest again, and the other superseded.
+        // Nobody live: any start is the newest.
+        a.leave_config("a").unwrap();
+        b.leave_config("b").unwrap();
         assert_eq!(
-            a.register_config(&d1, "a", true, 4_000).unwrap(),
+            a.register_config(&d1, "a", false, now).unwrap(),
             Newest { generation: 3 }
         );
         assert!(matches!(b.config_standing(&d2).unwrap(), Superseded(_)));
-        // Adopting the newest changes nothing.
-        assert_eq!(
-            a.register_config(&d1, "a", true, 5_000).unwrap(),
-            Newest { generation: 3 }
-        );
         assert!(a.register_config("", "a", false, 1).is_err());
         assert!(a.register_config(&"x".repeat(129), "a", false, 1).is_err());
-        // Racing registrations of new digests each get their own generation.
+        // Racing adoptions of new digests each get their own generation.
         let got = std::thread::scope(|t| {
-            let ha = t.spawn(|| {
-                a.register_config(&"e1".repeat(32), "a", false, 6_000)
-                    .unwrap()
-            });
-            let hb = t.spawn(|| {
-                b.register_config(&"e2".repeat(32), "b", false, 6_000)
-                    .unwrap()
-            });
+            let ha = t.spawn(|| a.register_config(&"e1".repeat(32), "a", true, now).unwrap());
+            let hb = t.spawn(|| b.register_config(&"e2".repeat(32), "b", true, now).unwrap());
             [ha.join().unwrap(), hb.join().unwrap()]
         });
         let mut generations: Vec<i64> = got

@@ -1,9 +1,10 @@
-//! Replicas on one PostgreSQL database whose configurations differ (issue 13 §2): a replica
-//! whose principals, agents and policies are older than those another replica put in force
-//! serves nothing and withdraws nothing; `serve --adopt-config` makes an earlier
-//! configuration the newest on purpose. Skipped with `ASSENT_TEST_NO_PG=1`.
+//! Replicas on one PostgreSQL database whose configurations or clocks differ (issue 13 §2): a
+//! replica whose principals, agents and policies are older than those another replica put in
+//! force serves nothing and withdraws nothing; `serve --adopt-config` puts a configuration in
+//! force on purpose; a replica whose clock differs from the database's is not ready. Skipped
+//! with `ASSENT_TEST_NO_PG=1`.
 
-use crate::replicas::{AGENT_KEY, held, read, replica, replicas};
+use crate::replicas::{AGENT_KEY, held, read, replicas};
 use crate::{BIN, OP_KEY, Server, free_port, serve_cmd, serve_with};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -70,14 +71,6 @@ fn refused_start(cfg: &Path, url: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Attack (found by review): replica B, restarted with an older file than replica A put in
-/// force, withdrew in the shared database what A's newer configuration stood behind (the
-/// approval of operator carol, whom only the newer file has: her token voided), and went on
-/// serving the older principals and policies. Now: B, running when A loads the newer
-/// configuration, stops serving (`503 CONFIG_SUPERSEDED`, `/readyz` `config_superseded`) while
-/// `POST /v1/reload` stays open; restarted with the older file it refuses to start, and carol's
-/// token still redeems; `--adopt-config` makes the older file the newest on purpose, which
-/// then withdraws what carol approved, and A stops serving in turn.
 /// `assent serve --config cfg --adopt-config` on the database at `url`, once healthy.
 fn serve_adopting(cfg: &Path, url: &str) -> Server {
     let port = free_port();
@@ -90,18 +83,20 @@ fn serve_adopting(cfg: &Path, url: &str) -> Server {
 /// Attack (found by review): replica B, restarted with an older file than replica A put in
 /// force, withdrew in the shared database what A's newer configuration stood behind (the
 /// approval of operator carol, whom only the newer file has: her token voided), and went on
-/// serving the older principals and policies. Now: B, running when A loads the newer
-/// configuration, stops serving (`503 CONFIG_SUPERSEDED`, `/readyz` `config_superseded`);
-/// restarted with the older file it refuses to start, and carol's approval still redeems;
-/// `--adopt-config` makes the older file the newest on purpose, which then withdraws what carol
-/// approved, and A stops serving in turn.
+/// serving the older principals and policies. Now: A, restarted with the newer file while B
+/// serves the older, must be told to adopt it (`--adopt-config`); B then stops serving (`503
+/// CONFIG_SUPERSEDED`, `/readyz` `config_superseded`, no host named); restarted with the older
+/// file it refuses to start, and carol's approval still redeems; `--adopt-config` puts the
+/// older file in force on purpose, which then withdraws what carol approved, and A stops
+/// serving in turn until a reload gives it the configuration in force.
 #[test]
 fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_ones_consent() {
     let Some((schema, dir, cfg, [a, b])) = replicas("") else {
         return;
     };
     let newer = dir.path().join("newer.yaml");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+    let older = std::fs::read_to_string(&cfg).unwrap();
+    let text = older.replace(
         "principals:\n",
         &format!(
             "principals:\n  - {{name: carol, kind: operator, roles: [finance-admin], key_sha256: \"{}\"}}\n",
@@ -110,13 +105,20 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     );
     std::fs::write(&newer, text).unwrap();
     let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
-    // A restarts with the newer configuration; B, still running the older one, stops serving
-    // within a check or two (but its health check and reload stay open).
+    // A restarts with the newer configuration while B serves the older: only on purpose.
     crate::stop(a);
-    let a2 = replica(&newer, &schema);
-    let body = wait_ready_as(&b.url, Some("config_superseded"));
+    let err = refused_start(&newer, &url, &[]);
     assert!(
-        body["message"].as_str().unwrap().contains("--adopt-config"),
+        err.contains("serves another configuration") && err.contains("--adopt-config"),
+        "{err}"
+    );
+    let a2 = serve_adopting(&newer, &url);
+    // B, still running the older one, stops serving within a check or two (but its health
+    // check and reload stay open), and names no host to a caller without a key.
+    let body = wait_ready_as(&b.url, Some("config_superseded"));
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("reloaded") && !message.contains("pid"),
         "{body}"
     );
     let call = json!({"agent": "ops_bot", "session_id": "s", "tool": "pay", "arguments": {"n": 0}});
@@ -151,7 +153,7 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     crate::stop(b);
     let err = refused_start(&cfg, &url, &[]);
     assert!(
-        err.contains("generation 1") && err.contains("--adopt-config"),
+        err.contains("serves another configuration") && err.contains("--adopt-config"),
         "{err}"
     );
     let (s, v) = redeem(&a2.url, 1);
@@ -162,6 +164,52 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     wait_ready_as(&a2.url, Some("config_superseded"));
     let (s, v) = redeem(&b2.url, 2);
     assert_eq!((s, v["code"].as_str()), (409, Some("TOKEN_USED")), "{v}");
+    // A reload giving A the configuration in force has it serve again.
+    std::fs::write(&newer, &older).unwrap();
+    let (s, v) = post(&a2.url, "/v1/reload", OP_KEY, json!({}));
+    assert_eq!(s, 200, "{v}");
+    wait_ready_as(&a2.url, None);
     crate::stop(b2);
     crate::stop(a2);
+}
+
+/// Debian's libfaketime (package `faketime`, which the test script installs), preloaded into
+/// the gateway itself so that it, not a wrapper, gets the signals.
+fn libfaketime() -> std::path::PathBuf {
+    let found = std::fs::read_dir("/usr/lib").unwrap().find_map(|e| {
+        let lib = e.ok()?.path().join("faketime/libfaketime.so.1");
+        lib.is_file().then_some(lib)
+    });
+    found.expect("libfaketime.so.1 under /usr/lib/*/faketime: install Debian's faketime")
+}
+
+/// Attack or accident (found by review): a replica whose clock runs an hour fast judges
+/// expiry by it — approvals expire early, while one running slow takes decisions and redeems
+/// tokens late — and nothing showed it. Started under `faketime` an hour ahead, its
+/// `/readyz` is `503 clock_skew`, so the load balancer sends it nothing; the other replica
+/// stays ready.
+#[test]
+fn a_replica_whose_clock_differs_from_the_databases_is_not_ready() {
+    let Some((schema, _dir, cfg, [a, b])) = replicas("") else {
+        return;
+    };
+    crate::stop(b);
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    let port = free_port();
+    let mut cmd = serve_cmd(&cfg);
+    cmd.args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("LD_PRELOAD", libfaketime())
+        .env("FAKETIME", "+1h")
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .env("ASSENT_DATABASE_URL", &url);
+    let fast = serve_with(cmd, port);
+    let body = wait_ready_as(&fast.url, Some("clock_skew"));
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("ahead of the database's") && message.contains("NTP"),
+        "{body}"
+    );
+    wait_ready_as(&a.url, None);
+    crate::stop(fast);
+    crate::stop(a);
 }

@@ -73,7 +73,7 @@ fn stop_both(replicas: [Server; 2]) {
 }
 
 /// One more `assent serve --config CFG --listen 127.0.0.1:PORT` on `schema`, once healthy.
-pub(crate) fn replica(cfg: &Path, schema: &Schema) -> Server {
+fn replica(cfg: &Path, schema: &Schema) -> Server {
     let port = free_port();
     let mut cmd = serve_cmd(cfg);
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
