@@ -70,6 +70,12 @@ pub struct Manifest {
     /// after it to its seal, whatever is left in the live chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealing_since: Option<i64>,
+    /// The digest of the approvals the run recorded as archived, with their seals
+    /// ([`crate::archived_approvals::digest`], migration 0061): `audit verify` excuses a settled
+    /// approval's missing records only for one a run recorded. Signed when present; `None` for
+    /// a run before schema 61.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_sha256: Option<String>,
 }
 
 /// [`Manifest::carries`] of a run that carried the records of the standing tool pins and
@@ -78,8 +84,8 @@ pub const CARRIES_TOOLS: &str = "tools";
 
 impl Manifest {
     /// What is signed: the canonical JSON of every field but `signature`, with `"format"`
-    /// (`carries` only when not empty and `sealing_since` only when present, so a manifest
-    /// from before either verifies as it was signed).
+    /// (`carries` only when not empty, `sealing_since` and `approvals_sha256` only when
+    /// present, so a manifest from before any of them verifies as it was signed).
     pub fn signed_bytes(&self) -> Vec<u8> {
         let mut v = json!({"format": FORMAT, "first_seq": self.first_seq, "last_seq": self.last_seq,
             "first_prev_hash": self.first_prev_hash, "last_hash": self.last_hash,
@@ -91,6 +97,9 @@ impl Manifest {
         }
         if let Some(at) = self.sealing_since {
             v["sealing_since"] = at.into();
+        }
+        if let Some(d) = &self.approvals_sha256 {
+            v["approvals_sha256"] = d.clone().into();
         }
         canonical_value(&v)
             .expect("strings and integers canonicalise")
@@ -111,11 +120,12 @@ impl Manifest {
 }
 
 /// The columns of `audit_archives`, in [`Manifest`] order.
-pub(crate) const COLUMNS: &str = "first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature, carries, sealing_since";
+pub(crate) const COLUMNS: &str = "first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature, carries, sealing_since, approvals_sha256";
 
 fn row(r: &db::Row<'_>) -> db::Result<Manifest> {
     from_row!(r => Manifest { first_seq, last_seq, first_prev_hash, last_hash, record_count,
-        records_sha256, file, cutoff, archived_at, public_key, signature, carries, sealing_since })
+        records_sha256, file, cutoff, archived_at, public_key, signature, carries, sealing_since,
+        approvals_sha256 })
 }
 
 /// Every stored anchor, oldest first (none before schema 11).
@@ -474,6 +484,9 @@ pub(crate) struct Gone {
     /// The latest `cutoff` of the anchors of runs that did not carry the tool pins' and
     /// reviews' records ([`CARRIES_TOOLS`]); `None`: every run carried them (or none ran).
     tools_uncarried: Option<i64>,
+    /// The latest `cutoff` of the anchors of runs that did not record the approvals they
+    /// archived ([`Manifest::approvals_sha256`], schema 61); `None`: every run did (or none).
+    approvals_unrecorded: Option<i64>,
 }
 
 impl Gone {
@@ -487,9 +500,15 @@ impl Gone {
             .filter(|a| a.carries != CARRIES_TOOLS)
             .map(|a| a.cutoff)
             .max();
+        let approvals_unrecorded = all
+            .iter()
+            .filter(|a| a.approvals_sha256.is_none())
+            .map(|a| a.cutoff)
+            .max();
         Ok(Gone {
             newest: cutoff.zip(at),
             tools_uncarried,
+            approvals_unrecorded,
         })
     }
     /// Whether a record written at `t` may have been archived.
@@ -501,6 +520,12 @@ impl Gone {
     /// needs its records.
     pub(crate) fn tools_before(&self, t: i64) -> bool {
         self.tools_uncarried.is_some_and(|cutoff| t < cutoff)
+    }
+    /// Whether a settled approval requested at `t` may have lost its records to a run that
+    /// did not record the approvals it archived (a run before schema 61); runs since record
+    /// each ([`crate::archived_approvals`]), and only those are excused.
+    pub(crate) fn unrecorded_before(&self, t: i64) -> bool {
+        self.approvals_unrecorded.is_some_and(|cutoff| t < cutoff)
     }
     /// Whether something that ended at `t` (used, expired, revoked) had ended by the run.
     pub(crate) fn ended(&self, t: Option<i64>) -> bool {

@@ -168,6 +168,15 @@ fn file_text(opts: &VerifyOptions<'_>) -> Result<Option<String>, StoreError> {
         .transpose()
 }
 
+/// An `archive` problem at the run ending at record `seq`.
+fn archive_problem((seq, reason): (i64, String)) -> Problem {
+    Problem {
+        check: "archive",
+        seq: Some(seq),
+        reason,
+    }
+}
+
 /// [`verify_on`] in its snapshot; with `settled` (the settlement and terms seal keys of the
 /// gateway's own audit key, [`verify_database`]) the settlements' seals are checked too
 /// ([`crate::integrity_people::settlements`]).
@@ -194,11 +203,9 @@ fn verify_snapshot(
     let archive = ranges
         .as_ref()
         .and_then(|r| archive::check_anchors_under(&anchors, r))
-        .map(|(seq, reason)| Problem {
-            check: "archive",
-            seq: Some(seq),
-            reason,
-        });
+        .map(archive_problem);
+    // After the chain's own problems (a chain that starts in the middle comes first).
+    let recorded = crate::archived_approvals::check(conn, &anchors)?.map(archive_problem);
     let mut rep = Report {
         records: chain.records,
         archived_records: chain.archived,
@@ -216,7 +223,8 @@ fn verify_snapshot(
                 check: "chain",
                 seq: Some(seq),
                 reason,
-            })),
+            }))
+            .or(recorded),
         state_disagreements: 0,
         exports_verified: 0,
     };
@@ -583,6 +591,7 @@ fn read_checked(
 pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> {
     let mut s = seen(conn)?;
     let gone = archive::Gone::of(conn)?;
+    let recorded = crate::archived_approvals::Recorded::of(conn)?;
     let mut out = Vec::new();
     let rows: Vec<(String, String, i64, Option<i64>)> = sql::rows(
         conn,
@@ -616,8 +625,12 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
                 )));
             }
         }
-        // A settled approval's records may have been archived (never a pending one's).
-        let archived = status != "pending" && gone.before(*requested_at);
+        // A settled approval's records may have been archived (never a pending one's): by a
+        // run that recorded it, or by one before runs did (schema 61). Found by review: any
+        // settled approval older than the cut-off was excused, one planted or edited too.
+        let archived = status != "pending"
+            && gone.before(*requested_at)
+            && (recorded.has(id) || gone.unrecorded_before(*requested_at));
         match s.requested.remove(id) {
             None if !archived => out.push((
                 None,
@@ -661,6 +674,7 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         .drain()
         .map(|(a, (seq, _, _))| (seq, a, "settling"));
     crate::integrity_tokens::orphans("approval", requested.chain(settling), &mut out);
+    recorded.problems(conn, &mut out)?;
     crate::integrity_tokens::tokens(conn, &gone, &mut out)?;
     crate::integrity_tokens::grants(conn, &gone, &mut out)?;
     crate::integrity_people::decisions(conn, &mut out)?;

@@ -251,8 +251,29 @@ pub(crate) fn settlements(
     )?;
     let mut first: Option<i64> = None;
     let mut unsealed: Vec<(String, Option<i64>)> = Vec::new();
+    let recorded = crate::archived_approvals::Recorded::of(conn)?;
     for (id, has_seal) in rows {
         let at = settled_at.get(&id).copied();
+        // Its records archived by a run that found its seals holding (migration 0061): they
+        // must hold still, terms' seal too (found by review: cleared, with the terms' seal
+        // broken, it passed for a settlement from before the seals).
+        // Seal columns changed since are reported by the cross-check already. After a
+        // take-over the seals may be the replaced key's: judged as any other settlement below.
+        if at.is_none() && recorded.sealed(&id) && cut.is_none() {
+            let judged = recorded.as_recorded(conn, &id)?;
+            if judged && !crate::settlement_seal::holds(conn, key, &id)? {
+                out.push((None, unsealed_reason(&id)));
+            } else if judged
+                && recorded.terms_sealed(&id)
+                && !crate::approval_seal::holds(conn, terms, &id)?
+            {
+                let why = "the call or who had to decide it was changed behind the gateway's back";
+                out.push((None, format!(
+                    "approval {id}'s terms do not hold their seal, which held when retention archived its records: {why}"
+                )));
+            }
+            continue;
+        }
         // Sealed (if at all) by the key this one took over from: not this key's to judge.
         if at.is_some_and(|s| cut.is_some_and(|c| s <= c)) {
             continue;
@@ -288,7 +309,7 @@ pub(crate) fn settlements(
 /// record that is no take-over signed by the key it names, or whose keys do not lead to the
 /// key checked with, is itself the problem `audit verify` reports first (`key_ranges.rs`,
 /// whose walk places each accounted take-over where this does).
-fn takeover_cut(conn: Conn<'_>) -> db::Result<Option<i64>> {
+pub(crate) fn takeover_cut(conn: Conn<'_>) -> db::Result<Option<i64>> {
     let found: Vec<(i64, String)> = crate::sql::rows(
         conn,
         "SELECT seq, data FROM audit WHERE kind = ?1 ORDER BY seq",

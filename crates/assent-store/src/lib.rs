@@ -50,6 +50,8 @@ pub mod aaep;
 mod approval_record;
 mod approval_seal;
 pub mod archive;
+mod archive_dir;
+mod archived_approvals;
 pub mod audit;
 pub mod auth_failures;
 mod batch;

@@ -103,6 +103,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(58, "0058_plan_seal"),
     migration!(59, "0059_confirm_context_plan"),
     migration!(60, "0060_config_generations"),
+    migration!(61, "0061_archived_approvals"),
+    migration!(62, "0062_audit_voided"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -38,7 +38,7 @@ use crate::audit::{self, AuditRecord};
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::key_ranges::KeyRanges;
-use crate::kit::{create_private_dir, io, random_id};
+use crate::kit::{io, random_id};
 use crate::params;
 use crate::sql::{self, from_row};
 use crate::store::Store;
@@ -47,9 +47,14 @@ use ed25519_dalek::SigningKey;
 use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+
+/// What an export hands its deleting transaction: the digest of its records' `seq:hash`
+/// pairs and what the run records of the approvals they name ([`crate::archived_approvals`]).
+type Exported = (Vec<u8>, Vec<crate::archived_approvals::Entry>);
 
 /// The directory of the exports, in the data directory.
 pub const ARCHIVE_DIR: &str = "archive";
@@ -164,6 +169,9 @@ struct Written {
     prev: String,
     /// The `settlement.sealing` records met (`seq`, `prev_hash`, `data`).
     sealing: Vec<(i64, String, String)>,
+    /// The approvals the records name, each with the `seq` of its first settling record among
+    /// them ([`crate::archived_approvals`]).
+    approvals: BTreeMap<String, Option<i64>>,
 }
 
 impl Written {
@@ -189,6 +197,13 @@ impl Written {
         if rec.kind == crate::sealing_marker::SETTLEMENT_SEALING {
             let found = (rec.seq, rec.prev_hash.clone(), rec.data.clone());
             self.sealing.push(found);
+        }
+        if let Some(a) = &rec.approval_id {
+            let settling = crate::archived_approvals::SETTLING.contains(&rec.kind.as_str());
+            let at = self.approvals.entry(a.clone()).or_insert(None);
+            if settling && at.is_none() {
+                *at = Some(rec.seq);
+            }
         }
         self.expect += 1;
         self.prev = rec.hash.clone();
@@ -289,17 +304,11 @@ impl Store {
             }
             None => Vec::new(),
         };
-        // Never write exports (or chmod) through a link planted where the directory should be.
-        if std::fs::symlink_metadata(archive_dir).is_ok_and(|m| !m.file_type().is_dir()) {
-            return Err(refuse(format!(
-                "{} is not a directory (a symbolic link?); nothing archived",
-                archive_dir.display()
-            )));
-        }
-        create_private_dir(archive_dir).map_err(io(archive_dir))?;
+        // Never write exports (or chmod) through a link planted where the directory should be:
+        // held by a handle from here on (`archive_dir.rs`).
+        let dir = crate::archive_dir::ArchiveDir::open_or_make(archive_dir)?;
         let marks = (filed.as_slice(), &ranges);
-        let Some((manifest, partial, pairs)) = self.export(archive_dir, &p, marks, cutoff, now)?
-        else {
+        let Some((manifest, partial, pairs)) = self.export(&dir, &p, marks, cutoff, now)? else {
             return Ok(None);
         };
         // Whether the transaction's work ran to its end, so that an error can only have come
@@ -327,6 +336,28 @@ impl Store {
             bytes,
             more: p.more,
         }))
+    }
+
+    /// The settlement and terms seal keys a run records archived approvals' seals under.
+    fn archive_seal_keys(&self) -> (crate::seal::SealKey, crate::seal::SealKey) {
+        use crate::seal::Sealed;
+        (
+            self.seal_key(Sealed::Settlement),
+            self.seal_key(Sealed::Approval),
+        )
+    }
+
+    /// What a run whose export names the approvals `ids` records of them
+    /// ([`crate::archived_approvals::to_record`]).
+    fn archived_entries(
+        &self,
+        ids: &BTreeMap<String, Option<i64>>,
+    ) -> Result<Vec<crate::archived_approvals::Entry>, StoreError> {
+        let keys = self.archive_seal_keys();
+        let guard = self.lock();
+        let conn = guard.conn();
+        let cut = crate::integrity_people::takeover_cut(conn)?;
+        crate::archived_approvals::to_record(conn, (&keys.0, &keys.1), (ids, cut))
     }
 
     /// After the deleting transaction's COMMIT failed with `e` (its work done, so it may have
@@ -370,16 +401,15 @@ impl Store {
     /// one verifying under the key of its range in `ranges`.
     fn export(
         &self,
-        dir: &Path,
+        dir: &crate::archive_dir::ArchiveDir,
         p: &Plan,
         (filed, ranges): (&[Mark], &KeyRanges),
         cutoff: i64,
         now: i64,
-    ) -> Result<Option<(Manifest, Partial, Vec<u8>)>, StoreError> {
+    ) -> Result<Option<(Manifest, Partial, Exported)>, StoreError> {
         let (first, last) = (p.prev_seq + 1, p.cut);
         let name = format!("audit-{first:012}-{last:012}-{}.jsonl", &random_id("")[..8]);
-        let path = dir.join(&name);
-        let file = create_new_private(&path)?;
+        let (file, path) = dir.create_new(&name)?;
         let partial = Partial {
             path: path.clone(),
             kept: false,
@@ -391,6 +421,7 @@ impl Store {
             expect: first,
             prev: p.prev_hash.clone(),
             sealing: Vec::new(),
+            approvals: BTreeMap::new(),
         };
         let mut from = p.prev_seq;
         while from < last {
@@ -432,6 +463,7 @@ impl Store {
             drop(guard);
             from = to;
         }
+        let entries = self.archived_entries(&w.approvals)?;
         let manifest = Manifest {
             first_seq: first,
             last_seq: last,
@@ -450,26 +482,17 @@ impl Store {
                 p.prev_sealing,
                 &w.sealing,
             ),
+            approvals_sha256: Some(crate::archived_approvals::digest(&entries)),
         }
         .signed(&self.audit_key);
         let trailer = format!("{}\n", json!({ "manifest": manifest }));
         out.write_all(trailer.as_bytes()).map_err(io(&path))?;
         let file = out.into_inner().map_err(|e| io(&path)(e.into_error()))?;
         file.sync_all().map_err(io(&path))?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(dir))?;
-        Ok(Some((manifest, partial, w.pairs.finalize().to_vec())))
+        dir.sync()?;
+        let exported = (w.pairs.finalize().to_vec(), entries);
+        Ok(Some((manifest, partial, exported)))
     }
-}
-
-/// Creates `path` new (never an existing name), mode 0600.
-fn create_new_private(path: &Path) -> Result<std::fs::File, StoreError> {
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    o.open(path).map_err(io(path))
 }
 
 /// The checkpoints in the file `file` among the records `p` archives that verify under the
@@ -550,7 +573,7 @@ fn commit(
     tx: &db::Tx<'_>,
     (p, key): (&Plan, &SigningKey),
     m: &Manifest,
-    pairs: &[u8],
+    (pairs, entries): &Exported,
 ) -> Result<bool, StoreError> {
     let (now_prev, _) = audit::anchor(**tx)?;
     if now_prev != p.prev_seq {
@@ -605,6 +628,7 @@ fn commit(
     crate::retention_carry::carry_tools(tx, m)?;
     crate::retention_carry::carry_takeovers(tx, m, key)?;
     crate::sealing_marker::carry(tx, m, key)?;
+    crate::archived_approvals::record(**tx, (m, entries))?;
     let gone = tx.execute(
         "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",
         params![m.first_seq, m.last_seq],
@@ -616,7 +640,7 @@ fn commit(
     }
     tx.execute(
         &format!(
-            "INSERT INTO audit_archives ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"
+            "INSERT INTO audit_archives ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"
         ),
         params![
             m.first_seq,
@@ -631,7 +655,8 @@ fn commit(
             m.public_key,
             m.signature,
             m.carries,
-            m.sealing_since
+            m.sealing_since,
+            m.approvals_sha256
         ],
     )?;
     Ok(true)

@@ -44,7 +44,7 @@ fn a_record_edited_between_the_export_and_the_delete_is_refused_not_carried() {
         )
     };
     let arch = dir.path().join("archive");
-    crate::kit::create_private_dir(&arch).unwrap();
+    let arch = crate::archive_dir::ArchiveDir::open_or_make(&arch).unwrap();
     let (manifest, _partial, pairs) = s
         .export(&arch, &p, (&[], &ranges), cutoff, now)
         .unwrap()

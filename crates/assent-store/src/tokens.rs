@@ -672,15 +672,26 @@ fn consume(
     Ok(c)
 }
 
-/// Whether approval `aid`'s token has a `token.redeemed` or `token.voided` audit record: read
-/// through indexes `audit_redeemed` and `audit_approval` (migrations 0053, 0002). Errors: the
-/// store's.
+/// Whether approval `aid`'s token has a `token.redeemed` or `token.voided` audit record: two
+/// look-ups, each through its partial index (`audit_redeemed`, migration 0053; `audit_voided`,
+/// 0062; found by review: one query over both kinds could use neither and read the whole audit
+/// log under the write lock). Errors: the store's.
 fn used_on_the_record(tx: Conn<'_>, aid: &str) -> Result<bool, RedeemError> {
-    let hit = tx
-        .prepare_cached(
-            "SELECT 1 FROM audit WHERE approval_id = ?1 AND kind IN ('token.redeemed', 'token.voided') LIMIT 1",
-        )?
-        .query_row(params![aid], |r| r.get::<i64>(0))
-        .optional()?;
-    Ok(hit.is_some())
+    for look_up in [USED_SQL, VOIDED_SQL] {
+        let hit = tx
+            .prepare_cached(look_up)?
+            .query_row(params![aid], |r| r.get::<i64>(0))
+            .optional()?;
+        if hit.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
+
+/// An approval's `token.redeemed` record ([`used_on_the_record`]).
+const USED_SQL: &str =
+    "SELECT 1 FROM audit WHERE approval_id = ?1 AND kind = 'token.redeemed' LIMIT 1";
+/// An approval's `token.voided` record ([`used_on_the_record`]).
+const VOIDED_SQL: &str =
+    "SELECT 1 FROM audit WHERE approval_id = ?1 AND kind = 'token.voided' LIMIT 1";

@@ -40,6 +40,7 @@ mod readers;
 mod replica_clocks;
 mod replicas;
 mod retention;
+mod retention_approvals;
 mod retention_tools;
 mod sealing_marker;
 mod sec_backlog;

@@ -1,0 +1,271 @@
+//! The approvals whose audit records a retention run archived (migration 0061), each with its
+//! seals as the run found them: the SHA-256 of its terms' seal ([`crate::approval_seal`]) and
+//! its settlement's ([`crate::settlement_seal`]) when the settlement's held, marked by whether
+//! the terms' held too ([`TERMS_HELD`]); `""` when the settlement's did not (an approval
+//! settled before migration 0035; one settled since must hold it, or the run is refused,
+//! [`to_record`]). A run records the
+//! approvals its export names ([`to_record`]) that no earlier run recorded, signs the digest of
+//! that list in its manifest ([`crate::archive::Manifest::approvals_sha256`]) and stores the
+//! rows in its deleting transaction ([`record`]).
+//!
+//! `assent audit verify` excuses a settled approval's missing `approval.requested` or settling
+//! record only for an approval a run recorded (or one older than the cut-off of a run from
+//! before this table: [`crate::archive::Gone`]), checks every run's rows against its signed
+//! digest ([`check`]) and holds each recorded approval to the seals it had ([`Recorded`]).
+//! Found by review: every settled approval older than the newest cut-off was excused, so one
+//! edited after its records were archived (its settlement seal cleared and its terms' seal
+//! broken, so that it passed for one settled before the seals) or planted with old times
+//! passed, and the API, history and learning export showed it.
+
+use crate::archive::Manifest;
+use crate::db::{self, Conn, OptionalExtension as _};
+use crate::error::StoreError;
+use crate::params;
+use crate::seal::SealKey;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
+
+/// What a run records of one approval: `(approval id, seals)`: `""` when its settlement seal
+/// did not hold; else [`TERMS_HELD`] or [`SETTLED_HELD`] (its terms' seal, of any form, held
+/// too, or not: a call held before the terms were sealed) and the digest of its seal columns.
+pub(crate) const TERMS_HELD: &str = "st:";
+/// See [`TERMS_HELD`].
+pub(crate) const SETTLED_HELD: &str = "s:";
+
+/// See [`TERMS_HELD`].
+pub(crate) type Entry = (String, String);
+
+/// The seal and terms keys a run judges the seals under.
+pub(crate) type Keys<'a> = (&'a SealKey, &'a SealKey);
+
+/// The digest of the seal columns of approval `id` as stored now: SHA-256 (hex) of its terms'
+/// seal, `\n`, its settlement seal; `None` when there is no such approval.
+fn seals_now(conn: Conn<'_>, id: &str) -> db::Result<Option<String>> {
+    let row: Option<(String, String)> = conn
+        .prepare_cached("SELECT seal, settlement_seal FROM approvals WHERE id = ?1")?
+        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(row.map(|(terms, settled)| hex::encode(Sha256::digest(format!("{terms}\n{settled}")))))
+}
+
+/// The settling audit kinds (as `integrity_people::settlements` reads them).
+pub(crate) const SETTLING: [&str; 4] = [
+    "decision",
+    "approval.expired",
+    "approval.cancelled",
+    "grant.used",
+];
+
+/// The entries a run whose export names the approvals `ids` (each with the `seq` of its
+/// settling record in the export, if there) records: each that exists and no earlier run
+/// recorded, in id order, its seals' digest when both hold under `keys` (settlement, terms),
+/// `""` when they do not and it may be a settlement from before the seals (`cut`: where the
+/// newest key take-over stands, `integrity_people::takeover_cut`). Errors: `Invalid`
+/// (nothing is archived) for one whose seals do not hold though it was settled after the
+/// chain's word that every settlement is sealed ([`crate::sealing_marker`]) or it carries a
+/// settlement seal, unless a key take-over recorded since may have sealed it under the replaced
+/// key (found by review: edited before its records aged out, it was recorded as unsealed and
+/// excused for good); the store's.
+pub(crate) fn to_record(
+    conn: Conn<'_>,
+    (settled, terms): Keys<'_>,
+    (ids, cut): (&BTreeMap<String, Option<i64>>, Option<i64>),
+) -> Result<Vec<Entry>, StoreError> {
+    let marker = crate::sealing_marker::position(conn)?;
+    let mut out = Vec::new();
+    for (id, settled_at) in ids {
+        let known = conn
+            .prepare_cached("SELECT 1 FROM archived_approvals WHERE approval_id = ?1")?
+            .query_row(params![id], |r| r.get::<i64>(0))
+            .optional()?;
+        if known.is_some() {
+            continue;
+        }
+        let Some(now) = seals_now(conn, id)? else {
+            continue;
+        };
+        let sealed = crate::settlement_seal::holds(conn, settled, id)?;
+        if !sealed {
+            let at = match settled_at {
+                Some(at) => Some(*at),
+                None => settling_seq(conn, id)?,
+            };
+            let carries: String = conn
+                .prepare_cached("SELECT settlement_seal FROM approvals WHERE id = ?1")?
+                .query_row(params![id], |r| r.get(0))?;
+            let old_key = cut.is_some_and(|c| at.is_none_or(|s| s <= c));
+            let after_marker = at.is_some_and(|s| marker.is_some_and(|m| s > m));
+            if !old_key && (after_marker || !carries.is_empty()) {
+                return Err(StoreError::Invalid(format!(
+                    "approval {id} does not hold its seal though it was settled sealed: it was changed behind the gateway's back; nothing archived (run assent audit verify)"
+                )));
+            }
+        }
+        let value = match (sealed, crate::approval_seal::holds(conn, terms, id)?) {
+            (false, _) => String::new(),
+            (true, true) => format!("{TERMS_HELD}{now}"),
+            (true, false) => format!("{SETTLED_HELD}{now}"),
+        };
+        out.push((id.clone(), value));
+    }
+    Ok(out)
+}
+
+/// The `seq` of approval `id`'s first settling record in the live chain, if any.
+fn settling_seq(conn: Conn<'_>, id: &str) -> db::Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT min(seq) FROM audit WHERE approval_id = ?1 AND kind IN ('decision', 'approval.expired', 'approval.cancelled', 'grant.used')",
+    )?
+    .query_row(params![id], |r| r.get(0))
+}
+
+/// The seal columns' digest in a recorded value (past its [`TERMS_HELD`] or [`SETTLED_HELD`]).
+fn columns_of(value: &str) -> &str {
+    value
+        .strip_prefix(TERMS_HELD)
+        .or_else(|| value.strip_prefix(SETTLED_HELD))
+        .unwrap_or(value)
+}
+
+/// The digest a manifest signs of a run's `entries`: SHA-256 (hex) of one line per entry, in
+/// byte order of the ids, each the JSON array `[id, seals]` (unambiguous whatever an id holds).
+pub(crate) fn digest(entries: &[Entry]) -> String {
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort();
+    let mut d = Sha256::new();
+    for (id, seals) in sorted {
+        d.update(serde_json::json!([id, seals]).to_string());
+        d.update("\n");
+    }
+    hex::encode(d.finalize())
+}
+
+/// In the run's deleting transaction: each of `entries` must be unrecorded still and, when its
+/// seals held, have the seal columns it had at the export (an approval edited since refuses
+/// the run), and their digest must be the manifest's; then they are stored under the
+/// manifest's `last_seq`. Errors: `Invalid` when they changed; the store's.
+pub(crate) fn record(tx: Conn<'_>, (m, entries): (&Manifest, &[Entry])) -> Result<(), StoreError> {
+    let changed = || {
+        StoreError::Invalid(
+            "approvals named by the audit records changed while they were being archived; nothing deleted".into(),
+        )
+    };
+    if m.approvals_sha256.as_deref() != Some(digest(entries).as_str()) {
+        return Err(changed());
+    }
+    for (id, seals) in entries {
+        if !seals.is_empty() && seals_now(tx, id)?.as_deref() != Some(columns_of(seals)) {
+            return Err(changed());
+        }
+        tx.prepare_cached(
+            "INSERT INTO archived_approvals (approval_id, anchor_last_seq, seals) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![id, m.last_seq, seals])?;
+    }
+    Ok(())
+}
+
+/// The recorded approvals: id → seals digest (`""`: unsealed when archived).
+pub(crate) struct Recorded(HashMap<String, String>);
+
+impl Recorded {
+    /// Read whole (none before schema 61). Errors: the store's.
+    pub(crate) fn of(conn: Conn<'_>) -> db::Result<Recorded> {
+        let mut map = HashMap::new();
+        if conn.has_table("archived_approvals")? {
+            conn.prepare_cached("SELECT approval_id, seals FROM archived_approvals")?
+                .for_each([], |r| {
+                    map.insert(r.get(0)?, r.get(1)?);
+                    Ok(ControlFlow::Continue(()))
+                })?;
+        }
+        Ok(Recorded(map))
+    }
+
+    /// Whether a run recorded approval `id`.
+    pub(crate) fn has(&self, id: &str) -> bool {
+        self.0.contains_key(id)
+    }
+
+    /// Whether a run recorded approval `id` with seals that held.
+    pub(crate) fn sealed(&self, id: &str) -> bool {
+        self.0.get(id).is_some_and(|s| !s.is_empty())
+    }
+
+    /// Whether a run recorded approval `id` with its terms' seal holding too.
+    pub(crate) fn terms_sealed(&self, id: &str) -> bool {
+        self.0.get(id).is_some_and(|s| s.starts_with(TERMS_HELD))
+    }
+
+    /// Whether approval `id`, recorded with seals that held, still has those seal columns
+    /// (whether they still hold is for the key's holder to check). Errors: the store's.
+    pub(crate) fn as_recorded(&self, conn: Conn<'_>, id: &str) -> db::Result<bool> {
+        let then = self.0.get(id).map(|s| columns_of(s));
+        Ok(seals_now(conn, id)?.as_deref() == then)
+    }
+
+    /// Each recorded approval that is gone, or whose seals are not those it had when it was
+    /// recorded (cleared or replaced behind the gateway's back), as a problem. Errors: the
+    /// store's.
+    pub(crate) fn problems(
+        &self,
+        conn: Conn<'_>,
+        out: &mut Vec<(Option<i64>, String)>,
+    ) -> db::Result<()> {
+        let mut ids: Vec<&String> = self.0.keys().collect();
+        ids.sort();
+        for id in ids {
+            let then = &self.0[id];
+            match seals_now(conn, id)? {
+                None => out.push((None, format!(
+                    "approval {id}, whose audit records retention archived, is gone from the approvals table"
+                ))),
+                Some(now) if !then.is_empty() && now != columns_of(then) => out.push((None, format!(
+                    "approval {id} does not have the seals it had when retention archived its records: it was changed behind the gateway's back"
+                ))),
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks the rows against the anchors (oldest first): each run's rows must have the digest its
+/// signed manifest names (a run from before schema 61 names none and has none), and no row may
+/// name another run. The first problem found: `(the run's last_seq, why)`. Errors: the
+/// store's.
+pub(crate) fn check(conn: Conn<'_>, anchors: &[Manifest]) -> db::Result<Option<(i64, String)>> {
+    if !conn.has_table("archived_approvals")? {
+        return Ok(None);
+    }
+    let mut runs: BTreeMap<i64, Vec<Entry>> = BTreeMap::new();
+    conn.prepare_cached("SELECT anchor_last_seq, approval_id, seals FROM archived_approvals")?
+        .for_each([], |r| {
+            runs.entry(r.get(0)?)
+                .or_default()
+                .push((r.get(1)?, r.get(2)?));
+            Ok(ControlFlow::Continue(()))
+        })?;
+    for a in anchors {
+        let rows = runs.remove(&a.last_seq).unwrap_or_default();
+        let fits = match &a.approvals_sha256 {
+            Some(d) => *d == digest(&rows),
+            None => rows.is_empty(),
+        };
+        if !fits {
+            return Ok(Some((
+                a.last_seq,
+                format!(
+                    "the approvals recorded as archived by the run ending at record {} are not those its signed manifest names: they were changed behind the gateway's back",
+                    a.last_seq
+                ),
+            )));
+        }
+    }
+    Ok(runs.into_keys().next().map(|seq| {
+        (seq, format!(
+            "approvals are recorded as archived by a run ending at record {seq}, but no archive anchor ends there: they were planted behind the gateway's back"
+        ))
+    }))
+}
