@@ -76,12 +76,24 @@ fn digest_of(st: &AppState, live: &Live) -> String {
     digest(live, st.oidc.as_ref().map(|o| &o.config))
 }
 
-/// How this process names itself to the other replicas: host name and process id.
+/// How this process names itself to the other replicas: host name, process id and a random
+/// part, fixed for the process.
+/// A random part makes it unique (found by review: two containers with one host name, each
+/// pid 1, were one replica to each other, so the check passed them by).
 fn replica_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "unknown host".into());
-    format!("{host} (pid {})", std::process::id())
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown host".into());
+        let id = assent_store::random_id("");
+        format!(
+            "{host} (pid {}, {})",
+            std::process::id(),
+            &id[..8.min(id.len())]
+        )
+    })
+    .clone()
 }
 
 /// The sentence, for the wire (no host named), saying a newer configuration `s` supersedes
@@ -140,7 +152,7 @@ pub(crate) async fn register_at_start(st: &AppState) -> std::io::Result<()> {
 /// an earlier configuration is adopted again); an unchanged one is left as it stands (a
 /// superseded replica reloading the same older file stays superseded); during start-up, before
 /// [`register_at_start`], nothing (start-up registers what is in force then). Returns the
-/// digest that was in force when a change was recorded (for [`reload_failed`]). Errors (the
+/// digest that was in force when a change was recorded (for [`Recorded`]). Errors (the
 /// reload is refused, nothing is put in force): the store failed.
 pub(crate) async fn reloading(st: &AppState, live: &Live) -> Result<Option<String>, String> {
     let current = st.generation.digest();
@@ -156,13 +168,35 @@ pub(crate) async fn reloading(st: &AppState, live: &Live) -> Result<Option<Strin
     Ok(Some(current))
 }
 
-/// A reload that recorded its configuration as the newest ([`reloading`]) failed before
-/// putting it in force: the configuration still in force (`previous`) is no longer the newest,
-/// so this replica serves nothing until a reload succeeds (fail closed).
-pub(crate) fn reload_failed(st: &AppState, previous: Option<String>) {
-    if let Some(previous) = previous {
-        let why = "a reload recorded a newer configuration but failed before putting it in force: reload this replica again";
-        st.generation.set(&previous, Some(why.to_string()));
+/// A reload that recorded its configuration as the newest ([`reloading`]), until it is put in
+/// force ([`Recorded::in_force`]): dropped before that — the reload failed, or its request was
+/// cancelled (a client gone, the drain's end) — the configuration still in force (`previous`)
+/// is no longer the newest, so this replica serves nothing until a reload succeeds (fail
+/// closed; found by review: a cancelled reload left the replica claiming the newest while
+/// serving the old).
+pub(crate) struct Recorded<'a> {
+    st: &'a AppState,
+    previous: Option<String>,
+}
+
+impl<'a> Recorded<'a> {
+    /// Watches the reload of `st` that recorded a change from `previous` (`None`: none).
+    pub(crate) fn new(st: &'a AppState, previous: Option<String>) -> Self {
+        Recorded { st, previous }
+    }
+
+    /// The reload put its configuration in force.
+    pub(crate) fn in_force(mut self) {
+        self.previous = None;
+    }
+}
+
+impl Drop for Recorded<'_> {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            let why = "a reload recorded a newer configuration but did not put it in force: reload this replica again";
+            self.st.generation.set(&previous, Some(why.to_string()));
+        }
     }
 }
 

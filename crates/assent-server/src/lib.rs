@@ -214,10 +214,18 @@ pub async fn run_with(
 ) -> std::io::Result<()> {
     // Before anything is withdrawn: a replica with an older configuration than another put in
     // force stops here (found by review: its sweeps withdrew what the newer one stood behind).
+    // A reload (a SIGHUP during start-up is kept for now) waits until the configuration is
+    // registered and the sweeps ran under it (found by review: one swapped the configuration
+    // while the older one's digest was being recorded).
+    let reloads = match &state.reload {
+        Some(r) => Some(r.lock.lock().await),
+        None => None,
+    };
     generations::register_at_start(&state).await?;
     close_orphan_subscriptions(&state).await;
     withdraw_orphan_votes(&state).await?;
     revoke_orphan_grants(&state).await?;
+    drop(reloads);
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let generation = generations::watch(state.clone());

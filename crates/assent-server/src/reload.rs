@@ -147,6 +147,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     let previous = crate::generations::reloading(st, &live)
         .await
         .map_err(ReloadError::Store)?;
+    let recorded = crate::generations::Recorded::new(st, previous);
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
@@ -165,10 +166,10 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         Err(e) => Some(format!("{e:?}")),
     };
     if let Some(why) = failed {
-        crate::generations::reload_failed(st, previous);
         return Err(ReloadError::Store(why));
     }
     st.swap_live(live);
+    recorded.in_force();
     if let Err(why) = sign_out(st, &gone, &actor).await {
         tracing::warn!(%why, "dashboard sessions of a changed principal were not ended");
     }

@@ -166,19 +166,21 @@ pub(crate) fn record(tx: Conn<'_>, (m, entries): (&Manifest, &[Entry])) -> Resul
     Ok(())
 }
 
-/// The recorded approvals: id → seals digest (`""`: unsealed when archived).
-pub(crate) struct Recorded(HashMap<String, String>);
+/// The recorded approvals: id → (the recording run's `last_seq`, its value: [`Entry`]).
+pub(crate) struct Recorded(HashMap<String, (i64, String)>);
 
 impl Recorded {
     /// Read whole (none before schema 61). Errors: the store's.
     pub(crate) fn of(conn: Conn<'_>) -> db::Result<Recorded> {
         let mut map = HashMap::new();
         if conn.has_table("archived_approvals")? {
-            conn.prepare_cached("SELECT approval_id, seals FROM archived_approvals")?
-                .for_each([], |r| {
-                    map.insert(r.get(0)?, r.get(1)?);
-                    Ok(ControlFlow::Continue(()))
-                })?;
+            conn.prepare_cached(
+                "SELECT approval_id, anchor_last_seq, seals FROM archived_approvals",
+            )?
+            .for_each([], |r| {
+                map.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
+                Ok(ControlFlow::Continue(()))
+            })?;
         }
         Ok(Recorded(map))
     }
@@ -190,18 +192,29 @@ impl Recorded {
 
     /// Whether a run recorded approval `id` with seals that held.
     pub(crate) fn sealed(&self, id: &str) -> bool {
-        self.0.get(id).is_some_and(|s| !s.is_empty())
+        self.0.get(id).is_some_and(|(_, s)| !s.is_empty())
+    }
+
+    /// Whether the run that recorded approval `id` archived records past `cut` (where the
+    /// newest key take-over stands, if any): it ran under the key that took over, so it judged
+    /// the seals under this key (found by review: after any take-over none was judged).
+    pub(crate) fn after(&self, id: &str, cut: Option<i64>) -> bool {
+        self.0
+            .get(id)
+            .is_some_and(|(run, _)| cut.is_none_or(|c| *run > c))
     }
 
     /// Whether a run recorded approval `id` with its terms' seal holding too.
     pub(crate) fn terms_sealed(&self, id: &str) -> bool {
-        self.0.get(id).is_some_and(|s| s.starts_with(TERMS_HELD))
+        self.0
+            .get(id)
+            .is_some_and(|(_, s)| s.starts_with(TERMS_HELD))
     }
 
     /// Whether approval `id`, recorded with seals that held, still has those seal columns
     /// (whether they still hold is for the key's holder to check). Errors: the store's.
     pub(crate) fn as_recorded(&self, conn: Conn<'_>, id: &str) -> db::Result<bool> {
-        let then = self.0.get(id).map(|s| columns_of(s));
+        let then = self.0.get(id).map(|(_, s)| columns_of(s));
         Ok(seals_now(conn, id)?.as_deref() == then)
     }
 
@@ -216,7 +229,7 @@ impl Recorded {
         let mut ids: Vec<&String> = self.0.keys().collect();
         ids.sort();
         for id in ids {
-            let then = &self.0[id];
+            let then = &self.0[id].1;
             match seals_now(conn, id)? {
                 None => out.push((None, format!(
                     "approval {id}, whose audit records retention archived, is gone from the approvals table"

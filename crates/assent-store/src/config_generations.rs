@@ -100,8 +100,10 @@ fn standing_in(tx: Conn<'_>, digest: &str) -> crate::db::Result<ConfigStanding> 
 impl Store {
     /// Registers the configuration with digest `digest` (any text of at most 128 bytes) as
     /// the one replica `by` serves from `now` (Unix ms; the database's clock on PostgreSQL):
-    /// [`ConfigStanding::Refused`] when another replica seen within [`LIVE_MS`] serves
-    /// another configuration and not `adopt`; otherwise it becomes (or stays) the newest
+    /// [`ConfigStanding::Refused`] when another replica seen within [`LIVE_MS`] serves the
+    /// newest generation, another configuration than this, and not `adopt` (a replica still
+    /// serving a superseded one refuses nobody: found by review, it blocked every rolling
+    /// restart); otherwise it becomes (or stays) the newest
     /// generation and `by` is recorded as serving it. Never answers `Superseded` or
     /// `Unknown`. In the one write transaction, so two replicas registering at once are
     /// ordered. Errors: `Invalid` for an empty or over-long digest; the store's.
@@ -122,7 +124,10 @@ impl Store {
             let now = tx.shared_clock_ms(now)?;
             let other: Option<(String, i64)> = tx
                 .prepare_cached(
-                    "SELECT holder, seen_at FROM config_replicas WHERE holder <> ?1 AND digest <> ?2 AND seen_at >= ?3 ORDER BY seen_at DESC LIMIT 1",
+                    "SELECT r.holder, r.seen_at FROM config_replicas r JOIN config_generations g ON g.digest = r.digest
+                     WHERE r.holder <> ?1 AND r.digest <> ?2 AND r.seen_at >= ?3
+                       AND g.generation = (SELECT max(generation) FROM config_generations)
+                     ORDER BY r.seen_at DESC LIMIT 1",
                 )?
                 .query_row(params![by, digest, now.saturating_sub(LIVE_MS)], |r| {
                     Ok((r.get(0)?, r.get(1)?))

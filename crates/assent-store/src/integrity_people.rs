@@ -257,9 +257,10 @@ pub(crate) fn settlements(
         // Its records archived by a run that found its seals holding (migration 0061): they
         // must hold still, terms' seal too (found by review: cleared, with the terms' seal
         // broken, it passed for a settlement from before the seals).
-        // Seal columns changed since are reported by the cross-check already. After a
-        // take-over the seals may be the replaced key's: judged as any other settlement below.
-        if at.is_none() && recorded.sealed(&id) && cut.is_none() {
+        // Seal columns changed since are reported by the cross-check already. Recorded by a
+        // run before a take-over, the seals may be the replaced key's: judged as any other
+        // settlement below.
+        if at.is_none() && recorded.sealed(&id) && recorded.after(&id, cut) {
             let judged = recorded.as_recorded(conn, &id)?;
             if judged && !crate::settlement_seal::holds(conn, key, &id)? {
                 out.push((None, unsealed_reason(&id)));

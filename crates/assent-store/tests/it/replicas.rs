@@ -397,6 +397,14 @@ fn a_configuration_other_than_a_live_replicas_is_refused_unless_adopted() {
             a.register_config(&d1, "a", false, now).unwrap(),
             Refused(..)
         ));
+        // A third replica starting with the newest while `a` still serves the superseded d1:
+        // `a` refuses nobody (found by review: it blocked every rolling restart).
+        a.config_heartbeat(&d1, "a", now).unwrap();
+        assert_eq!(
+            a.register_config(&d2, "c", false, now).unwrap(),
+            Newest { generation: 2 }
+        );
+        a.leave_config("c").unwrap();
         // Nobody live: any start is the newest.
         a.leave_config("a").unwrap();
         b.leave_config("b").unwrap();
