@@ -137,6 +137,20 @@ impl<'c> Conn<'c> {
         }
     }
 
+    /// The time (Unix ms) that rows shared by replicas are compared against: on PostgreSQL
+    /// the database's clock (`clock_timestamp()`), since each replica's own runs fast or slow;
+    /// on SQLite, whose one process has one clock, the caller's `now`. Errors: the query's.
+    pub fn shared_clock_ms(&self, now: i64) -> Result<i64> {
+        if self.backend() != Backend::Postgres {
+            return Ok(now);
+        }
+        self.query_row(
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            [],
+            |r| r.get(0),
+        )
+    }
+
     /// `sql` (with `?N` parameters) prepared, from the session's cache when it was before.
     pub fn prepare_cached(&self, sql: &str) -> Result<Stmt<'c>> {
         Ok(match *self {
@@ -422,20 +436,6 @@ impl Tx<'_> {
     /// The changes reported so far, in order.
     pub fn changes(&self) -> Vec<Change> {
         self.changes.borrow().clone()
-    }
-
-    /// The time (Unix ms) that rows shared by replicas are compared against: on PostgreSQL
-    /// the database's clock (`clock_timestamp()`), since each replica's own runs fast or slow;
-    /// on SQLite, whose one process has one clock, the caller's `now`. Errors: the query's.
-    pub fn shared_clock_ms(&self, now: i64) -> Result<i64> {
-        if self.backend() != Backend::Postgres {
-            return Ok(now);
-        }
-        self.query_row(
-            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-            [],
-            |r| r.get(0),
-        )
     }
 }
 

@@ -190,12 +190,8 @@ pub const MAX_CLOCK_SKEW_MS: i64 = 2_000;
 /// replica judged expiry by its own clock, and nothing showed one that had drifted.
 fn clock_problem(conn: Conn<'_>) -> Result<(), NotReady> {
     let before = crate::kit::now_ms();
-    let db: i64 = conn
-        .query_row(
-            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-            [],
-            |r| r.get(0),
-        )
+    let db = conn
+        .shared_clock_ms(before)
         .map_err(|e| failed("database_unreachable", "the database does not answer", e))?;
     let after = crate::kit::now_ms();
     let skew = db.saturating_sub(before / 2 + after / 2);

@@ -44,13 +44,12 @@ fn wait_ready_as(url: &str, reason: Option<&str>) -> Value {
     }
 }
 
-/// Runs `assent serve --config cfg` (with `args`) on `schema`'s database and expects it to
+/// Runs `assent serve --config cfg` on `schema`'s database and expects it to
 /// refuse to start: its stderr. Killed (and the test failed) if it still runs after 30 s.
-fn refused_start(cfg: &Path, url: &str, args: &[&str]) -> String {
+fn refused_start(cfg: &Path, url: &str) -> String {
     let mut child = Command::new(BIN)
         .args(["serve", "--config"])
         .arg(cfg)
-        .args(args)
         .args(["--listen", "127.0.0.1:0"])
         .env("ASSENT_DATABASE_URL", url)
         .env("TEST_ALICE_KEY", OP_KEY)
@@ -107,7 +106,7 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
     // A restarts with the newer configuration while B serves the older: only on purpose.
     crate::stop(a);
-    let err = refused_start(&newer, &url, &[]);
+    let err = refused_start(&newer, &url);
     assert!(
         err.contains("serves another configuration") && err.contains("--adopt-config"),
         "{err}"
@@ -151,7 +150,7 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     };
     // B restarted with the older file: refused, and nothing of carol's withdrawn.
     crate::stop(b);
-    let err = refused_start(&cfg, &url, &[]);
+    let err = refused_start(&cfg, &url);
     assert!(
         err.contains("serves another configuration") && err.contains("--adopt-config"),
         "{err}"
