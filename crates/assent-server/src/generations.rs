@@ -105,30 +105,39 @@ fn why(s: &Superseded) -> String {
     )
 }
 
-/// Registers `digest` (with `adopt`) and records it in the state. Errors: refused (another
-/// live replica serves another configuration: the sentence names it, for the operator) or
-/// the store failed.
+/// Puts `digest` in force for this replica's requests ([`crate::state::Generation`], with why
+/// it is `superseded`) and for its store's writes ([`assent_store::Store::serve_config`]: each
+/// write checks, in its transaction, that it is still the newest, so a replica superseded
+/// between two [`watch`] checks writes nothing under it).
+fn serve(st: &AppState, digest: &str, superseded: Option<String>) {
+    st.generation.set(digest, superseded);
+    st.store.serve_config(Some(digest));
+}
+
+/// Registers `digest` (with `adopt`) and puts it in force ([`serve`]). Errors: refused
+/// (another live replica serves another configuration: the sentence names it, for the
+/// operator) or the store failed.
 async fn register(st: &AppState, digest: String, adopt: bool) -> Result<i64, String> {
     let by = replica_name();
     let d = digest.clone();
+    let not_recorded =
+        |e: String| format!("the configuration generation could not be recorded: {e}");
     let got = st
         .store_task(move |s| s.register_config(&d, &by, adopt, now_ms()))
-        .await;
+        .await
+        .map_err(|e| not_recorded(e.message))?
+        .map_err(|e| not_recorded(e.to_string()))?;
     match got {
-        Ok(Ok(ConfigStanding::Newest { generation })) => {
-            st.generation.set(&digest, None);
-            Ok(generation)
-        }
-        Ok(Ok(ConfigStanding::Refused(holder, ago))) => Err(format!(
+        ConfigStanding::Refused(holder, ago) => Err(format!(
             "{holder}, a replica seen {ago} ms ago, serves another configuration (principals, agents, policies or single sign-on) than this one: starting with it would withdraw what that configuration stands behind. Give this replica the same configuration, or, to put this one in force on purpose (the others then stop serving until they load it), start it with --adopt-config"
         )),
-        Ok(Ok(other)) => Err(format!("the configuration was not registered: {other:?}")),
-        Ok(Err(e)) => Err(format!(
-            "the configuration generation could not be recorded: {e}"
-        )),
-        Err(e) => Err(format!(
-            "the configuration generation could not be recorded: {e:?}"
-        )),
+        // `register_config` answers `Newest` or `Refused` only.
+        ConfigStanding::Newest { generation }
+        | ConfigStanding::Superseded(Superseded { generation, .. }) => {
+            serve(st, &digest, None);
+            Ok(generation)
+        }
+        ConfigStanding::Unknown => Err("the configuration was not registered".into()),
     }
 }
 
@@ -195,7 +204,7 @@ impl Drop for Recorded<'_> {
     fn drop(&mut self) {
         if let Some(previous) = self.previous.take() {
             let why = "a reload recorded a newer configuration but did not put it in force: reload this replica again";
-            self.st.generation.set(&previous, Some(why.to_string()));
+            serve(self.st, &previous, Some(why.to_string()));
         }
     }
 }
@@ -207,14 +216,13 @@ pub(crate) async fn leave(st: &AppState) {
         return;
     }
     let by = replica_name();
-    if let Ok(Err(e)) | Err(e) = st
-        .store_task(move |s| s.leave_config(&by))
-        .await
-        .map_err(|e| format!("{e:?}"))
-        .map(|r| r.map_err(|e| e.to_string()))
-    {
-        tracing::warn!(error = %e, "this replica's liveness was not withdrawn");
-    }
+    let left = st.store_task(move |s| s.leave_config(&by)).await;
+    let failed = match left {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.message,
+    };
+    tracing::warn!(error = %failed, "this replica's liveness was not withdrawn");
 }
 
 /// Every [`CHECK_EVERY`]: says this replica serves its configuration (its liveness) and checks
@@ -243,7 +251,7 @@ pub(crate) fn watch(st: AppState) -> tokio::task::JoinHandle<()> {
                     tracing::warn!(newest = s.newest, loaded_by = %s.loaded_by, "a newer configuration is in force");
                     Some(why(&s))
                 }
-                Ok(Ok(ConfigStanding::Unknown)) => register(&st, digest.clone(), true).await.err(),
+                Ok(Ok(ConfigStanding::Unknown)) => register_again(&st, &digest).await,
                 Ok(Ok(_)) => None,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "configuration generation not checked");
@@ -264,6 +272,22 @@ pub(crate) fn watch(st: AppState) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// The watch found `digest` unknown to the database (its table emptied or restored): registers
+/// it again, holding the reload lock so that no reload puts another configuration in force
+/// meanwhile (found by review: a reload that overtook the check had its digest replaced by
+/// the older one). `None` when registered, or when a reload changed the configuration first;
+/// else why it is superseded.
+async fn register_again(st: &AppState, digest: &str) -> Option<String> {
+    let _reloads = match &st.reload {
+        Some(r) => Some(r.lock.lock().await),
+        None => None,
+    };
+    if st.generation.digest() != digest {
+        return None;
+    }
+    register(st, digest.to_string(), true).await.err()
 }
 
 /// Whether `path` is served while superseded: the health checks, metrics, the keys and

@@ -137,6 +137,12 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
                 let other = s.emit_countdowns(now)? + s.expire_clarifications(now)?;
                 Ok((ids, other))
             };
+            // A superseded replica writes nothing (its store refuses): the newest replicas
+            // sweep.
+            if state.generation.superseded().is_some() {
+                tokio::time::sleep(interval).await;
+                continue;
+            }
             match state.store_task(sweep).await {
                 Ok(Ok((ids, other))) if !ids.is_empty() || other > 0 => {
                     for id in &ids {

@@ -41,6 +41,9 @@ pub struct Store {
     /// Whose plans stop whose calls: the agent files' declared local delegations in force
     /// ([`Store::set_delegations`]; none until set).
     pub(crate) delegations: std::sync::RwLock<Arc<assent_core::policy::Delegations>>,
+    /// The configuration this process serves, checked by every write
+    /// ([`Store::serve_config`]; none until set).
+    pub(crate) serving: crate::config_generations::Serving,
 }
 
 impl Store {
@@ -129,7 +132,7 @@ impl Store {
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        self.write_as(true, f)
+        self.write_as(true, true, f)
     }
 
     /// [`Store::write`] without the [`Change::Events`] notification: for bookkeeping that
@@ -141,13 +144,25 @@ impl Store {
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        self.write_as(false, f)
+        self.write_as(false, true, f)
     }
 
-    /// [`Store::write`], announcing [`Change::Events`] when `events`.
+    /// [`Store::write_unannounced`] without the check of the configuration served
+    /// ([`Store::serve_config`]): only for registering a configuration, which is how it
+    /// changes.
+    pub(crate) fn write_unchecked<T, E: Settles>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.write_as(false, false, f)
+    }
+
+    /// [`Store::write`], announcing [`Change::Events`] when `events`, checking the
+    /// configuration served when `checked` (the group's first writer checks for all).
     fn write_as<T, E: Settles>(
         &self,
         events: bool,
+        checked: bool,
         f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
         let gate = gate_of(self);
@@ -179,6 +194,9 @@ impl Store {
                 // In the transaction, serialised with a take-over: a replaced key writes nothing.
                 let key = self.audit_key.verifying_key();
                 crate::key_replaced::refuse_if_replaced(**tx, &key, Some(&self.replaced))?;
+                if checked {
+                    crate::config_generations::refuse_if_superseded(**tx, &self.serving)?;
+                }
             }
             if events {
                 tx.changed(Change::Events);

@@ -432,3 +432,56 @@ fn a_configuration_other_than_a_live_replicas_is_refused_unless_adopted() {
         assert_eq!(generations, [4, 5]);
     });
 }
+
+/// Attack (found by review): a replica learnt that another had put a newer configuration in
+/// force only at its next check (every 2 s), and the decisions it took meanwhile under its
+/// older principals stood. A store serving a configuration ([`Store::serve_config`]) checks
+/// in every write transaction that it is still the newest: once another replica adopted a
+/// newer one, its decision is refused and nothing of it is written; registering the newest
+/// lets it write again; a store serving nothing checks nothing.
+#[test]
+fn a_replica_superseded_between_its_checks_takes_no_decision() {
+    use assent_core::ApprovalStatus;
+    use assent_store::DecisionInput;
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let (d1, d2) = ("d1".repeat(32), "d2".repeat(32));
+        a.register_config(&d1, "a", false, 1_000).unwrap();
+        a.serve_config(Some(&d1));
+        let (id, _) = crate::pending(&a, 5, 1_000, 60_000, false);
+        b.register_config(&d2, "b", true, 1_000).unwrap();
+        b.serve_config(Some(&d2));
+        let e = a
+            .decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+            .unwrap_err();
+        assert!(e.to_string().contains("not the newest"), "{e}");
+        let rec = b.get_approval(&id).unwrap().unwrap();
+        assert_eq!(
+            (rec.status, rec.decisions.len()),
+            (ApprovalStatus::Pending, 0)
+        );
+        assert!(a.token_string(&id).unwrap().is_none());
+        // The other replica, on the newest, decides; the superseded one cannot even audit.
+        let e = a.append_audit("x", None, "a", &serde_json::json!({}), 2_000);
+        assert!(e.is_err());
+        // Registering the newest (a reload) lets it write again; serving nothing, too.
+        a.register_config(&d2, "a", true, 2_000).unwrap();
+        a.serve_config(Some(&d2));
+        a.append_audit("x", None, "a", &serde_json::json!({}), 2_000)
+            .unwrap();
+        b.serve_config(None);
+        b.register_config(&"d3".repeat(32), "c", true, 2_000)
+            .unwrap();
+        b.append_audit("x", None, "b", &serde_json::json!({}), 2_000)
+            .unwrap();
+        assert!(
+            a.append_audit("x", None, "a", &serde_json::json!({}), 2_000)
+                .is_err()
+        );
+        let rec = b
+            .decide(&id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
+        assert!(b.verify_audit().unwrap().broken.is_none());
+    });
+}
