@@ -46,7 +46,12 @@ fn seals_now(conn: Conn<'_>, id: &str) -> db::Result<Option<String>> {
         .prepare_cached("SELECT seal, settlement_seal FROM approvals WHERE id = ?1")?
         .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    Ok(row.map(|(terms, settled)| hex::encode(Sha256::digest(format!("{terms}\n{settled}")))))
+    Ok(row.map(|(terms, settled)| columns_digest(&terms, &settled)))
+}
+
+/// SHA-256 (hex) of an approval's terms' seal, `\n`, its settlement seal.
+fn columns_digest(terms: &str, settled: &str) -> String {
+    hex::encode(Sha256::digest(format!("{terms}\n{settled}")))
 }
 
 /// The settling audit kinds (as `integrity_people::settlements` reads them).
@@ -57,22 +62,27 @@ pub(crate) const SETTLING: [&str; 4] = [
     "grant.used",
 ];
 
+/// Where the chain stands for [`to_record`]: where the newest key take-over stands
+/// (`integrity_people::takeover_cut`) and the chain's word that every settlement is sealed
+/// ([`crate::sealing_marker::position`]), read once per run.
+pub(crate) type Cuts = (Option<i64>, Option<i64>);
+
 /// The entries a run whose export names the approvals `ids` (each with the `seq` of its
 /// settling record in the export, if there) records: each that exists and no earlier run
-/// recorded, in id order, its seals' digest when both hold under `keys` (settlement, terms),
-/// `""` when they do not and it may be a settlement from before the seals (`cut`: where the
-/// newest key take-over stands, `integrity_people::takeover_cut`). Errors: `Invalid`
+/// recorded, in the order given, its seals' digest when both hold under `keys` (settlement,
+/// terms), `""` when they do not and it may be a settlement from before the seals (`cuts`).
+/// Errors: `Invalid`
 /// (nothing is archived) for one whose seals do not hold though it was settled after the
 /// chain's word that every settlement is sealed ([`crate::sealing_marker`]) or it carries a
 /// settlement seal, unless a key take-over recorded since may have sealed it under the replaced
 /// key (found by review: edited before its records aged out, it was recorded as unsealed and
 /// excused for good); the store's.
-pub(crate) fn to_record(
+pub(crate) fn to_record<'i>(
     conn: Conn<'_>,
     (settled, terms): Keys<'_>,
-    (ids, cut): (&BTreeMap<String, Option<i64>>, Option<i64>),
+    ids: impl IntoIterator<Item = (&'i String, &'i Option<i64>)>,
+    (cut, marker): Cuts,
 ) -> Result<Vec<Entry>, StoreError> {
-    let marker = crate::sealing_marker::position(conn)?;
     let mut out = Vec::new();
     for (id, settled_at) in ids {
         let known = conn
@@ -141,10 +151,16 @@ pub(crate) fn digest(entries: &[Entry]) -> String {
     hex::encode(d.finalize())
 }
 
+/// How many entries one `INSERT` of [`record`] stores.
+const INSERT_ROWS: usize = 200;
+
 /// In the run's deleting transaction: each of `entries` must be unrecorded still and, when its
 /// seals held, have the seal columns it had at the export (an approval edited since refuses
 /// the run), and their digest must be the manifest's; then they are stored under the
-/// manifest's `last_seq`. Errors: `Invalid` when they changed; the store's.
+/// manifest's `last_seq`. The seal columns of every approval the manifest's records name are
+/// read in one query and the rows stored [`INSERT_ROWS`] per statement, so that the write
+/// lock is not held for two round trips per approval on PostgreSQL. Errors: `Invalid` when
+/// they changed; the store's (a row recorded meanwhile by another run: its primary key).
 pub(crate) fn record(tx: Conn<'_>, (m, entries): (&Manifest, &[Entry])) -> Result<(), StoreError> {
     let changed = || {
         StoreError::Invalid(
@@ -154,14 +170,34 @@ pub(crate) fn record(tx: Conn<'_>, (m, entries): (&Manifest, &[Entry])) -> Resul
     if m.approvals_sha256.as_deref() != Some(digest(entries).as_str()) {
         return Err(changed());
     }
+    let mut now: HashMap<String, String> = HashMap::new();
+    tx.prepare_cached(
+        "SELECT id, seal, settlement_seal FROM approvals
+         WHERE id IN (SELECT approval_id FROM audit WHERE seq >= ?1 AND seq <= ?2)",
+    )?
+    .for_each(params![m.first_seq, m.last_seq], |r| {
+        let (id, terms, settled): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        now.insert(id, columns_digest(&terms, &settled));
+        Ok(ControlFlow::Continue(()))
+    })?;
     for (id, seals) in entries {
-        if !seals.is_empty() && seals_now(tx, id)?.as_deref() != Some(columns_of(seals)) {
+        if !seals.is_empty() && now.get(id).map(String::as_str) != Some(columns_of(seals)) {
             return Err(changed());
         }
-        tx.prepare_cached(
-            "INSERT INTO archived_approvals (approval_id, anchor_last_seq, seals) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![id, m.last_seq, seals])?;
+    }
+    for rows in entries.chunks(INSERT_ROWS) {
+        let values: Vec<String> = (0..rows.len())
+            .map(|i| format!("(?{}, ?1, ?{})", 2 * i + 2, 2 * i + 3))
+            .collect();
+        let sql = format!(
+            "INSERT INTO archived_approvals (approval_id, anchor_last_seq, seals) VALUES {}",
+            values.join(", ")
+        );
+        let mut p: Vec<&dyn db::ToValue> = vec![&m.last_seq];
+        for (id, seals) in rows {
+            p.extend([id as &dyn db::ToValue, seals as &dyn db::ToValue]);
+        }
+        tx.execute(&sql, p.as_slice())?;
     }
     Ok(())
 }

@@ -63,6 +63,10 @@ pub const DEFAULT_MAX_RECORDS: i64 = 100_000;
 /// Records read per lock of the store's connection while exporting.
 const CHUNK: i64 = 5_000;
 
+/// How many approvals a run judges per hold of the store's connection
+/// ([`Store::archived_entries`]).
+const ENTRY_CHUNK: usize = 256;
+
 /// What one run archived.
 #[derive(Debug, Clone, Serialize)]
 pub struct Archived {
@@ -348,16 +352,35 @@ impl Store {
     }
 
     /// What a run whose export names the approvals `ids` records of them
-    /// ([`crate::archived_approvals::to_record`]).
+    /// ([`crate::archived_approvals::to_record`]), [`ENTRY_CHUNK`] approvals per hold of the
+    /// store's connection (found by review: a run naming 50,000 approvals held it, and so
+    /// every request of this process, for the whole pass). An approval changed between
+    /// chunks is caught by the deleting transaction ([`crate::archived_approvals::record`]).
     fn archived_entries(
         &self,
         ids: &BTreeMap<String, Option<i64>>,
     ) -> Result<Vec<crate::archived_approvals::Entry>, StoreError> {
         let keys = self.archive_seal_keys();
-        let guard = self.lock();
-        let conn = guard.conn();
-        let cut = crate::integrity_people::takeover_cut(conn)?;
-        crate::archived_approvals::to_record(conn, (&keys.0, &keys.1), (ids, cut))
+        let cuts = {
+            let guard = self.lock();
+            let conn = guard.conn();
+            let cut = crate::integrity_people::takeover_cut(conn)?;
+            (cut, crate::sealing_marker::position(conn)?)
+        };
+        let ids: Vec<_> = ids.iter().collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(ENTRY_CHUNK) {
+            let guard = self.lock();
+            let keys = (&keys.0, &keys.1);
+            let entries = chunk.iter().copied();
+            out.extend(crate::archived_approvals::to_record(
+                guard.conn(),
+                keys,
+                entries,
+                cuts,
+            )?);
+        }
+        Ok(out)
     }
 
     /// After the deleting transaction's COMMIT failed with `e` (its work done, so it may have

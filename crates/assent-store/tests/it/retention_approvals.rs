@@ -168,3 +168,27 @@ fn a_run_refuses_to_archive_an_approval_whose_seals_were_cleared() {
         assert!(full(db, dir).is_some_and(|p| p.contains(aid.as_str())));
     });
 }
+
+/// A run naming more approvals than one judging chunk (256) and one `INSERT` (200) holds the
+/// store's connection per chunk and stores them in several statements: every approval is
+/// recorded once, with its seals, and the chain and the approvals still verify.
+#[test]
+fn a_run_naming_many_approvals_records_each_once() {
+    crate::both_in_dirs(|db, dir| {
+        let s = super::open(dir, db);
+        for i in 0..300 {
+            super::approved(&s, i, 5_000, false);
+        }
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let a = s
+            .archive_audit(&dir.join("archive"), 5 * DAY, 100_000, 10 * DAY, None)
+            .unwrap()
+            .expect("records were due");
+        assert!(!a.more, "{:?}", a.manifest);
+        let sql = "SELECT count(DISTINCT approval_id) FROM archived_approvals WHERE seals <> ''";
+        assert_eq!(scalar::<i64>(db, sql, []), 300);
+        assert_eq!(verify(&s, db).problem, None);
+        assert_eq!(full(db, dir), None);
+    });
+}
