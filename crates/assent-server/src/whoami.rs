@@ -74,10 +74,14 @@ pub(crate) async fn declared_tools(
     }))
 }
 
+/// `/readyz`'s message for reason `not_listening`.
+const NOT_LISTENING: &str = "this replica does not hear the other replicas' changes (its LISTEN connection to the database is down and reconnecting): long-polls, MCP holds and event streams waiting here would not wake on decisions taken elsewhere";
+
 /// `GET /readyz` (no key): `200` [`Ready`] `ready` when the store's readiness check passes
 /// (database file at its path, readable afresh, the one this gateway writes, this build's
 /// schema version, write lock free within 500 ms) and, on PostgreSQL, this replica's
-/// configuration is the newest ([`crate::generations`]; else reason `config_superseded`);
+/// configuration is the newest ([`crate::generations`]; else reason `config_superseded`) and
+/// it hears the other replicas' commits (LISTEN in place; else reason `not_listening`);
 /// `503` `not_ready` with the `reason` otherwise. A load balancer sends traffic only to a
 /// ready replica. The check runs at most once a second (the answer is shared), so an
 /// unauthenticated flood cannot hold the store.
@@ -100,11 +104,19 @@ pub(crate) async fn ready(State(st): State<AppState>) -> Result<Response, ApiErr
     // A replica whose configuration another replica superseded serves nothing
     // ([`crate::generations`]): the load balancer takes it out.
     let superseded = st.generation.superseded();
+    // A replica that does not hear the others' commits (its LISTEN connection down) would
+    // hold long-polls and streams past decisions taken elsewhere: taken out too.
+    let deaf = st.listener.as_ref().is_some_and(|l| !l.listening());
     let (status, reason, message) = match r.problem {
         None if superseded.is_some() => (
             StatusCode::SERVICE_UNAVAILABLE,
             Some("config_superseded".to_string()),
             superseded,
+        ),
+        None if deaf => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("not_listening".to_string()),
+            Some(NOT_LISTENING.to_string()),
         ),
         None => (StatusCode::OK, None, None),
         Some(p) => {

@@ -90,6 +90,10 @@ const MAX_LOADED_BY: usize = 200;
 /// replicas say so every 2 s.
 pub const LIVE_MS: i64 = 10_000;
 
+/// How long the row of a replica not seen is kept (ms): a replica killed without a graceful
+/// stop leaves it, and each registration deletes those older (one day).
+const FORGET_MS: i64 = 86_400_000;
+
 /// `by` cut to [`MAX_LOADED_BY`] bytes at a character boundary.
 fn cut(by: &str) -> &str {
     let mut end = by.len().min(MAX_LOADED_BY);
@@ -149,7 +153,8 @@ impl Store {
     /// newest generation, another configuration than this, and not `adopt` (a replica still
     /// serving a superseded one refuses nobody: found by review, it blocked every rolling
     /// restart); otherwise it becomes (or stays) the newest
-    /// generation and `by` is recorded as serving it. Never answers `Superseded` or
+    /// generation and `by` is recorded as serving it; rows of replicas not seen for a day are
+    /// deleted. Never answers `Superseded` or
     /// `Unknown`. In the one write transaction, so two replicas registering at once are
     /// ordered. Errors: `Invalid` for an empty or over-long digest; the store's.
     pub fn register_config(
@@ -200,6 +205,9 @@ impl Store {
                 }
             };
             seen(**tx, by, digest, now)?;
+            // Replicas killed without a graceful stop leave their rows: gone after a day.
+            tx.prepare_cached("DELETE FROM config_replicas WHERE seen_at < ?1")?
+                .execute(params![now.saturating_sub(FORGET_MS)])?;
             Ok::<_, StoreError>(ConfigStanding::Newest { generation })
         })
     }

@@ -29,7 +29,17 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// The listening thread; dropping it stops the thread (within about 200 ms) and waits for it.
 pub struct Listener {
     stop: Arc<AtomicBool>,
+    listening: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Whether LISTEN is in place now: `false` before the first connect and while the
+    /// connection is down (reconnecting), when notifications are lost (a replica then does
+    /// not hear the others' decisions until it resyncs: `/readyz` says so).
+    pub fn listening(&self) -> bool {
+        self.listening.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for Listener {
@@ -49,22 +59,30 @@ impl Drop for Listener {
 /// cannot be started.
 pub fn listen(url: &str, on: impl Fn(Heard) + Send + 'static) -> Result<Listener, DbError> {
     let stop = Arc::new(AtomicBool::new(false));
-    let (url, flag) = (url.to_string(), stop.clone());
+    let listening = Arc::new(AtomicBool::new(false));
+    let (url, flag, up) = (url.to_string(), stop.clone(), listening.clone());
     let thread = std::thread::Builder::new()
         .name("assent-listen".into())
-        .spawn(move || run(&url, &flag, &on))
+        .spawn(move || run(&url, (&flag, &up), &on))
         .map_err(|e| DbError::Unusable(format!("no listener thread: {e}")))?;
     Ok(Listener {
         stop,
+        listening,
         thread: Some(thread),
     })
 }
 
-fn run(url: &str, stop: &AtomicBool, on: &dyn Fn(Heard)) {
+/// Connects, listens and reconnects until `stop`; `up` says whether LISTEN is in place.
+fn run(url: &str, (stop, up): (&AtomicBool, &AtomicBool), on: &dyn Fn(Heard)) {
     let mut backoff = Duration::from_millis(100);
     while !stop.load(Ordering::SeqCst) {
-        if serve(url, stop, on).is_ok() {
+        let served = serve(url, (stop, up), on);
+        // A connection that was listening starts the backoff afresh (found: it only grew, so
+        // a replica whose listener had dropped a few times in its life waited 5 s each time).
+        if up.swap(false, Ordering::SeqCst) || served.is_ok() {
             backoff = Duration::from_millis(100);
+        }
+        if served.is_ok() {
             continue;
         }
         let until = std::time::Instant::now() + backoff;
@@ -76,8 +94,12 @@ fn run(url: &str, stop: &AtomicBool, on: &dyn Fn(Heard)) {
 }
 
 /// One connection's life: LISTEN, `Resync`, then notifications until the connection fails
-/// (`Err`) or the stop flag is set (`Ok`).
-fn serve(url: &str, stop: &AtomicBool, on: &dyn Fn(Heard)) -> Result<(), DbError> {
+/// (`Err`) or the stop flag is set (`Ok`); `up` is set once LISTEN is in place.
+fn serve(
+    url: &str,
+    (stop, up): (&AtomicBool, &AtomicBool),
+    on: &dyn Fn(Heard),
+) -> Result<(), DbError> {
     let (mut client, _, oid) = connect_client(url)?;
     let prefix = channel(oid, "");
     let sql: Vec<String> = Change::KINDS
@@ -85,6 +107,7 @@ fn serve(url: &str, stop: &AtomicBool, on: &dyn Fn(Heard)) -> Result<(), DbError
         .map(|k| format!("LISTEN {}", channel(oid, k)))
         .collect();
     client.batch_execute(&sql.join("; "))?;
+    up.store(true, Ordering::SeqCst);
     on(Heard::Resync);
     let mut idle = 0;
     while !stop.load(Ordering::SeqCst) {

@@ -27,6 +27,7 @@ mod history;
 mod insights;
 mod key_claims;
 mod learning;
+mod listening;
 mod migrations;
 mod oidc_logins;
 mod ordered_ids;

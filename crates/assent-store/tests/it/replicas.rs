@@ -483,5 +483,13 @@ fn a_replica_superseded_between_its_checks_takes_no_decision() {
             .unwrap();
         assert_eq!(rec.status, ApprovalStatus::Approved);
         assert!(b.verify_audit().unwrap().broken.is_none());
+        // A replica killed without a graceful stop leaves its row: gone a day later.
+        let conn = db.connect().unwrap();
+        let sql = "INSERT INTO config_replicas (holder, digest, seen_at) VALUES ('gone', 'x', 5)";
+        conn.conn().execute(sql, []).unwrap();
+        b.register_config(&"d3".repeat(32), "c", true, 2 * 86_400_000)
+            .unwrap();
+        let sql = "SELECT count(*) FROM config_replicas WHERE holder = 'gone'";
+        assert_eq!(crate::pgkit::value::<i64>(conn.conn(), sql, []), 0);
     });
 }
