@@ -45,7 +45,10 @@ pub fn spawn(state: AppState, interval: Duration) -> Signer {
             every_ms: state.checkpoints.every_seconds.saturating_mul(1000) as i64,
         };
         loop {
-            sign_due(&state, due).await;
+            // A superseded replica writes nothing (its store refuses): the newest sign.
+            if state.generation.superseded().is_none() {
+                sign_due(&state, due).await;
+            }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
                 _ = stopped.notified() => return,

@@ -111,15 +111,15 @@ fn why(s: &Superseded) -> String {
 /// between two [`watch`] checks writes nothing under it).
 fn serve(st: &AppState, digest: &str, superseded: Option<String>) {
     st.generation.set(digest, superseded);
-    st.store.serve_config(Some(digest));
+    st.store.serve_config(Some(&[digest]));
 }
 
-/// Registers `digest` (with `adopt`) and puts it in force ([`serve`]). Errors: refused
-/// (another live replica serves another configuration: the sentence names it, for the
-/// operator) or the store failed.
-async fn register(st: &AppState, digest: String, adopt: bool) -> Result<i64, String> {
+/// Registers `digest` (with `adopt`) as the newest generation; the caller puts it in force.
+/// Errors: refused (another live replica serves another configuration: the sentence names it,
+/// for the operator) or the store failed.
+async fn register(st: &AppState, digest: &str, adopt: bool) -> Result<i64, String> {
     let by = replica_name();
-    let d = digest.clone();
+    let d = digest.to_string();
     let not_recorded =
         |e: String| format!("the configuration generation could not be recorded: {e}");
     let got = st
@@ -128,81 +128,125 @@ async fn register(st: &AppState, digest: String, adopt: bool) -> Result<i64, Str
         .map_err(|e| not_recorded(e.message))?
         .map_err(|e| not_recorded(e.to_string()))?;
     match got {
+        ConfigStanding::Newest { generation } => Ok(generation),
         ConfigStanding::Refused(holder, ago) => Err(format!(
             "{holder}, a replica seen {ago} ms ago, serves another configuration (principals, agents, policies or single sign-on) than this one: starting with it would withdraw what that configuration stands behind. Give this replica the same configuration, or, to put this one in force on purpose (the others then stop serving until they load it), start it with --adopt-config"
         )),
-        // `register_config` answers `Newest` or `Refused` only.
-        ConfigStanding::Newest { generation }
-        | ConfigStanding::Superseded(Superseded { generation, .. }) => {
-            serve(st, &digest, None);
-            Ok(generation)
-        }
-        ConfigStanding::Unknown => Err("the configuration was not registered".into()),
+        other => Err(not_recorded(format!("it stands as {other:?}"))),
     }
 }
 
-/// At start-up, before anything is withdrawn: registers this replica's configuration, adopting
-/// it with `serve --adopt-config`. Errors (stopping start-up): another live replica serves
-/// another configuration (the message names it and says what to do), or the store failed.
+/// At start-up, before anything is withdrawn (the store writes nothing until then: the state
+/// set it to refuse every write): registers this replica's configuration, adopting it with
+/// `serve --adopt-config`, and puts it in force. Errors (stopping start-up): another live
+/// replica serves another configuration (the message names it and says what to do), or the
+/// store failed.
 pub(crate) async fn register_at_start(st: &AppState) -> std::io::Result<()> {
     if !st.generation.enforced() {
         return Ok(());
     }
     let adopt = st.generation.adopting();
-    let generation = register(st, digest_of(st, &st.live()), adopt)
+    let digest = digest_of(st, &st.live());
+    let generation = register(st, &digest, adopt)
         .await
         .map_err(std::io::Error::other)?;
+    serve(st, &digest, None);
     tracing::info!(generation, adopted = adopt, "configuration generation");
     Ok(())
 }
 
+/// Why [`reloading`] refused a reload.
+#[derive(Debug)]
+pub(crate) enum NotReloaded {
+    /// The store failed, or start-up has not registered the configuration yet.
+    Store(String),
+    /// This replica is superseded and the reloaded configuration is the one in force.
+    Superseded(String),
+}
+
 /// Before a reload puts `live` in force (and before it withdraws anything): a changed
 /// configuration becomes the newest generation (a reload is the operator's deliberate act, so
-/// an earlier configuration is adopted again); an unchanged one is left as it stands (a
-/// superseded replica reloading the same older file stays superseded); during start-up, before
-/// [`register_at_start`], nothing (start-up registers what is in force then). Returns the
-/// digest that was in force when a change was recorded (for [`Recorded`]). Errors (the
-/// reload is refused, nothing is put in force): the store failed.
-pub(crate) async fn reloading(st: &AppState, live: &Live) -> Result<Option<String>, String> {
-    let current = st.generation.digest();
-    if !st.generation.enforced() || current.is_empty() {
+/// an earlier configuration is adopted again) and the store writes under it (and, while it
+/// is being recorded, under the one in force, so that the writes queued meanwhile are not
+/// refused: found by review); the requests stay refused if this replica was superseded,
+/// until the reload puts it in force ([`Recorded::in_force`]; found by review: they were
+/// served under the older principals and policies meanwhile). Returns the digests it
+/// switches from and to (for [`Recorded`]); `None` for no change. Errors (the reload is
+/// refused, nothing is put in force): the store failed; an unchanged configuration while this
+/// replica is superseded (it stays so: the message says to load the newest); start-up has not
+/// registered its configuration yet.
+pub(crate) async fn reloading(
+    st: &AppState,
+    live: &Live,
+) -> Result<Option<(String, String)>, NotReloaded> {
+    if !st.generation.enforced() {
         return Ok(None);
+    }
+    let current = st.generation.digest();
+    if current.is_empty() {
+        let why = "the gateway is starting: its configuration is not registered yet";
+        return Err(NotReloaded::Store(why.into()));
     }
     let new = digest_of(st, live);
     if new == current {
-        return Ok(None);
+        return match st.generation.superseded() {
+            Some(why) => Err(NotReloaded::Superseded(format!(
+                "the reloaded configuration is the one in force: {why}"
+            ))),
+            None => Ok(None),
+        };
     }
-    let generation = register(st, new, true).await?;
-    tracing::info!(generation, "reloaded configuration is the newest");
-    Ok(Some(current))
+    st.store.serve_config(Some(&[&current, &new]));
+    match register(st, &new, true).await {
+        Ok(generation) => {
+            st.store.serve_config(Some(&[&new]));
+            st.generation.set(&new, st.generation.superseded());
+            tracing::info!(generation, "reloaded configuration is the newest");
+            Ok(Some((current, new)))
+        }
+        Err(e) => {
+            st.store.serve_config(Some(&[&current]));
+            Err(NotReloaded::Store(e))
+        }
+    }
+}
+
+/// Returns once start-up registered this replica's configuration (at once when generations
+/// are not enforced): a reload waits for it, without holding the reload lock start-up takes.
+pub(crate) async fn registered(st: &AppState) {
+    while st.generation.enforced() && st.generation.digest().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// A reload that recorded its configuration as the newest ([`reloading`]), until it is put in
 /// force ([`Recorded::in_force`]): dropped before that — the reload failed, or its request was
-/// cancelled (a client gone, the drain's end) — the configuration still in force (`previous`)
-/// is no longer the newest, so this replica serves nothing until a reload succeeds (fail
-/// closed; found by review: a cancelled reload left the replica claiming the newest while
-/// serving the old).
+/// cancelled (a client gone, the drain's end) — the configuration still in force (the first
+/// of `switch`) is no longer the newest, so this replica serves nothing until a reload
+/// succeeds (fail closed; found by review: a cancelled reload left the replica claiming the
+/// newest while serving the old).
 pub(crate) struct Recorded<'a> {
     st: &'a AppState,
-    previous: Option<String>,
+    switch: Option<(String, String)>,
 }
 
 impl<'a> Recorded<'a> {
-    /// Watches the reload of `st` that recorded a change from `previous` (`None`: none).
-    pub(crate) fn new(st: &'a AppState, previous: Option<String>) -> Self {
-        Recorded { st, previous }
+    /// Watches the reload of `st` that recorded `switch` (from, to; `None`: no change).
+    pub(crate) fn new(st: &'a AppState, switch: Option<(String, String)>) -> Self {
+        Recorded { st, switch }
     }
 
-    /// The reload put its configuration in force.
+    /// The reload put its configuration in force: its requests are served.
     pub(crate) fn in_force(mut self) {
-        self.previous = None;
+        if let Some((_, new)) = self.switch.take() {
+            self.st.generation.set(&new, None);
+        }
     }
 }
 
 impl Drop for Recorded<'_> {
     fn drop(&mut self) {
-        if let Some(previous) = self.previous.take() {
+        if let Some((previous, _)) = self.switch.take() {
             let why = "a reload recorded a newer configuration but did not put it in force: reload this replica again";
             serve(self.st, &previous, Some(why.to_string()));
         }
@@ -287,7 +331,13 @@ async fn register_again(st: &AppState, digest: &str) -> Option<String> {
     if st.generation.digest() != digest {
         return None;
     }
-    register(st, digest.to_string(), true).await.err()
+    match register(st, digest, true).await {
+        Ok(_) => {
+            serve(st, digest, None);
+            None
+        }
+        Err(e) => Some(e),
+    }
 }
 
 /// Whether `path` is served while superseded: the health checks, metrics, the keys and

@@ -38,6 +38,19 @@ pub enum ReloadError {
     Unavailable,
     /// The audit record could not be written (`503 STORE_UNAVAILABLE`).
     Store(String),
+    /// This replica's configuration is superseded and the reloaded one is the same
+    /// (`503 CONFIG_SUPERSEDED`, saying to load the newest).
+    Superseded(String),
+}
+
+impl From<crate::generations::NotReloaded> for ReloadError {
+    fn from(e: crate::generations::NotReloaded) -> Self {
+        use crate::generations::NotReloaded;
+        match e {
+            NotReloaded::Store(why) => ReloadError::Store(why),
+            NotReloaded::Superseded(why) => ReloadError::Superseded(why),
+        }
+    }
 }
 
 impl IntoResponse for ReloadError {
@@ -72,6 +85,12 @@ impl IntoResponse for ReloadError {
             )
             .into_response(),
             ReloadError::Store(e) => ApiError::unavailable(e).into_response(),
+            ReloadError::Superseded(why) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                assent_api::error::CONFIG_SUPERSEDED,
+                why,
+            )
+            .into_response(),
         }
     }
 }
@@ -99,6 +118,9 @@ impl Trigger<'_> {
 /// and policies in force; on any error keeps the old set (the errors are logged and returned).
 pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadError> {
     let r = st.reload.clone().ok_or(ReloadError::Unavailable)?;
+    // A SIGHUP during start-up waits for start-up's registration (found by review: one that
+    // took the reload lock first withdrew consent before anything was checked).
+    crate::generations::registered(st).await;
     let _one = match by {
         Trigger::Operator(_) => r.lock.try_lock().map_err(|_| ReloadError::Busy)?,
         Trigger::Signal => r.lock.lock().await,
@@ -144,9 +166,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     // behind).
     let slack_users = cfg.slack_users();
     let live = Live::new(cfg.registry, principals).with_slack_users(slack_users);
-    let previous = crate::generations::reloading(st, &live)
-        .await
-        .map_err(ReloadError::Store)?;
+    let previous = crate::generations::reloading(st, &live).await?;
     let recorded = crate::generations::Recorded::new(st, previous);
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,

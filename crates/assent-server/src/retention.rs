@@ -24,7 +24,13 @@ pub fn spawn(
     every: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        // On PostgreSQL the store writes nothing before start-up registered the configuration.
+        crate::generations::registered(&state).await;
         loop {
+            if state.generation.superseded().is_some() {
+                tokio::time::sleep(every).await;
+                continue;
+            }
             run_once(&state, days, &archive_dir).await;
             tokio::time::sleep(every).await;
         }

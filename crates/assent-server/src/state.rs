@@ -271,7 +271,7 @@ impl AppState {
                 state.extension_ms.clone(),
             )?;
             state.listener = Some(Arc::new(listener));
-            state.generation.enforce();
+            state.generation.enforce(&state.store);
         }
         Ok(state)
     }
@@ -529,9 +529,12 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// Enforces generations (the server does so on PostgreSQL).
-    pub fn enforce(&self) {
+    /// Enforces generations (the server does so on PostgreSQL): `store` writes nothing until
+    /// start-up registers the configuration (`generations::register_at_start`; found by
+    /// review: a reload racing start-up withdrew consent before anything was checked).
+    pub fn enforce(&self, store: &Store) {
         self.enforced.store(true, Ordering::SeqCst);
+        store.serve_config(Some(&[]));
     }
 
     /// Has start-up make this replica's configuration the newest even if another live

@@ -14,43 +14,6 @@ use crate::db::{Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::params;
 use crate::store::Store;
-use std::sync::RwLock;
-
-/// The configuration this process serves ([`Store::serve_config`]), checked in every
-/// serialised write transaction before anything is written ([`refuse_if_superseded`]).
-#[derive(Default)]
-pub(crate) struct Serving(RwLock<Option<String>>);
-
-/// Before anything is written in the write transaction `conn` (holding the schema's write
-/// lock, so no registration of another replica interleaves): `Err(Unusable)` when this
-/// process serves a configuration (`serving`) that is not the newest generation, or one the
-/// database does not know (its table emptied or restored), logged. Nothing is read when none
-/// is set (SQLite, the command line). Found by review: a replica learnt it was superseded
-/// only at its next check, every 2 s, and the decisions, grants and redemptions it took
-/// meanwhile under its older principals and policies stood. Errors: that, the database's.
-pub(crate) fn refuse_if_superseded(conn: Conn<'_>, serving: &Serving) -> crate::db::Result<()> {
-    let Some(digest) = serving.0.read().unwrap_or_else(|p| p.into_inner()).clone() else {
-        return Ok(());
-    };
-    let (mine, newest): (Option<i64>, Option<i64>) = conn
-        .prepare_cached(
-            "SELECT (SELECT generation FROM config_generations WHERE digest = ?1),
-                    (SELECT max(generation) FROM config_generations)",
-        )?
-        .query_row(params![digest], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    match (mine, newest) {
-        (Some(m), Some(n)) if m >= n => Ok(()),
-        _ => {
-            let why = format!(
-                "this replica's configuration (generation {}) is not the newest (generation {}) another replica put in force: it writes nothing until it is reloaded with the newest",
-                mine.map_or("unknown".into(), |g| g.to_string()),
-                newest.map_or("unknown".into(), |g| g.to_string())
-            );
-            tracing::error!(error = %why, "write refused: configuration superseded");
-            Err(crate::db::DbError::Unusable(why))
-        }
-    }
-}
 
 /// Where a configuration's digest stands among the generations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,12 +102,16 @@ fn standing_in(tx: Conn<'_>, digest: &str) -> crate::db::Result<ConfigStanding> 
 }
 
 impl Store {
-    /// Has every later write of this store first check that `digest` (a configuration's
-    /// digest, as registered with [`Store::register_config`]) is still the newest generation,
-    /// in the write's transaction, and refuse to write otherwise (`None`: no check, the
-    /// default). The server sets it on PostgreSQL to the configuration it has in force.
-    pub fn serve_config(&self, digest: Option<&str>) {
-        *self.serving.0.write().unwrap_or_else(|p| p.into_inner()) = digest.map(str::to_string);
+    /// Has every later write of this store first check, in its transaction, that one of
+    /// `digests` (configurations' digests, as registered with [`Store::register_config`]) is
+    /// the newest generation, and refuse to write otherwise: `None`, no check (the default);
+    /// `Some(&[])`, refuse every write (a replica starting, before its registration); two
+    /// while a reload switches from one to the other (so that the writes queued meanwhile
+    /// are not refused). The server sets it on PostgreSQL to the configuration it has in
+    /// force.
+    pub fn serve_config(&self, digests: Option<&[&str]>) {
+        let digests = digests.map(|d| d.iter().map(|s| s.to_string()).collect());
+        self.serving.set(digests);
     }
 
     /// Registers the configuration with digest `digest` (any text of at most 128 bytes) as

@@ -58,6 +58,7 @@ mod batch;
 pub mod checkpoint;
 mod clarifications;
 pub mod config_generations;
+mod config_serving;
 pub mod confirm;
 mod consent;
 pub mod db;

@@ -43,7 +43,7 @@ pub struct Store {
     pub(crate) delegations: std::sync::RwLock<Arc<assent_core::policy::Delegations>>,
     /// The configuration this process serves, checked by every write
     /// ([`Store::serve_config`]; none until set).
-    pub(crate) serving: crate::config_generations::Serving,
+    pub(crate) serving: crate::config_serving::Serving,
 }
 
 impl Store {
@@ -195,7 +195,7 @@ impl Store {
                 let key = self.audit_key.verifying_key();
                 crate::key_replaced::refuse_if_replaced(**tx, &key, Some(&self.replaced))?;
                 if checked {
-                    crate::config_generations::refuse_if_superseded(**tx, &self.serving)?;
+                    crate::config_serving::refuse_if_superseded(**tx, &self.serving)?;
                 }
             }
             if events {

@@ -438,7 +438,7 @@ fn a_configuration_other_than_a_live_replicas_is_refused_unless_adopted() {
 /// older principals stood. A store serving a configuration ([`Store::serve_config`]) checks
 /// in every write transaction that it is still the newest: once another replica adopted a
 /// newer one, its decision is refused and nothing of it is written; registering the newest
-/// lets it write again; a store serving nothing checks nothing.
+/// lets it write again; a store serving nothing checks nothing; one starting writes nothing.
 #[test]
 fn a_replica_superseded_between_its_checks_takes_no_decision() {
     use assent_core::ApprovalStatus;
@@ -447,10 +447,10 @@ fn a_replica_superseded_between_its_checks_takes_no_decision() {
         let (_dir, a, b) = two(db);
         let (d1, d2) = ("d1".repeat(32), "d2".repeat(32));
         a.register_config(&d1, "a", false, 1_000).unwrap();
-        a.serve_config(Some(&d1));
+        a.serve_config(Some(&[&d1]));
         let (id, _) = crate::pending(&a, 5, 1_000, 60_000, false);
         b.register_config(&d2, "b", true, 1_000).unwrap();
-        b.serve_config(Some(&d2));
+        b.serve_config(Some(&[&d2]));
         let e = a
             .decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
             .unwrap_err();
@@ -466,7 +466,7 @@ fn a_replica_superseded_between_its_checks_takes_no_decision() {
         assert!(e.is_err());
         // Registering the newest (a reload) lets it write again; serving nothing, too.
         a.register_config(&d2, "a", true, 2_000).unwrap();
-        a.serve_config(Some(&d2));
+        a.serve_config(Some(&[&d2]));
         a.append_audit("x", None, "a", &serde_json::json!({}), 2_000)
             .unwrap();
         b.serve_config(None);
@@ -478,6 +478,15 @@ fn a_replica_superseded_between_its_checks_takes_no_decision() {
             a.append_audit("x", None, "a", &serde_json::json!({}), 2_000)
                 .is_err()
         );
+        // While a reload switches, either digest may be the newest; a store starting (none
+        // registered yet) writes nothing.
+        let d3 = "d3".repeat(32);
+        a.serve_config(Some(&[&d2, &d3]));
+        a.append_audit("x", None, "a", &serde_json::json!({}), 2_000)
+            .unwrap();
+        a.serve_config(Some(&[]));
+        let e = a.append_audit("x", None, "a", &serde_json::json!({}), 2_000);
+        assert!(e.is_err_and(|e| e.to_string().contains("not registered")));
         let rec = b
             .decide(&id, &DecisionInput::approve(), "alice", &[], 3_000)
             .unwrap();

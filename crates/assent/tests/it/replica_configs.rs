@@ -163,6 +163,13 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     wait_ready_as(&a2.url, Some("config_superseded"));
     let (s, v) = redeem(&b2.url, 2);
     assert_eq!((s, v["code"].as_str()), (409, Some("TOKEN_USED")), "{v}");
+    // A reload of A's own, superseded, file is refused and says so.
+    let (s, v) = post(&a2.url, "/v1/reload", OP_KEY, json!({}));
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (503, Some("CONFIG_SUPERSEDED")),
+        "{v}"
+    );
     // A reload giving A the configuration in force has it serve again.
     std::fs::write(&newer, &older).unwrap();
     let (s, v) = post(&a2.url, "/v1/reload", OP_KEY, json!({}));
