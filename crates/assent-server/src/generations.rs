@@ -167,20 +167,21 @@ pub(crate) enum NotReloaded {
 /// Before a reload puts `live` in force (and before it withdraws anything): a changed
 /// configuration becomes the newest generation (a reload is the operator's deliberate act, so
 /// an earlier configuration is adopted again) and the store writes under it (and, while it
-/// is being recorded, under the one in force, so that the writes queued meanwhile are not
-/// refused: found by review); the requests stay refused if this replica was superseded,
-/// until the reload puts it in force ([`Recorded::in_force`]; found by review: they were
-/// served under the older principals and policies meanwhile). Returns the digests it
-/// switches from and to (for [`Recorded`]); `None` for no change. Errors (the reload is
-/// refused, nothing is put in force): the store failed; an unchanged configuration while this
-/// replica is superseded (it stays so: the message says to load the newest); start-up has not
-/// registered its configuration yet.
-pub(crate) async fn reloading(
-    st: &AppState,
+/// is being recorded, under the one in force too, unless that one is superseded, so that the
+/// writes queued meanwhile are not refused: found by review); the requests stay refused if
+/// this replica was superseded, until the reload puts it in force ([`Recorded::in_force`];
+/// the watch leaves that alone meanwhile: found by review, they were served under the older
+/// principals and policies). Returns the guard of the switch ([`Recorded`], armed before
+/// anything is recorded). Errors (the reload is refused, nothing is put in force): the store
+/// failed; an unchanged configuration while this replica is superseded (it stays so: the
+/// message says what to do); start-up has not registered its configuration yet.
+pub(crate) async fn reloading<'a>(
+    st: &'a AppState,
     live: &Live,
-) -> Result<Option<(String, String)>, NotReloaded> {
+) -> Result<Recorded<'a>, NotReloaded> {
+    let unchanged = Recorded { st, switch: None };
     if !st.generation.enforced() {
-        return Ok(None);
+        return Ok(unchanged);
     }
     let current = st.generation.digest();
     if current.is_empty() {
@@ -188,27 +189,32 @@ pub(crate) async fn reloading(
         return Err(NotReloaded::Store(why.into()));
     }
     let new = digest_of(st, live);
+    let superseded = st.generation.superseded();
     if new == current {
-        return match st.generation.superseded() {
+        return match superseded {
             Some(why) => Err(NotReloaded::Superseded(format!(
-                "the reloaded configuration is the one in force: {why}"
+                "the reloaded configuration is the one in force: {why} (to put this one in force on purpose, restart the replica with --adopt-config)"
             ))),
-            None => Ok(None),
+            None => Ok(unchanged),
         };
     }
-    st.store.serve_config(Some(&[&current, &new]));
-    match register(st, &new, true).await {
-        Ok(generation) => {
-            st.store.serve_config(Some(&[&new]));
-            st.generation.set(&new, st.generation.superseded());
-            tracing::info!(generation, "reloaded configuration is the newest");
-            Ok(Some((current, new)))
-        }
-        Err(e) => {
-            st.store.serve_config(Some(&[&current]));
-            Err(NotReloaded::Store(e))
-        }
+    // Armed from here: a reload cancelled while its configuration is being recorded leaves
+    // the replica superseded and its store writing under the configuration in force alone
+    // (found by review: it kept accepting both for good).
+    st.generation.pend(true);
+    let recorded = Recorded {
+        st,
+        switch: Some((current.clone(), new.clone())),
+    };
+    match superseded {
+        None => st.store.serve_config(Some(&[&current, &new])),
+        Some(_) => st.store.serve_config(Some(&[&new])),
     }
+    let generation = register(st, &new, true).await.map_err(NotReloaded::Store)?;
+    st.store.serve_config(Some(&[&new]));
+    st.generation.set(&new, superseded);
+    tracing::info!(generation, "reloaded configuration is the newest");
+    Ok(recorded)
 }
 
 /// Returns once start-up registered this replica's configuration (at once when generations
@@ -219,27 +225,24 @@ pub(crate) async fn registered(st: &AppState) {
     }
 }
 
-/// A reload that recorded its configuration as the newest ([`reloading`]), until it is put in
-/// force ([`Recorded::in_force`]): dropped before that — the reload failed, or its request was
-/// cancelled (a client gone, the drain's end) — the configuration still in force (the first
-/// of `switch`) is no longer the newest, so this replica serves nothing until a reload
-/// succeeds (fail closed; found by review: a cancelled reload left the replica claiming the
-/// newest while serving the old).
+/// A reload switching configurations ([`reloading`]), until it puts the new one in force
+/// ([`Recorded::in_force`]): dropped before that — the reload failed, or its request was
+/// cancelled (a client gone, the drain's end), also while its configuration was being
+/// recorded — the configuration still in force (the first of `switch`) may no longer be the
+/// newest, so this replica serves nothing and its store writes under that one alone until a
+/// reload succeeds or the watch finds it still the newest (fail closed; found by review: a
+/// cancelled reload left the replica claiming the newest while serving the old).
 pub(crate) struct Recorded<'a> {
     st: &'a AppState,
     switch: Option<(String, String)>,
 }
 
-impl<'a> Recorded<'a> {
-    /// Watches the reload of `st` that recorded `switch` (from, to; `None`: no change).
-    pub(crate) fn new(st: &'a AppState, switch: Option<(String, String)>) -> Self {
-        Recorded { st, switch }
-    }
-
+impl Recorded<'_> {
     /// The reload put its configuration in force: its requests are served.
     pub(crate) fn in_force(mut self) {
         if let Some((_, new)) = self.switch.take() {
             self.st.generation.set(&new, None);
+            self.st.generation.pend(false);
         }
     }
 }
@@ -249,6 +252,7 @@ impl Drop for Recorded<'_> {
         if let Some((previous, _)) = self.switch.take() {
             let why = "a reload recorded a newer configuration but did not put it in force: reload this replica again";
             serve(self.st, &previous, Some(why.to_string()));
+            self.st.generation.pend(false);
         }
     }
 }

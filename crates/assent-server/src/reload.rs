@@ -166,8 +166,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     // behind).
     let slack_users = cfg.slack_users();
     let live = Live::new(cfg.registry, principals).with_slack_users(slack_users);
-    let previous = crate::generations::reloading(st, &live).await?;
-    let recorded = crate::generations::Recorded::new(st, previous);
+    let recorded = crate::generations::reloading(st, &live).await?;
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});

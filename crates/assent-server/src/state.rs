@@ -525,6 +525,8 @@ pub fn now_ms() -> i64 {
 pub struct Generation {
     enforced: AtomicBool,
     adopt_at_start: AtomicBool,
+    /// A reload is switching configurations: the watch changes nothing meanwhile.
+    pending: AtomicBool,
     now: Mutex<(String, Option<String>)>,
 }
 
@@ -565,15 +567,21 @@ impl Generation {
     }
 
     /// Records why the configuration `digest` is superseded (`None`: the newest) only if it is
-    /// still the one in force (a reload may have put another in force meanwhile); whether it
-    /// was.
+    /// still the one in force (a reload may have put another in force meanwhile) and no reload
+    /// is switching ([`Generation::pend`]); whether it did.
     pub(crate) fn set_if(&self, digest: &str, superseded: Option<String>) -> bool {
         let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
-        let still = now.0 == digest;
+        let still = now.0 == digest && !self.pending.load(Ordering::SeqCst);
         if still {
             now.1 = superseded;
         }
         still
+    }
+
+    /// Whether a reload is switching configurations (`generations::reloading` until its
+    /// guard ends): [`Generation::set_if`] changes nothing meanwhile.
+    pub(crate) fn pend(&self, pending: bool) {
+        self.pending.store(pending, Ordering::SeqCst);
     }
 
     /// The digest of the configuration in force (empty before start-up registered it).

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct Serving {
     digests: RwLock<Option<Vec<String>>>,
     logged: AtomicBool,
+    /// Whether the open group commit's first writer skipped the check (a registration).
+    led_unchecked: AtomicBool,
 }
 
 impl Serving {
@@ -21,6 +23,16 @@ impl Serving {
     pub(crate) fn set(&self, digests: Option<Vec<String>>) {
         *self.digests.write().unwrap_or_else(|p| p.into_inner()) = digests;
         self.logged.store(false, Ordering::SeqCst);
+    }
+
+    /// The first writer of a group commit checked the configuration (`checked`) or not.
+    pub(crate) fn lead(&self, checked: bool) {
+        self.led_unchecked.store(!checked, Ordering::SeqCst);
+    }
+
+    /// Whether the open group's first writer checked the configuration for all its members.
+    pub(crate) fn led_checked(&self) -> bool {
+        !self.led_unchecked.load(Ordering::SeqCst)
     }
 }
 

@@ -76,10 +76,13 @@ pub fn listen(url: &str, on: impl Fn(Heard) + Send + 'static) -> Result<Listener
 fn run(url: &str, (stop, up): (&AtomicBool, &AtomicBool), on: &dyn Fn(Heard)) {
     let mut backoff = Duration::from_millis(100);
     while !stop.load(Ordering::SeqCst) {
+        let began = std::time::Instant::now();
         let served = serve(url, (stop, up), on);
-        // A connection that was listening starts the backoff afresh (found: it only grew, so
-        // a replica whose listener had dropped a few times in its life waited 5 s each time).
-        if up.swap(false, Ordering::SeqCst) || served.is_ok() {
+        // A connection that listened for a while starts the backoff afresh (found: it only
+        // grew, so a replica whose listener had dropped a few times in its life waited 5 s
+        // each time); one dropped at once does not (a server refusing it spins no loop).
+        let lasted = began.elapsed() >= Duration::from_secs(1);
+        if (up.swap(false, Ordering::SeqCst) && lasted) || served.is_ok() {
             backoff = Duration::from_millis(100);
         }
         if served.is_ok() {

@@ -194,9 +194,12 @@ impl Store {
                 // In the transaction, serialised with a take-over: a replaced key writes nothing.
                 let key = self.audit_key.verifying_key();
                 crate::key_replaced::refuse_if_replaced(**tx, &key, Some(&self.replaced))?;
-                if checked {
-                    crate::config_serving::refuse_if_superseded(**tx, &self.serving)?;
-                }
+                self.serving.lead(checked);
+            }
+            // The group's first writer checks for all; one that did not (a registration)
+            // leaves each checked member to check for itself (found by review).
+            if checked && (first || !self.serving.led_checked()) {
+                crate::config_serving::refuse_if_superseded(**tx, &self.serving)?;
             }
             if events {
                 tx.changed(Change::Events);
