@@ -210,7 +210,15 @@ pub(crate) async fn reloading<'a>(
         None => st.store.serve_config(Some(&[&current, &new])),
         Some(_) => st.store.serve_config(Some(&[&new])),
     }
-    let generation = register(st, &new, true).await.map_err(NotReloaded::Store)?;
+    let generation = match register(st, &new, true).await {
+        Ok(generation) => generation,
+        Err(e) => {
+            // Not recorded (or, if its commit's answer was lost, recorded: then the one in
+            // force is superseded, its writes refused, and the watch says so).
+            recorded.disarm(&current);
+            return Err(NotReloaded::Store(e));
+        }
+    };
     st.store.serve_config(Some(&[&new]));
     st.generation.set(&new, superseded);
     tracing::info!(generation, "reloaded configuration is the newest");
@@ -238,6 +246,14 @@ pub(crate) struct Recorded<'a> {
 }
 
 impl Recorded<'_> {
+    /// The switch failed where nothing of it was put in force: the store writes under
+    /// `current` alone again, the requests stand as they did.
+    fn disarm(mut self, current: &str) {
+        self.switch = None;
+        self.st.store.serve_config(Some(&[current]));
+        self.st.generation.pend(false);
+    }
+
     /// The reload put its configuration in force: its requests are served.
     pub(crate) fn in_force(mut self) {
         if let Some((_, new)) = self.switch.take() {
