@@ -61,8 +61,12 @@ pub(crate) async fn approval_for_delivery(
 }
 
 /// Takes or renews `holder`'s lease of cursor `name`: the cursor (an audit `seq`) when held.
-/// A cursor new to the database starts at the end of the log.
+/// A cursor new to the database starts at the end of the log. `None` while this replica is
+/// superseded (its store would refuse the write): the newest replicas deliver.
 pub(crate) async fn take_lease(st: &AppState, name: &str, holder: &str) -> Option<i64> {
+    if st.generation.superseded().is_some() {
+        return None;
+    }
     let (name, holder) = (name.to_string(), holder.to_string());
     let ms = LEASE.as_millis() as i64;
     store(st, move |s| s.lease_webhook(&name, &holder, now_ms(), ms))
