@@ -1,8 +1,12 @@
 //! The check every serialised write makes of the configuration its process serves (issue 13
 //! §2, [`crate::store::Store::serve_config`]): a replica superseded by another's newer
-//! configuration writes nothing, from the moment that registration commits.
+//! configuration writes nothing, from the moment that registration commits; nor does one whose
+//! clock differs from the database's by more than
+//! [`crate::kit::MAX_CLOCK_SKEW_MS`] (found by review: `/readyz` only took it out of
+//! the load balancer's rotation, and requests reaching it directly were judged by its clock).
 
-use crate::db::Conn;
+use crate::db::{Backend, Conn};
+use crate::kit::skewed;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -40,7 +44,9 @@ impl Serving {
 /// lock, so no registration of another replica interleaves): `Err(Unusable)` when this
 /// process serves configurations (`serving`) none of which is the newest generation (or the
 /// database knows none of them: its table emptied or restored), or none yet (start-up before
-/// its registration); logged at the first refusal. Nothing is read when none is set (SQLite,
+/// its registration), or when this process's clock differs from the database's by more than
+/// [`crate::kit::MAX_CLOCK_SKEW_MS`] past half the query's round trip (read in the same
+/// query); logged at the first refusal. Nothing is read when none is set (SQLite,
 /// the command line). Found by review: a replica learnt it was superseded only at its next
 /// check, every 2 s, and the decisions, grants and redemptions it took meanwhile under its
 /// older principals and policies stood. Errors: that, the database's.
@@ -53,21 +59,16 @@ pub(crate) fn refuse_if_superseded(conn: Conn<'_>, serving: &Serving) -> crate::
     else {
         return Ok(());
     };
-    let (mine, newest): (Option<i64>, Option<i64>) = if digests.is_empty() {
-        (None, None)
+    let (mine, newest, clock) = if digests.is_empty() {
+        (None, None, None)
     } else {
-        let marks: Vec<String> = (1..=digests.len()).map(|i| format!("?{i}")).collect();
-        let sql = format!(
-            "SELECT (SELECT max(generation) FROM config_generations WHERE digest IN ({})),
-                    (SELECT max(generation) FROM config_generations)",
-            marks.join(", ")
-        );
-        let p: Vec<&dyn crate::db::ToValue> = digests.iter().map(|d| d as _).collect();
-        conn.prepare_cached(&sql)?
-            .query_row(p.as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))?
+        read_standing(conn, &digests)?
     };
     let why = match (mine, newest) {
-        (Some(m), Some(n)) if m >= n => return Ok(()),
+        (Some(m), Some(n)) if m >= n => match clock.and_then(|(b, db, a)| skewed(b, db, a)) {
+            None => return Ok(()),
+            Some(why) => format!("{why}; it writes nothing until it is"),
+        },
         _ if digests.is_empty() => "this replica has not registered its configuration yet (it is starting): it writes nothing until it has".to_string(),
         _ => format!(
             "this replica's configuration (generation {}) is not the newest (generation {}) another replica put in force: it writes nothing until it is reloaded with the newest",
@@ -76,7 +77,33 @@ pub(crate) fn refuse_if_superseded(conn: Conn<'_>, serving: &Serving) -> crate::
         ),
     };
     if !serving.logged.swap(true, Ordering::SeqCst) {
-        tracing::error!(error = %why, "writes refused: configuration superseded");
+        tracing::error!(error = %why, "writes refused");
     }
     Err(crate::db::DbError::Unusable(why))
+}
+
+/// What [`refuse_if_superseded`] reads in one round trip: the newest generation among
+/// `digests`, the newest of all, and on PostgreSQL this process's clock before and after the
+/// query with the database's between (`None` on SQLite: one process, one clock).
+type Standing = (Option<i64>, Option<i64>, Option<(i64, i64, i64)>);
+
+/// Reads [`Standing`] for `digests` (at least one) in `conn`.
+fn read_standing(conn: Conn<'_>, digests: &[String]) -> crate::db::Result<Standing> {
+    let marks: Vec<String> = (1..=digests.len()).map(|i| format!("?{i}")).collect();
+    let clock = match conn.backend() {
+        Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        Backend::Sqlite => "NULL",
+    };
+    let sql = format!(
+        "SELECT (SELECT max(generation) FROM config_generations WHERE digest IN ({})),
+                (SELECT max(generation) FROM config_generations), {clock}",
+        marks.join(", ")
+    );
+    let p: Vec<&dyn crate::db::ToValue> = digests.iter().map(|d| d as _).collect();
+    let before = crate::kit::now_ms();
+    let (mine, newest, db): (Option<i64>, Option<i64>, Option<i64>) = conn
+        .prepare_cached(&sql)?
+        .query_row(p.as_slice(), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    let after = crate::kit::now_ms();
+    Ok((mine, newest, db.map(|db| (before, db, after))))
 }

@@ -593,3 +593,27 @@ impl DataDirLock {
         }
     }
 }
+
+/// The most this replica's clock may differ from the database's (ms) and the replica still be
+/// ready: replicas compare the times they write (approvals' and tokens' expiry, leases, the
+/// shared sign-in allowance) with each other's, so one whose clock runs minutes fast would
+/// expire approvals early and one running slow take decisions and redeem tokens late.
+pub const MAX_CLOCK_SKEW_MS: i64 = 2_000;
+
+/// Why this process's clock, read at `before` and `after` (Unix ms) around a query that read
+/// the database's at `db`, differs from it by more than [`MAX_CLOCK_SKEW_MS`] past half the
+/// round trip; `None` when it does not.
+pub(crate) fn skewed(before: i64, db: i64, after: i64) -> Option<String> {
+    let skew = db.saturating_sub(before / 2 + after / 2);
+    let slack = MAX_CLOCK_SKEW_MS.saturating_add(after.saturating_sub(before).max(0) / 2);
+    if skew.saturating_abs() <= slack {
+        return None;
+    }
+    let (by, way) = (
+        skew.saturating_abs(),
+        if skew > 0 { "behind" } else { "ahead of" },
+    );
+    Some(format!(
+        "this replica's clock is {by} ms {way} the database's (at most {MAX_CLOCK_SKEW_MS} ms is allowed): approvals, tokens and leases would expire early or late here; synchronise it (NTP)"
+    ))
+}

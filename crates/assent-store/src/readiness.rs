@@ -6,6 +6,8 @@
 //! set (`key_replaced.rs`). Never an error: a failure is the answer ([`NotReady`]).
 
 use crate::db::Conn;
+pub use crate::kit::MAX_CLOCK_SKEW_MS;
+use crate::kit::skewed;
 use crate::migrate::{SchemaState, schema_state};
 use crate::ops::SCHEMA_VERSION;
 use crate::store::Store;
@@ -179,12 +181,6 @@ fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
     }
 }
 
-/// The most this replica's clock may differ from the database's (ms) and the replica still be
-/// ready: replicas compare the times they write (approvals' and tokens' expiry, leases, the
-/// shared sign-in allowance) with each other's, so one whose clock runs minutes fast would
-/// expire approvals early and one running slow take decisions and redeem tokens late.
-pub const MAX_CLOCK_SKEW_MS: i64 = 2_000;
-
 /// `clock_skew` when this process's clock and the database's (`clock_timestamp()`) differ by
 /// more than [`MAX_CLOCK_SKEW_MS`], past half the query's round trip. Found by review: each
 /// replica judged expiry by its own clock, and nothing showed one that had drifted.
@@ -193,22 +189,10 @@ fn clock_problem(conn: Conn<'_>) -> Result<(), NotReady> {
     let db = conn
         .shared_clock_ms(before)
         .map_err(|e| failed("database_unreachable", "the database does not answer", e))?;
-    let after = crate::kit::now_ms();
-    let skew = db.saturating_sub(before / 2 + after / 2);
-    let slack = MAX_CLOCK_SKEW_MS.saturating_add((after - before).max(0) / 2);
-    if skew.saturating_abs() > slack {
-        let (by, way) = (
-            skew.saturating_abs(),
-            if skew > 0 { "behind" } else { "ahead of" },
-        );
-        return Err(not_ready(
-            "clock_skew",
-            format!(
-                "this replica's clock is {by} ms {way} the database's (at most {MAX_CLOCK_SKEW_MS} ms is allowed): approvals, tokens and leases would expire early or late here; synchronise it (NTP)"
-            ),
-        ));
+    match skewed(before, db, crate::kit::now_ms()) {
+        Some(why) => Err(not_ready("clock_skew", why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The Postgres checks of [`Store::readiness`] over the store's own session: a round trip,

@@ -192,8 +192,9 @@ fn libfaketime() -> std::path::PathBuf {
 /// Attack or accident (found by review): a replica whose clock runs an hour fast judges
 /// expiry by it — approvals expire early, while one running slow takes decisions and redeems
 /// tokens late — and nothing showed it. Started under `faketime` an hour ahead, its
-/// `/readyz` is `503 clock_skew`, so the load balancer sends it nothing; the other replica
-/// stays ready.
+/// `/readyz` is `503 clock_skew`, so the load balancer sends it nothing, and a request that
+/// reaches it directly writes nothing (found by review: it was judged by its clock); the
+/// other replica stays ready.
 #[test]
 fn a_replica_whose_clock_differs_from_the_databases_is_not_ready() {
     let Some((schema, _dir, cfg, [a, b])) = replicas("") else {
@@ -215,6 +216,20 @@ fn a_replica_whose_clock_differs_from_the_databases_is_not_ready() {
         message.contains("ahead of the database's") && message.contains("NTP"),
         "{body}"
     );
+    // Reached directly, it writes nothing by its clock: a held call is refused, not held.
+    let call = json!({"agent": "ops_bot", "session_id": "s", "tool": "pay", "arguments": {"n": 1}});
+    let (s, v) = post(&fast.url, "/v1/tool-calls", AGENT_KEY, call);
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (503, Some("STORE_UNAVAILABLE")),
+        "{v}"
+    );
+    let held = schema
+        .client()
+        .query_one("SELECT count(*) FROM approvals", &[])
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(held, 0, "nothing was written by the fast clock");
     wait_ready_as(&a.url, None);
     crate::stop(fast);
     crate::stop(a);
