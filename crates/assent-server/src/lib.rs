@@ -130,6 +130,9 @@ pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
 /// Applies expiry now, then every `interval`, until the returned task is aborted.
 pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        // A sweep failing every second (a database down, a replica's writes refused for its
+        // clock) is logged as an error once, then until it recovers at debug level.
+        let mut failing = false;
         loop {
             let sweep = |s: &Store| -> Result<_, assent_store::StoreError> {
                 let now = now_ms();
@@ -143,16 +146,24 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
                 tokio::time::sleep(interval).await;
                 continue;
             }
-            match state.store_task(sweep).await {
-                Ok(Ok((ids, other))) if !ids.is_empty() || other > 0 => {
-                    for id in &ids {
-                        tracing::info!(approval_id = %id, "approval expired or escalated");
+            let swept = state.store_task(sweep).await;
+            let was_failing = std::mem::replace(&mut failing, matches!(swept, Ok(Err(_))));
+            match swept {
+                Ok(Ok((ids, other))) => {
+                    if was_failing {
+                        tracing::info!("expiry sweep works again");
                     }
-                    state.expired(ids);
-                    state.changed();
+                    if !ids.is_empty() || other > 0 {
+                        for id in &ids {
+                            tracing::info!(approval_id = %id, "approval expired or escalated");
+                        }
+                        state.expired(ids);
+                        state.changed();
+                    }
                 }
+                Ok(Err(e)) if was_failing => tracing::debug!(error = %e, "expiry sweep failed"),
                 Ok(Err(e)) => tracing::error!(error = %e, "expiry sweep failed"),
-                _ => {}
+                Err(_) => {}
             }
             tokio::time::sleep(interval).await;
         }

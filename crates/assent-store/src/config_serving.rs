@@ -66,7 +66,11 @@ pub(crate) fn refuse_if_superseded(conn: Conn<'_>, serving: &Serving) -> crate::
     };
     let why = match (mine, newest) {
         (Some(m), Some(n)) if m >= n => match clock.and_then(|(b, db, a)| skewed(b, db, a)) {
-            None => return Ok(()),
+            None => {
+                // The next refusal, whatever its reason, is logged again.
+                serving.logged.store(false, Ordering::Relaxed);
+                return Ok(());
+            }
             Some(why) => format!("{why}; it writes nothing until it is"),
         },
         _ if digests.is_empty() => "this replica has not registered its configuration yet (it is starting): it writes nothing until it has".to_string(),

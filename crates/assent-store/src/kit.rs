@@ -595,9 +595,11 @@ impl DataDirLock {
 }
 
 /// The most this replica's clock may differ from the database's (ms) and the replica still be
-/// ready: replicas compare the times they write (approvals' and tokens' expiry, leases, the
-/// shared sign-in allowance) with each other's, so one whose clock runs minutes fast would
-/// expire approvals early and one running slow take decisions and redeem tokens late.
+/// ready (`/readyz`) and write (each write transaction's check on PostgreSQL,
+/// `config_serving.rs`): replicas compare the times they write (approvals' and tokens'
+/// expiry, leases, the shared sign-in allowance) with each other's, so one whose clock runs
+/// minutes fast would expire approvals early and one running slow take decisions and redeem
+/// tokens late.
 pub const MAX_CLOCK_SKEW_MS: i64 = 2_000;
 
 /// Why this process's clock, read at `before` and `after` (Unix ms) around a query that read
