@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The configurations this process's writes may be made under ([`Store::serve_config`]),
 /// checked in every serialised write transaction before anything is written
-/// ([`refuse_if_superseded`]), and whether a refusal under them was logged yet.
+/// ([`refuse_if_out_of_step`]), and whether a refusal under them was logged yet.
 #[derive(Default)]
 pub(crate) struct Serving {
     digests: RwLock<Option<Vec<String>>>,
@@ -50,7 +50,7 @@ impl Serving {
 /// the command line). Found by review: a replica learnt it was superseded only at its next
 /// check, every 2 s, and the decisions, grants and redemptions it took meanwhile under its
 /// older principals and policies stood. Errors: that, the database's.
-pub(crate) fn refuse_if_superseded(conn: Conn<'_>, serving: &Serving) -> crate::db::Result<()> {
+pub(crate) fn refuse_if_out_of_step(conn: Conn<'_>, serving: &Serving) -> crate::db::Result<()> {
     let Some(digests) = serving
         .digests
         .read()
@@ -86,7 +86,7 @@ pub(crate) fn refuse_if_superseded(conn: Conn<'_>, serving: &Serving) -> crate::
     Err(crate::db::DbError::Unusable(why))
 }
 
-/// What [`refuse_if_superseded`] reads in one round trip: the newest generation among
+/// What [`refuse_if_out_of_step`] reads in one round trip: the newest generation among
 /// `digests`, the newest of all, and on PostgreSQL this process's clock before and after the
 /// query with the database's between (`None` on SQLite: one process, one clock).
 type Standing = (Option<i64>, Option<i64>, Option<(i64, i64, i64)>);

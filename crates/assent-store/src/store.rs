@@ -199,7 +199,7 @@ impl Store {
             // The group's first writer checks for all; one that did not (a registration)
             // leaves each checked member to check for itself (found by review).
             if checked && (first || !self.serving.led_checked()) {
-                crate::config_serving::refuse_if_superseded(**tx, &self.serving)?;
+                crate::config_serving::refuse_if_out_of_step(**tx, &self.serving)?;
             }
             if events {
                 tx.changed(Change::Events);
