@@ -29,14 +29,21 @@ use std::time::Duration;
 /// How often a running replica checks that its configuration is still the newest.
 pub const CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// `v1:` and the SHA-256 (lowercase hex) of the consent-relevant part of configuration `live`
-/// and the single sign-on settings `oidc`: the policy set's digest (every agent and governance
-/// file's text, byte for byte: replicas must have the same files), each principal's name,
-/// kind, roles or agent, key digest, owned agents, single sign-on identity and Slack account,
-/// in name order, and the provider, claims and role map. Settings that differ between
-/// replicas by design (`listen`, `data_dir`) are left out, so replicas of one configuration
-/// agree.
-pub fn digest(live: &Live, oidc: Option<&crate::config::oidc::OidcConfig>) -> String {
+/// `v2:` and the SHA-256 (lowercase hex) of the consent-relevant part of configuration `live`,
+/// the single sign-on settings `oidc` and the restart-only `settings`
+/// ([`crate::config::consent_settings`]: token, grant and approval lifetimes, bounds, audit
+/// retention, passkeys): the policy set's digest (every agent and governance file's text,
+/// byte for byte: replicas must have the same files), each principal's name, kind, roles or
+/// agent, key digest, owned agents, single sign-on identity and Slack account, in name order,
+/// the provider, claims and role map, and `settings` as given. Settings that differ between
+/// replicas by design (`listen`, `data_dir`, connection and rate limits, webhooks, MCP
+/// upstreams) are left out, so replicas of one configuration agree. (`v1:` digests, of
+/// earlier builds, left the settings out.)
+pub fn digest(
+    live: &Live,
+    oidc: Option<&crate::config::oidc::OidcConfig>,
+    settings: &str,
+) -> String {
     use crate::config::PrincipalKind;
     let mut principals: Vec<_> = live
         .principals
@@ -66,14 +73,16 @@ pub fn digest(live: &Live, oidc: Option<&crate::config::oidc::OidcConfig>) -> St
     // sweeps weigh them too): the provider, the claims and the role map.
     let sso = oidc.map(|o| json!([o.issuer, o.name_claim, o.roles_claim, o.roles]));
     let all = json!({"policy_set": live.registry.policy_set_sha256, "principals": principals,
-        "sso": sso});
+        "sso": sso, "settings": settings});
     let text = assent_core::canonical::canonical_value(&all).unwrap_or_else(|_| all.to_string());
-    format!("v1:{}", assent_core::canonical::sha256_hex(text.as_bytes()))
+    format!("v2:{}", assent_core::canonical::sha256_hex(text.as_bytes()))
 }
 
-/// The digest of the configuration `st` has in force now ([`digest`]).
+/// The digest of the configuration `st` has in force now ([`digest`]): `live` with the
+/// single sign-on and restart-only settings it was started with.
 fn digest_of(st: &AppState, live: &Live) -> String {
-    digest(live, st.oidc.as_ref().map(|o| &o.config))
+    let oidc = st.oidc.as_ref().map(|o| &o.config);
+    digest(live, oidc, st.generation.settings())
 }
 
 /// How this process names itself to the other replicas: host name, process id and a random

@@ -271,7 +271,7 @@ impl AppState {
                 state.extension_ms.clone(),
             )?;
             state.listener = Some(Arc::new(listener));
-            state.generation.enforce(&state.store);
+            state.generation.enforce(&state.store, config);
         }
         Ok(state)
     }
@@ -528,14 +528,18 @@ pub struct Generation {
     /// A reload is switching configurations: the watch changes nothing meanwhile.
     pending: AtomicBool,
     now: Mutex<(String, Option<String>)>,
+    /// The restart-only settings in the digest, fixed at start-up ([`Generation::enforce`]).
+    settings: std::sync::OnceLock<String>,
 }
 
 impl Generation {
     /// Enforces generations (the server does so on PostgreSQL): `store` writes nothing until
     /// start-up registers the configuration (`generations::register_at_start`; found by
     /// review: a reload racing start-up withdrew consent before anything was checked).
-    pub fn enforce(&self, store: &Store) {
+    /// The digest covers `config`'s restart-only settings ([`config::consent_settings`]).
+    pub fn enforce(&self, store: &Store, config: &Config) {
         self.enforced.store(true, Ordering::SeqCst);
+        let _ = self.settings.set(config::consent_settings(config));
         store.serve_config(Some(&[]));
     }
 
@@ -582,6 +586,11 @@ impl Generation {
     /// guard ends): [`Generation::set_if`] changes nothing meanwhile.
     pub(crate) fn pend(&self, pending: bool) {
         self.pending.store(pending, Ordering::SeqCst);
+    }
+
+    /// The restart-only settings the digest covers (empty when not enforced).
+    pub(crate) fn settings(&self) -> &str {
+        self.settings.get().map_or("", String::as_str)
     }
 
     /// The digest of the configuration in force (empty before start-up registered it).

@@ -179,6 +179,38 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     crate::stop(a2);
 }
 
+/// Attack (found by review): replicas whose files differed only in a restart-only setting that
+/// decides what consent is worth were one configuration to each other, so replica B started
+/// with `token_ttl_seconds: 86400` minted tokens redeemable for a day where A's lived five
+/// minutes (likewise grant and approval lifetimes, audit retention, passkeys). Now B's start is
+/// refused while A serves the other settings; `listen` differs between them by design and
+/// does not count. A reload of A with the changed file keeps A serving what it started with
+/// and says the setting needs a restart.
+#[test]
+fn a_replica_whose_token_lifetime_differs_is_another_configuration() {
+    let Some((schema, _dir, cfg, [a, b])) = replicas("") else {
+        return;
+    };
+    let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let longer = format!("{text}token_ttl_seconds: 86400\n");
+    crate::stop(b);
+    let other = cfg.with_file_name("longer.yaml");
+    std::fs::write(&other, &longer).unwrap();
+    let err = refused_start(&other, &url);
+    assert!(
+        err.contains("serves another configuration") && err.contains("--adopt-config"),
+        "{err}"
+    );
+    std::fs::write(&cfg, &longer).unwrap();
+    let (s, v) = post(&a.url, "/v1/reload", OP_KEY, json!({}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["needs_restart"], json!(["token_ttl_seconds"]), "{v}");
+    held(&a.url, "pay", 1);
+    wait_ready_as(&a.url, None);
+    crate::stop(a);
+}
+
 /// Debian's libfaketime (package `faketime`, which the test script installs), preloaded into
 /// the gateway itself so that it, not a wrapper, gets the signals.
 fn libfaketime() -> std::path::PathBuf {
