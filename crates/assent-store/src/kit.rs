@@ -497,6 +497,30 @@ mod tests {
         assert!(ordered_uuid(-5).starts_with("00000000-0000-4"));
         assert!(ordered_uuid(i64::MAX).starts_with("ffffffff-ffff-4"));
     }
+
+    /// A clock is in step only when it surely is: the difference from the round trip's
+    /// midpoint plus half the round trip stays within the bound. Attack (found by review):
+    /// the round trip was added to the bound, so a database slowed to answer in 4 s let a
+    /// replica 4 s off write.
+    #[test]
+    fn a_clock_is_in_step_only_when_the_round_trip_cannot_hide_a_skew() {
+        use super::{MAX_CLOCK_SKEW_MS as MAX, skewed};
+        let t = 1_700_000_000_000;
+        assert_eq!(skewed(t, t + MAX, t), None);
+        assert_eq!(skewed(t, t - MAX, t), None);
+        assert!(skewed(t, t + MAX + 1, t).unwrap().contains("behind"));
+        assert!(skewed(t, t - MAX - 1, t).unwrap().contains("ahead of"));
+        // A 400 ms round trip: its midpoint 200 ms in, so at most 1,800 ms off that.
+        assert_eq!(skewed(t, t + 200 + MAX - 200, t + 400), None);
+        let off = skewed(t, t + 200 + MAX - 199, t + 400).unwrap();
+        assert!(off.contains("give or take 200 ms"), "{off}");
+        // A round trip of twice the bound tells nothing, even when the clocks agree.
+        assert!(skewed(t, t + MAX + 1, t + 2 * MAX + 2).is_some());
+        // Extremes neither panic nor pass.
+        assert!(skewed(0, i64::MAX, 0).is_some());
+        assert!(skewed(i64::MAX, i64::MIN, i64::MAX).is_some());
+        assert!(skewed(i64::MIN, 0, i64::MAX).is_some());
+    }
 }
 
 /// `<data_dir>/assent.lock`, locked (`flock`) while held: shared by every store open on the
@@ -603,12 +627,15 @@ impl DataDirLock {
 pub const MAX_CLOCK_SKEW_MS: i64 = 2_000;
 
 /// Why this process's clock, read at `before` and `after` (Unix ms) around a query that read
-/// the database's at `db`, differs from it by more than [`MAX_CLOCK_SKEW_MS`] past half the
-/// round trip; `None` when it does not.
+/// the database's at `db`, may differ from it by more than [`MAX_CLOCK_SKEW_MS`]: the
+/// difference from the round trip's midpoint plus half the round trip (the database read its
+/// clock somewhere in it); `None` when it cannot. Fails closed: a round trip over twice the
+/// bound tells nothing and is refused (found by review: the round trip was added to the
+/// bound, so a slow answer let a clock off by the bound plus the whole round trip pass).
 pub(crate) fn skewed(before: i64, db: i64, after: i64) -> Option<String> {
     let skew = db.saturating_sub(before / 2 + after / 2);
-    let slack = MAX_CLOCK_SKEW_MS.saturating_add(after.saturating_sub(before).max(0) / 2);
-    if skew.saturating_abs() <= slack {
+    let half = after.saturating_sub(before).max(0) / 2;
+    if skew.saturating_abs().saturating_add(half) <= MAX_CLOCK_SKEW_MS {
         return None;
     }
     let (by, way) = (
@@ -616,6 +643,6 @@ pub(crate) fn skewed(before: i64, db: i64, after: i64) -> Option<String> {
         if skew > 0 { "behind" } else { "ahead of" },
     );
     Some(format!(
-        "this replica's clock is {by} ms {way} the database's (at most {MAX_CLOCK_SKEW_MS} ms is allowed): approvals, tokens and leases would expire early or late here; synchronise it (NTP)"
+        "this replica's clock is {by} ms {way} the database's, give or take {half} ms (at most {MAX_CLOCK_SKEW_MS} ms is allowed): approvals, tokens and leases would expire early or late here; synchronise it (NTP)"
     ))
 }

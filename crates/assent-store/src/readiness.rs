@@ -181,9 +181,10 @@ fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
     }
 }
 
-/// `clock_skew` when this process's clock and the database's (`clock_timestamp()`) differ by
-/// more than [`MAX_CLOCK_SKEW_MS`], past half the query's round trip. Found by review: each
-/// replica judged expiry by its own clock, and nothing showed one that had drifted.
+/// `clock_skew` when this process's clock and the database's (`clock_timestamp()`) differ, or
+/// may given the query's round trip, by more than [`MAX_CLOCK_SKEW_MS`] ([`skewed`]). Found by
+/// review: each replica judged expiry by its own clock, and nothing showed one that had
+/// drifted.
 fn clock_problem(conn: Conn<'_>) -> Result<(), NotReady> {
     let before = crate::kit::now_ms();
     let db = conn
