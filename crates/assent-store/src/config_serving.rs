@@ -95,7 +95,7 @@ type Standing = (Option<i64>, Option<i64>, Option<(i64, i64, i64)>);
 fn read_standing(conn: Conn<'_>, digests: &[String]) -> crate::db::Result<Standing> {
     let marks: Vec<String> = (1..=digests.len()).map(|i| format!("?{i}")).collect();
     let clock = match conn.backend() {
-        Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        Backend::Postgres => crate::db::PG_CLOCK_MS,
         Backend::Sqlite => "NULL",
     };
     let sql = format!(

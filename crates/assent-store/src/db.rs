@@ -31,6 +31,10 @@ use std::path::PathBuf;
 /// The kernel's result.
 pub type Result<T, E = DbError> = std::result::Result<T, E>;
 
+/// PostgreSQL's clock as Unix ms (`clock_timestamp()`: the time of the statement's read, not
+/// the transaction's start), an SQL expression.
+pub const PG_CLOCK_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+
 thread_local! {
     /// Whether this thread runs a `Store::batch` whose write transaction is open on its
     /// connection (set by `batch.rs`): only then does a snapshot read that transaction.
@@ -137,6 +141,16 @@ impl<'c> Conn<'c> {
         }
     }
 
+    /// `now` as SQL: the later of parameter `?{param}` (this process's clock, Unix ms) and, on
+    /// PostgreSQL, the database's clock ([`PG_CLOCK_MS`]) — when a row shared by replicas
+    /// ends, read so that neither a replica's slow clock nor a slow database keeps it alive.
+    pub fn later_clock_sql(&self, param: u8) -> String {
+        match self.backend() {
+            Backend::Postgres => format!("GREATEST(CAST(?{param} AS BIGINT), {PG_CLOCK_MS})"),
+            Backend::Sqlite => format!("?{param}"),
+        }
+    }
+
     /// The time (Unix ms) that rows shared by replicas are compared against: on PostgreSQL
     /// the database's clock (`clock_timestamp()`), since each replica's own runs fast or slow;
     /// on SQLite, whose one process has one clock, the caller's `now`. Errors: the query's.
@@ -144,11 +158,7 @@ impl<'c> Conn<'c> {
         if self.backend() != Backend::Postgres {
             return Ok(now);
         }
-        self.query_row(
-            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-            [],
-            |r| r.get(0),
-        )
+        self.query_row(&format!("SELECT {PG_CLOCK_MS}"), [], |r| r.get(0))
     }
 
     /// `sql` (with `?N` parameters) prepared, from the session's cache when it was before.

@@ -120,14 +120,7 @@ impl Store {
             // On PostgreSQL the database's clock judges leases: replicas whose clocks differ
             // would otherwise each see the other's lease run out early and deliver twice
             // (found by review). SQLite's writers share one machine's clock.
-            let now = match tx.backend() {
-                db::Backend::Postgres => tx.query_row(
-                    "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-                    [],
-                    |r| r.get(0),
-                )?,
-                db::Backend::Sqlite => now,
-            };
+            let now = tx.shared_clock_ms(now)?;
             let until = now.saturating_add(lease_ms);
             let beyond = now.saturating_add(lease_ms.saturating_mul(2));
             tx.execute(
@@ -191,10 +184,7 @@ impl Store {
         let ahead = lease_ms.saturating_mul(2);
         // PostgreSQL: the clock in the text, `?2` the allowed run; SQLite: `?2` the clock.
         let (clock, run) = match conn.backend() {
-            db::Backend::Postgres => (
-                "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-                "CAST(?2 AS BIGINT)",
-            ),
+            db::Backend::Postgres => (crate::db::PG_CLOCK_MS, "CAST(?2 AS BIGINT)"),
             db::Backend::Sqlite => ("CAST(?2 AS BIGINT)", "CAST(?3 AS BIGINT)"),
         };
         let sql = format!(

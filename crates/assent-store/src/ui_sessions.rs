@@ -220,24 +220,33 @@ impl Store {
         ])
     }
 
-    /// The live row stored under `id_sha256` (checked by the caller) at `now`, if its seal is
-    /// the row's own ([`crate::seal`]); a row whose seal is not is treated as absent
-    /// (fail closed).
+    /// The live row stored under `id_sha256` (checked by the caller) at `now` (on PostgreSQL,
+    /// or the database's clock if it is later), if its seal is the row's own
+    /// ([`crate::seal`]); a row whose seal is not is treated as absent (fail closed).
     fn sealed_row(&self, id_sha256: &str, now: i64) -> Result<Option<Row>, StoreError> {
         let read = |c: crate::db::Conn<'_>| {
-            c.query_row(
-                "SELECT operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
-                params![id_sha256, now],
-                |r| {
-                    let session = UiSession {
-                        operator: r.get(0)?,
-                        csrf: r.get(1)?,
-                        expires_at: r.get(2)?,
-                    };
-                    let row = Row { session, kind: r.get(3)?, roles: r.get(4)?, authenticated_at: r.get(5)?, key_binding: r.get(7)? };
-                    Ok((row, r.get::<String>(6)?))
-                },
-            )
+            // Found by review: a replica whose clock ran an hour slow kept serving a session
+            // an hour past its end (to read the queue; every action is a write, refused on
+            // that replica). On PostgreSQL it ends by the later of the two clocks.
+            let sql = format!(
+                "SELECT operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > {}",
+                c.later_clock_sql(2)
+            );
+            c.query_row(&sql, params![id_sha256, now], |r| {
+                let session = UiSession {
+                    operator: r.get(0)?,
+                    csrf: r.get(1)?,
+                    expires_at: r.get(2)?,
+                };
+                let row = Row {
+                    session,
+                    kind: r.get(3)?,
+                    roles: r.get(4)?,
+                    authenticated_at: r.get(5)?,
+                    key_binding: r.get(7)?,
+                };
+                Ok((row, r.get::<String>(6)?))
+            })
             .optional()
         };
         // A read in one snapshot on a read session beside the writer, on SQLite too

@@ -75,6 +75,12 @@ impl Settles for Refused {
     }
 }
 
+/// The real clock (Unix ms): on PostgreSQL some reads and writes also go by the database's.
+fn now_ms() -> i64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    d.unwrap().as_millis() as i64
+}
+
 /// The server's envelope renderer, the one the gateway opens its store with.
 fn wire() -> std::sync::Arc<dyn assent_store::Envelopes> {
     std::sync::Arc::new(assent_server::WireEnvelopes)

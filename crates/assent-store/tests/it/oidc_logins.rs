@@ -6,11 +6,8 @@
 use assent_store::oidc_logins::{SPENT_KEPT_MS, SignIn};
 use assent_store::ui_sessions::{SignedInWith, SsoGrant, UiSession};
 
-/// The real clock (Unix ms): PostgreSQL removes spent states by its own.
-fn now_ms() -> i64 {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    d.unwrap().as_millis() as i64
-}
+// PostgreSQL removes spent states by its own clock: times here are the real clock's.
+use crate::now_ms;
 
 fn sign_in(state: &str, expires_at: i64) -> SignIn {
     SignIn {
@@ -165,7 +162,7 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
         let s = UiSession {
             operator: "oidc:alice".into(),
             csrf: "cd".repeat(32),
-            expires_at: 10_000,
+            expires_at: i64::MAX,
         };
         let grant = SsoGrant {
             roles: vec!["finance".to_string(), "ops".to_string()],
@@ -274,7 +271,13 @@ fn an_sso_sign_in_without_auth_time_still_removes_expired_sessions() {
             .start_sso_ui_session(&old, &session(1_000), &grant, &"cd".repeat(32), (0, 0))
             .unwrap();
         store
-            .start_sso_ui_session(&new, &session(90_000), &grant, &"cd".repeat(32), (0, 5_000))
+            .start_sso_ui_session(
+                &new,
+                &session(i64::MAX),
+                &grant,
+                &"cd".repeat(32),
+                (0, 5_000),
+            )
             .unwrap();
         let conn = db.connect().unwrap();
         let left: i64 = crate::pgkit::value(

@@ -63,10 +63,7 @@ fn a_replica_with_a_skewed_clock_neither_resets_nor_inflates_the_shared_login_al
         return; // SQLite's writers are one process with one clock
     };
     let (_dir, a, b) = two(&db);
-    let real = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let real = crate::now_ms();
     let hour = 3_600_000;
     let who = vec!["guesser".to_string()];
     // Five failures through the replica on time use the burst up.
@@ -86,6 +83,44 @@ fn a_replica_with_a_skewed_clock_neither_resets_nor_inflates_the_shared_login_al
     // Nor does it lock out, for an hour, the guesser the replica on time counted.
     let over = b.count_auth_failure(&who, real - hour, 200, 5).unwrap();
     assert!(over[0] <= 1_000, "locked out for {} ms", over[0]);
+}
+
+/// Review finding (PostgreSQL): a replica judged a dashboard session's end by its own clock,
+/// so one running an hour slow kept serving a session that had ended (an operator signed out
+/// by expiry read the queue and the calls' arguments for another hour there). A session ends
+/// by the later of the replica's clock and the database's; one live by both still stands.
+#[test]
+fn a_replica_with_a_slow_clock_does_not_keep_an_ended_dashboard_session() {
+    use assent_store::ui_sessions::UiSession;
+    let Some(db) = crate::pgkit::fresh_pg() else {
+        return; // SQLite's readers are one process with one clock
+    };
+    let (_dir, a, b) = two(&db);
+    let (real, hour) = (crate::now_ms(), 3_600_000);
+    let session = |expires_at| UiSession {
+        operator: "alice".into(),
+        csrf: "cd".repeat(32),
+        expires_at,
+    };
+    let (ended, live) = ("ab".repeat(32), "ef".repeat(32));
+    for (id, s) in [
+        (&ended, session(real - 1_000)),
+        (&live, session(real + hour)),
+    ] {
+        a.start_ui_session(id, &s, &"00".repeat(32), real - 2 * hour)
+            .unwrap();
+    }
+    // Replica b's clock runs an hour slow.
+    let slow = real - hour;
+    assert_eq!(b.ui_session(&ended, slow).unwrap(), None, "kept alive");
+    assert_eq!(b.ui_session_authenticated_at(&ended, slow).unwrap(), None);
+    assert!(b.ui_session_with_roles(&ended, slow).unwrap().is_none());
+    assert_eq!(
+        b.ui_session(&live, slow).unwrap(),
+        Some(session(real + hour))
+    );
+    // A replica running fast ends a session early: that fails closed.
+    assert_eq!(b.ui_session(&live, real + 2 * hour).unwrap(), None);
 }
 
 /// Review finding: a database (or role) whose `default_transaction_isolation` is not `read

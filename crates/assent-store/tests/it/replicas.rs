@@ -20,31 +20,33 @@ fn two(db: &Database) -> (tempfile::TempDir, Store, Store) {
 fn a_dashboard_session_stored_by_one_replica_is_read_and_ended_by_another() {
     both(|db| {
         let (_dir, a, b) = two(db);
+        // Times from now: on PostgreSQL a session also ends by the database's clock.
+        let t = crate::now_ms();
         let id = "ab".repeat(32);
         let s = UiSession {
             operator: "alice".into(),
             csrf: "cd".repeat(32),
-            expires_at: 10_000,
+            expires_at: t + 10_000,
         };
-        a.start_ui_session(&id, &s, &"00".repeat(32), 1_000)
+        a.start_ui_session(&id, &s, &"00".repeat(32), t + 1_000)
             .unwrap();
-        assert_eq!(b.ui_session(&id, 9_999).unwrap(), Some(s.clone()));
+        assert_eq!(b.ui_session(&id, t + 9_999).unwrap(), Some(s.clone()));
         // Past its end it is gone, and the next sign-in removes it.
-        assert_eq!(b.ui_session(&id, 10_000).unwrap(), None);
+        assert_eq!(b.ui_session(&id, t + 10_000).unwrap(), None);
         let other = "ef".repeat(32);
         let fresh = UiSession {
-            expires_at: 50_000,
+            expires_at: t + 50_000,
             ..s.clone()
         };
-        b.start_ui_session(&other, &fresh, &"00".repeat(32), 20_000)
+        b.start_ui_session(&other, &fresh, &"00".repeat(32), t + 20_000)
             .unwrap();
         assert_eq!(
-            a.ui_session(&id, 1_000).unwrap(),
+            a.ui_session(&id, t + 1_000).unwrap(),
             None,
             "expired rows removed"
         );
         a.end_ui_session(&other).unwrap();
-        assert_eq!(b.ui_session(&other, 20_001).unwrap(), None);
+        assert_eq!(b.ui_session(&other, t + 20_001).unwrap(), None);
         // Only a digest is a key: a raw cookie value (or anything else) is refused.
         assert!(a.ui_session("not-a-digest", 0).is_err());
         assert!(
@@ -209,10 +211,7 @@ fn a_replica_with_a_clock_ahead_does_not_take_a_running_lease() {
         return; // SQLite's writers share one machine's clock
     };
     let (_dir, a, b) = two(&db);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = crate::now_ms();
     assert!(
         a.lease_webhook("hook", "replica-a", now, 60_000)
             .unwrap()
