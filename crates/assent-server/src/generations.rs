@@ -32,7 +32,7 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(2);
 /// `v2:` and the SHA-256 (lowercase hex) of the consent-relevant part of configuration `live`,
 /// the single sign-on settings `oidc` and the restart-only `settings`
 /// ([`crate::config::consent_settings`]: token, grant and approval lifetimes, bounds, audit
-/// retention, passkeys): the policy set's digest (every agent and governance file's text,
+/// retention, passkeys, Slack's workspace): the policy set's digest (every agent and governance file's text,
 /// byte for byte: replicas must have the same files), each principal's name, kind, roles or
 /// agent, key digest, owned agents, single sign-on identity and Slack account, in name order,
 /// the provider, claims and role map, and `settings` as given. Settings that differ between
@@ -109,7 +109,7 @@ fn replica_name() -> String {
 /// this one.
 fn why(s: &Superseded) -> String {
     format!(
-        "another replica put a newer configuration (principals, agents and policies) in force, generation {}, than this replica's, generation {}: it serves nothing and withdraws nothing until it is reloaded (SIGHUP or POST /v1/reload) with the newest",
+        "another replica put a newer configuration (principals, agents, policies, single sign-on or restart-only settings) in force, generation {}, than this replica's, generation {}: it serves nothing and withdraws nothing until it is reloaded (SIGHUP or POST /v1/reload) with the newest, or restarted with it when the newest differs in a setting only a restart applies (token_ttl_seconds, session_grant_max_seconds, approval_timeout_seconds, aaep_max_timeout_extension_seconds, max_pending_per_agent, max_arguments_bytes, audit_retention_days, passkeys, slack.team_id)",
         s.newest, s.generation
     )
 }
@@ -139,7 +139,7 @@ async fn register(st: &AppState, digest: &str, adopt: bool) -> Result<i64, Strin
     match got {
         ConfigStanding::Newest { generation } => Ok(generation),
         ConfigStanding::Refused(holder, ago) => Err(format!(
-            "{holder}, a replica seen {ago} ms ago, serves another configuration (principals, agents, policies or single sign-on) than this one: starting with it would withdraw what that configuration stands behind. Give this replica the same configuration, or, to put this one in force on purpose (the others then stop serving until they load it), start it with --adopt-config"
+            "{holder}, a replica seen {ago} ms ago, serves another configuration (principals, agents, policies, single sign-on or restart-only settings such as token_ttl_seconds) than this one: starting with it would withdraw what that configuration stands behind. Give this replica the same configuration, or, to put this one in force on purpose (the others then stop serving until they load it), start it with --adopt-config"
         )),
         other => Err(not_recorded(format!("it stands as {other:?}"))),
     }

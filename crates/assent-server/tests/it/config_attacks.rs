@@ -560,3 +560,56 @@ fn a_name_claim_people_may_change_warns_at_start_up() {
         assert_eq!(w.contains(&want), warned, "{claim}: {w}");
     }
 }
+
+/// Attack (found by review): replicas of one database whose files differed only in a
+/// restart-only setting that decides what consent is worth counted as one configuration (the
+/// generation's digest, `generations.rs`, left those settings out), so one replica started
+/// without Slack's `team_id` took signed clicks from any workspace while the others refused
+/// them, and one with `token_ttl_seconds: 86400` minted day-long tokens. Each such setting
+/// changes [`assent_server::config::consent_settings`]; per-host ones (`listen`, `data_dir`,
+/// connection limits, webhooks) do not.
+#[test]
+fn every_setting_that_decides_what_consent_is_worth_is_in_the_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bot.agf.yaml"), AGENTS).unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    std::fs::write(dir.path().join("policies/denials.yaml"), denials()).unwrap();
+    let base = config_text(&everyone());
+    let settings = |extra: &str| {
+        let file = dir.path().join("assent.yaml");
+        std::fs::write(&file, format!("{base}{extra}")).unwrap();
+        assent_server::config::consent_settings(&Config::load(&file).unwrap())
+    };
+    let plain = settings("");
+    let slack = "slack: {signing_secret_env: SLACK_SECRET}\n";
+    let per_host = [
+        "listen: 127.0.0.1:9999\ndata_dir: elsewhere\n",
+        "max_connections: 500\nrate_limits: {requests_per_second: 5, burst: 10}\n",
+        "body_read_timeout_seconds: 5\nheader_read_timeout_seconds: 5\n",
+    ];
+    for extra in per_host {
+        assert_eq!(settings(extra), plain, "{extra}");
+    }
+    let deciding = [
+        "token_ttl_seconds: 86400\n",
+        "session_grant_max_seconds: 600\n",
+        "approval_timeout_seconds: 30\n",
+        "aaep_max_timeout_extension_seconds: 0\n",
+        "max_pending_per_agent: 5\n",
+        "max_arguments_bytes: 1024\n",
+        "audit_retention_days: 1\n",
+        "passkeys: {origin: \"https://assent.example.com\"}\n",
+        slack,
+    ];
+    let mut seen = vec![plain.clone()];
+    for extra in deciding {
+        let s = settings(extra);
+        assert!(!seen.contains(&s), "{extra} changes nothing: {s}");
+        seen.push(s);
+    }
+    let workspace = settings(&format!(
+        "{}, team_id: T0123ABCD}}\n",
+        &slack[..slack.len() - 2]
+    ));
+    assert!(!seen.contains(&workspace), "{workspace}");
+}
