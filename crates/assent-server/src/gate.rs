@@ -531,10 +531,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
     let most = i64::try_from(settings.aaep_max_timeout_extension_s)
         .unwrap_or(i64::MAX)
         .saturating_mul(1000);
-    let extension_ms = st
-        .extension_ms
-        .load(std::sync::atomic::Ordering::Relaxed)
-        .clamp(0, most);
+    let extension_ms = st.extension.ms().clamp(0, most);
     // A grant never covers a call its creator could not approve (separation of duties).
     let people = st.clone();
     let res = st

@@ -68,6 +68,7 @@ pub mod edge;
 pub mod edits;
 pub mod error;
 pub mod executor;
+pub mod extension;
 pub mod extract;
 pub mod generations;
 pub mod replicas;

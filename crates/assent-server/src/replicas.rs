@@ -8,11 +8,11 @@
 //! notifications sent while it was away are lost. Nothing is decided here; SQLite needs none
 //! of it (one process).
 
+use crate::extension::TimeoutExtension;
 use crate::waiters::{Waiters, approval_key, clarification_key, review_key};
 use assent_store::Store;
 use assent_store::db::{Change, DbError, Heard, Listener, listen};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use tokio::sync::watch;
 
 /// Starts hearing the changes committed to the database at `url` (by any replica, this one
@@ -26,14 +26,10 @@ pub(crate) fn hear(
     waiters: Arc<Waiters>,
     changes: Arc<watch::Sender<u64>>,
     store: Arc<Store>,
-    extension: Arc<AtomicI64>,
+    extension: Arc<TimeoutExtension>,
 ) -> Result<Listener, DbError> {
     let streams = move || changes.send_modify(|v| *v += 1);
-    let refresh_extension = move || {
-        if let Ok(ms) = store.timeout_extension_ms() {
-            extension.store(ms, Ordering::Relaxed);
-        }
-    };
+    let refresh_extension = move || extension.refresh(|| store.timeout_extension_ms());
     listen(url, move |heard| match heard {
         Heard::Changed(change) => {
             match &change {

@@ -58,7 +58,7 @@ pub struct Shared {
     /// [`crate::replicas`]); the event streams wait on it.
     pub changes: Arc<watch::Sender<u64>>,
     /// The longest AAEP timeout extension (ms) honoured for an open subscription.
-    pub extension_ms: Arc<std::sync::atomic::AtomicI64>,
+    pub extension: Arc<crate::extension::TimeoutExtension>,
     /// Outgoing webhooks, secrets resolved.
     pub webhooks: Arc<Vec<config::Webhook>>,
     /// `public_url` without a trailing `/`, for links sent out.
@@ -268,7 +268,7 @@ impl AppState {
                 state.waiters.clone(),
                 state.changes.clone(),
                 state.store.clone(),
-                state.extension_ms.clone(),
+                state.extension.clone(),
             )?;
             state.listener = Some(Arc::new(listener));
             state.generation.enforce(&state.store, config);
@@ -302,7 +302,7 @@ impl AppState {
             reload: None,
             settings,
             changes: Arc::new(watch::channel(0).0),
-            extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
+            extension: Arc::default(),
             webhooks: Arc::default(),
             public_url: None,
             relying: None,
@@ -353,10 +353,18 @@ impl AppState {
     }
 
     /// Re-reads the longest timeout extension of the open AAEP subscriptions.
+    /// In line with every other re-read ([`crate::extension`]): its answer never overwrites
+    /// one asked later; a failed read keeps the extension in force (logged).
     pub async fn refresh_extension(&self) {
-        if let Ok(Ok(ms)) = self.store_task(|s| s.timeout_extension_ms()).await {
-            self.extension_ms
-                .store(ms, std::sync::atomic::Ordering::Relaxed);
+        let ticket = self.extension.ask();
+        match self.store_task(|s| s.timeout_extension_ms()).await {
+            Ok(Ok(ms)) => {
+                self.extension.answer(ticket, ms);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the AAEP timeout extension could not be re-read; the one in force stays")
+            }
+            Err(_) => {}
         }
     }
 
