@@ -42,11 +42,30 @@ pub(crate) type Keys<'a> = (&'a SealKey, &'a SealKey);
 /// The digest of the seal columns of approval `id` as stored now: SHA-256 (hex) of its terms'
 /// seal, `\n`, its settlement seal; `None` when there is no such approval.
 fn seals_now(conn: Conn<'_>, id: &str) -> db::Result<Option<String>> {
-    let row: Option<(String, String)> = conn
+    let row: Option<(SealText, SealText)> = conn
         .prepare_cached("SELECT seal, settlement_seal FROM approvals WHERE id = ?1")?
         .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    Ok(row.map(|(terms, settled)| columns_digest(&terms, &settled)))
+    Ok(row.map(|(terms, settled)| columns_digest(&terms.0, &settled.0)))
+}
+
+/// A seal column as read: its text, or for a value that is not UTF-8 text (on SQLite a
+/// database writer can store a blob or a number in a TEXT column) a marker no seal is, so
+/// that it reads as a changed seal. Found by review: read as `String`, such a value failed
+/// every retention run and `audit verify` with a database error instead of naming the
+/// approval.
+struct SealText(String);
+
+impl db::FromValue for SealText {
+    fn from_value(v: db::ValueRef<'_>) -> Result<Self, String> {
+        Ok(SealText(match v {
+            db::ValueRef::Text(b) => match std::str::from_utf8(b) {
+                Ok(t) => t.to_string(),
+                Err(_) => "\u{0}text that is not UTF-8".into(),
+            },
+            _ => "\u{0}not text".into(),
+        }))
+    }
 }
 
 /// SHA-256 (hex) of an approval's terms' seal, `\n`, its settlement seal.
@@ -176,8 +195,8 @@ pub(crate) fn record(tx: Conn<'_>, (m, entries): (&Manifest, &[Entry])) -> Resul
          WHERE id IN (SELECT approval_id FROM audit WHERE seq >= ?1 AND seq <= ?2)",
     )?
     .for_each(params![m.first_seq, m.last_seq], |r| {
-        let (id, terms, settled): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-        now.insert(id, columns_digest(&terms, &settled));
+        let (id, terms, settled): (String, SealText, SealText) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        now.insert(id, columns_digest(&terms.0, &settled.0));
         Ok(ControlFlow::Continue(()))
     })?;
     for (id, seals) in entries {

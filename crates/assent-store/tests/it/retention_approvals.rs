@@ -192,3 +192,36 @@ fn a_run_naming_many_approvals_records_each_once() {
         assert_eq!(full(db, dir), None);
     });
 }
+
+/// Attack (found by review; SQLite only: PostgreSQL's TEXT column cannot hold a blob): once
+/// retention recorded an approval, a database writer stores a blob that is not UTF-8 in its
+/// settlement seal. Read as text, it failed `audit verify` (and every later retention run
+/// whose records named the approval) with a database error that named nothing; now verify
+/// names the approval and the seals it had, and with the seal put back passes again.
+#[test]
+fn a_seal_turned_into_a_blob_is_named_not_a_database_error() {
+    crate::both_in_dirs(|db, dir| {
+        if matches!(db, Database::Postgres { .. }) {
+            return;
+        }
+        let (s, ids) = archived(dir, db);
+        let aid = &ids[1];
+        let sql = "SELECT settlement_seal FROM approvals WHERE id = ?1";
+        let kept: String = scalar(db, sql, [aid]);
+        tamper(
+            db,
+            &format!("UPDATE approvals SET settlement_seal = x'00ff' WHERE id = '{aid}'"),
+        );
+        let p = verify(&s, db).problem.expect("the blob is caught");
+        assert!(
+            p.reason.contains(aid.as_str()) && p.reason.contains("seals it had"),
+            "{p:?}"
+        );
+        assert!(full(db, dir).is_some_and(|p| p.contains(aid.as_str())));
+        tamper(
+            db,
+            &format!("UPDATE approvals SET settlement_seal = '{kept}' WHERE id = '{aid}'"),
+        );
+        assert_eq!(verify(&s, db).problem, None);
+    });
+}
