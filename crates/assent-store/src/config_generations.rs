@@ -1,6 +1,8 @@
 //! The configurations the replicas of one database have loaded (issue 13 §2), by generation,
-//! and the replicas serving now. Each distinct digest of a configuration's consent-relevant
-//! part (principals, agents, policies and the single sign-on role map, computed by the server)
+//! and the replicas serving now ([`replicas`], for `assent replicas`). Each distinct digest of
+//! a configuration's consent-relevant part (principals, agents, policies, the single sign-on
+//! role map and the restart-only settings that decide what consent is worth, computed by the
+//! server)
 //! becomes the newest generation when a replica puts it in force: at start-up only when no
 //! other live replica serves another configuration, or when told to adopt it
 //! (`serve --adopt-config`); by a reload always (the operator's deliberate act). A replica
@@ -215,4 +217,81 @@ impl Store {
     pub fn config_standing(&self, digest: &str) -> Result<ConfigStanding, StoreError> {
         self.aside(|c| standing_in(c, digest))
     }
+}
+
+/// The newest configuration generation, as [`replicas`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NewestConfig {
+    /// Its generation (from 1).
+    pub generation: i64,
+    /// Its digest (`v2:` and 64 hex, as the server computes it).
+    pub digest: String,
+    /// When it was put in force (Unix ms; the database's clock on PostgreSQL).
+    pub loaded_at: i64,
+    /// The replica that put it in force, as it named itself (host, process id, random part).
+    pub loaded_by: String,
+}
+
+/// A replica as the database last heard of it ([`replicas`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReplicaSeen {
+    /// How it names itself (host, process id, random part).
+    pub holder: String,
+    /// The digest of the configuration it serves.
+    pub digest: String,
+    /// That configuration's generation (`None`: no generation has that digest, the table was
+    /// emptied or restored).
+    pub generation: Option<i64>,
+    /// How long ago it last said so (ms, by the database's clock on PostgreSQL); replicas say
+    /// so every 2 s.
+    pub seen_ms_ago: i64,
+    /// Seen within [`LIVE_MS`] (a graceful stop removes its row at once).
+    pub live: bool,
+    /// Its configuration is the newest generation.
+    pub newest: bool,
+}
+
+/// The replicas of the database `conn` opens, as they last said which configuration they
+/// serve, most recently seen first, and the newest generation (`None` with none: SQLite,
+/// whose one process keeps none, or a database no replica has served), read at `now` (Unix
+/// ms; the database's clock on PostgreSQL). For `assent replicas`: which
+/// replica serves what, and which one put the newest in force. Errors: the database's (a
+/// schema before migration 0060 has no such tables).
+pub fn replicas(
+    conn: Conn<'_>,
+    now: i64,
+) -> Result<(Option<NewestConfig>, Vec<ReplicaSeen>), StoreError> {
+    let now = conn.shared_clock_ms(now)?;
+    let newest: Option<NewestConfig> = conn
+        .prepare_cached(
+            "SELECT generation, digest, loaded_at, loaded_by FROM config_generations ORDER BY generation DESC LIMIT 1",
+        )?
+        .query_row(params![], |r| {
+            Ok(NewestConfig {
+                generation: r.get(0)?,
+                digest: r.get(1)?,
+                loaded_at: r.get(2)?,
+                loaded_by: r.get(3)?,
+            })
+        })
+        .optional()?;
+    let mut seen = Vec::new();
+    conn.prepare_cached(
+        "SELECT r.holder, r.digest, g.generation, r.seen_at FROM config_replicas r
+         LEFT JOIN config_generations g ON g.digest = r.digest ORDER BY r.seen_at DESC, r.holder",
+    )?
+    .for_each(params![], |r| {
+        let (generation, at): (Option<i64>, i64) = (r.get(2)?, r.get(3)?);
+        let ago = now.saturating_sub(at);
+        seen.push(ReplicaSeen {
+            holder: r.get(0)?,
+            digest: r.get(1)?,
+            newest: generation.is_some() && newest.as_ref().map(|n| n.generation) == generation,
+            generation,
+            seen_ms_ago: ago,
+            live: ago <= LIVE_MS,
+        });
+        Ok(std::ops::ControlFlow::Continue(()))
+    })?;
+    Ok((newest, seen))
 }

@@ -418,6 +418,18 @@ pub(crate) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The replicas on `--config`'s PostgreSQL database: which configuration generation each
+    /// serves, when it was last seen, and which replica put the newest in force.
+    #[command(
+        after_help = "Exit codes: 0 every replica seen live serves the newest configuration; 2 one serves an older one (it serves nothing until reloaded or restarted with the newest); 1 the database cannot be read."
+    )]
+    Replicas {
+        #[command(flatten)]
+        place: DataPlace,
+        /// Print `{"newest": {...} | null, "replicas": [{holder, digest, generation, seen_ms_ago, live, newest}]}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Passkeys (issue 14 §4): issue a one-time enrolment code, on the gateway's database.
     Passkeys {
         #[command(subcommand)]

@@ -5,7 +5,7 @@
 use crate::args::{Cli, Cmd};
 use crate::commands::{
     approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, passkeys,
-    receipt, reload, replay, suggest, tools, watch,
+    receipt, reload, replay, replicas, suggest, tools, watch,
 };
 use crate::remote::connect;
 use crate::render::one_line;
@@ -123,6 +123,9 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         // The PostgreSQL client blocks on its own runtime: never on this one's thread.
         Cmd::Migrate { place, json } => {
             tokio::task::spawn_blocking(move || migrate::run(&place, json)).await?
+        }
+        Cmd::Replicas { place, json } => {
+            tokio::task::spawn_blocking(move || replicas::run(&place, json)).await?
         }
         Cmd::Tools { cmd, remote } => tools::tools(&remote, cmd).await,
         Cmd::Receipt { cmd } => receipt::run(cmd).await,

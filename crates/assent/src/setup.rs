@@ -3,8 +3,9 @@
 //! nothing itself and knows no subcommand.
 
 use crate::args::DataPlace;
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use assent_server::config::Config;
+use assent_store::db::Database;
 use std::path::PathBuf;
 
 /// Logs to stderr, and traces over OTLP when the OTel variables ask for it
@@ -72,4 +73,31 @@ pub(crate) const IMPLICIT_CONFIG: &str = "assent.yaml";
 /// else `.assent`.
 pub(crate) fn data_dir_or_default(data_dir: Option<PathBuf>) -> PathBuf {
     data_dir.unwrap_or_else(|| PathBuf::from(".assent"))
+}
+
+/// The database `place` names: `--config FILE`'s or ./assent.yaml's ([`config_file`]; SQLite
+/// in its `data_dir`, or its PostgreSQL URL), else SQLite in `--data-dir` or the default data
+/// directory. Nothing is created (see [`database`]).
+pub(crate) fn database_named(place: &DataPlace) -> Result<Database> {
+    Ok(match config_file(place) {
+        Some(f) => Config::load(&f)?.database()?,
+        None => Database::Sqlite {
+            path: data_dir_or_default(place.data_dir.clone()).join("assent.db"),
+        },
+    })
+}
+
+/// [`database_named`], with a SQLite file's directory created (mode 0700) when missing.
+pub(crate) fn database(place: &DataPlace) -> Result<Database> {
+    let db = database_named(place)?;
+    if let Database::Sqlite { path } = &db {
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    Ok(db)
 }

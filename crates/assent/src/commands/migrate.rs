@@ -5,34 +5,10 @@
 //! (`assent_store::migrate`); `assent serve` runs the same at start-up.
 
 use crate::args::DataPlace;
-use crate::setup::{config_file, data_dir_or_default};
+use crate::setup::database;
 use anyhow::{Context, Result};
-use assent_server::config::Config;
-use assent_store::db::Database;
 use assent_store::migrate;
 use serde_json::json;
-
-/// The database `place` names: `--config FILE`'s or ./assent.yaml's ([`config_file`]; SQLite in its `data_dir`, or its
-/// PostgreSQL URL), else SQLite in `--data-dir` or the default data directory, which is
-/// created (mode 0700) when missing.
-pub(crate) fn database(place: &DataPlace) -> Result<Database> {
-    let db = match config_file(place) {
-        Some(f) => Config::load(&f)?.database()?,
-        None => Database::Sqlite {
-            path: data_dir_or_default(place.data_dir.clone()).join("assent.db"),
-        },
-    };
-    if let Database::Sqlite { path } = &db {
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    Ok(db)
-}
 
 /// Runs the migrations of `place`'s database and prints what it did (`--json`: one object
 /// `{"applied": [versions], "version": N}`). Blocking: call it off the async runtime (the

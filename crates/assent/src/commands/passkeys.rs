@@ -16,7 +16,7 @@ pub(crate) fn run(cmd: PasskeysCmd) -> Result<i32> {
         hours,
         json: as_json,
     } = cmd;
-    let db = super::migrate::database(&place)?;
+    let db = crate::setup::database(&place)?;
     // Beside the data directory's lock, as a gateway: a restore under way finishes first.
     let conn = assent_store::AdminConnection::open(&db)
         .with_context(|| format!("cannot open the {db:?} database"))?;

@@ -70,6 +70,19 @@ fn refused_start(cfg: &Path, url: &str) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `assent replicas --config cfg --json` on the database at `url`: its exit code and output.
+fn replicas_seen(cfg: &Path, url: &str) -> (i32, Value) {
+    let out = Command::new(BIN)
+        .args(["replicas", "--json", "--config"])
+        .arg(cfg)
+        .env("ASSENT_DATABASE_URL", url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text} {out:?}"));
+    (out.status.code().unwrap(), v)
+}
+
 /// `assent serve --config cfg --adopt-config` on the database at `url`, once healthy.
 fn serve_adopting(cfg: &Path, url: &str) -> Server {
     let port = free_port();
@@ -115,6 +128,34 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
     // B, still running the older one, stops serving within a check or two (but its health
     // check and reload stay open), and names no host to a caller without a key.
     let body = wait_ready_as(&b.url, Some("config_superseded"));
+    // `assent replicas` shows which one serves what, and exits 2 while one serves an older.
+    let (code, seen) = replicas_seen(&newer, &url);
+    assert_eq!(code, 2, "{seen}");
+    let newest = seen["newest"]["generation"].as_i64().unwrap();
+    let list = seen["replicas"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{seen}");
+    let by_newest = |n: bool| list.iter().filter(|r| r["newest"] == n).count();
+    assert_eq!((by_newest(true), by_newest(false)), (1, 1), "{seen}");
+    assert!(list.iter().all(|r| r["live"] == true), "{seen}");
+    let behind = list.iter().find(|r| r["newest"] == false).unwrap();
+    assert!(behind["generation"].as_i64().unwrap() < newest, "{seen}");
+    assert_eq!(
+        seen["newest"]["loaded_by"],
+        list.iter().find(|r| r["newest"] == true).unwrap()["holder"]
+    );
+    let text = Command::new(BIN)
+        .args(["replicas", "--config"])
+        .arg(&newer)
+        .env("ASSENT_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("newest configuration: generation {newest}"))
+            && text.contains("serves the newest")
+            && text.contains("serves an older one"),
+        "{text}"
+    );
     let message = body["message"].as_str().unwrap();
     assert!(
         message.contains("reloaded") && !message.contains("pid"),
@@ -192,6 +233,15 @@ fn a_replica_whose_token_lifetime_differs_is_another_configuration() {
         return;
     };
     let url = format!("{}&application_name={}", schema.postgres_url, schema.name);
+    let (code, seen) = replicas_seen(&cfg, &url);
+    assert_eq!(code, 0, "both serve the one configuration: {seen}");
+    let list = seen["replicas"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{seen}");
+    assert!(
+        list.iter()
+            .all(|r| r["live"] == true && r["newest"] == true),
+        "{seen}"
+    );
     let text = std::fs::read_to_string(&cfg).unwrap();
     let longer = format!("{text}token_ttl_seconds: 86400\n");
     crate::stop(b);
