@@ -37,7 +37,9 @@ pub(crate) fn run(place: &DataPlace, as_json: bool) -> Result<i32> {
     let (newest, seen) = assent_store::config_generations::replicas(conn.conn(), now)
         .context("cannot read the replicas (is the schema current? run assent migrate)")?;
     if as_json {
-        println!("{}", json!({"newest": newest, "replicas": seen}));
+        // Made inert as every command's JSON (found by review: printed raw, a C1 control or a
+        // bidirectional override in a name from the database reached the terminal).
+        crate::remote::print_json(&json!({"newest": newest, "replicas": seen}))?;
     } else {
         print!("{}", table(newest.as_ref(), &seen));
     }
