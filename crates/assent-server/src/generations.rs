@@ -29,16 +29,16 @@ use std::time::Duration;
 /// How often a running replica checks that its configuration is still the newest.
 pub const CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// `v2:` and the SHA-256 (lowercase hex) of the consent-relevant part of configuration `live`,
-/// the single sign-on settings `oidc` and the restart-only `settings`
+/// `v2:` and the SHA-256 (lowercase hex) of the consent-relevant part of configuration `live`, the
+/// single sign-on settings `oidc` and the restart-only `settings`
 /// ([`crate::config::consent_settings`]: token, grant and approval lifetimes, bounds, audit
-/// retention, passkeys, Slack's workspace): the policy set's digest (every agent and governance file's text,
-/// byte for byte: replicas must have the same files), each principal's name, kind, roles or
-/// agent, key digest, owned agents, single sign-on identity and Slack account, in name order,
-/// the provider, claims and role map, and `settings` as given. Settings that differ between
-/// replicas by design (`listen`, `data_dir`, connection and rate limits, webhooks, MCP
-/// upstreams) are left out, so replicas of one configuration agree. (`v1:` digests, of
-/// earlier builds, left the settings out.)
+/// retention, passkeys, Slack's workspace): the policy set's digest (every agent and governance
+/// file's text, byte for byte: replicas must have the same files), each principal's name, kind,
+/// roles or agent, key digest, owned agents, single sign-on identity and Slack account, in name
+/// order, the provider, claims and role map, and `settings` as given. Settings that differ between
+/// replicas by design (`listen`, `data_dir`, connection and rate limits, webhooks, MCP upstreams)
+/// are left out, so replicas of one configuration agree. (`v1:` digests, of earlier builds, left
+/// the settings out.)
 pub fn digest(
     live: &Live,
     oidc: Option<&crate::config::oidc::OidcConfig>,

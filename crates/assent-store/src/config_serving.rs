@@ -40,16 +40,16 @@ impl Serving {
     }
 }
 
-/// Before anything is written in the write transaction `conn` (holding the schema's write
-/// lock, so no registration of another replica interleaves): `Err(Unusable)` when this
-/// process serves configurations (`serving`) none of which is the newest generation (or the
-/// database knows none of them: its table emptied or restored), or none yet (start-up before
-/// its registration), or when this process's clock differs from the database's by more than
-/// [`crate::kit::MAX_CLOCK_SKEW_MS`] (or may, given the query's round trip: the database's
-/// clock is read in the same query, [`crate::kit::skewed`]); logged at the first refusal. Nothing is read when none is set (SQLite,
-/// the command line). Found by review: a replica learnt it was superseded only at its next
-/// check, every 2 s, and the decisions, grants and redemptions it took meanwhile under its
-/// older principals and policies stood. Errors: that, the database's.
+/// Before anything is written in the write transaction `conn` (holding the schema's write lock, so
+/// no registration of another replica interleaves): `Err(Unusable)` when this process serves
+/// configurations (`serving`) none of which is the newest generation (or the database knows none of
+/// them: its table emptied or restored), or none yet (start-up before its registration), or when
+/// this process's clock differs from the database's by more than [`crate::kit::MAX_CLOCK_SKEW_MS`]
+/// (or may, given the query's round trip: the database's clock is read in the same query,
+/// [`crate::kit::skewed`]); logged at the first refusal. Nothing is read when none is set (SQLite,
+/// the command line). Found by review: a replica learnt it was superseded only at its next check,
+/// every 2 s, and the decisions, grants and redemptions it took meanwhile under its older
+/// principals and policies stood. Errors: that, the database's.
 pub(crate) fn refuse_if_out_of_step(conn: Conn<'_>, serving: &Serving) -> crate::db::Result<()> {
     let Some(digests) = serving
         .digests

@@ -423,16 +423,17 @@ impl ReloadSource {
     }
 }
 
-/// The settings of `c` that decide what a decision, token or grant is worth and which records
-/// are kept, as RFC 8785 canonical JSON: `approval_timeout_seconds`, `max_pending_per_agent`,
+/// The settings of `c` that decide what a decision, token or grant is worth and which records are
+/// kept, as RFC 8785 canonical JSON: `approval_timeout_seconds`, `max_pending_per_agent`,
 /// `aaep_max_timeout_extension_seconds`, `token_ttl_seconds`, `session_grant_max_seconds`,
 /// `max_arguments_bytes`, `audit_retention_days`, the passkeys' `[origin, rp_id]` and Slack's
-/// `{team_id}` (whose workspace's clicks may decide; each `null` when unset). Only a restart applies them, so they are what a replica started with `c`
-/// holds until it stops. Part of the configuration generation's digest (issue 13 §2,
-/// `crate::generations::digest`): found by review, replicas of one database whose files
-/// differed only there were one configuration to each other, so one minted tokens that lived
-/// a day where the others' lived five minutes, kept grants longer, deleted audit records the
-/// others kept or, without Slack's `team_id`, took the clicks of any workspace.
+/// `{team_id}` (whose workspace's clicks may decide; each `null` when unset). Only a restart
+/// applies them, so they are what a replica started with `c` holds until it stops. Part of the
+/// configuration generation's digest (issue 13 §2, `crate::generations::digest`): found by review,
+/// replicas of one database whose files differed only there were one configuration to each other,
+/// so one minted tokens that lived a day where the others' lived five minutes, kept grants longer,
+/// deleted audit records the others kept or, without Slack's `team_id`, took the clicks of any
+/// workspace.
 pub fn consent_settings(c: &Config) -> String {
     let passkeys = c.passkeys.as_ref().map(|p| [&p.origin, &p.rp_id]);
     let v = serde_json::json!({

@@ -4,10 +4,11 @@
 //! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key, and retention's archive and
 //! verify-export), `backup`
 //! (backup, restore), `migrate` (the schema), `replicas` (which configuration each PostgreSQL
-//! replica serves), `passkeys` (enrolment codes), `export` (learning samples), `replay` (a candidate policy against the recorded history),
-//! `suggest` (rules mined from settled approvals) and `reload` (the
-//! running gateway re-reads its principals, agents and policies). Each returns the process exit status;
-//! none imports another, only the kit below them (`args`, `remote`, `render`, `setup`).
+//! replica serves), `passkeys` (enrolment codes), `export` (learning samples), `replay` (a
+//! candidate policy against the recorded history), `suggest` (rules mined from settled
+//! approvals) and `reload` (the running gateway re-reads its principals, agents and
+//! policies). Each returns the process exit status; none imports another, only the kit below
+//! them (`args`, `remote`, `render`, `setup`).
 
 pub(crate) mod approvals;
 pub(crate) mod audit;
