@@ -120,12 +120,14 @@ pub(crate) fn to_record<'i>(
                 Some(at) => Some(*at),
                 None => settling_seq(conn, id)?,
             };
-            let carries: String = conn
+            // Read as [`SealText`]: a blob planted here stopped every run with a database
+            // error naming nothing (found by review); its marker counts as a seal it carries.
+            let carries: SealText = conn
                 .prepare_cached("SELECT settlement_seal FROM approvals WHERE id = ?1")?
                 .query_row(params![id], |r| r.get(0))?;
             let old_key = cut.is_some_and(|c| at.is_none_or(|s| s <= c));
             let after_marker = at.is_some_and(|s| marker.is_some_and(|m| s > m));
-            if !old_key && (after_marker || !carries.is_empty()) {
+            if !old_key && (after_marker || !carries.0.is_empty()) {
                 return Err(StoreError::Invalid(format!(
                     "approval {id} does not hold its seal though it was settled sealed: it was changed behind the gateway's back; nothing archived (run assent audit verify)"
                 )));

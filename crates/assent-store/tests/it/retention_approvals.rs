@@ -225,3 +225,48 @@ fn a_seal_turned_into_a_blob_is_named_not_a_database_error() {
         assert_eq!(verify(&s, db).problem, None);
     });
 }
+
+/// Attack (found by review; SQLite only: PostgreSQL's TEXT column cannot hold a blob): before
+/// retention first records an approval, a database writer stores a blob that is not UTF-8 in
+/// its settlement seal. Read as text to ask whether it carries a seal, it stopped every
+/// retention run with a database error that named no approval; now the run is refused naming
+/// the approval, nothing is archived, and with the seal put back the run goes through.
+#[test]
+fn a_seal_turned_into_a_blob_before_retention_is_named_and_nothing_is_archived() {
+    crate::both_in_dirs(|db, dir| {
+        if matches!(db, Database::Postgres { .. }) {
+            return;
+        }
+        let s = super::open(dir, db);
+        let ids: Vec<String> = (0..3)
+            .map(|i| super::approved(&s, i, 5_000, false).0)
+            .collect();
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let aid = &ids[1];
+        let sql = "SELECT settlement_seal FROM approvals WHERE id = ?1";
+        let kept: String = scalar(db, sql, [aid]);
+        tamper(
+            db,
+            &format!("UPDATE approvals SET settlement_seal = x'00ff' WHERE id = '{aid}'"),
+        );
+        let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
+        let e = s
+            .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+            .expect_err("refused");
+        assert!(
+            e.to_string().contains(aid.as_str())
+                && e.to_string().contains("does not hold its seal"),
+            "{e}"
+        );
+        assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
+        tamper(
+            db,
+            &format!("UPDATE approvals SET settlement_seal = '{kept}' WHERE id = '{aid}'"),
+        );
+        s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+            .unwrap()
+            .expect("records were due");
+        assert_eq!(verify(&s, db).problem, None);
+    });
+}
