@@ -40,8 +40,12 @@ pub use assent_core::clarification::{Clarification, ClarificationStatus};
 /// `GET /v1/clarifications[?status=S]` (operator); `S` a status or `all` (the default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClarificationList {
-    /// The clarifications.
+    /// The clarifications, newest first (at most 500).
     pub clarifications: Vec<Clarification>,
+    /// Whether older ones were left off (more than 500 matched); absent from a gateway from
+    /// before this field, read as `false`.
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 /// `POST /v1/clarifications/{id}/answer` (operator): `422 WRONG_KIND` for an answer of a

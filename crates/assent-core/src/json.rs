@@ -352,9 +352,41 @@ pub fn number_is_exact(text: &str) -> bool {
     }
 }
 
+/// The JSON number written as `text` (JSON's grammar, no sign `+`, no spaces) when it keeps
+/// its exact value ([`number_is_exact`]); `None` otherwise. For an answer typed by a person
+/// (the CLI's `assent answer`, the dashboard's form): found by review, both parsed it as a
+/// double and sent `9007199254740992` for `9007199254740993`, which the API refuses as
+/// `INEXACT_NUMBER` when sent as JSON.
+pub fn exact_number(text: &str) -> Option<serde_json::Number> {
+    if !number_is_exact(text) {
+        return None;
+    }
+    serde_json::from_str::<serde_json::Number>(text).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A person's typed number is taken only when exact and in JSON's grammar.
+    #[test]
+    fn a_typed_number_is_taken_only_when_exact() {
+        assert_eq!(exact_number("42"), Some(42.into()));
+        assert_eq!(exact_number("-1.5").map(|n| n.as_f64()), Some(Some(-1.5)));
+        for bad in [
+            "9007199254740993",
+            "1e400",
+            "+5",
+            " 5",
+            "0x10",
+            "NaN",
+            "",
+            "1.",
+            "five",
+        ] {
+            assert_eq!(exact_number(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn numbers_that_keep_their_value_pass() {

@@ -172,7 +172,8 @@ pub(crate) async fn subscribe(
 /// `event: aaep.subscription` message holding its `subscription.accepted`; that bare stream's
 /// subscription is closed (`aaep.closed`) 30 s after its last stream in this process ended,
 /// unless one reopened it by id meanwhile (a plain reconnect with `Last-Event-ID` opens a new
-/// one after that event, missing nothing).
+/// one after that event, missing nothing). Any other query parameter is `400` (found by
+/// review: a misspelt `?subscriptionid=` opened a subscription of its own).
 #[utoipa::path(get, path = "/aaep/v1/events", tag = "aaep",
     params(("subscription_id" = Option<String>, Query, description = "A subscription (absent: open one with default capabilities)"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event")),
     responses((status = 200, description = "Server-sent events (`event: aaep.event`)", content_type = "text/event-stream", body = String)),
@@ -183,6 +184,7 @@ pub(crate) async fn events(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
+    crate::extract::only_keys(&q, &["subscription_id"])?;
     let name = op.name().to_string();
     let last = headers
         .get("last-event-id")

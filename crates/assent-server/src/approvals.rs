@@ -60,13 +60,7 @@ pub(crate) fn parse_cursor(text: &str) -> Option<(i64, i64)> {
 /// [`LIST_MAX_LIMIT`], default [`LIST_DEFAULT_LIMIT`]), whether to group similar approvals,
 /// and `before` (a previous page's cursor); `400` naming the parameter for anything else.
 fn list_query(q: &HashMap<String, String>) -> Result<ListQuery, ApiError> {
-    for k in q.keys() {
-        if !["status", "limit", "group", "before"].contains(&k.as_str()) {
-            return Err(ApiError::bad_request(format!(
-                "unknown query parameter `{k}` (expected status, limit, group, before)"
-            )));
-        }
-    }
+    crate::extract::only_keys(q, &["status", "limit", "group", "before"])?;
     let status = match q.get("status").map(String::as_str) {
         None | Some("all") => None,
         Some(s) => Some(ApprovalStatus::parse(s).ok_or_else(|| {
@@ -269,13 +263,7 @@ fn settled_here(
 /// The `format` of `GET /v1/approvals/{id}` (`assent` when absent); `400` for an unknown
 /// query parameter or format.
 fn get_format(q: &HashMap<String, String>) -> Result<&str, ApiError> {
-    for k in q.keys() {
-        if k != "wait" && k != "format" {
-            return Err(ApiError::bad_request(format!(
-                "unknown query parameter `{k}` (expected wait, format)"
-            )));
-        }
-    }
+    crate::extract::only_keys(q, &["wait", "format"])?;
     let format = q.get("format").map(String::as_str).unwrap_or("assent");
     if !["assent", "approval-request", "mplp"].contains(&format) {
         return Err(ApiError::bad_request(format!(

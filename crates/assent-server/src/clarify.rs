@@ -108,9 +108,12 @@ pub(crate) async fn ask(
     Ok(body::with_status(StatusCode::ACCEPTED, c))
 }
 
-/// `GET /v1/clarifications[?status=S]` (operators).
+/// `GET /v1/clarifications[?status=S]` (operators): newest first, at most
+/// [`assent_store::MAX_CLARIFICATIONS_LISTED`], `truncated` when more were left off. `400` naming the
+/// parameter for an unknown one or an unknown status (found by review: `?status=answerd`
+/// answered an empty list, and the list was cut at 500 without a word).
 #[utoipa::path(get, path = "/v1/clarifications", operation_id = "list_clarifications", tag = "propose",
-    params(("status" = Option<String>, Query, description = "`pending`, `answered`, `expired`, `cancelled` or `all`")),
+    params(("status" = Option<String>, Query, pattern = "^(pending|answered|expired|cancelled|all)$", description = "`pending`, `answered`, `expired`, `cancelled` or `all` (the default)")),
     responses((status = 200, description = "OK", body = assent_api::clarify::ClarificationList)),
     security(("operator_key" = [])))]
 pub(crate) async fn list(
@@ -118,15 +121,26 @@ pub(crate) async fn list(
     _op: Operator<ListClarifications>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Body<ClarificationList>, ApiError> {
-    let status = q.get("status").cloned().filter(|s| s != "all");
-    let list = st
+    crate::extract::only_keys(&q, &["status"])?;
+    let status = match q.get("status").map(String::as_str) {
+        None | Some("all") => None,
+        Some(s @ ("pending" | "answered" | "expired" | "cancelled")) => Some(s.to_string()),
+        Some(s) => {
+            return Err(ApiError::bad_request(format!(
+                "status `{s}` is not one of pending, answered, expired, cancelled, all"
+            )));
+        }
+    };
+    let (clarifications, truncated) = st
         .store_call(move |s| {
             s.expire_clarifications(now_ms())?;
             s.list_clarifications(status.as_deref())
         })
         .await?;
-    let clarifications = list;
-    Ok(Body(ClarificationList { clarifications }))
+    Ok(Body(ClarificationList {
+        clarifications,
+        truncated,
+    }))
 }
 
 /// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator), long-polled.
@@ -135,6 +149,7 @@ pub(crate) async fn list(
     responses((status = 200, description = "OK", body = assent_api::schema::Clarification)),
     security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<Value>, ApiError> {
+    crate::extract::only_keys(&r.query, &["wait"])?;
     let (st, id, p, wait) = (&st, &r.id, &r.principal, r.wait);
     let look = || async move {
         let id2 = id.clone();

@@ -36,18 +36,29 @@ pub(crate) fn wait_seconds(q: &HashMap<String, String>) -> Result<u64, ApiError>
     }
 }
 
-/// A newest-first page of a list (`?limit=N&before_KEY=K`): `limit` 1–1000 (default 100;
-/// outside that range it is clamped) and the key below which the page starts; `400` naming the
-/// parameter when either is not a whole number, or for any other parameter.
+/// `Ok` when every parameter of query `q` is one of `allowed`; else `400` naming the first
+/// other one and the expected ones. Found by review: reads that ignored unknown parameters
+/// turned a misspelt `?wiat=30` into an answer at once (a busy poll) and `?subscriptionid=`
+/// into a subscription of its own.
+pub(crate) fn only_keys(q: &HashMap<String, String>, allowed: &[&str]) -> Result<(), ApiError> {
+    match q.keys().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(ApiError::bad_request(format!(
+            "unknown query parameter `{k}` (expected {})",
+            allowed.join(", ")
+        ))),
+    }
+}
+
+/// A newest-first page of a list (`?limit=N&before_KEY=K`): `limit` 1–1000 (default 100) and
+/// the key below which the page starts; `400` naming the parameter when either is not a whole
+/// number, when `limit` is outside 1–1000 (found by review: it was clamped, so `limit=0`
+/// answered a page of one), or for any other parameter.
 pub(crate) fn page(
     q: &HashMap<String, String>,
     before: &'static str,
 ) -> Result<(Option<i64>, i64), ApiError> {
-    if let Some(k) = q.keys().find(|k| *k != "limit" && *k != before) {
-        return Err(ApiError::bad_request(format!(
-            "unknown query parameter `{k}` (only limit and {before})"
-        )));
-    }
+    only_keys(q, &["limit", before])?;
     let num = |k: &str| -> Result<Option<i64>, ApiError> {
         q.get(k)
             .map(|v| {
@@ -56,7 +67,13 @@ pub(crate) fn page(
             })
             .transpose()
     };
-    Ok((num(before)?, num("limit")?.unwrap_or(100).clamp(1, 1000)))
+    let limit = num("limit")?.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit must be from 1 to 1000, not {limit}"
+        )));
+    }
+    Ok((num(before)?, limit))
 }
 
 /// The authenticated caller, any principal (agent or operator), from the

@@ -29,11 +29,7 @@ static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new
 /// not a whole number from 1 to [`LEARNING_SAMPLES_MAX_LIMIT`], an `after` that is not a
 /// cursor this gateway gave, or any other parameter.
 fn page_query(q: &HashMap<String, String>) -> Result<(Option<SampleCursor>, u32), ApiError> {
-    if let Some(k) = q.keys().find(|k| !["limit", "after"].contains(&k.as_str())) {
-        return Err(ApiError::bad_request(format!(
-            "unknown query parameter `{k}` (expected limit, after)"
-        )));
-    }
+    crate::extract::only_keys(q, &["limit", "after"])?;
     let limit = match q.get("limit") {
         None => LEARNING_SAMPLES_DEFAULT_LIMIT,
         Some(l) => l

@@ -49,6 +49,13 @@ pub(crate) async fn replay(
             .transpose()
     };
     let (since, until) = (range("since", &b.since)?, range("until", &b.until)?);
+    // Found by review: an empty range answered a report of no change, which reads as "the
+    // candidate changes nothing".
+    if let (Some(s), Some(u)) = (since, until)
+        && u <= s
+    {
+        return Err(ApiError::bad_request("until must be after since"));
+    }
     let Some(source) = st.reload.clone() else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

@@ -158,14 +158,7 @@ pub(crate) async fn list_grants(
     _op: Operator<ListGrants>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    if let Some(k) = q
-        .keys()
-        .find(|k| !["all", "limit", "before"].contains(&k.as_str()))
-    {
-        return Err(ApiError::bad_request(format!(
-            "unknown query parameter `{k}` (expected all, limit, before)"
-        )));
-    }
+    crate::extract::only_keys(&q, &["all", "limit", "before"])?;
     let all = match q.get("all").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,

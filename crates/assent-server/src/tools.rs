@@ -193,14 +193,7 @@ pub(crate) async fn list(
     _op: Operator<ListToolReviews>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    if let Some(k) = q
-        .keys()
-        .find(|k| !["status", "limit", "before"].contains(&k.as_str()))
-    {
-        return Err(ApiError::bad_request(format!(
-            "unknown query parameter `{k}` (expected status, limit, before)"
-        )));
-    }
+    crate::extract::only_keys(&q, &["status", "limit", "before"])?;
     let status = match q.get("status").map(String::as_str) {
         None | Some("pending") => Some("pending"),
         Some("all") => None,
@@ -249,6 +242,7 @@ fn may_read(p: &crate::config::Principal, r: &ToolReview) -> bool {
     responses((status = 200, description = "OK", body = assent_api::schema::ToolReview)),
     security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<Value>, ApiError> {
+    crate::extract::only_keys(&r.query, &["wait"])?;
     let (st, id, p, wait) = (&st, &r.id, &r.principal, r.wait);
     let look = || async move {
         let id2 = id.clone();

@@ -13,6 +13,9 @@ use crate::kit::ordered_id;
 use crate::params;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
+
+/// The most clarifications one [`Store::list_clarifications`] answers (newest first).
+pub const MAX_CLARIFICATIONS_LISTED: usize = 500;
 use crate::usage::pending_of;
 use assent_core::clarification::ClarificationStatus;
 use serde_json::{Value, json};
@@ -78,23 +81,26 @@ impl Store {
         Ok(read_clarification(self.lock().conn(), by, key)?)
     }
 
-    /// Clarifications, newest first, optionally only those with `status`.
+    /// Clarifications, newest first, optionally only those with `status`: at most
+    /// [`MAX_CLARIFICATIONS_LISTED`], and whether more matched (older ones left off).
     pub fn list_clarifications(
         &self,
         status: Option<&str>,
-    ) -> Result<Vec<aaep::Clarification>, StoreError> {
+    ) -> Result<(Vec<aaep::Clarification>, bool), StoreError> {
         let guard = self.lock();
         let conn = guard.conn();
-        let ids: Vec<String> = sql::column(
+        let mut ids: Vec<String> = sql::column(
             conn,
-            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
-            [status],
+            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, id DESC LIMIT ?2",
+            params![status, MAX_CLARIFICATIONS_LISTED as i64 + 1],
         )?;
+        let truncated = ids.len() > MAX_CLARIFICATIONS_LISTED;
+        ids.truncate(MAX_CLARIFICATIONS_LISTED);
         let mut out = Vec::new();
         for id in ids {
             out.extend(read_clarification(conn, "id", &id)?);
         }
-        Ok(out)
+        Ok((out, truncated))
     }
 
     /// Records the answer `response` (already validated against the accepted kinds) by

@@ -134,6 +134,7 @@ pub mod wal;
 
 pub use approval_record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};
 pub use audit::Via;
+pub use clarifications::MAX_CLARIFICATIONS_LISTED;
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;
 pub use decision_input::StillStands;

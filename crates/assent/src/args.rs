@@ -618,7 +618,7 @@ pub(crate) enum AuditCmd {
         /// Fail (exit 1) when more than this many records are covered by no checkpoint: set it
         /// a little above `audit_checkpoints.every_records`, and a chain rewritten after its
         /// stored checkpoints were deleted is caught even without a checkpoint file.
-        #[arg(long = "max-unsigned")]
+        #[arg(long = "max-unsigned", value_parser = clap::value_parser!(i64).range(0..))]
         max_unsigned: Option<i64>,
         /// A directory holding retention exports (DATA_DIR/archive; repeat it for each
         /// replica's): every archive anchor's export must be in one of them, verify, and end

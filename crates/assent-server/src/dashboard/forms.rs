@@ -142,20 +142,20 @@ pub(crate) async fn answer_form(
     let (op, f) = form.check("Nothing was answered.").map_err(|r| *r)?;
     let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let text = field("response");
+    let refused = |why: &str| message(&op, StatusCode::BAD_REQUEST, "Not answered", why);
+    // Found by review: any yes/no answer but `yes` was recorded as No, and a number was read
+    // as a double, so `9007199254740993` was recorded as `9007199254740992`.
     let response = match field("kind").as_str() {
-        "yes_no" => Value::Bool(text == "yes" || text == "true"),
-        "numeric" => match text
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-        {
+        "yes_no" => match text.as_str() {
+            "yes" | "true" => Value::Bool(true),
+            "no" | "false" => Value::Bool(false),
+            _ => return Err(refused("Choose yes or no.")),
+        },
+        "numeric" => match assent_core::json::exact_number(&text) {
             Some(n) => Value::Number(n),
             None => {
-                return Err(message(
-                    &op,
-                    StatusCode::BAD_REQUEST,
-                    "Not answered",
-                    "The answer must be a number.",
+                return Err(refused(
+                    "The answer must be a number written exactly (a whole number at most 2^53).",
                 ));
             }
         },

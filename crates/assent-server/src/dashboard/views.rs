@@ -131,7 +131,7 @@ async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), Ap
     let questions = st
         .store_call(move |s| {
             found.sweep(s, now_ms())?;
-            s.list_clarifications(Some("pending"))
+            s.list_clarifications(Some("pending")).map(|(q, _)| q)
         })
         .await?;
     st.expired(expired.take());

@@ -45,6 +45,7 @@ mod plan_seal;
 mod plans;
 mod policy_refs;
 mod protocol;
+mod query_words;
 mod quorum;
 mod quorum_timeout;
 mod ready;

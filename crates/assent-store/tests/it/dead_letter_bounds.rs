@@ -1,7 +1,8 @@
 //! What the webhooks' dead letters keep and one listing page reads (on both backends): a
 //! `last_error` of at most `MAX_LAST_ERROR` characters on one line, pages of about
 //! `DEAD_LETTER_PAGE_BYTES` that say whether more follow; and a delivery lease planted far in
-//! the future, which is taken as lapsed.
+//! the future, which is taken as lapsed. And the clarification list's bound, which says when
+//! it left older questions off.
 
 use assent_store::outbox::{DEAD_LETTER_PAGE_BYTES, DeadLetter, MAX_LAST_ERROR};
 
@@ -173,5 +174,41 @@ fn a_stored_bidi_override_in_a_dead_letter_error_is_not_listed() {
             .unwrap();
         let page = s.dead_letters(None, 10).unwrap();
         assert_eq!(page.letters[0].last_error, "refused  exe.txt forged");
+    });
+}
+
+/// Found by review: the clarification list stopped at 500 rows and said nothing, so an
+/// operator's `assent clarifications --all` silently lost the oldest questions. It answers at
+/// most [`assent_store::MAX_CLARIFICATIONS_LISTED`], newest first, and says when more matched;
+/// a status filter counts only its own.
+#[test]
+fn the_clarification_list_says_when_it_left_older_ones_off() {
+    crate::both_stores(|_, s| {
+        const DAY: i64 = 86_400_000;
+        let max = assent_store::MAX_CLARIFICATIONS_LISTED;
+        let kinds = ["freetext".to_string()];
+        let ask = |k: usize| {
+            let at = 1_000 + k as i64;
+            s.create_clarification("bot", "s", "q?", &kinds, &[], None, at, at + DAY, u64::MAX)
+                .unwrap()
+                .unwrap()
+                .id
+        };
+        let ids: Vec<String> = (0..=max).map(ask).collect();
+        let (list, truncated) = s.list_clarifications(None).unwrap();
+        assert!(truncated);
+        assert_eq!(list.len(), max);
+        assert_eq!(list[0].id, ids[max], "newest first");
+        assert!(
+            list.iter().all(|c| c.id != ids[0]),
+            "the oldest is left off"
+        );
+        let (answered, truncated) = s.list_clarifications(Some("answered")).unwrap();
+        assert!(answered.is_empty() && !truncated);
+        s.answer_clarification(&ids[0], &serde_json::json!("x"), "alice", 2_000)
+            .unwrap()
+            .expect("pending");
+        let (answered, truncated) = s.list_clarifications(Some("answered")).unwrap();
+        assert_eq!((answered.len(), truncated), (1, false));
     });
 }

@@ -43,7 +43,7 @@ fn coerce_answer(q: &Clarification, value: &str) -> Result<Value> {
         }
     }
     if accepts("numeric")
-        && let Ok(n) = serde_json::from_str::<serde_json::Number>(value.trim())
+        && let Some(n) = assent_core::json::exact_number(value.trim())
     {
         return Ok(Value::Number(n));
     }
@@ -67,7 +67,14 @@ pub(crate) async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Resu
     } else {
         "no pending clarifications"
     };
-    print_list(&list, &list.clarifications, as_json, Some(empty), block)
+    let code = print_list(&list, &list.clarifications, as_json, Some(empty), block)?;
+    if list.truncated && !as_json {
+        eprintln!(
+            "(only the newest {} are shown; older ones were left off)",
+            list.clarifications.len()
+        );
+    }
+    Ok(code)
 }
 
 /// One question as a text block: id and time left (or status), agent and session, the

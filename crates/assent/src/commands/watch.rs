@@ -56,8 +56,9 @@ struct App {
     status: String,
     error: bool,
     color: bool,
-    /// When the list was last read; set in the past to re-read it at once.
-    refreshed: Instant,
+    /// When the list was last read; `None` to re-read it at once (found by review: set ten
+    /// seconds in the past, `Instant - Duration` panicked on a machine up for less than that).
+    refreshed: Option<Instant>,
     /// Whether the last frame drawn showed the whole card with its question.
     shown_whole: bool,
     /// Whether the last re-read selected another approval than before (the one selected left
@@ -112,10 +113,13 @@ impl App {
 
     /// Re-reads the pending list when a second has passed since the last read.
     fn refresh(&mut self, c: &Client, rt: &tokio::runtime::Handle) {
-        if self.refreshed.elapsed() < Duration::from_secs(1) {
+        if self
+            .refreshed
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
             return;
         }
-        self.refreshed = Instant::now();
+        self.refreshed = Some(Instant::now());
         match rt.block_on(c.approvals(Some(ApprovalStatus::Pending), None)) {
             Ok(list) => {
                 self.set(list.approvals);
@@ -215,7 +219,7 @@ impl App {
                 self.error = true;
             }
         }
-        self.refreshed = Instant::now() - Duration::from_secs(10);
+        self.refreshed = None;
     }
 }
 
@@ -244,7 +248,7 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
         status: "loading…".into(),
         error: false,
         color,
-        refreshed: Instant::now() - Duration::from_secs(10),
+        refreshed: None,
         shown_whole: false,
         moved: false,
         decided: None,
