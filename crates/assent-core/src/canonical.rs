@@ -412,10 +412,32 @@ pub fn canonical_value(v: &Value) -> Result<String, CanonicalError> {
     serde_json_canonicalizer::to_string(v).map_err(|e| CanonicalError::Json(e.to_string()))
 }
 
+/// `v` as its `call_hash` reads it: its canonical JSON ([`canonical_value`], RFC 8785) parsed
+/// back, so each number is spelt as the hash has it (`-0` is `0`, `1.0` and `1e0` are the
+/// integer `1`); `v` itself when it has no canonical form. What the MCP front ends send
+/// upstream. Found by review: they forwarded the client's spelling, so an approver shown
+/// `{"n": 0}` let `{"n": -0.0}` reach the tool, a float to a Python or Go upstream.
+pub fn as_hashed(v: &Value) -> Value {
+    canonical_value(v)
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_else(|| v.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::{Map, json};
+
+    /// Numbers reach the upstream spelt as the hash reads them; nothing else changes.
+    #[test]
+    fn a_value_as_hashed_spells_its_numbers_canonically() {
+        let v: Value = serde_json::from_str(r#"{"b":[-0,1.0,1e2,1.5],"a":"x"}"#).unwrap();
+        let h = as_hashed(&v);
+        assert_eq!(h.to_string(), r#"{"a":"x","b":[0,1,100,1.5]}"#);
+        assert!(h["b"][1].is_u64());
+        assert_eq!(canonical_value(&h).unwrap(), canonical_value(&v).unwrap());
+    }
 
     /// RFC 8785 Appendix B: IEEE 754 doubles and their canonical serialisation.
     #[test]

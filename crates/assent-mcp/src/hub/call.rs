@@ -249,8 +249,9 @@ impl Call {
         // `call.result`).
         let _settling = gw.settling_token();
         let mut params = CallToolRequestParams::new(tool.clone());
-        if let Value::Object(m) = &run_with {
-            params = params.with_arguments(m.clone());
+        // Spelt as the hash reads it, so the upstream gets the numbers the approver saw.
+        if let Value::Object(m) = assent_core::canonical::as_hashed(&run_with) {
+            params = params.with_arguments(m);
         }
         let span = crate::trace::upstream_span(&tool, approval_id.as_deref());
         let mut meta = serde_json::json!({});

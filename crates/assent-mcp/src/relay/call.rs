@@ -69,12 +69,15 @@ impl Relay {
         resume: Resume,
     ) {
         let st = &self.state;
-        let args = super::gated::kept_of_call(&mut msg);
+        let mut args = super::gated::kept_of_call(&mut msg);
         // A continuation of the upstream's own input round names a state the upstream issued
-        // for this very call, once ([`super::rounds`]); any other is refused, never gated.
+        // for this very call, once ([`super::rounds`]); any other is refused, never gated. Its
+        // answers are gated with its arguments ([`super::gated::fold_input_responses`]).
         if let Some(state) = msg["params"]["requestState"].as_str() {
             let tool = msg["params"]["name"].as_str().unwrap_or("");
             let taken = st.rounds.lock().expect("rounds").take(state, tool, &args);
+            let taken =
+                taken.and_then(|()| super::gated::fold_input_responses(&mut msg, &mut args));
             if let Err(why) = taken {
                 tracing::warn!(id = %id, "refused a tools/call: {why}");
                 let bad = rmcp::ErrorData::invalid_params(why, None);
@@ -554,7 +557,8 @@ impl CallJob {
             mut held,
             ..
         } = self;
-        let run_with = edited.clone().unwrap_or(args);
+        // Spelt as the hash reads it, so the upstream gets the numbers the approver saw.
+        let run_with = assent_core::canonical::as_hashed(edited.as_ref().unwrap_or(&args));
         // What goes upstream is rebuilt from what was gated (found by review: the client's
         // other `params` keys and `_meta` entries went upstream unhashed, a channel around
         // the approval for an upstream that reads them).

@@ -22,8 +22,8 @@ const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 /// - `name` and `arguments`;
 /// - the upstream's own `input_required` round, when the client answers one: `requestState`
 ///   (a string; assent's own was taken out before, and the relay checked this one is the
-///   upstream's for this call, [`super::rounds`]) and `inputResponses` (an object). Like the
-///   answer to an upstream's elicitation, it is the protocol's: the upstream asked for it;
+///   upstream's for this call, [`super::rounds`]) and `inputResponses` (an object), taken out
+///   of `arguments`' [`INPUT_RESPONSES_ARG`], where they were gated ([`fold_input_responses`]);
 /// - from the client's `_meta`: `progressToken` (a string or an integer), `traceparent` (a
 ///   valid W3C one), `tracestate` (a string of at most [`MAX_TRACESTATE`] bytes), and, when
 ///   the upstream speaks the modern revision (`modern`), the envelope (protocol version and
@@ -33,16 +33,20 @@ const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 pub(super) fn gated_call(msg: &Value, tool: &str, arguments: &Value, modern: bool) -> Value {
     let mut params = Map::new();
     params.insert("name".into(), json!(tool));
-    params.insert("arguments".into(), arguments.clone());
+    let mut arguments = arguments.clone();
     let client = msg.get("params").and_then(Value::as_object);
     if let Some(p) = client
         && let Some(state) = p.get("requestState").filter(|s| s.is_string())
     {
         params.insert("requestState".into(), state.clone());
-        if let Some(r) = p.get("inputResponses").filter(|r| r.is_object()) {
-            params.insert("inputResponses".into(), r.clone());
+        let gated = arguments
+            .as_object_mut()
+            .map(|a| a.remove(INPUT_RESPONSES_ARG));
+        if let Some(Some(r)) = gated.filter(|r| r.as_ref().is_some_and(Value::is_object)) {
+            params.insert("inputResponses".into(), r);
         }
     }
+    params.insert("arguments".into(), arguments);
     if let Some(meta) = client
         .and_then(|p| p.get("_meta"))
         .and_then(Value::as_object)
@@ -57,6 +61,39 @@ pub(super) fn gated_call(msg: &Value, tool: &str, arguments: &Value, modern: boo
         }
     }
     json!({"jsonrpc": "2.0", "id": msg["id"], "method": "tools/call", "params": params})
+}
+
+/// The argument under which a continuation's `inputResponses` are gated: the answers the
+/// client gives the upstream's own questions are data the tool acts on, so the approver sees
+/// them and the `call_hash` covers them. Found by review: they went upstream beside a call
+/// gated on `{name, arguments}` alone, so an approver shown `pay {}` let an amount the agent
+/// chose reach the tool. Reserved in a continuation's own arguments.
+pub(super) const INPUT_RESPONSES_ARG: &str = "$inputResponses";
+
+/// Moves the `inputResponses` of continuation `msg` (an object, not empty; see
+/// [`kept_of_call`]) into its `arguments` under [`INPUT_RESPONSES_ARG`], to be gated with
+/// them. Errors: the refusal's words when the arguments are not an object or hold that key.
+pub(super) fn fold_input_responses(
+    msg: &mut Value,
+    arguments: &mut Value,
+) -> Result<(), &'static str> {
+    let Some(responses) = msg["params"]
+        .as_object_mut()
+        .and_then(|p| p.remove("inputResponses"))
+        .filter(|r| r.as_object().is_some_and(|r| !r.is_empty()))
+    else {
+        return Ok(());
+    };
+    let Some(args) = arguments.as_object_mut() else {
+        return Err("a continuation's arguments must be an object");
+    };
+    if args.contains_key(INPUT_RESPONSES_ARG) {
+        return Err(
+            "a continuation's arguments may not hold `$inputResponses`: its inputResponses are gated under that name",
+        );
+    }
+    args.insert(INPUT_RESPONSES_ARG.into(), responses);
+    Ok(())
 }
 
 /// What the relay keeps of client `tools/call` request `msg` while the call is gated: its
@@ -156,16 +193,31 @@ mod tests {
         );
     }
 
+    /// A continuation's answers are gated with its arguments and go upstream as its
+    /// `inputResponses`, never beside what was gated; a stray one (no `requestState`) is left
+    /// out, and a continuation whose own arguments hold the reserved name is refused.
     #[test]
-    fn the_upstreams_own_input_round_is_answered() {
-        let msg = json!({"id": 1, "params": {"name": "t", "requestState": "up-1",
+    fn the_upstreams_own_input_round_is_answered_with_what_was_gated() {
+        let mut msg = json!({"id": 1, "params": {"name": "t", "requestState": "up-1",
             "inputResponses": {"q": {"action": "accept"}}}});
-        let up = gated_call(&msg, "t", &json!({}), true);
+        let mut args = json!({"a": 1});
+        fold_input_responses(&mut msg, &mut args).unwrap();
+        assert_eq!(args[INPUT_RESPONSES_ARG]["q"]["action"], "accept");
+        assert!(msg["params"].get("inputResponses").is_none(), "{msg}");
+        let up = gated_call(&msg, "t", &args, true);
         assert_eq!(up["params"]["requestState"], "up-1");
         assert_eq!(up["params"]["inputResponses"]["q"]["action"], "accept");
+        assert_eq!(up["params"]["arguments"], json!({"a": 1}), "{up}");
+        let edited = json!({"a": 1, INPUT_RESPONSES_ARG: {"q": {"action": "decline"}}});
+        let up = gated_call(&msg, "t", &edited, true);
+        assert_eq!(up["params"]["inputResponses"]["q"]["action"], "decline");
         let stray = json!({"id": 1, "params": {"name": "t", "inputResponses": {"q": {}}}});
         let up = gated_call(&stray, "t", &json!({}), true);
         assert!(up["params"].get("inputResponses").is_none(), "{up}");
+        let mut squat = json!({"id": 1, "params": {"name": "t", "requestState": "up-1",
+            "inputResponses": {"q": {}}}});
+        let mut taken = json!({INPUT_RESPONSES_ARG: {"q": {"action": "accept"}}});
+        assert!(fold_input_responses(&mut squat, &mut taken).is_err());
     }
 
     /// Review finding: the relay kept the whole parsed request (every `params` key, the client's

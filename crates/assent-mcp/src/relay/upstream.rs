@@ -515,10 +515,15 @@ impl UpstreamSide {
         if r["resultType"] != "input_required" {
             return;
         }
-        if let (Some(state), Ok(arguments)) = (
+        if let (Some(state), Ok(mut arguments)) = (
             r["requestState"].as_str(),
             serde_json::from_str::<Value>(&f.arguments),
         ) {
+            // The client continues with the call's own arguments, without the answers it
+            // gave to an earlier round (gated beside them).
+            if let Some(a) = arguments.as_object_mut() {
+                a.remove(super::gated::INPUT_RESPONSES_ARG);
+            }
             let mut rounds = self.state.rounds.lock().expect("rounds");
             rounds.note(state, &f.tool, &arguments);
         }

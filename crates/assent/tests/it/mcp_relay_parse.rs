@@ -261,3 +261,48 @@ fn an_upstream_result_of_7_mib_of_json_as_text_is_relayed_not_refused() {
     assert_eq!(recorded["result_sha256"], relayed, "{recorded}");
     end(proxy, stdin);
 }
+
+/// The upstream's line for a `tools/call` echoed back as the call's text (`py_upstream`).
+const ECHO: &str = r#"        r={"content":[{"type":"text","text":line}]}"#;
+
+/// The arguments the upstream received, as the text it read, from its echo in `said`.
+fn received_arguments(said: &Value) -> String {
+    let text = said.to_string();
+    let line = said["result"]["content"][0]["text"]
+        .as_str()
+        .or_else(|| said["content"][0]["text"].as_str())
+        .unwrap_or_else(|| panic!("no echo in {text}"));
+    let at = line.find(r#""arguments":"#).expect("arguments sent");
+    let rest = &line[at + r#""arguments":"#.len()..];
+    rest[..=rest.find('}').expect("an object")].to_string()
+}
+
+/// Attack (found by review): a client spells a number so that its value hashes as the
+/// approver saw it but its type does not reach the upstream so — `-0` (shown `0`, sent `-0.0`,
+/// a float to a Python or Go tool), `1.0` and `1e2` (shown `1` and `100`, sent as floats).
+/// The stdio proxy and the hub send the arguments spelt as the `call_hash` reads them.
+#[test]
+fn an_upstream_gets_the_numbers_spelt_as_the_approver_saw_them() {
+    let source = py_upstream(&py_list(&["read"]), ECHO);
+    let (_gw, server) = hub_gateway(KEY, &[("up", Some("[read]"), &source)]);
+    let (proxy, mut stdin, lines) = stdio_proxy(&server.url, &source);
+    let call = r#"{"jsonrpc":"2.0","id":"n","method":"tools/call","params":{"name":"read","arguments":{"a":-0,"b":1.0,"c":1e2,"d":1.5}}}"#;
+    writeln!(stdin, "{call}").unwrap();
+    let r = answer(&lines, &json!("n"));
+    assert_eq!(
+        received_arguments(&r),
+        r#"{"a":0,"b":1,"c":100,"d":1.5}"#,
+        "{r}"
+    );
+    end(proxy, stdin);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let args = json!({"a": -0.0, "b": 1.0, "d": 1.5});
+    let call = rmcp::model::CallToolRequestParams::new("up__read")
+        .with_arguments(args.as_object().unwrap().clone());
+    let said = crate::hub_kit::hub_call(&rt, &server.url, KEY, call);
+    assert_eq!(
+        received_arguments(&said),
+        r#"{"a":0,"b":1,"d":1.5}"#,
+        "{said}"
+    );
+}

@@ -10,8 +10,9 @@ const KEY: &str = "rounds-agent-key-0123456789abcdef";
 
 /// A modern-only upstream (Python, stdio) whose tool `book` asks for input first: a call
 /// without `requestState` is answered `input_required` under state `op-N` (N counting the
-/// calls), one with a state is answered `continued STATE`, and that state is written as a
-/// line to `LOG` — the continuations the upstream acted on.
+/// calls), one with a state is answered `continued STATE`, and that state and the answers it
+/// got (`inputResponses`, JSON) are written as a line to `LOG` — the continuations the
+/// upstream acted on.
 const UPSTREAM: &str = r#"import json,sys
 n=0
 def out(m): print(json.dumps(m), flush=True)
@@ -26,7 +27,7 @@ for line in sys.stdin:
     elif meth=="tools/list":
         out({"jsonrpc":"2.0","id":i,"result":{"tools":[{"name":"book","description":"d","inputSchema":{"type":"object"}}]}})
     elif meth=="tools/call" and "requestState" in p:
-        with open(LOG,"a") as f: f.write(p["requestState"]+"\n")
+        with open(LOG,"a") as f: f.write(p["requestState"]+" "+json.dumps(p.get("inputResponses"),sort_keys=True)+"\n")
         out({"jsonrpc":"2.0","id":i,"result":{"resultType":"complete","content":[{"type":"text","text":"continued "+p["requestState"]}]}})
     elif meth=="tools/call":
         n+=1
@@ -104,6 +105,91 @@ fn a_client_continues_only_the_round_the_upstream_opened_for_that_call() {
     assert!(again["error"].is_object(), "{again}");
     drop(stdin);
     let _ = child.wait();
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), "op-1\n");
+    let acted = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(acted.lines().count(), 1, "{acted}");
+    assert!(
+        acted.starts_with("op-1 ") && acted.contains("1A"),
+        "{acted}"
+    );
+    drop(server);
+}
+
+/// The one pending approval of the gateway at `url` (waiting up to 30 s for it), approved by
+/// alice through `assent approve`: its record as it was pending.
+fn approve_the_pending_one(url: &str) -> Value {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let list = crate::get_op(url, "/v1/approvals?status=pending");
+        if let Some(a) = list["approvals"].as_array().and_then(|l| l.first()) {
+            crate::ok(&crate::cli(url, &["approve", a["id"].as_str().unwrap()]));
+            return a.clone();
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "nothing was held: {list}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Attack (found by review): the answers a client gives the upstream's own questions are data
+/// the tool acts on — a payment tool that asks for its amount gets it there — but they went
+/// upstream beside a call gated on its name and arguments alone, so the approver, shown
+/// `book {"flight": "LH1"}` twice, never saw the seat the agent chose. A continuation's
+/// answers are gated with its arguments under `$inputResponses`: the approver sees them, the
+/// `call_hash` covers them, and the upstream gets them as its `inputResponses`, the arguments
+/// without them.
+#[test]
+fn a_continuations_answers_are_shown_to_the_approver_and_hashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [book]\n      approval: true\n";
+    let server = serve_helper(
+        dir.path(),
+        (agent, KEY),
+        ("acme.test.rounds-v1", "- tool: book\n  risk_tier: R1\n"),
+    );
+    let log = dir.path().join("continued.log");
+    let source = UPSTREAM.replace("LOG", &format!("{:?}", log.display().to_string()));
+    let (mut child, mut stdin, mut out) = helper_proxy((&server.url, KEY), &[], &source);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let mut call = |id: u32, params: Value| -> (Value, Value) {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        writeln!(stdin, "{call}").unwrap();
+        let held = approve_the_pending_one(&server.url);
+        loop {
+            let mut line = String::new();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "the proxy closed stdout"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return (held, v);
+            }
+        }
+    };
+    let flight = json!({"flight": "LH1"});
+    let (_, first) = call(
+        1,
+        json!({"name": "book", "arguments": flight, "_meta": meta}),
+    );
+    assert_eq!(first["result"]["requestState"], "op-1", "{first}");
+    let seat = json!({"seat": {"action": "accept", "content": {"seat": "1A"}}});
+    let (held, good) = call(
+        2,
+        json!({"name": "book", "arguments": flight, "_meta": meta,
+               "requestState": "op-1", "inputResponses": seat}),
+    );
+    assert_eq!(held["call"]["arguments"]["$inputResponses"], seat, "{held}");
+    assert_eq!(held["call"]["arguments"]["flight"], "LH1", "{held}");
+    assert!(good.to_string().contains("continued op-1"), "{good}");
+    drop(stdin);
+    let _ = child.wait();
+    let acted = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        acted.starts_with("op-1 ") && acted.contains(r#""seat": "1A""#),
+        "{acted}"
+    );
     drop(server);
 }
