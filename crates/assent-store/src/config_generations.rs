@@ -256,11 +256,21 @@ pub struct ReplicaSeen {
 /// whose one process keeps none, or a database no replica has served), read at `now` (Unix
 /// ms; the database's clock on PostgreSQL). For `assent replicas`: which
 /// replica serves what, and which one put the newest in force. Errors: the database's (a
-/// schema before migration 0060 has no such tables).
+/// schema before migration 0060 has no such tables). Read in one snapshot ([`Conn::snapshot`]):
+/// found by review, a reload between two reads showed a replica serving the new generation as
+/// on an older one, and the command exited 2.
 pub fn replicas(
     conn: Conn<'_>,
     now: i64,
 ) -> Result<(Option<NewestConfig>, Vec<ReplicaSeen>), StoreError> {
+    Ok(conn.snapshot(|c| replicas_in(c, now))?)
+}
+
+/// [`replicas`], in the snapshot `conn` holds.
+fn replicas_in(
+    conn: Conn<'_>,
+    now: i64,
+) -> crate::db::Result<(Option<NewestConfig>, Vec<ReplicaSeen>)> {
     let now = conn.shared_clock_ms(now)?;
     let newest: Option<NewestConfig> = conn
         .prepare_cached(
