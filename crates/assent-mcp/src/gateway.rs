@@ -320,8 +320,16 @@ impl Gateway {
             );
             return (Outcome::Denied(why), tool, arguments);
         }
+        // Compared as the hash reads them (found by review: `{"n": 1.0}` retried against a
+        // record of `{"n": 1}` was denied as another call).
+        let same = |a: &Value| {
+            let canonical = assent_core::canonical::canonical_value;
+            canonical(a)
+                .ok()
+                .is_some_and(|c| canonical(&arguments).ok() == Some(c))
+        };
         if let Some((t, a)) = call
-            && (t != tool || *a != arguments)
+            && (t != tool || !same(a))
         {
             let why = format!(
                 "approval {approval_id} is for another call than the one retried (`{tool}` with its own arguments)"

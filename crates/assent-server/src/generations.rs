@@ -131,10 +131,12 @@ async fn register(st: &AppState, digest: &str, adopt: bool) -> Result<i64, Strin
     let d = digest.to_string();
     let not_recorded =
         |e: String| format!("the configuration generation could not be recorded: {e}");
+    let g = st.generation.clone();
     let got = st
-        .store_task(move |s| s.register_config(&d, &by, adopt, now_ms()))
+        .store_task(move |s| g.unless_left(|| s.register_config(&d, &by, adopt, now_ms())))
         .await
         .map_err(|e| not_recorded(e.message))?
+        .ok_or_else(|| not_recorded("this replica is stopping".into()))?
         .map_err(|e| not_recorded(e.to_string()))?;
     match got {
         ConfigStanding::Newest { generation } => Ok(generation),
@@ -289,7 +291,10 @@ pub(crate) async fn leave(st: &AppState) {
         return;
     }
     let by = replica_name();
-    let left = st.store_task(move |s| s.leave_config(&by)).await;
+    let g = st.generation.clone();
+    let left = st
+        .store_task(move |s| g.leave(|| s.leave_config(&by)))
+        .await;
     let failed = match left {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e.to_string(),
@@ -316,17 +321,19 @@ pub(crate) fn watch(st: AppState) -> tokio::task::JoinHandle<()> {
             }
             let (d, b) = (digest.clone(), by.clone());
             let before = st.generation.superseded();
+            let g = st.generation.clone();
             let got = st
-                .store_apart(move |s| s.config_heartbeat(&d, &b, now_ms()))
+                .store_apart(move |s| g.unless_left(|| s.config_heartbeat(&d, &b, now_ms())))
                 .await;
             let now = match got {
-                Ok(Ok(ConfigStanding::Superseded(s))) => {
+                Ok(None) => return,
+                Ok(Some(Ok(ConfigStanding::Superseded(s)))) => {
                     tracing::warn!(newest = s.newest, loaded_by = %s.loaded_by, "a newer configuration is in force");
                     Some(why(&s))
                 }
-                Ok(Ok(ConfigStanding::Unknown)) => register_again(&st, &digest).await,
-                Ok(Ok(_)) => None,
-                Ok(Err(e)) => {
+                Ok(Some(Ok(ConfigStanding::Unknown))) => register_again(&st, &digest).await,
+                Ok(Some(Ok(_))) => None,
+                Ok(Some(Err(e))) => {
                     tracing::warn!(error = %e, "configuration generation not checked");
                     continue;
                 }

@@ -538,6 +538,9 @@ pub struct Generation {
     now: Mutex<(String, Option<String>)>,
     /// The restart-only settings in the digest, fixed at start-up ([`Generation::enforce`]).
     settings: std::sync::OnceLock<String>,
+    /// Whether this replica left (a graceful stop, [`Generation::leave`]), held while one of
+    /// its liveness writes runs ([`Generation::unless_left`]).
+    left: Mutex<bool>,
 }
 
 impl Generation {
@@ -601,8 +604,60 @@ impl Generation {
         self.settings.get().map_or("", String::as_str)
     }
 
+    /// Runs `write` (one that says this replica serves its configuration: a heartbeat, a
+    /// registration) unless this replica left; `None` when it did. Found by review: a
+    /// heartbeat already on the blocking pool at a graceful stop wrote its row after the
+    /// leave's delete, so the stopped replica counted as live for 10 s and a restart with a
+    /// changed file in that window was refused.
+    pub(crate) fn unless_left<T>(&self, write: impl FnOnce() -> T) -> Option<T> {
+        let left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        (!*left).then(write)
+    }
+
+    /// Marks this replica as left, after any [`Generation::unless_left`] write in flight,
+    /// and runs `withdraw` (the delete of its liveness) while no other can start.
+    pub(crate) fn leave<T>(&self, withdraw: impl FnOnce() -> T) -> T {
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        *left = true;
+        withdraw()
+    }
+
     /// The digest of the configuration in force (empty before start-up registered it).
     pub(crate) fn digest(&self) -> String {
         self.now.lock().unwrap_or_else(|e| e.into_inner()).0.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Generation;
+    use std::sync::{Arc, mpsc};
+    use std::time::Duration;
+
+    /// A liveness write already running when the replica leaves ends before the leave's
+    /// withdrawal runs, and none starts after it: the withdrawal is the last word.
+    #[test]
+    fn no_liveness_write_lands_after_the_leave() {
+        let g = Arc::new(Generation::default());
+        let (started, wait_started) = mpsc::channel();
+        let (finish, wait_finish) = mpsc::channel::<()>();
+        let (log_tx, log) = mpsc::channel();
+        let (g2, log2) = (g.clone(), log_tx.clone());
+        let beat = std::thread::spawn(move || {
+            g2.unless_left(|| {
+                started.send(()).unwrap();
+                wait_finish.recv().unwrap();
+                log2.send("heartbeat").unwrap();
+            })
+        });
+        wait_started.recv().unwrap();
+        let g3 = g.clone();
+        let leave = std::thread::spawn(move || g3.leave(|| log_tx.send("left").unwrap()));
+        std::thread::sleep(Duration::from_millis(50));
+        finish.send(()).unwrap();
+        assert_eq!(beat.join().unwrap(), Some(()));
+        leave.join().unwrap();
+        assert_eq!(log.try_iter().collect::<Vec<_>>(), ["heartbeat", "left"]);
+        assert_eq!(g.unless_left(|| "late heartbeat"), None);
     }
 }

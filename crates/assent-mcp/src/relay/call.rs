@@ -72,17 +72,24 @@ impl Relay {
         let mut args = super::gated::kept_of_call(&mut msg);
         // A continuation of the upstream's own input round names a state the upstream issued
         // for this very call, once ([`super::rounds`]); any other is refused, never gated. Its
-        // answers are gated with its arguments ([`super::gated::fold_input_responses`]).
-        if let Some(state) = msg["params"]["requestState"].as_str() {
+        // answers are gated with its arguments ([`super::gated::input_responses_of`]).
+        let continues = msg["params"]["requestState"].is_string();
+        if continues {
+            let responses = super::gated::input_responses_of(&mut msg, &args);
             let tool = msg["params"]["name"].as_str().unwrap_or("");
-            let taken = st.rounds.lock().expect("rounds").take(state, tool, &args);
-            let taken =
-                taken.and_then(|()| super::gated::fold_input_responses(&mut msg, &mut args));
-            if let Err(why) = taken {
-                tracing::warn!(id = %id, "refused a tools/call: {why}");
-                let bad = rmcp::ErrorData::invalid_params(why, None);
-                let _ = self.to_client.send(reply(&id, Err(bad)));
-                return;
+            let state = msg["params"]["requestState"].as_str().unwrap_or("");
+            let taken = responses.and_then(|r| {
+                let rounds = &mut st.rounds.lock().expect("rounds");
+                rounds.take(state, tool, &args).map(|()| r)
+            });
+            match taken {
+                Ok(r) => super::gated::fold_input_responses(&mut args, r),
+                Err(why) => {
+                    tracing::warn!(id = %id, "refused a tools/call: {why}");
+                    let bad = rmcp::ErrorData::invalid_params(why, None);
+                    let _ = self.to_client.send(reply(&id, Err(bad)));
+                    return;
+                }
             }
         }
         let len = crate::kit::json_weight(&args).saturating_add(crate::kit::json_weight(&msg));
@@ -110,7 +117,14 @@ impl Relay {
             let _ = self.to_client.send(denied_result(&id, &why));
             return;
         }
-        let asker = self.asker(as_task);
+        // A continuation is not asked in the client: the retry could carry only one
+        // `requestState`, assent's or the upstream's (found by review: the upstream's was
+        // lost and the approval never settled). Operators decide it.
+        let asker = if continues {
+            Asker::Nobody
+        } else {
+            self.asker(as_task)
+        };
         let (cancel_tx, cancel_rx) = oneshot::channel::<Stop>();
         let became_task = Arc::new(AtomicBool::new(false));
         st.waiting.lock().expect("waiting").insert(

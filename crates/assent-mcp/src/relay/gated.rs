@@ -23,7 +23,7 @@ const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 /// - the upstream's own `input_required` round, when the client answers one: `requestState`
 ///   (a string; assent's own was taken out before, and the relay checked this one is the
 ///   upstream's for this call, [`super::rounds`]) and `inputResponses` (an object), taken out
-///   of `arguments`' [`INPUT_RESPONSES_ARG`], where they were gated ([`fold_input_responses`]);
+///   of `arguments`' [`INPUT_RESPONSES_ARG`], where they were gated ([`input_responses_of`]);
 /// - from the client's `_meta`: `progressToken` (a string or an integer), `traceparent` (a
 ///   valid W3C one), `tracestate` (a string of at most [`MAX_TRACESTATE`] bytes), and, when
 ///   the upstream speaks the modern revision (`modern`), the envelope (protocol version and
@@ -70,21 +70,16 @@ pub(super) fn gated_call(msg: &Value, tool: &str, arguments: &Value, modern: boo
 /// chose reach the tool. Reserved in a continuation's own arguments.
 pub(super) const INPUT_RESPONSES_ARG: &str = "$inputResponses";
 
-/// Moves the `inputResponses` of continuation `msg` (an object, not empty; see
-/// [`kept_of_call`]) into its `arguments` under [`INPUT_RESPONSES_ARG`], to be gated with
-/// them. Errors: the refusal's words when the arguments are not an object or hold that key.
-pub(super) fn fold_input_responses(
+/// Takes the `inputResponses` of continuation `msg` (see [`kept_of_call`]) out of it, to be
+/// gated with `arguments` under [`INPUT_RESPONSES_ARG`] ([`fold_input_responses`]): `None`
+/// when it gives none (absent or empty). Checked before the upstream's round is used up, so
+/// that a refused continuation can be sent again. Errors: the refusal's words when the
+/// arguments are not an object or hold that name (whether or not it gives answers).
+pub(super) fn input_responses_of(
     msg: &mut Value,
-    arguments: &mut Value,
-) -> Result<(), &'static str> {
-    let Some(responses) = msg["params"]
-        .as_object_mut()
-        .and_then(|p| p.remove("inputResponses"))
-        .filter(|r| r.as_object().is_some_and(|r| !r.is_empty()))
-    else {
-        return Ok(());
-    };
-    let Some(args) = arguments.as_object_mut() else {
+    arguments: &Value,
+) -> Result<Option<Value>, &'static str> {
+    let Some(args) = arguments.as_object() else {
         return Err("a continuation's arguments must be an object");
     };
     if args.contains_key(INPUT_RESPONSES_ARG) {
@@ -92,8 +87,18 @@ pub(super) fn fold_input_responses(
             "a continuation's arguments may not hold `$inputResponses`: its inputResponses are gated under that name",
         );
     }
-    args.insert(INPUT_RESPONSES_ARG.into(), responses);
-    Ok(())
+    Ok(msg["params"]
+        .as_object_mut()
+        .and_then(|p| p.remove("inputResponses"))
+        .filter(|r| r.as_object().is_some_and(|r| !r.is_empty())))
+}
+
+/// Puts a continuation's `responses` ([`input_responses_of`]) into its `arguments` (an
+/// object, checked there) under [`INPUT_RESPONSES_ARG`].
+pub(super) fn fold_input_responses(arguments: &mut Value, responses: Option<Value>) {
+    if let (Some(r), Some(args)) = (responses, arguments.as_object_mut()) {
+        args.insert(INPUT_RESPONSES_ARG.into(), r);
+    }
 }
 
 /// What the relay keeps of client `tools/call` request `msg` while the call is gated: its
@@ -201,7 +206,8 @@ mod tests {
         let mut msg = json!({"id": 1, "params": {"name": "t", "requestState": "up-1",
             "inputResponses": {"q": {"action": "accept"}}}});
         let mut args = json!({"a": 1});
-        fold_input_responses(&mut msg, &mut args).unwrap();
+        let responses = input_responses_of(&mut msg, &args).unwrap();
+        fold_input_responses(&mut args, responses);
         assert_eq!(args[INPUT_RESPONSES_ARG]["q"]["action"], "accept");
         assert!(msg["params"].get("inputResponses").is_none(), "{msg}");
         let up = gated_call(&msg, "t", &args, true);
@@ -214,10 +220,13 @@ mod tests {
         let stray = json!({"id": 1, "params": {"name": "t", "inputResponses": {"q": {}}}});
         let up = gated_call(&stray, "t", &json!({}), true);
         assert!(up["params"].get("inputResponses").is_none(), "{up}");
-        let mut squat = json!({"id": 1, "params": {"name": "t", "requestState": "up-1",
-            "inputResponses": {"q": {}}}});
-        let mut taken = json!({INPUT_RESPONSES_ARG: {"q": {"action": "accept"}}});
-        assert!(fold_input_responses(&mut squat, &mut taken).is_err());
+        let squat = json!({INPUT_RESPONSES_ARG: {"q": {"action": "accept"}}});
+        for given in [json!({"q": {}}), json!({})] {
+            let mut msg = json!({"id": 1, "params": {"name": "t", "requestState": "up-1",
+                "inputResponses": given}});
+            assert!(input_responses_of(&mut msg, &squat).is_err());
+            assert!(input_responses_of(&mut msg, &json!([1])).is_err());
+        }
     }
 
     /// Review finding: the relay kept the whole parsed request (every `params` key, the client's

@@ -133,6 +133,16 @@ fn decision_body(
     })
 }
 
+/// A number as a browser's `<input type=number>` submits it, in JSON's grammar: a leading
+/// `.` gets its `0` (`.5`, `-.5`; HTML allows them, JSON does not).
+fn html_number(text: &str) -> String {
+    match text.strip_prefix('-') {
+        Some(rest) if rest.starts_with('.') => format!("-0{rest}"),
+        _ if text.starts_with('.') => format!("0{text}"),
+        _ => text.to_string(),
+    }
+}
+
 /// `POST /ui/clarifications/{id}/answer`: `kind` (`yes_no`|`numeric`|`multiple_choice`|
 /// `freetext`), `response`, `csrf`.
 pub(crate) async fn answer_form(
@@ -151,11 +161,11 @@ pub(crate) async fn answer_form(
             "no" | "false" => Value::Bool(false),
             _ => return Err(refused("Choose yes or no.")),
         },
-        "numeric" => match assent_core::json::exact_number(&text) {
+        "numeric" => match assent_core::json::exact_number(&html_number(&text)) {
             Some(n) => Value::Number(n),
             None => {
                 return Err(refused(
-                    "The answer must be a number written exactly (a whole number at most 2^53).",
+                    "The answer must be a number a double holds exactly (a whole number at most 2^53 from zero).",
                 ));
             }
         },

@@ -122,7 +122,7 @@ async fn a_dashboard_answer_that_is_not_yes_no_or_an_exact_number_is_refused() {
         let r = post(numeric.clone(), fields).await;
         assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{fields}");
         assert!(
-            r.text().await.unwrap().contains("written exactly"),
+            r.text().await.unwrap().contains("a double holds exactly"),
             "{fields}"
         );
         assert_eq!(status(&numeric).status, ClarificationStatus::Pending);
@@ -130,6 +130,11 @@ async fn a_dashboard_answer_that_is_not_yes_no_or_an_exact_number_is_refused() {
     let r = post(yes_no.clone(), "kind=yes_no&response=yes").await;
     assert!(!r.status().is_client_error(), "{:?}", r.status());
     assert_eq!(status(&yes_no).response, Some(json!(true)));
+    // A browser's number field submits `.5` as typed: taken as 0.5.
+    let half = ask(&gw, json!(["numeric"])).await;
+    let r = post(half.clone(), "kind=numeric&response=-.5").await;
+    assert!(!r.status().is_client_error(), "{:?}", r.status());
+    assert_eq!(status(&half).response, Some(json!(-0.5)));
     let r = post(numeric.clone(), "kind=numeric&response=9007199254740991").await;
     assert!(!r.status().is_client_error(), "{:?}", r.status());
     assert_eq!(status(&numeric).response, Some(json!(9007199254740991_u64)));

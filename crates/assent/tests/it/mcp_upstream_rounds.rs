@@ -138,25 +138,26 @@ fn approve_the_pending_one(url: &str) -> Value {
 /// `book {"flight": "LH1"}` twice, never saw the seat the agent chose. A continuation's
 /// answers are gated with its arguments under `$inputResponses`: the approver sees them, the
 /// `call_hash` covers them, and the upstream gets them as its `inputResponses`, the arguments
-/// without them.
+/// without them. The first call is approved in the client (the rule allows it); the
+/// continuation is not asked there — its retry could carry only one `requestState`, and the
+/// upstream's was lost (found by review) — but held for operators.
 #[test]
 fn a_continuations_answers_are_shown_to_the_approver_and_hashed() {
     let dir = tempfile::tempdir().unwrap();
     let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [book]\n      approval: true\n";
-    let server = serve_helper(
-        dir.path(),
-        (agent, KEY),
-        ("acme.test.rounds-v1", "- tool: book\n  risk_tier: R1\n"),
-    );
+    let rules = "- tool: book\n  risk_tier: R1\n  in_client_approval: true\n";
+    let server = serve_helper(dir.path(), (agent, KEY), ("acme.test.rounds-v1", rules));
     let log = dir.path().join("continued.log");
     let source = UPSTREAM.replace("LOG", &format!("{:?}", log.display().to_string()));
     let (mut child, mut stdin, mut out) = helper_proxy((&server.url, KEY), &[], &source);
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
-    let mut call = |id: u32, params: Value| -> (Value, Value) {
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let mut send = |id: u32, params: Value| {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         writeln!(stdin, "{call}").unwrap();
-        let held = approve_the_pending_one(&server.url);
+    };
+    let mut read = |id: u32| -> Value {
         loop {
             let mut line = String::new();
             assert!(
@@ -165,24 +166,36 @@ fn a_continuations_answers_are_shown_to_the_approver_and_hashed() {
             );
             let v: Value = serde_json::from_str(&line).unwrap();
             if v["id"] == id {
-                return (held, v);
+                return v;
             }
         }
     };
     let flight = json!({"flight": "LH1"});
-    let (_, first) = call(
+    send(
         1,
         json!({"name": "book", "arguments": flight, "_meta": meta}),
     );
-    assert_eq!(first["result"]["requestState"], "op-1", "{first}");
-    let seat = json!({"seat": {"action": "accept", "content": {"seat": "1A"}}});
-    let (held, good) = call(
+    let asked = read(1);
+    let own = asked["result"]["requestState"].as_str().unwrap_or_default();
+    assert!(own.starts_with("assent-approval:"), "{asked}");
+    let yes = json!({"assent-approval": {"action": "accept", "content": {"approve": true}}});
+    send(
         2,
         json!({"name": "book", "arguments": flight, "_meta": meta,
-               "requestState": "op-1", "inputResponses": seat}),
+                   "requestState": own, "inputResponses": yes}),
     );
+    let first = read(2);
+    assert_eq!(first["result"]["requestState"], "op-1", "{first}");
+    let seat = json!({"seat": {"action": "accept", "content": {"seat": "1A"}}});
+    send(
+        3,
+        json!({"name": "book", "arguments": flight, "_meta": meta,
+                   "requestState": "op-1", "inputResponses": seat}),
+    );
+    let held = approve_the_pending_one(&server.url);
     assert_eq!(held["call"]["arguments"]["$inputResponses"], seat, "{held}");
     assert_eq!(held["call"]["arguments"]["flight"], "LH1", "{held}");
+    let good = read(3);
     assert!(good.to_string().contains("continued op-1"), "{good}");
     drop(stdin);
     let _ = child.wait();
