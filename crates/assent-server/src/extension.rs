@@ -52,7 +52,13 @@ impl TimeoutExtension {
     /// failed read keeps the extension in force and is logged.
     pub fn refresh<E: std::fmt::Display>(&self, read: impl FnOnce() -> Result<i64, E>) {
         let ticket = self.ask();
-        match read() {
+        self.settle(ticket, read());
+    }
+
+    /// Settles the re-read asked under `ticket` with what it `read`: [`TimeoutExtension::answer`]
+    /// for a value; a failure keeps the extension in force and is logged.
+    pub fn settle<E: std::fmt::Display>(&self, ticket: Ticket, read: Result<i64, E>) {
+        match read {
             Ok(ms) => {
                 self.answer(ticket, ms);
             }

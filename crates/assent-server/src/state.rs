@@ -357,15 +357,11 @@ impl AppState {
     /// one asked later; a failed read keeps the extension in force (logged).
     pub async fn refresh_extension(&self) {
         let ticket = self.extension.ask();
-        match self.store_task(|s| s.timeout_extension_ms()).await {
-            Ok(Ok(ms)) => {
-                self.extension.answer(ticket, ms);
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "the AAEP timeout extension could not be re-read; the one in force stays")
-            }
-            Err(_) => {}
-        }
+        let read = match self.store_task(|s| s.timeout_extension_ms()).await {
+            Ok(read) => read.map_err(|e| e.to_string()),
+            Err(e) => Err(e.message),
+        };
+        self.extension.settle(ticket, read);
     }
 
     /// Tells the event streams (dashboard, AAEP, webhooks) that something changed.
