@@ -197,7 +197,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// unless [`Client::with_request_timeout`] says otherwise.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone)]
+/// Its `Debug` leaves the key out (found by review: derived, any `?client` in a log would
+/// have printed it).
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: Url,
@@ -206,6 +208,16 @@ pub struct Client {
     /// Each request's deadline, from sending to the end of the answer's body (a long-poll's
     /// `wait` added); `None`: the reqwest client's own (see [`Client::with_timeouts`]).
     request_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base_text)
+            .field("key", &"<withheld>")
+            .field("request_timeout", &self.request_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {

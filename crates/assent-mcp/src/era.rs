@@ -45,6 +45,14 @@ pub const REQUEST_STATE_PREFIX: &str = "assent-approval:";
 /// The `inputRequests` key of assent's in-client question.
 pub const INPUT_KEY: &str = "assent-approval";
 
+/// The argument under which a continuation's `inputResponses` are gated: the answers the
+/// client gives the upstream's own questions are data the tool acts on, so the approver sees
+/// them and the `call_hash` covers them. Found by review: they went upstream beside a call
+/// gated on `{name, arguments}` alone, so an approver shown `pay {}` let an amount the agent
+/// chose reach the tool. Reserved in a continuation's own arguments; an approval holding it
+/// is never resumed ([`crate::gateway::Gateway::resume`]).
+pub const INPUT_RESPONSES_ARG: &str = "$inputResponses";
+
 /// A protocol era.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Era {

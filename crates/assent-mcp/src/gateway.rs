@@ -320,6 +320,15 @@ impl Gateway {
             );
             return (Outcome::Denied(why), tool, arguments);
         }
+        // A continuation of an upstream's round is the operators' to decide and its own
+        // connection's to run (found by review: a retry under assent's `requestState` had the
+        // user approve it, and ran it as a fresh call without the upstream's round).
+        if arguments.get(crate::era::INPUT_RESPONSES_ARG).is_some() {
+            let why = format!(
+                "approval {approval_id} continues an upstream's input round: operators decide it, and only the connection that opened the round runs it"
+            );
+            return (Outcome::Denied(why), tool, arguments);
+        }
         // Compared as the hash reads them (found by review: `{"n": 1.0}` retried against a
         // record of `{"n": 1}` was denied as another call).
         let same = |a: &Value| {

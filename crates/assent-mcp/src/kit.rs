@@ -37,8 +37,9 @@ pub(crate) fn offer_tasks(caps: &mut Value) {
 /// held the client's `initialize` that long when the gateway stalled.
 pub const HANDSHAKE_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// How the proxy is set up (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`).
-#[derive(Debug, Clone)]
+/// How the proxy is set up (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`). Its
+/// `Debug` shows `api_key` as `<withheld>`.
+#[derive(Clone)]
 pub struct ProxyConfig {
     /// Base URL of the gateway, e.g. `http://127.0.0.1:7878`.
     pub gateway_url: String,
@@ -64,6 +65,19 @@ pub struct ProxyConfig {
     /// agent could read through a resource what a policy holds as a tool call; the client is
     /// then offered tools only.
     pub pass_ungated: bool,
+}
+
+impl std::fmt::Debug for ProxyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyConfig")
+            .field("gateway_url", &self.gateway_url)
+            .field("api_key", &"<withheld>")
+            .field("agent", &self.agent)
+            .field("server", &self.server)
+            .field("session_id", &self.session_id)
+            .field("command", &self.command)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What became of one `tools/call` at the gateway.

@@ -80,12 +80,13 @@ fn put(out: &mut String, label: &str, value: &str) {
 }
 
 /// Time left until `expires_at` (RFC 3339): `42s left`, `3m 07s left`, or `expiring now`;
-/// the text itself when it is not a timestamp.
+/// the text itself, made [`inert`], when it is not a timestamp (found by review: shown as
+/// the gateway sent it, a bidi override there reached `assent watch`'s list).
 pub(crate) fn time_left(expires_at: &str) -> String {
     let Ok(t) =
         time::OffsetDateTime::parse(expires_at, &time::format_description::well_known::Rfc3339)
     else {
-        return expires_at.to_string();
+        return inert(expires_at);
     };
     let secs = (t - time::OffsetDateTime::now_utc()).whole_seconds();
     if secs <= 0 {

@@ -63,12 +63,7 @@ pub(super) fn gated_call(msg: &Value, tool: &str, arguments: &Value, modern: boo
     json!({"jsonrpc": "2.0", "id": msg["id"], "method": "tools/call", "params": params})
 }
 
-/// The argument under which a continuation's `inputResponses` are gated: the answers the
-/// client gives the upstream's own questions are data the tool acts on, so the approver sees
-/// them and the `call_hash` covers them. Found by review: they went upstream beside a call
-/// gated on `{name, arguments}` alone, so an approver shown `pay {}` let an amount the agent
-/// chose reach the tool. Reserved in a continuation's own arguments.
-pub(super) const INPUT_RESPONSES_ARG: &str = "$inputResponses";
+pub(super) use crate::era::INPUT_RESPONSES_ARG;
 
 /// Takes the `inputResponses` of continuation `msg` (see [`kept_of_call`]) out of it, to be
 /// gated with `arguments` under [`INPUT_RESPONSES_ARG`] ([`fold_input_responses`]): `None`

@@ -161,21 +161,11 @@ async fn resumed_call(
     // cancelled): nothing was redeemed yet. From then on the withdrawal at the gateway ends
     // its wait (`resume_task`).
     let before = async {
-        let call = st.gw.approval(&approval).await?.call;
-        // A continuation's upstream round (`requestState`) belonged to the connection that
-        // held it, so it cannot be continued from here (found by review: it went upstream as
-        // a fresh call with `$inputResponses` as an argument).
-        if call
-            .arguments
-            .get(super::gated::INPUT_RESPONSES_ARG)
-            .is_some()
-        {
-            return Err(format!(
-                "approval {approval} continues an upstream's input round another connection opened: call the tool again"
-            ));
-        }
-        pin_gate(&st.gw, &st.pins, &call.tool, &held).await?;
-        Ok::<_, String>(call.tool)
+        // A continuation of an upstream's round is refused by `Gateway::resume` below (its
+        // round belonged to the connection that held it).
+        let tool = st.gw.approval(&approval).await?.call.tool;
+        pin_gate(&st.gw, &st.pins, &tool, &held).await?;
+        Ok::<_, String>(tool)
     };
     let mut hold = held.subscribe();
     let checked = tokio::select! {

@@ -10,16 +10,39 @@ use std::path::Path;
 
 const DAY: i64 = 86_400_000;
 
-/// A store in `dir` with three approvals approved on day 0 and one record on day 10, its
-/// records archived by a run on day 10 keeping 5 days; the three approvals' ids.
-fn archived(dir: &Path, db: &Database) -> (assent_store::Store, Vec<String>) {
+/// A store in `dir` with three approvals approved on day 0 (a checkpoint after them when
+/// `signed`) and one record on day 10; the three approvals' ids.
+fn three_approved(dir: &Path, db: &Database, signed: bool) -> (assent_store::Store, Vec<String>) {
     let s = super::open(dir, db);
     let ids: Vec<String> = (0..3)
         .map(|i| super::approved(&s, i, 5_000, false).0)
         .collect();
-    s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
+    if signed {
+        s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
+    }
     s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
         .unwrap();
+    (s, ids)
+}
+
+/// The run on day 10 keeping 5 days is refused naming approval `aid` as not holding its
+/// seal, and deletes nothing.
+fn refused_naming(s: &assent_store::Store, db: &Database, dir: &Path, aid: &str) {
+    let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
+    let e = s
+        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+        .expect_err("refused");
+    let e = e.to_string();
+    assert!(
+        e.contains(aid) && e.contains("does not hold its seal"),
+        "{e}"
+    );
+    assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
+}
+
+/// [`three_approved`] (signed), their records archived by a run on day 10 keeping 5 days.
+fn archived(dir: &Path, db: &Database) -> (assent_store::Store, Vec<String>) {
+    let (s, ids) = three_approved(dir, db, true);
     let a = s
         .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
         .unwrap()
@@ -141,12 +164,7 @@ fn an_approval_edited_or_planted_after_retention_archived_its_records_is_caught(
 #[test]
 fn a_run_refuses_to_archive_an_approval_whose_seals_were_cleared() {
     crate::both_in_dirs(|db, dir| {
-        let s = super::open(dir, db);
-        let ids: Vec<String> = (0..3)
-            .map(|i| super::approved(&s, i, 5_000, false).0)
-            .collect();
-        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
-            .unwrap();
+        let (s, ids) = three_approved(dir, db, false);
         let aid = &ids[2];
         tamper(
             db,
@@ -155,16 +173,7 @@ fn a_run_refuses_to_archive_an_approval_whose_seals_were_cleared() {
              UPDATE approvals SET settlement_seal = '', seal = '' WHERE id = '{aid}'"
             ),
         );
-        let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
-        let e = s
-            .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
-            .expect_err("refused");
-        assert!(
-            e.to_string().contains(aid.as_str())
-                && e.to_string().contains("does not hold its seal"),
-            "{e}"
-        );
-        assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
+        refused_naming(&s, db, dir, aid);
         assert!(full(db, dir).is_some_and(|p| p.contains(aid.as_str())));
     });
 }
@@ -237,12 +246,7 @@ fn a_seal_turned_into_a_blob_before_retention_is_named_and_nothing_is_archived()
         if matches!(db, Database::Postgres { .. }) {
             return;
         }
-        let s = super::open(dir, db);
-        let ids: Vec<String> = (0..3)
-            .map(|i| super::approved(&s, i, 5_000, false).0)
-            .collect();
-        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
-            .unwrap();
+        let (s, ids) = three_approved(dir, db, false);
         let aid = &ids[1];
         let sql = "SELECT settlement_seal FROM approvals WHERE id = ?1";
         let kept: String = scalar(db, sql, [aid]);
@@ -250,16 +254,7 @@ fn a_seal_turned_into_a_blob_before_retention_is_named_and_nothing_is_archived()
             db,
             &format!("UPDATE approvals SET settlement_seal = x'00ff' WHERE id = '{aid}'"),
         );
-        let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
-        let e = s
-            .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
-            .expect_err("refused");
-        assert!(
-            e.to_string().contains(aid.as_str())
-                && e.to_string().contains("does not hold its seal"),
-            "{e}"
-        );
-        assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
+        refused_naming(&s, db, dir, aid);
         tamper(
             db,
             &format!("UPDATE approvals SET settlement_seal = '{kept}' WHERE id = '{aid}'"),

@@ -18,7 +18,9 @@ pub(crate) async fn answer(r: &Remote, id: &str, value: &str) -> Result<i32> {
     let q = c.clarification(id, 0).await?;
     let response = coerce_answer(&q, value)?;
     let a = c.answer(id, &AnswerRequest { response }).await?;
-    println!(
+    // Made inert (found by review: serde_json escapes only C0 controls, so a C1 CSI or a
+    // bidi override in the recorded answer reached the terminal).
+    crate::render::say!(
         "{id} {} with {}",
         a.status.as_str(),
         a.response.unwrap_or(Value::Null)

@@ -37,6 +37,21 @@ for line in sys.stdin:
         out({"jsonrpc":"2.0","id":i,"result":{}})
 "#;
 
+/// The proxy's answer under `id` on its stdout `out`, skipping every other line.
+fn answer_to(out: &mut impl BufRead, id: u32) -> Value {
+    loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the proxy closed stdout"
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == id {
+            return v;
+        }
+    }
+}
+
 /// Attack (found by review): the proxy passed any `requestState` a client wrote upstream
 /// beside a gated call, and no `call_hash` covers it, so against an upstream that keeps a
 /// pending operation in an unsigned state the client could continue an operation other than
@@ -68,17 +83,7 @@ fn a_client_continues_only_the_round_the_upstream_opened_for_that_call() {
         }
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         writeln!(stdin, "{call}").unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(
-                out.read_line(&mut line).unwrap() > 0,
-                "the proxy closed stdout"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
+        answer_to(&mut out, id)
     };
     let flight = json!({"flight": "LH1"});
     let first = ask(1, flight.clone(), None);
@@ -114,14 +119,12 @@ fn a_client_continues_only_the_round_the_upstream_opened_for_that_call() {
     drop(server);
 }
 
-/// The one pending approval of the gateway at `url` (waiting up to 30 s for it), approved by
-/// alice through `assent approve`: its record as it was pending.
-fn approve_the_pending_one(url: &str) -> Value {
+/// The one pending approval of the gateway at `url` (waiting up to 30 s for it).
+fn the_pending_one(url: &str) -> Value {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let list = crate::get_op(url, "/v1/approvals?status=pending");
         if let Some(a) = list["approvals"].as_array().and_then(|l| l.first()) {
-            crate::ok(&crate::cli(url, &["approve", a["id"].as_str().unwrap()]));
             return a.clone();
         }
         assert!(
@@ -140,7 +143,8 @@ fn approve_the_pending_one(url: &str) -> Value {
 /// `call_hash` covers them, and the upstream gets them as its `inputResponses`, the arguments
 /// without them. The first call is approved in the client (the rule allows it); the
 /// continuation is not asked there — its retry could carry only one `requestState`, and the
-/// upstream's was lost (found by review) — but held for operators.
+/// upstream's was lost (found by review) — but held for operators, and a retry under assent's
+/// own state answering for the user is refused.
 #[test]
 fn a_continuations_answers_are_shown_to_the_approver_and_hashed() {
     let dir = tempfile::tempdir().unwrap();
@@ -157,19 +161,7 @@ fn a_continuations_answers_are_shown_to_the_approver_and_hashed() {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         writeln!(stdin, "{call}").unwrap();
     };
-    let mut read = |id: u32| -> Value {
-        loop {
-            let mut line = String::new();
-            assert!(
-                out.read_line(&mut line).unwrap() > 0,
-                "the proxy closed stdout"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
-    };
+    let mut read = |id: u32| answer_to(&mut out, id);
     let flight = json!({"flight": "LH1"});
     send(
         1,
@@ -192,9 +184,25 @@ fn a_continuations_answers_are_shown_to_the_approver_and_hashed() {
         json!({"name": "book", "arguments": flight, "_meta": meta,
                    "requestState": "op-1", "inputResponses": seat}),
     );
-    let held = approve_the_pending_one(&server.url);
+    let held = the_pending_one(&server.url);
     assert_eq!(held["call"]["arguments"]["$inputResponses"], seat, "{held}");
     assert_eq!(held["call"]["arguments"]["flight"], "LH1", "{held}");
+    // The client answers it as its user under assent's own state (found by review): refused,
+    // still pending, undecided by the user.
+    let held_id = held["id"].as_str().unwrap();
+    send(
+        4,
+        json!({"name": "book", "arguments": held["call"]["arguments"], "_meta": meta,
+                   "requestState": format!("assent-approval:{held_id}"), "inputResponses": yes}),
+    );
+    let refused = read(4);
+    assert!(
+        refused.to_string().contains("operators decide it"),
+        "{refused}"
+    );
+    let still = crate::get_op(&server.url, &format!("/v1/approvals/{held_id}"));
+    assert_eq!(still["status"], "pending", "{still}");
+    crate::ok(&crate::cli(&server.url, &["approve", held_id]));
     let good = read(3);
     assert!(good.to_string().contains("continued op-1"), "{good}");
     drop(stdin);
