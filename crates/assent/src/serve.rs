@@ -190,7 +190,7 @@ async fn mount_mcp(
     let mut private = None;
     let mut started = None;
     if !cfg.mcp_upstreams.is_empty() {
-        let tcp = assent_mcp::hub::GatewayAt::Url(format!("http://{}", listener.local_addr()?));
+        let tcp = assent_mcp::hub::GatewayAt::Url(format!("http://{}", own_address(listener)?));
         #[cfg(unix)]
         let gateway = match PrivateSocket::bind(&cfg.data_dir) {
             Ok((socket, path)) => {
@@ -493,4 +493,20 @@ impl assent_server::DryRun for HubDryRun {
     ) -> assent_server::DryRunFuture<'a> {
         Box::pin(self.0.call_upstream(server, tool, arguments))
     }
+}
+
+/// Where this process reaches its own listener over TCP (the hub's fallback when its private
+/// socket cannot be bound): the listener's address, loopback for one bound to every address
+/// (`0.0.0.0`, `::`). Found by review: `http://0.0.0.0:PORT` is no loopback URL, so the hub's
+/// client went through the environment's proxy with every agent key in clear text (and on
+/// some systems cannot connect to it at all).
+fn own_address(listener: &tokio::net::TcpListener) -> std::io::Result<std::net::SocketAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut at = listener.local_addr()?;
+    match at.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => at.set_ip(Ipv4Addr::LOCALHOST.into()),
+        IpAddr::V6(ip) if ip.is_unspecified() => at.set_ip(Ipv6Addr::LOCALHOST.into()),
+        _ => {}
+    }
+    Ok(at)
 }

@@ -427,3 +427,42 @@ fn spans_and_the_collector_key_never_go_to_a_loopback_collector_through_an_envir
         "the loopback collector got no spans with its key: {got:#?}"
     );
 }
+
+/// Attack (found by review): a gateway listening on every address (`0.0.0.0`) whose hub cannot
+/// bind its private socket (here: a data directory whose socket path is too long) reached
+/// itself at `http://0.0.0.0:PORT` — no loopback URL — so the hub's client went through the
+/// environment's proxy with every agent key and call in clear text. It reaches itself on
+/// loopback: the call runs and the proxy sees nothing.
+#[test]
+fn the_hubs_calls_to_its_own_gateway_never_go_through_an_environment_proxy() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let notes = Notes::default();
+    let (up_port, _auth) = notes_upstream(&rt, notes.clone());
+    let proxy = Recorder::start("502 Bad Gateway");
+    let config = |dir: &Path, port| {
+        let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: notes\n      allowed_tools: [read]\n";
+        let cfg = crate::write_agent_config(
+            dir,
+            port,
+            (agent, KEY),
+            &format!(
+                "mcp_upstreams:\n  notes: {{url: \"http://127.0.0.1:{up_port}/mcp\", bearer_token_env: TEST_UPSTREAM_TOKEN}}\n"
+            ),
+        );
+        let long = "d".repeat(120);
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let text = text
+            .replace("listen: 127.0.0.1:", "listen: 0.0.0.0:")
+            .replace("data_dir: data\n", &format!("data_dir: {long}\n"));
+        std::fs::write(&cfg, text).unwrap();
+        cfg
+    };
+    let (_dir, server) = gateway_behind_proxy(&proxy, config, |cmd| {
+        cmd.env("TEST_UPSTREAM_TOKEN", UPSTREAM_TOKEN);
+    });
+    let call = CallToolRequestParams::new("notes__read")
+        .with_arguments(json!({"text": "payroll"}).as_object().unwrap().clone());
+    let said = hub_call(&rt, &server.url, KEY, call);
+    assert_eq!(said["content"][0]["text"], "read payroll: done", "{said}");
+    assert!(proxy.seen().is_empty(), "{:?}", proxy.seen());
+}
