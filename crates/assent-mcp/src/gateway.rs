@@ -204,9 +204,13 @@ impl Gateway {
         };
         let id = p.approval_id.clone();
         tracing::info!(approval_id = %id, tool, "call held for approval");
-        let asking = match ask {
-            Asker::Elicit(ask) if p.in_client_approval => {
-                let question = in_client_question(&p);
+        // Not asked in the client when its arguments are too long to show whole.
+        let question = p
+            .in_client_approval
+            .then(|| in_client_question(&p, arguments))
+            .flatten();
+        let asking = match (ask, question) {
+            (Asker::Elicit(ask), Some(question)) => {
                 let this = self.clone();
                 let id = id.clone();
                 Some(tokio::spawn(async move {
@@ -215,10 +219,10 @@ impl Gateway {
                     }
                 }))
             }
-            Asker::InputRequired if p.in_client_approval => {
+            (Asker::InputRequired, Some(question)) => {
                 return Outcome::AskClient {
                     approval_id: id,
-                    question: in_client_question(&p),
+                    question,
                 };
             }
             _ => None,

@@ -120,7 +120,7 @@ fn a_client_continues_only_the_round_the_upstream_opened_for_that_call() {
 }
 
 /// The one pending approval of the gateway at `url` (waiting up to 30 s for it).
-fn the_pending_one(url: &str) -> Value {
+pub(crate) fn the_pending_one(url: &str) -> Value {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let list = crate::get_op(url, "/v1/approvals?status=pending");
