@@ -186,6 +186,11 @@ pub const MAX_ANSWER_BYTES: usize = 32 << 20;
 /// ends a page after about 8 MiB of text, which JSON escaping may make several times longer.
 pub const MAX_PAGE_BYTES: usize = 64 << 20;
 
+/// The most bytes of pages one listing read whole takes (256 MiB): a longer walk ends with
+/// [`ClientError::Body`]. Found by review: only each page and the page count were bounded,
+/// so a hostile gateway's 10,000 pages of 64 MiB each, each with a new cursor, were all kept.
+pub const MAX_LISTING_BYTES: usize = 256 << 20;
+
 /// The code of the [`ClientError::Status`] a redirect (a `3xx` answer) is: this client follows
 /// none, so that a decision's body is never sent on to another address (found by review).
 pub const REDIRECT_NOT_FOLLOWED: &str = "REDIRECT_NOT_FOLLOWED";
@@ -442,7 +447,7 @@ impl Client {
         &self,
         segments: &[&str],
         query: &[(&str, String)],
-    ) -> Result<(T, Option<String>), ClientError> {
+    ) -> Result<(T, Option<String>, usize), ClientError> {
         let url = self.url(segments, query)?;
         let resp = self.send(Method::GET, url, None::<&()>).await?;
         let status = resp.status().as_u16();
@@ -459,7 +464,7 @@ impl Client {
             status,
             detail: e.to_string(),
         })?;
-        Ok((body, next))
+        Ok((body, next, bytes.len()))
     }
 
     /// The `before` query value of a `Link` header's `rel="next"` target (one link, as the

@@ -156,11 +156,18 @@ impl Client {
     /// Long-polls approval `id` (`poll_seconds` per request) until it leaves `pending`. The
     /// first error ends it; a caller that outlives gateway restarts retries
     /// [`ClientError::is_transport`] errors itself (the approval is durable).
+    /// Requests are at least 100 ms apart (found by review: a gateway answering "pending" at
+    /// once, ignoring `?wait`, drove a busy loop).
     pub async fn wait_decided(&self, id: &str, poll_seconds: u64) -> Result<Approval, ClientError> {
+        let least = std::time::Duration::from_millis(100);
         loop {
+            let asked = std::time::Instant::now();
             let a = self.approval_wait(id, poll_seconds).await?;
             if a.status != ApprovalStatus::Pending {
                 return Ok(a);
+            }
+            if let Some(left) = least.checked_sub(asked.elapsed()) {
+                tokio::time::sleep(left).await;
             }
         }
     }
@@ -449,8 +456,9 @@ impl Client {
     /// `Link` `rel="next"` names is read next, asking no more than that (`limit`, at most the
     /// one asked before, else [`PAGE_LIMIT`]). A page may come back empty with more to follow (rows that cannot be read are
     /// left out, and the cursor still moves on), so the walk is bounded by a page count
-    /// ([`MAX_PAGES`]), not by what came; a cursor given twice would read the same pages
-    /// again, so it ends the walk. The first error ends it too.
+    /// ([`MAX_PAGES`]) and by the bytes read ([`crate::client::MAX_LISTING_BYTES`]), not by
+    /// what came; a cursor given twice would read the same pages again, so it ends the walk.
+    /// The first error ends it too.
     async fn follow_pages<T: serde::de::DeserializeOwned>(
         &self,
         segments: &[&str],
@@ -458,8 +466,19 @@ impl Client {
         mut take: impl FnMut(T) -> usize,
     ) -> Result<(), ClientError> {
         let mut seen = std::collections::HashSet::new();
+        let mut read = 0usize;
         for _ in 0..MAX_PAGES {
-            let (page, next): (T, _) = self.get_page(segments, &q).await?;
+            let (page, next, bytes): (T, _, _) = self.get_page(segments, &q).await?;
+            read = read.saturating_add(bytes);
+            if read > crate::client::MAX_LISTING_BYTES {
+                return Err(ClientError::Body {
+                    status: 200,
+                    detail: format!(
+                        "the listing's pages passed {} MiB; not read further",
+                        crate::client::MAX_LISTING_BYTES >> 20
+                    ),
+                });
+            }
             let left = take(page);
             match next {
                 Some(cursor) if left > 0 && seen.insert(cursor.clone()) => {

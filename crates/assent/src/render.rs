@@ -9,10 +9,19 @@ use assent_api::approvals::Approval;
 use assent_api::{ApprovalStatus, Reason};
 use serde_json::Value;
 
-/// An error with its causes (`{e:#}`) on one line: newlines become `; `, and the line is
-/// made [`inert`] (a gateway's error message may quote what an agent sent).
+/// The most characters of an error [`one_line`] prints.
+const MAX_ERROR_CHARS: usize = 16_384;
+
+/// An error with its causes (`{e:#}`) on one line: newlines become `; `, the line is made
+/// [`inert`] (a gateway's error message may quote what an agent sent) and cut to
+/// [`MAX_ERROR_CHARS`] (found by review: a hostile gateway's 32 MiB message was printed
+/// whole).
 pub(crate) fn one_line(e: &anyhow::Error) -> String {
-    inert(&format!("{e:#}").replace('\n', "; "))
+    let line = inert(&format!("{e:#}").replace('\n', "; "));
+    match line.char_indices().nth(MAX_ERROR_CHARS) {
+        Some((at, _)) => format!("{}… (cut)", &line[..at]),
+        None => line,
+    }
 }
 
 /// `text` safe to print on an operator's terminal: core's [`assent_core::template::visible`]

@@ -368,3 +368,28 @@ fn the_cli_follows_no_redirect_of_a_decision() {
         "the decision was sent on"
     );
 }
+
+/// Attack (found by review): a hostile gateway's error message, up to the 32 MiB an answer may
+/// hold, was printed to the operator's terminal whole. It is cut to 16,384 characters, and
+/// says so.
+#[test]
+fn the_cli_cuts_a_gateway_error_message_it_prints() {
+    let (url, _) = answering(|conn| {
+        use std::io::Write;
+        let body = json!({"code": "BAD_REQUEST", "message": "m".repeat(1 << 20)}).to_string();
+        let answer = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = conn.write_all(answer.as_bytes());
+    });
+    let out = cli(&url, &["pending"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        err.len() < 17_000 && err.contains("mmm… (cut)"),
+        "{} bytes",
+        err.len()
+    );
+}
