@@ -6,7 +6,7 @@ use crate::args::DataPlace;
 use anyhow::{Context, Result, anyhow};
 use assent_server::config::Config;
 use assent_store::db::Database;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Logs to stderr, and traces over OTLP when the OTel variables ask for it
 /// ([`crate::otel::init`]). A second call is a no-op.
@@ -19,6 +19,7 @@ pub(crate) fn init_tracing(default: &str) {
 pub(crate) fn upstream_specs(
     cfg: &Config,
 ) -> Result<std::collections::BTreeMap<String, assent_mcp::hub::UpstreamSpec>> {
+    let withheld = withheld_env(&cfg.file);
     cfg.mcp_upstreams
         .iter()
         .map(|(alias, u)| {
@@ -43,10 +44,51 @@ pub(crate) fn upstream_specs(
                     env: u.env.clone(),
                     url: u.url.clone(),
                     bearer_token,
+                    withheld_env: withheld.clone(),
                 },
             ))
         })
         .collect()
+}
+
+/// The variables of the gateway's environment that hold its secrets, which a stdio upstream
+/// does not inherit: every value of a `…_env` key in the config file `file` (operators'
+/// `key_env`, `database.url_env`, webhooks' `secret_env`, `oidc.client_secret_env`, Slack's,
+/// the metrics key's, other upstreams' `bearer_token_env`), and the ones assent and its
+/// telemetry read by name (`ASSENT_API_KEY`, `ASSENT_API_KEY_FILE`, `ASSENT_DATABASE_URL`,
+/// the OTLP headers). Found by review: a stdio upstream inherited them all, an operator's key
+/// among them, so the party being gated could approve its own calls.
+fn withheld_env(file: &Path) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match v.as_str() {
+                        Some(var) if k.ends_with("_env") => out.push(var.to_string()),
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out: Vec<String> = [
+        "ASSENT_API_KEY",
+        "ASSENT_API_KEY_FILE",
+        "ASSENT_DATABASE_URL",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    ]
+    .map(String::from)
+    .into();
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    if let Ok(v) = assent_core::yaml::from_str::<serde_json::Value>(&text) {
+        walk(&v, &mut out);
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The config file an offline command reads its store from: `--config FILE`, else

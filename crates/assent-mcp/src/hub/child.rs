@@ -90,9 +90,14 @@ impl ChildTransport {
         prog: &str,
         args: &[String],
         env: &BTreeMap<String, String>,
+        withheld: &[String],
     ) -> std::io::Result<Self> {
         use std::process::Stdio;
-        let mut child = tokio::process::Command::new(prog)
+        let mut command = tokio::process::Command::new(prog);
+        for var in withheld {
+            command.env_remove(var);
+        }
+        let mut child = command
             .args(args)
             .envs(env)
             .stdin(Stdio::piped())

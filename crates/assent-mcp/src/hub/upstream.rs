@@ -25,6 +25,9 @@ pub struct UpstreamSpec {
     pub url: Option<String>,
     /// Bearer token sent to a `url` upstream (`Authorization: Bearer …`); never logged.
     pub bearer_token: Option<String>,
+    /// Variables of the gateway's environment a `command` upstream does not inherit (those
+    /// holding the gateway's secrets); one named in `env` is still given its value there.
+    pub withheld_env: Vec<String>,
 }
 
 impl std::fmt::Debug for UpstreamSpec {
@@ -175,7 +178,7 @@ impl Upstream {
                 .command
                 .split_first()
                 .ok_or_else(|| anyhow::anyhow!("empty command"))?;
-            let transport = ChildTransport::spawn(prog, args, &spec.env)?;
+            let transport = ChildTransport::spawn(prog, args, &spec.env, &spec.withheld_env)?;
             let service = Watch::default().serve(transport).await?;
             anyhow::Ok(service)
         };

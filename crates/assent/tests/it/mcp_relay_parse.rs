@@ -324,3 +324,29 @@ fn the_upstream_does_not_get_the_agents_key() {
     assert!(!r.to_string().contains(KEY), "{r}");
     end(proxy, stdin);
 }
+
+/// Attack (found by review): a stdio upstream started by `assent serve` inherited the
+/// gateway's whole environment, an operator's key (`key_env`) among it, so the party being
+/// gated could decide its own held calls as that operator. The variables the config names as
+/// holding secrets are withheld; an upstream's own `env` still reaches it.
+#[test]
+fn a_hub_upstream_does_not_get_the_gateways_secrets() {
+    let call = r#"        r={"content":[{"type":"text","text":"op="+__import__("os").environ.get("TEST_ALICE_KEY","")+";own="+__import__("os").environ.get("OWN","")+";"}]}"#;
+    let source = py_upstream(&py_list(&["read"]), call);
+    let command = serde_json::to_string(&json!(["python3", "-c", source])).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = crate::free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [read]\n";
+    let extra = format!("mcp_upstreams:\n  up: {{command: {command}, env: {{OWN: given}}}}\n");
+    let cfg = crate::write_agent_config(dir.path(), port, (agent, KEY), &extra);
+    let server = crate::serve(&cfg, port);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let said = crate::hub_kit::hub_call(
+        &rt,
+        &server.url,
+        KEY,
+        rmcp::model::CallToolRequestParams::new("up__read"),
+    );
+    assert!(said.to_string().contains("op=;own=given;"), "{said}");
+    assert!(!said.to_string().contains(crate::OP_KEY), "{said}");
+}
