@@ -204,9 +204,11 @@ impl Gateway {
         };
         let id = p.approval_id.clone();
         tracing::info!(approval_id = %id, tool, "call held for approval");
-        // Not asked in the client when its arguments are too long to show whole.
-        let question = p
-            .in_client_approval
+        // Not asked in the client when its arguments are too long to show whole, nor when
+        // they hold `$inputResponses`, which `resume` refuses (found by review: the user was
+        // asked, and the answer lost).
+        let reserved = arguments.get(crate::era::INPUT_RESPONSES_ARG).is_some();
+        let question = (p.in_client_approval && !reserved)
             .then(|| in_client_question(&p, arguments))
             .flatten();
         let asking = match (ask, question) {

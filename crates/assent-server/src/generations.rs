@@ -133,7 +133,7 @@ async fn register(st: &AppState, digest: &str, adopt: bool) -> Result<i64, Strin
         |e: String| format!("the configuration generation could not be recorded: {e}");
     let g = st.generation.clone();
     let got = st
-        .store_task(move |s| g.unless_left(|| s.register_config(&d, &by, adopt, now_ms())))
+        .store_task(move |s| (!g.has_left()).then(|| s.register_config(&d, &by, adopt, now_ms())))
         .await
         .map_err(|e| not_recorded(e.message))?
         .ok_or_else(|| not_recorded("this replica is stopping".into()))?
@@ -291,10 +291,13 @@ pub(crate) async fn leave(st: &AppState) {
         return;
     }
     let by = replica_name();
+    // Marked off the executor (a heartbeat holding the mark may wait for its batch), then
+    // withdrawn: no liveness write lands after the withdrawal.
     let g = st.generation.clone();
-    let left = st
-        .store_task(move |s| g.leave(|| s.leave_config(&by)))
-        .await;
+    if let Err(e) = tokio::task::spawn_blocking(move || g.mark_left()).await {
+        tracing::warn!(error = %e, "this replica's leave was not marked");
+    }
+    let left = st.store_task(move |s| s.leave_config(&by)).await;
     let failed = match left {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e.to_string(),

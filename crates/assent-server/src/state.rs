@@ -534,9 +534,11 @@ pub struct Generation {
     now: Mutex<(String, Option<String>)>,
     /// The restart-only settings in the digest, fixed at start-up ([`Generation::enforce`]).
     settings: std::sync::OnceLock<String>,
-    /// Whether this replica left (a graceful stop, [`Generation::leave`]), held while one of
-    /// its liveness writes runs ([`Generation::unless_left`]).
-    left: Mutex<bool>,
+    /// Held while a heartbeat writes ([`Generation::unless_left`]) and while the replica is
+    /// marked as left ([`Generation::mark_left`]).
+    beating: Mutex<()>,
+    /// Whether this replica left (a graceful stop): read without waiting for `beating`.
+    left: AtomicBool,
 }
 
 impl Generation {
@@ -600,22 +602,31 @@ impl Generation {
         self.settings.get().map_or("", String::as_str)
     }
 
-    /// Runs `write` (one that says this replica serves its configuration: a heartbeat, a
-    /// registration) unless this replica left; `None` when it did. Found by review: a
+    /// Runs `write` (a heartbeat: a liveness write made beside the store's executor, on the
+    /// blocking pool) unless this replica left; `None` when it did. The flag stays locked
+    /// while `write` runs, so [`Generation::mark_left`] waits for it. Found by review: a
     /// heartbeat already on the blocking pool at a graceful stop wrote its row after the
     /// leave's delete, so the stopped replica counted as live for 10 s and a restart with a
-    /// changed file in that window was refused.
+    /// changed file in that window was refused. Never call it on the store's executor: a
+    /// heartbeat holding the flag may wait for the executor's open batch (found by review).
     pub(crate) fn unless_left<T>(&self, write: impl FnOnce() -> T) -> Option<T> {
-        let left = self.left.lock().unwrap_or_else(|e| e.into_inner());
-        (!*left).then(write)
+        let _beating = self.beating.lock().unwrap_or_else(|e| e.into_inner());
+        (!self.left.load(Ordering::SeqCst)).then(write)
     }
 
-    /// Marks this replica as left, after any [`Generation::unless_left`] write in flight,
-    /// and runs `withdraw` (the delete of its liveness) while no other can start.
-    pub(crate) fn leave<T>(&self, withdraw: impl FnOnce() -> T) -> T {
-        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
-        *left = true;
-        withdraw()
+    /// Whether this replica left: what a liveness write run on the store's executor (a
+    /// registration) checks, since the leave's delete runs after it there, in order. Never
+    /// waits (a heartbeat holding `beating` may wait for the executor's open batch).
+    pub(crate) fn has_left(&self) -> bool {
+        self.left.load(Ordering::SeqCst)
+    }
+
+    /// Marks this replica as left, once any [`Generation::unless_left`] write in flight has
+    /// ended (blocking: call it off the async workers and off the store's executor); no
+    /// liveness write starts after it.
+    pub(crate) fn mark_left(&self) {
+        let _beating = self.beating.lock().unwrap_or_else(|e| e.into_inner());
+        self.left.store(true, Ordering::SeqCst);
     }
 
     /// The digest of the configuration in force (empty before start-up registered it).
@@ -648,12 +659,16 @@ mod tests {
         });
         wait_started.recv().unwrap();
         let g3 = g.clone();
-        let leave = std::thread::spawn(move || g3.leave(|| log_tx.send("left").unwrap()));
+        let leave = std::thread::spawn(move || {
+            g3.mark_left();
+            log_tx.send("left").unwrap()
+        });
         std::thread::sleep(Duration::from_millis(50));
         finish.send(()).unwrap();
         assert_eq!(beat.join().unwrap(), Some(()));
         leave.join().unwrap();
         assert_eq!(log.try_iter().collect::<Vec<_>>(), ["heartbeat", "left"]);
         assert_eq!(g.unless_left(|| "late heartbeat"), None);
+        assert!(g.has_left());
     }
 }

@@ -72,27 +72,21 @@ impl Relay {
         let mut args = super::gated::kept_of_call(&mut msg);
         // A continuation of the upstream's own input round names a state the upstream issued
         // for this very call, once ([`super::rounds`]); any other is refused, never gated. Its
-        // answers are gated with its arguments ([`super::gated::input_responses_of`]).
+        // answers are gated with its arguments ([`super::gated::input_responses_of`]), and
+        // its round is used up only once nothing else refuses it (found by review: a `BUSY`
+        // refusal, which a client retries, had spent it).
         let continues = msg["params"]["requestState"].is_string();
-        if continues {
-            let responses = super::gated::input_responses_of(&mut msg, &args);
-            let tool = msg["params"]["name"].as_str().unwrap_or("");
-            let state = msg["params"]["requestState"].as_str().unwrap_or("");
-            let taken = responses.and_then(|r| {
-                let rounds = &mut st.rounds.lock().expect("rounds");
-                rounds.take(state, tool, &args).map(|()| r)
-            });
-            match taken {
-                Ok(r) => super::gated::fold_input_responses(&mut args, r),
-                Err(why) => {
-                    tracing::warn!(id = %id, "refused a tools/call: {why}");
-                    let bad = rmcp::ErrorData::invalid_params(why, None);
-                    let _ = self.to_client.send(reply(&id, Err(bad)));
-                    return;
-                }
-            }
-        }
-        let len = crate::kit::json_weight(&args).saturating_add(crate::kit::json_weight(&msg));
+        let responses = match continues {
+            true => super::gated::input_responses_of(&mut msg, &args),
+            false => Ok(None),
+        };
+        let responses = match responses {
+            Ok(r) => r,
+            Err(why) => return self.refuse_call(&id, why),
+        };
+        let len = crate::kit::json_weight(&args)
+            .saturating_add(crate::kit::json_weight(&msg))
+            .saturating_add(responses.as_ref().map_or(0, crate::kit::json_weight));
         let held = match st.held_bytes.take(len) {
             Ok(g) => g,
             Err(why) => {
@@ -116,6 +110,14 @@ impl Relay {
         if as_task && let Err(why) = process_has_room() {
             let _ = self.to_client.send(denied_result(&id, &why));
             return;
+        }
+        if continues {
+            let state = msg["params"]["requestState"].as_str().unwrap_or("");
+            let taken = st.rounds.lock().expect("rounds").take(state, &tool, &args);
+            if let Err(why) = taken {
+                return self.refuse_call(&id, why);
+            }
+            super::gated::fold_input_responses(&mut args, responses);
         }
         // A continuation is not asked in the client: the retry could carry only one
         // `requestState`, assent's or the upstream's (found by review: the upstream's was
@@ -153,6 +155,14 @@ impl Relay {
             job.run(asker, resume, cancel_rx),
             span,
         ));
+    }
+
+    /// Answers client request `id` with a JSON-RPC invalid-params error saying `why` (a
+    /// `tools/call` refused before it was gated), and logs it.
+    fn refuse_call(&self, id: &Value, why: &str) {
+        tracing::warn!(id = %id, "refused a tools/call: {why}");
+        let bad = rmcp::ErrorData::invalid_params(why.to_string(), None);
+        let _ = self.to_client.send(reply(id, Err(bad)));
     }
 
     /// In-client approval: a modern client is asked in an input_required result, a legacy one

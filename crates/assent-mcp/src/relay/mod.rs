@@ -223,7 +223,7 @@ fn bounded_line(
 
 /// Starts the upstream `command` (program and arguments) with piped stdin and stdout; its
 /// stderr is the proxy's. Without the agent's key in its environment (`ASSENT_API_KEY`,
-/// `ASSENT_API_KEY_FILE`): found by review, the upstream — the party being gated — inherited
+/// `ASSENT_API_KEY_FILE`; nor the telemetry collector's headers): found by review, the upstream — the party being gated — inherited
 /// it and could approve its own calls in the client, redeem tokens and read the approvals.
 fn spawn_upstream(command: &[String]) -> anyhow::Result<Child> {
     let (prog, args) = command
@@ -233,6 +233,8 @@ fn spawn_upstream(command: &[String]) -> anyhow::Result<Child> {
         .args(args)
         .env_remove("ASSENT_API_KEY")
         .env_remove("ASSENT_API_KEY_FILE")
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
