@@ -396,7 +396,8 @@ fn clarifications_write_back_what_they_read() {
     v["answered_by"] = json!("alice");
     v["answered_at"] = json!("2026-01-01T00:01:00Z");
     v["context"] = json!("for the invoice");
-    round_trip::<ClarificationList>(&json!({"clarifications": [clarification(), v]}));
+    let list = json!({"clarifications": [clarification(), v], "truncated": true});
+    assert!(round_trip::<ClarificationList>(&list).truncated);
     round_trip::<AskRequest>(
         &json!({"agent": "bot", "session_id": "s1", "question": "Go?",
         "accepted_response_kinds": ["yes_no"], "timeout_seconds": 60}),
