@@ -37,6 +37,31 @@ for line in sys.stdin:
         out({"jsonrpc":"2.0","id":i,"result":{}})
 "#;
 
+/// The stdio proxy at the gateway `url` in front of [`UPSTREAM`], which logs the
+/// continuations it acts on to a file in `dir`: that file's path, and the proxy.
+fn proxy_logging(
+    dir: &std::path::Path,
+    url: &str,
+) -> (
+    std::path::PathBuf,
+    (
+        std::process::Child,
+        std::process::ChildStdin,
+        std::io::BufReader<std::process::ChildStdout>,
+    ),
+) {
+    let log = dir.join("continued.log");
+    let source = UPSTREAM.replace("LOG", &format!("{:?}", log.display().to_string()));
+    (log, helper_proxy((url, KEY), &[], &source))
+}
+
+/// The `_meta` of a modern client's request that can elicit.
+fn modern_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}})
+}
+
 /// The proxy's answer under `id` on its stdout `out`, skipping every other line.
 fn answer_to(out: &mut impl BufRead, id: u32) -> Value {
     loop {
@@ -68,12 +93,8 @@ fn a_client_continues_only_the_round_the_upstream_opened_for_that_call() {
         (agent, KEY),
         ("acme.test.rounds-v1", "- tool: book\n  risk_tier: R1\n"),
     );
-    let log = dir.path().join("continued.log");
-    let source = UPSTREAM.replace("LOG", &format!("{:?}", log.display().to_string()));
-    let (mut child, mut stdin, mut out) = helper_proxy((&server.url, KEY), &[], &source);
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let (log, (mut child, mut stdin, mut out)) = proxy_logging(dir.path(), &server.url);
+    let meta = modern_meta();
     let mut ask = |id: u32, arguments: Value, state: Option<&str>| -> Value {
         let mut params = json!({"name": "book", "arguments": arguments, "_meta": meta});
         if let Some(s) = state {
@@ -151,12 +172,8 @@ fn a_continuations_answers_are_shown_to_the_approver_and_hashed() {
     let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [book]\n      approval: true\n";
     let rules = "- tool: book\n  risk_tier: R1\n  in_client_approval: true\n";
     let server = serve_helper(dir.path(), (agent, KEY), ("acme.test.rounds-v1", rules));
-    let log = dir.path().join("continued.log");
-    let source = UPSTREAM.replace("LOG", &format!("{:?}", log.display().to_string()));
-    let (mut child, mut stdin, mut out) = helper_proxy((&server.url, KEY), &[], &source);
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let (log, (mut child, mut stdin, mut out)) = proxy_logging(dir.path(), &server.url);
+    let meta = modern_meta();
     let mut send = |id: u32, params: Value| {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         writeln!(stdin, "{call}").unwrap();
