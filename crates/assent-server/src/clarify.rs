@@ -109,9 +109,9 @@ pub(crate) async fn ask(
 }
 
 /// `GET /v1/clarifications[?status=S]` (operators): newest first, at most
-/// [`assent_store::MAX_CLARIFICATIONS_LISTED`], `truncated` when more were left off. `400` naming the
-/// parameter for an unknown one or an unknown status (found by review: `?status=answerd`
-/// answered an empty list, and the list was cut at 500 without a word).
+/// [`assent_store::MAX_CLARIFICATIONS_LISTED`], `truncated` when more were left off. `400`
+/// naming the parameter for an unknown one or an unknown status (found by review:
+/// `?status=answerd` answered an empty list, and the list was cut at 500 without a word).
 #[utoipa::path(get, path = "/v1/clarifications", operation_id = "list_clarifications", tag = "propose",
     params(("status" = Option<String>, Query, pattern = "^(pending|answered|expired|cancelled|all)$", description = "`pending`, `answered`, `expired`, `cancelled` or `all` (the default)")),
     responses((status = 200, description = "OK", body = assent_api::clarify::ClarificationList)),

@@ -223,8 +223,9 @@ fn bounded_line(
 
 /// Starts the upstream `command` (program and arguments) with piped stdin and stdout; its
 /// stderr is the proxy's. Without the agent's key in its environment (`ASSENT_API_KEY`,
-/// `ASSENT_API_KEY_FILE`; nor the telemetry collector's headers): found by review, the upstream — the party being gated — inherited
-/// it and could approve its own calls in the client, redeem tokens and read the approvals.
+/// `ASSENT_API_KEY_FILE`; nor the telemetry collector's headers): found by review, the
+/// upstream — the party being gated — inherited it and could approve its own calls in the
+/// client, redeem tokens and read the approvals.
 fn spawn_upstream(command: &[String]) -> anyhow::Result<Child> {
     let (prog, args) = command
         .split_first()
