@@ -186,6 +186,20 @@ pub const MAX_ANSWER_BYTES: usize = 32 << 20;
 /// ends a page after about 8 MiB of text, which JSON escaping may make several times longer.
 pub const MAX_PAGE_BYTES: usize = 64 << 20;
 
+/// The shortest time between two long-poll requests of one wait (100 ms): a gateway that
+/// answers "still pending" at once, ignoring `?wait`, is asked at most ten times a second
+/// (found by review: the CLI's `wait_decided` and the MCP proxy's waits asked again at once,
+/// a busy loop). A long poll that waited costs nothing.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Sleeps out what is left of [`MIN_POLL_INTERVAL`] since a long-poll request was sent at
+/// `asked` (nothing when that long ago already). For every wait that polls again on "pending".
+pub async fn pace_poll(asked: std::time::Instant) {
+    if let Some(left) = MIN_POLL_INTERVAL.checked_sub(asked.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+}
+
 /// The most bytes of pages one listing read whole takes (256 MiB): a longer walk ends with
 /// [`ClientError::Body`]. Found by review: only each page and the page count were bounded,
 /// so a hostile gateway's 10,000 pages of 64 MiB each, each with a new cursor, were all kept.

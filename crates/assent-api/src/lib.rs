@@ -42,8 +42,8 @@ pub mod kit;
 pub mod schema;
 
 pub use client::{
-    Client, ClientError, NO_CA_ROOTS, RawResponse, direct_to_loopback, http_builder, loopback_host,
-    no_ca_roots, no_ca_roots_error,
+    Client, ClientError, MIN_POLL_INTERVAL, NO_CA_ROOTS, RawResponse, direct_to_loopback,
+    http_builder, loopback_host, no_ca_roots, no_ca_roots_error, pace_poll,
 };
 pub use error::ApiErrorBody;
 pub use kit::{

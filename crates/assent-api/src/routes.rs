@@ -156,19 +156,16 @@ impl Client {
     /// Long-polls approval `id` (`poll_seconds` per request) until it leaves `pending`. The
     /// first error ends it; a caller that outlives gateway restarts retries
     /// [`ClientError::is_transport`] errors itself (the approval is durable).
-    /// Requests are at least 100 ms apart (found by review: a gateway answering "pending" at
-    /// once, ignoring `?wait`, drove a busy loop).
+    /// Requests are at least [`crate::client::MIN_POLL_INTERVAL`] apart
+    /// ([`crate::client::pace_poll`]).
     pub async fn wait_decided(&self, id: &str, poll_seconds: u64) -> Result<Approval, ClientError> {
-        let least = std::time::Duration::from_millis(100);
         loop {
             let asked = std::time::Instant::now();
             let a = self.approval_wait(id, poll_seconds).await?;
             if a.status != ApprovalStatus::Pending {
                 return Ok(a);
             }
-            if let Some(left) = least.checked_sub(asked.elapsed()) {
-                tokio::time::sleep(left).await;
-            }
+            crate::client::pace_poll(asked).await;
         }
     }
 

@@ -611,7 +611,7 @@ where
         let asked = std::time::Instant::now();
         match read().await {
             Ok(Some(settled)) => return Ok(settled),
-            Ok(None) => pace(asked).await,
+            Ok(None) => assent_api::pace_poll(asked).await,
             Err(e) if e.is_transport() => unreachable_pause(&e).await,
             Err(e) => {
                 return Err(failure(&e, |e| {
@@ -619,18 +619,6 @@ where
                 }));
             }
         }
-    }
-}
-
-/// The shortest time between two long-poll requests (100 ms): a gateway that answers
-/// "still pending" at once, ignoring `?wait`, is asked at most ten times a second (found by
-/// review: the proxy asked again at once, a busy loop). A long poll that waited costs nothing.
-const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Sleeps out what is left of [`MIN_POLL_INTERVAL`] since a read `asked`.
-async fn pace(asked: std::time::Instant) {
-    if let Some(left) = MIN_POLL_INTERVAL.checked_sub(asked.elapsed()) {
-        tokio::time::sleep(left).await;
     }
 }
 
