@@ -5,7 +5,8 @@ response that the document does not describe (status code, content type, body sc
 
 The run is bounded (`MAX_EXAMPLES` cases per operation and phase, a fixed seed, so CI sees the
 same cases each run). A long poll (`?wait=S`, at most 60 s) on an item Schemathesis created
-answers after `S` seconds, so a request may take up to 65 s. Left out of the run: `GET /aaep/v1/events`, a server-sent event stream
+answers after `S` seconds; st_hooks.py sends an in-range wait as 1 s (a run spent 3 of its
+3.5 minutes waiting), and the request timeout stays at 65 s for a wait it leaves. Left out of the run: `GET /aaep/v1/events`, a server-sent event stream
 that never ends (documented as `text/event-stream`; the AAEP tests read it)."""
 
 import hashlib
@@ -122,8 +123,9 @@ def schemathesis(gateway, key, tmp_path):
            "--workers", "1", "--request-timeout", "65", "--no-shrink",
            "--exclude-path", "/aaep/v1/events",
            "--report", "junit", "--report-dir", str(tmp_path / "report")]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                       cwd=tmp_path, env=dict(os.environ, NO_COLOR="1"))
+    env = dict(os.environ, NO_COLOR="1", SCHEMATHESIS_HOOKS="st_hooks",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     print(r.stdout[-6000:])
     assert gateway["proc"].poll() is None, "the gateway exited: " + (gateway["dir"] / "serve.log").read_text()[-4000:]
     assert r.returncode == 0, r.stdout[-20000:] + r.stderr[-4000:]

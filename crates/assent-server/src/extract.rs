@@ -24,15 +24,19 @@ use std::marker::PhantomData;
 /// Longest `?wait=` long-poll, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
 
-/// The `wait` query parameter of a long poll: whole seconds, at most [`MAX_WAIT_SECONDS`];
-/// 0 when absent; `400` when not a whole number.
+/// The `wait` query parameter of a long poll: whole seconds, 0 to [`MAX_WAIT_SECONDS`]; 0 when
+/// absent; `400` naming the value when it is not a whole number or above the bound. A wait
+/// above it was cut to 60 s, so `?wait=600` silently became a poll every minute; the bound
+/// is in the OpenAPI document (`maximum: 60`) and every client of ours stays within it.
 pub(crate) fn wait_seconds(q: &HashMap<String, String>) -> Result<u64, ApiError> {
-    match q.get("wait") {
-        None => Ok(0),
-        Some(w) => Ok(w
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request("wait must be a whole number of seconds"))?
-            .min(MAX_WAIT_SECONDS)),
+    let Some(w) = q.get("wait") else {
+        return Ok(0);
+    };
+    let must = format!("wait must be a whole number of seconds from 0 to {MAX_WAIT_SECONDS}");
+    match w.parse::<u64>() {
+        Ok(n) if n <= MAX_WAIT_SECONDS => Ok(n),
+        Ok(n) => Err(ApiError::bad_request(format!("{must}, not {n}"))),
+        Err(_) => Err(ApiError::bad_request(must)),
     }
 }
 
@@ -89,7 +93,7 @@ impl FromRequestParts<AppState> for Caller {
 
 /// A read of one item that may long-poll, `GET /v1/…/{id}[?wait=S&…]` by any principal: the
 /// caller ([`Caller`]: `401` first), the path's id, the query, and its `wait` in whole seconds
-/// ([`wait_seconds`]: `400` when not a whole number). A path or query that cannot be read is a
+/// ([`wait_seconds`]: `400` when not a whole number from 0 to 60). A path or query that cannot be read is a
 /// `400` with a JSON body naming it.
 pub struct Polled {
     /// The authenticated caller.

@@ -34,6 +34,15 @@ async fn misspelt_or_out_of_range_query_parameters_are_refused_not_ignored() {
         ("/v1/clarifications?limit=1".to_string(), "`limit`"),
         (format!("/v1/clarifications/{qid}?wiat=30"), "`wiat`"),
         ("/v1/tools/reviews/r1?wiat=30".to_string(), "`wiat`"),
+        // Was cut to 60 s: a client asking for ten minutes polled every minute unawares.
+        (
+            format!("/v1/clarifications/{qid}?wait=61"),
+            "from 0 to 60, not 61",
+        ),
+        (
+            "/v1/approvals/a1?wait=18446744073709551616".to_string(),
+            "from 0 to 60",
+        ),
         (
             "/aaep/v1/events?subscriptionid=sub_x".to_string(),
             "`subscriptionid`",
