@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n== %s\n' "$*"; }
+# Each step's line carries the time it started (UTC), so a slow CI run shows where it went.
+log() { printf '\n== %s  [%s]\n' "$*" "$(date -u +%T)"; }
 
 need=()
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
@@ -70,7 +71,7 @@ for line in sys.stdin:
 run_binaries() {
   local threads=$1 dir exe; shift
   while IFS=$'\t' read -r dir exe; do
-    printf '\n-- %s (%s), %s at a time\n' "$dir" "${exe##*/}" "$threads"
+    printf '\n-- %s (%s), %s at a time  [%s]\n' "$dir" "${exe##*/}" "$threads" "$(date -u +%T)"
     # Not reading the list: a child process that inherits stdin must not eat the rest of it.
     (cd "$dir" && RUST_TEST_THREADS=$threads "$exe" "$@" < /dev/null)
   done <<< "$binaries"
@@ -98,3 +99,4 @@ log "end-to-end MCP tests"
 # Two workers, each file's tests on one (its module fixtures shared): most of the time is spent
 # waiting on gateways, MCP servers, Node clients and the browser, not on the two cores.
 ASSENT_BIN="$PWD/target/debug/assent" .venv/bin/python -m pytest -q -n 2 --dist loadfile --durations=15 tests/e2e
+log "every test passed"
