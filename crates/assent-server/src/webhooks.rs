@@ -294,21 +294,34 @@ async fn single_use_link(st: &AppState, a: &ApprovalRecord) -> Option<String> {
 
 /// The approval as it leaves the gateway: redacted arguments and texts; `damaged` (a list)
 /// names its unreadable columns and, while it is pending, what no seal vouches for (`seal`,
-/// `call`: [`assent_store::Store::checked_approval`]).
+/// `call`: [`assent_store::Store::checked_approval`]). An approval approved with an edit says
+/// so (`arguments_changed: true`) and carries the arguments that run, redacted
+/// (`edited_arguments`, `null` past [`ARGUMENTS_MAX`] bytes with their size in
+/// `edited_arguments_bytes`). Found by review: `approval.resolved` carried the arguments as
+/// proposed beside "approved", so a receiver recorded a call that never ran and never the one
+/// that did.
 fn approval_out(a: &ApprovalRecord) -> Value {
     let r = a.redactor();
     let last = a.decisions.last();
-    let arguments = r.arguments(&a.call.arguments);
-    let size = arguments.to_string().len();
-    let (arguments, omitted) = if size > ARGUMENTS_MAX {
-        (Value::Null, Some(size))
-    } else {
-        (arguments, None)
+    let capped = |arguments: Value| {
+        let size = arguments.to_string().len();
+        if size > ARGUMENTS_MAX {
+            (Value::Null, Some(size))
+        } else {
+            (arguments, None)
+        }
+    };
+    let (arguments, omitted) = capped(r.arguments(&a.call.arguments));
+    let (edited, edited_omitted) = match &a.edited {
+        Some(e) => capped(r.arguments(&e.arguments)),
+        None => (Value::Null, None),
     };
     json!({
         "id": a.id, "status": a.status.as_str(), "agent": a.agent, "session_id": a.session_id,
         "tool": a.call.tool, "server": a.call.server,
         "arguments": arguments, "arguments_bytes": omitted,
+        "arguments_changed": a.edited.is_some(),
+        "edited_arguments": edited, "edited_arguments_bytes": edited_omitted,
         "message": cut(&r.text(&a.terms.message)), "human_summary": cut(&r.summary(&a.call)),
         "risk_tier": a.terms.risk_tier,
         "risk_level": a.terms.risk_tier.risk_level(),

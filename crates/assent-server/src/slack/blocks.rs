@@ -170,16 +170,19 @@ impl Texts {
             message: r.text(&a.terms.message),
             // Shown as the dashboard shows them (found by review): control, bidi and
             // invisible characters as `\uXXXX` escapes, so the card cannot hide text.
-            args: assent_core::template::visible(
-                &assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
-                    .unwrap_or_default(),
-            )
-            .into_owned(),
+            args: visible_arguments(&r.arguments(&a.call.arguments)),
             effects: Some(effects.join("; "))
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "not described".into()),
         }
     }
+}
+
+/// `arguments` as a card shows them: canonical JSON, with control, bidi and invisible
+/// characters as `\uXXXX` escapes.
+fn visible_arguments(arguments: &Value) -> String {
+    let canonical = assent_core::canonical::canonical_value(arguments).unwrap_or_default();
+    assent_core::template::visible(&canonical).into_owned()
 }
 
 /// Whether `a`'s card shows its message, arguments and side effects whole (none cut). A card
@@ -317,8 +320,21 @@ pub(crate) fn reason_of(a: &ApprovalRecord) -> Option<String> {
 /// reason as plain text. A reason is the agent's own words when it cancels: in mrkdwn it
 /// could close its quotes and write `:white_check_mark: *Approved* by alice` on a line of
 /// its own under a cancelled call (found by review).
+///
+/// An approval approved with an edit shows the arguments that run (redacted, as the card's
+/// own), under the head "Approved with an edit". Found by review: the card kept showing the
+/// arguments as proposed under "Approved", so the channel saw a call that never ran.
 fn outcome_block(a: &ApprovalRecord) -> Value {
     let mut elements = vec![json!({"type": "mrkdwn", "text": cut(&outcome_head(a), 2900)})];
+    if let Some(e) = a
+        .edited
+        .as_ref()
+        .filter(|_| a.status == ApprovalStatus::Approved)
+    {
+        let shown = visible_arguments(&a.redactor().arguments(&e.arguments));
+        let text = format!("Runs with, as edited:\n{}", cut(&shown, FIELD_MAX));
+        elements.push(json!({"type": "plain_text", "text": text, "emoji": false}));
+    }
     if let Some(x) = reason_of(a) {
         let text = format!("Reason: {}", cut(&x, 2000));
         elements.push(json!({"type": "plain_text", "text": text, "emoji": false}));
@@ -343,7 +359,12 @@ fn outcome_head(a: &ApprovalRecord) -> String {
                 .scope
                 .map(|s| s.to_wire())
                 .unwrap_or_else(|| "once".into());
-            format!(":white_check_mark: *Approved*{by} ({scope})")
+            let how = if a.edited.is_some() {
+                "Approved with an edit"
+            } else {
+                "Approved"
+            };
+            format!(":white_check_mark: *{how}*{by} ({scope})")
         }
         ApprovalStatus::Rejected => format!(":no_entry: *Denied*{by}"),
         ApprovalStatus::Expired => format!(":hourglass: *Expired* at {}", rfc3339(a.expires_at)),

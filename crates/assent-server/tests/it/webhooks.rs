@@ -4,6 +4,7 @@
 
 mod attempts;
 mod dead_letter_pages;
+mod edited;
 mod refused;
 
 use crate::kit::{BOT, OP, add_principals, assert_error, assert_says, redacting_gov, start_gov};
