@@ -31,12 +31,25 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-log "installing the MCP servers and the TypeScript SDK client (npm)"
-(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
-
-log "installing the MCP Python SDK and pytest (PyPI) into .venv"
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+# The npm and PyPI installs (3 minutes in CI, mostly the network) run beside the formatting,
+# shape, clippy and build steps (the cores), and are waited for before any test runs: the
+# verifier's tests need the .venv too (crates/assent-verify/tests/it/minted.rs).
+log "installing the MCP servers, the TypeScript SDK client (npm) and the MCP Python SDK and pytest (PyPI, into .venv), in the background"
+setup_log=$(mktemp)
+(
+  set -e
+  (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+) > "$setup_log" 2>&1 &
+setup_pid=$!
+setup_done() {
+  local rc=0
+  wait "$setup_pid" || rc=$?
+  cat "$setup_log"
+  [ "$rc" = 0 ] || { echo "installing the npm and PyPI packages failed (exit $rc)" >&2; exit 1; }
+  log "the npm and PyPI packages are installed"
+}
 
 log "cargo fmt --check"
 cargo fmt --all --check
@@ -79,6 +92,7 @@ run_binaries() {
 
 # No doc tests: examples live in the integration tests (`cargo test --doc` alone took 2 min
 # 25 s here to find none).
+setup_done
 log "cargo test"
 run_binaries 6
 
