@@ -93,8 +93,8 @@ impl FromRequestParts<AppState> for Caller {
 
 /// A read of one item that may long-poll, `GET /v1/…/{id}[?wait=S&…]` by any principal: the
 /// caller ([`Caller`]: `401` first), the path's id, the query, and its `wait` in whole seconds
-/// ([`wait_seconds`]: `400` when not a whole number from 0 to 60). A path or query that cannot be read is a
-/// `400` with a JSON body naming it.
+/// ([`wait_seconds`]: `400` when not a whole number from 0 to 60). A path or query that cannot
+/// be read is a `400` with a JSON body naming it.
 pub struct Polled {
     /// The authenticated caller.
     pub principal: Principal,
