@@ -11,7 +11,6 @@ use crate::webhooks::{Receiver, ops_and_chat, serve_receiver, with_links_and_hoo
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// A PEM-like private key: newlines and a tab inside.
 const PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n\tVJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\n-----END PRIVATE KEY-----";
@@ -87,26 +86,6 @@ fn assert_clean(what: &str, v: &Value, secrets: &[&str]) {
     }
 }
 
-/// The bodies received on `path`, once there are `n` of them (within 30 s).
-async fn bodies(recv: &Receiver, path: &str, n: usize) -> Vec<Value> {
-    let start = std::time::Instant::now();
-    loop {
-        let got: Vec<Value> = recv
-            .got
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(p, _, _)| p == path)
-            .map(|(_, _, b)| serde_json::from_str(b).unwrap())
-            .collect();
-        if got.len() >= n {
-            return got;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "{path}: {got:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_rendered_texts() {
     let token = token();
@@ -166,7 +145,7 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
 
     // Webhooks: the JSON body (message, summary, reasons, side effects, rollback) of the
     // request and of the resolution, and the Slack payload.
-    for body in bodies(&recv, "/hook", 2).await {
+    for body in recv.bodies("/hook", 2).await {
         assert_clean("a webhook body", &body, &secrets);
         assert_clean("a webhook body", &body, &[hash.as_str()]);
         assert_eq!(body["approval"]["arguments"]["host"], "web-1");
@@ -178,7 +157,7 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
             "{body}"
         );
     }
-    for body in bodies(&recv, "/slack", 2).await {
+    for body in recv.bodies("/slack", 2).await {
         assert_clean("a Slack payload", &body, &secrets);
         assert_clean("a Slack payload", &body, &[hash.as_str()]);
     }

@@ -32,6 +32,28 @@ pub(crate) struct Receiver {
     tried: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
+impl Receiver {
+    /// The bodies received on `path`, once there are `n` of them (within 30 s).
+    pub(crate) async fn bodies(&self, path: &str, n: usize) -> Vec<Value> {
+        let start = std::time::Instant::now();
+        loop {
+            let got: Vec<Value> = self
+                .got
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(p, _, _)| p == path)
+                .map(|(_, _, b)| serde_json::from_str(b).unwrap())
+                .collect();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "{path}: {got:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 async fn receive(
     axum::extract::State(r): axum::extract::State<Receiver>,
     uri: axum::http::Uri,
