@@ -55,11 +55,15 @@ async fn archive_all(state: &AppState, days: u64, archive_dir: &std::path::Path)
         let dir = archive_dir.to_path_buf();
         // The records are checked against the checkpoint file's signatures among them too.
         let file = state.checkpoints.file.clone();
+        // And the chain must still extend the checkpoint this process published last, which
+        // its checkpoint timer holds it to (found by review: retention did not).
+        let published = state.published.lock().expect("not poisoned").clone();
         let now = now_ms();
         let cutoff = now.saturating_sub((days.min(36_500) as i64) * 86_400_000);
         let run = state
             .store_apart(move |s| {
-                s.archive_audit(&dir, cutoff, DEFAULT_MAX_RECORDS, now, file.as_deref())
+                let (file, published) = (file.as_deref(), published.as_ref());
+                s.archive_audit(&dir, cutoff, DEFAULT_MAX_RECORDS, now, file, published)
             })
             .await;
         match run {

@@ -191,7 +191,7 @@ fn latest(conn: Conn<'_>, key: &VerifyingKey) -> Result<Option<Checkpoint>, Stor
 /// When records up to or past `prev` were archived ([`crate::retention`]), the walk starts
 /// at the newest archive anchor instead, whose signature must verify under `key`. Returns
 /// why not. Costs one hash per record since `prev` (none without a `prev`).
-fn extends(
+pub(crate) fn extends(
     conn: Conn<'_>,
     prev: Option<&Checkpoint>,
     key: &VerifyingKey,

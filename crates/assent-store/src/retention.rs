@@ -250,6 +250,13 @@ impl Store {
     /// re-chained, their stored checkpoints deleted, were signed into an export and deleted,
     /// and the file's checkpoint among them could no longer be checked against anything.
     ///
+    /// `published` is the newest checkpoint the running gateway published (the server's
+    /// memory of it): a chain that no longer extends it ([`crate::checkpoint::extends`]) is
+    /// refused, at the plan and again in the deleting transaction. Found by review: without a
+    /// checkpoint file, records rewritten and re-chained, their stored checkpoints deleted,
+    /// were signed into an export (and a checkpoint signed at the forged head) by the very
+    /// gateway whose checkpoint timer refused to sign that chain.
+    ///
     /// Errors (nothing deleted, and the export removed — but for an error of the COMMIT
     /// itself, whose export is kept, as the records may be gone): the records to archive do not
     /// verify from the anchor, a checkpoint among them does not verify or match, the
@@ -262,6 +269,7 @@ impl Store {
         max_records: i64,
         now: i64,
         checkpoint_file: Option<&Path>,
+        published: Option<&Checkpoint>,
     ) -> Result<Option<Archived>, StoreError> {
         // The same sweep bounds the session state (issue 16 §3) by the same cut-off, and what
         // the webhooks leave behind.
@@ -272,6 +280,7 @@ impl Store {
         let (p, anchors, ranges) = {
             let guard = self.lock();
             let conn = guard.conn();
+            crate::retention_carry::refuse_if_altered(conn, published, &key)?;
             (
                 plan(conn, cutoff, now, max_records.max(1))?,
                 crate::archive::stored(conn)?,
@@ -319,6 +328,7 @@ impl Store {
         // from its COMMIT, whose outcome is then unknown.
         let reached_commit = std::cell::Cell::new(false);
         let done = self.write(|tx| {
+            crate::retention_carry::refuse_if_altered(**tx, published, &key)?;
             let done = commit(tx, (&p, &self.audit_key), &manifest, &pairs);
             reached_commit.set(done.is_ok());
             done

@@ -5,11 +5,12 @@
 
 use crate::archive::Manifest;
 use crate::audit;
-use crate::db::{self, OptionalExtension as _};
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::integrity_pins;
 use crate::params;
-use ed25519_dalek::SigningKey;
+use assent_core::checkpoint::Checkpoint;
+use ed25519_dalek::{SigningKey, VerifyingKey};
 
 /// Before the records `m` covers are deleted: each record among them that vouches for a
 /// standing tool pin or review (the newest `tool.pinned` / `tool.accepted` of a pin that still
@@ -125,4 +126,23 @@ pub(crate) fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreE
         }
     }
     Ok(())
+}
+
+/// `Err` (nothing archived) when the audit chain no longer extends `published`, the newest
+/// checkpoint the running gateway published ([`crate::checkpoint::extends`]: the record it
+/// was signed at keeps its hash, or the newest anchor matches it, and every later record
+/// links); `Ok` without one. Found by review: the gateway's retention archived a chain its own
+/// checkpoint timer refused to sign.
+pub(crate) fn refuse_if_altered(
+    conn: Conn<'_>,
+    published: Option<&Checkpoint>,
+    key: &VerifyingKey,
+) -> Result<(), StoreError> {
+    let Some(why) = crate::checkpoint::extends(conn, published, key)? else {
+        return Ok(());
+    };
+    Err(StoreError::Invalid(format!(
+        "audit chain altered since the checkpoint this gateway published at record {}: {why}; nothing archived (run assent audit verify)",
+        published.map_or(0, |p| p.seq)
+    )))
 }

@@ -69,7 +69,7 @@ fn archived_store(dir: &Path, db: &Database) -> (Store, Archived) {
     let before = verify(&s, db);
     assert_eq!(before.problem, None, "{before:?}");
     let a = s
-        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None, None)
         .unwrap()
         .expect("records were due");
     // The pending approval's records (and everything after them) stay.
@@ -116,7 +116,7 @@ fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_veri
         // Nothing more is due; the chain goes on, checkpoints are still signed over it, and
         // it still verifies (the checkpoint's record count includes the archived records).
         assert!(
-            s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+            s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None, None)
                 .unwrap()
                 .is_none()
         );
@@ -133,16 +133,16 @@ fn retention_archives_a_backlog_in_runs_that_chain() {
     both(|db| {
         let (_dir, s, arch) = aged(db, 0..4);
         let one = s
-            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None)
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None, None)
             .unwrap()
             .unwrap();
         assert!(one.more);
         let two = s
-            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None)
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None, None)
             .unwrap()
             .unwrap();
         let three = s
-            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None)
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None, None)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -193,7 +193,7 @@ fn retention_refuses_an_edited_anchor() {
         let p = verify(&s, db).problem.expect("detected");
         assert_eq!((p.check, p.seq), ("archive", Some(17)), "{p:?}");
         // Retention refuses to archive on top of the edited anchor.
-        let again = s.archive_audit(&dir.join("archive"), 11 * DAY, 1_000, 11 * DAY, None);
+        let again = s.archive_audit(&dir.join("archive"), 11 * DAY, 1_000, 11 * DAY, None, None);
         assert!(again.is_err(), "{again:?}");
         // The checkpoint signer checks only the records past its newest checkpoint, which
         // retention signed over the head it carried `settlement.sealing` to, past the
@@ -288,7 +288,7 @@ fn retention_refuses_an_export_signed_by_another_key() {
         assert_eq!(p.check, "archive", "{p:?}");
         // A retention run refuses to build on an anchor it cannot verify.
         let e = s
-            .archive_audit(&dir.join("archive"), 20 * DAY, 1_000, 20 * DAY, None)
+            .archive_audit(&dir.join("archive"), 20 * DAY, 1_000, 20 * DAY, None, None)
             .unwrap_err();
         assert!(e.to_string().contains("does not verify"), "{e}");
     });
@@ -309,7 +309,7 @@ fn retention_runs_racing_delete_once() {
                     let (go, arch) = (&go, &arch);
                     t.spawn(move || {
                         go.wait();
-                        r.archive_audit(arch, 5 * DAY, 1_000, 10 * DAY, None)
+                        r.archive_audit(arch, 5 * DAY, 1_000, 10 * DAY, None, None)
                             .unwrap()
                     })
                 })
@@ -331,7 +331,7 @@ fn retention_never_archives_an_altered_chain() {
         let (_dir, s, arch) = aged(db, 1..2);
         tamper(db, "UPDATE audit SET actor = 'mallory' WHERE seq = 2");
         let e = s
-            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None)
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap_err();
         assert!(e.to_string().contains("nothing archived"), "{e}");
         assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 0);
@@ -362,7 +362,7 @@ fn filed(db: &Database) -> (tempfile::TempDir, Store, PathBuf, PathBuf, i64) {
 
 /// Rewrites audit record 2's actor and recomputes every later hash as the gateway would: the
 /// bare chain verifies again.
-fn rewrite_and_rechain(db: &Database) {
+pub(super) fn rewrite_and_rechain(db: &Database) {
     let c = db.connect().unwrap();
     type Row = (i64, i64, String, Option<String>, String, String);
     let rows: Vec<Row> = c
@@ -410,17 +410,17 @@ fn retention_refuses_records_rewritten_under_a_checkpoint_in_the_file() {
         let (_dir, s, arch, file, at) = filed(db);
         let missing = file.with_extension("gone");
         let e = s
-            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&missing))
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&missing), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("does not exist; nothing archived"), "{e}");
         let a = s
-            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file))
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file), None)
             .unwrap()
             .expect("records were due");
         // Due were the records of all three approvals; archived, those up to the checkpoint.
         assert_eq!((a.manifest.last_seq, a.more), (at, false), "{a:?}");
-        let again = s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file));
+        let again = s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file), None);
         assert!(
             again.unwrap().is_none(),
             "no checkpoint in the file beyond it"
@@ -436,7 +436,7 @@ fn retention_refuses_records_rewritten_under_a_checkpoint_in_the_file() {
         );
         let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
         let e = s
-            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file))
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file), None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -527,7 +527,7 @@ fn retention_refuses_an_archive_directory_that_is_a_symlink() {
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), &arch).unwrap();
         let e = s
-            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None)
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap_err();
         assert!(e.to_string().contains("not a directory"), "{e}");
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
@@ -563,7 +563,7 @@ fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
         s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
             .unwrap();
         let a = s
-            .archive_audit(&dir.join(ARCHIVE_DIR), 5 * DAY, 1_000, 10 * DAY, None)
+            .archive_audit(&dir.join(ARCHIVE_DIR), 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap()
             .expect("records were due");
         assert!(
@@ -607,7 +607,7 @@ fn retention_prunes_expired_card_links_and_old_dead_letters() {
                 ),
             );
         }
-        s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None)
+        s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap();
         let links: i64 = scalar(db, "SELECT count(*) FROM card_links", []);
         let live: String = scalar(db, "SELECT approval_id FROM card_links", []);

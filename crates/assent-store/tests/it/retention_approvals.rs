@@ -30,7 +30,7 @@ fn three_approved(dir: &Path, db: &Database, signed: bool) -> (assent_store::Sto
 fn refused_naming(s: &assent_store::Store, db: &Database, dir: &Path, aid: &str) {
     let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
     let e = s
-        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None, None)
         .expect_err("refused");
     let e = e.to_string();
     assert!(
@@ -44,7 +44,7 @@ fn refused_naming(s: &assent_store::Store, db: &Database, dir: &Path, aid: &str)
 fn archived(dir: &Path, db: &Database) -> (assent_store::Store, Vec<String>) {
     let (s, ids) = three_approved(dir, db, true);
     let a = s
-        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None, None)
         .unwrap()
         .expect("records were due");
     assert!(a.manifest.approvals_sha256.is_some(), "{:?}", a.manifest);
@@ -191,7 +191,7 @@ fn a_run_naming_many_approvals_records_each_once() {
         s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
             .unwrap();
         let a = s
-            .archive_audit(&dir.join("archive"), 5 * DAY, 100_000, 10 * DAY, None)
+            .archive_audit(&dir.join("archive"), 5 * DAY, 100_000, 10 * DAY, None, None)
             .unwrap()
             .expect("records were due");
         assert!(!a.more, "{:?}", a.manifest);
@@ -259,7 +259,7 @@ fn a_seal_turned_into_a_blob_before_retention_is_named_and_nothing_is_archived()
             db,
             &format!("UPDATE approvals SET settlement_seal = '{kept}' WHERE id = '{aid}'"),
         );
-        s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
+        s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap()
             .expect("records were due");
         assert_eq!(verify(&s, db).problem, None);

@@ -63,6 +63,7 @@ fn archive(s: &Store, dir: &std::path::Path, day: i64) {
         1_000,
         day * DAY,
         None,
+        None,
     )
     .unwrap()
     .expect("records were due");
@@ -249,7 +250,7 @@ fn retention_prunes_old_aaep_events_and_closed_subscriptions_but_not_a_pending_c
         assert_eq!(s.prune_aaep(500, 1_000).unwrap(), 0);
         s.append_audit("note", None, "test", &json!({}), 10 * DAY)
             .unwrap();
-        s.archive_audit(&dir.join(ARCHIVE_DIR), 5 * DAY, 1_000, 10 * DAY, None)
+        s.archive_audit(&dir.join(ARCHIVE_DIR), 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap();
         assert_eq!(of(&decided), 0, "the decided call's events went");
         assert_eq!(of(&held), held_events, "the pending call's events stay");

@@ -91,7 +91,7 @@ fn a_sealing_record_planted_outside_the_live_chain_does_not_stand_in_for_it() {
             s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
                 .unwrap();
             let arch = dir.path().join("archive");
-            let a = s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None);
+            let a = s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None);
             let anchor = a.unwrap().expect("records were due").manifest.last_seq;
             let seq = match planted {
                 "anchor" => anchor,
@@ -165,7 +165,7 @@ fn carried(dir: &Path, db: &Database) -> (Store, String, i64) {
     s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
         .unwrap();
     let live = settled(&s, 4, 10 * DAY + 1_000);
-    let a = s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 11 * DAY, None);
+    let a = s.archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 11 * DAY, None, None);
     let anchor = a.unwrap().expect("records were due").manifest.last_seq;
     let head = "SELECT kind FROM audit ORDER BY seq DESC LIMIT 1";
     assert_eq!(scalar::<String>(db, head, []), "settlement.sealing");

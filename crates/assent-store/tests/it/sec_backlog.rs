@@ -94,7 +94,7 @@ fn retention_prunes_idle_sessions_state_but_never_an_active_ones() {
         assert_eq!(count(db, "session_risk_held"), 3);
 
         // The sweep, keeping 5 days back from day 10.
-        s.archive_audit(archive.path(), 5 * DAY, 1_000, 10 * DAY, None)
+        s.archive_audit(archive.path(), 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap();
         assert_eq!(count(db, "session_risk"), 3, "idle and comes-back go");
         assert_eq!(

@@ -461,6 +461,7 @@ fn archive_run(
             retention::DEFAULT_MAX_RECORDS,
             now,
             checkpoint_file.as_deref(),
+            None,
         )? {
             let more = a.more;
             runs.push(a);

@@ -426,7 +426,8 @@ fn notes_signed_by_a(t: &Setup) -> assent_store::Store {
 fn archive_all(t: &Setup, s: &assent_store::Store) -> Option<assent_store::retention::Archived> {
     let now = 10_000_000_000_000;
     let archive = t.dir.path().join("data").join("archive");
-    s.archive_audit(&archive, now, 1000, now, None).unwrap()
+    s.archive_audit(&archive, now, 1000, now, None, None)
+        .unwrap()
 }
 
 /// What a command said: its stdout, then its stderr.

@@ -1,0 +1,70 @@
+//! Retention held to the checkpoint the running gateway published (`archive_audit`'s
+//! `published`): a chain rewritten since is never archived, on SQLite and on Postgres.
+
+use super::pgkit::both;
+use super::retention::{rewrite_and_rechain, scalar, tamper, verify};
+use super::{approved, open};
+use assent_store::checkpoint::Due;
+use assent_store::retention::ARCHIVE_DIR;
+
+const DAY: i64 = 86_400_000;
+
+/// Attack (found by review): with no checkpoint file, a database writer rewrites an old record
+/// that is due for retention, recomputes every later hash and deletes the stored
+/// checkpoints. The gateway's checkpoint timer refuses to sign that chain, since it no longer
+/// extends the checkpoint the gateway published, but its retention checked the records only
+/// against the stored checkpoints (gone): it signed the forged records into an export, and a
+/// checkpoint at the forged head, making the rewrite permanent signed evidence. Given the
+/// checkpoint the gateway published, the run is refused and nothing is archived or deleted;
+/// an untouched chain is archived as before.
+#[test]
+fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        approved(&s, 2, 5_000, false);
+        let published = s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
+        approved(&s, 3, 5_000, false);
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let arch = dir.path().join(ARCHIVE_DIR);
+        rewrite_and_rechain(db);
+        tamper(db, "DELETE FROM audit_checkpoints");
+        assert_eq!(
+            verify(&s, db).problem,
+            None,
+            "the database alone looks whole"
+        );
+        let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, Some(&published))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("audit chain altered since the checkpoint this gateway published"),
+            "{e}"
+        );
+        assert!(e.contains("nothing archived"), "{e}");
+        assert!(!arch.exists() || std::fs::read_dir(&arch).unwrap().count() == 0);
+        assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
+        let anchors: i64 = scalar(db, "SELECT count(*) FROM audit_archives", []);
+        assert_eq!(anchors, 0);
+    });
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        let published = s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
+        approved(&s, 2, 5_000, false);
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let arch = dir.path().join(ARCHIVE_DIR);
+        let a = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, Some(&published))
+            .unwrap()
+            .expect("records were due");
+        assert!(a.manifest.record_count > 0, "{a:?}");
+        assert_eq!(verify(&s, db).problem, None);
+    });
+}
