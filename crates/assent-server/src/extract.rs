@@ -25,9 +25,10 @@ use std::marker::PhantomData;
 pub const MAX_WAIT_SECONDS: u64 = 60;
 
 /// The `wait` query parameter of a long poll: whole seconds, 0 to [`MAX_WAIT_SECONDS`]; 0 when
-/// absent; `400` naming the value when it is not a whole number or above the bound. A wait
-/// above it was cut to 60 s, so `?wait=600` silently became a poll every minute; the bound
-/// is in the OpenAPI document (`maximum: 60`) and every client of ours stays within it.
+/// absent; `400` naming the bound when it is not a whole number, and the value too when it is
+/// one above the bound. A wait above it was cut to 60 s, so `?wait=600` silently became a
+/// poll every minute; the bound is in the OpenAPI document (`maximum: 60`) and every client
+/// of ours stays within it.
 pub(crate) fn wait_seconds(q: &HashMap<String, String>) -> Result<u64, ApiError> {
     let Some(w) = q.get("wait") else {
         return Ok(0);
