@@ -2,7 +2,8 @@
 //! temporary directory and `pg_ctl start` on a Unix socket in that directory only (no TCP),
 //! as the `postgres` user when the tests run as root. A watchdog process stops the cluster
 //! and removes the directory when the test binary exits (it waits for EOF on a pipe only this
-//! process holds). Each test gets its own schema ([`fresh_schema`]).
+//! process holds). Each test gets its own schema ([`fresh_schema`]), or a database of its own
+//! copied from one the caller migrated once ([`from_template`]).
 //!
 //! The binaries are found under `/usr/lib/postgresql/*/bin` (or `ASSENT_PG_BIN`). When they
 //! are missing the Postgres tests fail, naming the fix, unless `ASSENT_TEST_NO_PG=1` says to
@@ -227,6 +228,46 @@ impl Schema {
     pub fn client(&self) -> postgres::Client {
         postgres::Client::connect(&self.url, postgres::NoTls).unwrap()
     }
+}
+
+/// A new database of its own, copied by `CREATE DATABASE … TEMPLATE` from a template made once
+/// per test binary by `prepare` (given the template's libpq connection string; it must close
+/// every connection it opened before it returns, as Postgres copies no template in use). The
+/// copy's schema is `public` ([`Schema::name`]). `None` when `ASSENT_TEST_NO_PG=1`.
+///
+/// This is for suites that start many gateways: migrating a fresh schema through every
+/// migration costs about 0.3 s of the cluster's CPU, copying the migrated template about a
+/// sixth of that. `prepare` runs on the calling thread, under a lock other callers wait on.
+pub fn from_template(prepare: impl FnOnce(&str)) -> Option<Schema> {
+    static TEMPLATE: Mutex<bool> = Mutex::new(false);
+    let c = cluster()?;
+    let url_of = |db: &str| {
+        format!(
+            "host={} port={PORT} user=assent dbname={db} options='-c search_path=public'",
+            c.dir.display()
+        )
+    };
+    let mut made = TEMPLATE.lock().unwrap_or_else(|p| p.into_inner());
+    if !*made {
+        c.admin()
+            .batch_execute("CREATE DATABASE assent_template")
+            .unwrap();
+        prepare(&url_of("assent_template"));
+        *made = true;
+    }
+    drop(made);
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    c.admin()
+        .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE assent_template"))
+        .unwrap();
+    Some(Schema {
+        url: url_of(&name),
+        postgres_url: format!(
+            "postgresql://assent@/{name}?host={}&port={PORT}&options=-c%20search_path%3Dpublic",
+            c.dir.display()
+        ),
+        name: "public".into(),
+    })
 }
 
 /// A new empty [`Schema`]; `None` when `ASSENT_TEST_NO_PG=1`.

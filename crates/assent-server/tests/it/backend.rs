@@ -1,9 +1,10 @@
 //! Which database the behaviour suite runs on, and backend-neutral access to it for the tests
 //! that look at (or tamper with) the rows behind the gateway's back.
 //!
-//! `ASSENT_TEST_BACKEND=postgres` runs every gateway of the suite on a fresh schema of the
-//! throw-away PostgreSQL cluster (`assent_testkit::pg`, issue 13 §1); unset or `sqlite`, on a
-//! SQLite file in the test's data directory. A data directory keeps its schema for the life of
+//! `ASSENT_TEST_BACKEND=postgres` runs every gateway of the suite on a database of its own in
+//! the throw-away PostgreSQL cluster (`assent_testkit::pg`, issue 13 §1), copied from a
+//! template migrated once per run; unset or `sqlite`, on a SQLite file in the test's data
+//! directory. A data directory keeps its database for the life of
 //! the test binary, so a test that stops a gateway and starts another over the same directory
 //! (a restart) finds its rows again, as it does with the file. `scripts/test.sh` runs the suite
 //! once per backend. A test that only one backend can run (it renames
@@ -38,8 +39,9 @@ pub fn sqlite_only(why: &str) -> bool {
 static SCHEMAS: LazyLock<Mutex<HashMap<PathBuf, assent_testkit::pg::Schema>>> =
     LazyLock::new(Mutex::default);
 
-/// The database of the gateway over `dir`: its SQLite file, or the schema this directory was
-/// given the first time (a fresh one, with keys made in `dir` as `assent keys init` would).
+/// The database of the gateway over `dir`: its SQLite file, or the PostgreSQL database this
+/// directory was given the first time (a fresh copy of the migrated template, with keys made in
+/// `dir` as `assent keys init` would).
 pub fn database(dir: &Path) -> Database {
     if !on_postgres() {
         return Database::Sqlite {
@@ -49,12 +51,20 @@ pub fn database(dir: &Path) -> Database {
     let mut schemas = SCHEMAS.lock().unwrap_or_else(|p| p.into_inner());
     let schema = schemas.entry(dir.to_path_buf()).or_insert_with(|| {
         assent_store::keys::init(dir).unwrap();
-        off_runtime(assent_testkit::pg::schema)
+        off_runtime(|| assent_testkit::pg::from_template(migrate_template))
             .expect("ASSENT_TEST_BACKEND=postgres needs the cluster (ASSENT_TEST_NO_PG is set)")
     });
     Database::Postgres {
         url: schema.url.clone(),
     }
+}
+
+/// Migrates the template every PostgreSQL gateway's database is copied from, as a gateway's
+/// start-up would (its start-up then finds the schema current).
+fn migrate_template(url: &str) {
+    let db = Database::Postgres { url: url.into() };
+    let conn = db.connect().unwrap();
+    assent_store::migrate::migrate(conn.conn(), "template").unwrap();
 }
 
 /// One statement parameter: a number or a text.

@@ -103,16 +103,16 @@ fn audit_kinds(s: &Store, limit: u32) -> Vec<String> {
 }
 
 /// Runs `f` with a fresh temporary data directory over a fresh SQLite file and then over a
-/// fresh Postgres schema ([`pgkit::both`]), for a test that opens its stores there itself.
+/// fresh Postgres database ([`pgkit::both_migrated`]), for a test that opens its stores there.
 fn both_in_dirs(mut f: impl FnMut(&assent_store::db::Database, &std::path::Path)) {
-    pgkit::both(|db| {
+    pgkit::both_migrated(|db| {
         let dir = tempfile::tempdir().unwrap();
         f(db, dir.path());
     });
 }
 
 /// Runs `f` with a store (see [`open`], in a temporary directory of its own) over a fresh
-/// SQLite file and then over a fresh Postgres schema ([`both_in_dirs`]).
+/// SQLite file and then over a fresh Postgres database ([`both_in_dirs`]).
 fn both_stores(mut f: impl FnMut(&assent_store::db::Database, &Store)) {
     both_in_dirs(|db, dir| f(db, &open(dir, db)));
 }
