@@ -4,7 +4,7 @@
 //! hard limit, and a graceful drain at shutdown. HTTP/1.1 (hyper's own connection, so the
 //! header-read timeout runs from the first byte awaited: a socket that never sends one is
 //! closed too; a proxy in front may speak HTTP/2 to clients); each request carries the peer
-//! address as `ConnectInfo<SocketAddr>`.
+//! address as `ConnectInfo<SocketAddr>` (none on the hub's private socket).
 
 use axum::Router;
 use axum::extract::ConnectInfo;
@@ -107,7 +107,8 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// Serves `app` on `listener` (and on `private`, a Unix socket only this process's own
 /// clients use: the MCP hub's; its connections share `max_connections` but count against no
-/// address, and carry the peer `127.0.0.1:0`) until `shutdown` completes, then lets open
+/// address, and carry no peer address, so the throttle counts nothing against an address for
+/// them) until `shutdown` completes, then lets open
 /// connections finish for at most `drain`.
 pub async fn serve(
     listener: TcpListener,
@@ -137,8 +138,11 @@ pub async fn serve(
                     tokio::spawn(refuse(own.into_inner(), FULL));
                     continue;
                 };
-                let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-                serve_one(&builder, &app, own, peer, &graceful, slot);
+                // No peer address: what the hub asks here for a client was counted against
+                // that client's address at `/mcp` already (found by review: carrying
+                // 127.0.0.1, a wrong key's `initialize` was counted again there, so a few
+                // of them from anywhere locked loopback out of the throttle for every agent).
+                serve_one(&builder, &app, own, None, &graceful, slot);
                 continue;
             }
             accepted = listener.accept() => match accepted {
@@ -179,7 +183,7 @@ pub async fn serve(
             &builder,
             &app,
             TokioIo::new(Box::pin(tcp)),
-            peer,
+            Some(peer),
             &graceful,
             (slot, counted),
         );
@@ -226,13 +230,13 @@ async fn accept_private(_: Option<&Private>) -> TokioIo<tokio::net::TcpStream> {
     std::future::pending().await
 }
 
-/// Serves one connection `io` from `peer` (`ConnectInfo`), watched by `graceful`, holding
-/// `guard` (its slots) until it ends.
+/// Serves one connection `io` from `peer` (`ConnectInfo`; none on the private socket), watched
+/// by `graceful`, holding `guard` (its slots) until it ends.
 fn serve_one<IO>(
     builder: &hyper::server::conn::http1::Builder,
     app: &Router,
     io: IO,
-    peer: std::net::SocketAddr,
+    peer: Option<std::net::SocketAddr>,
     graceful: &hyper_util::server::graceful::GracefulShutdown,
     guard: impl Send + 'static,
 ) where
@@ -242,7 +246,9 @@ fn serve_one<IO>(
         .clone()
         .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
             let mut req = req.map(axum::body::Body::new);
-            req.extensions_mut().insert(ConnectInfo(peer));
+            if let Some(peer) = peer {
+                req.extensions_mut().insert(ConnectInfo(peer));
+            }
             req
         });
     let svc = hyper_util::service::TowerToHyperService::new(svc);

@@ -81,3 +81,49 @@ fn held_hub_calls_do_not_use_up_the_loopback_address_connections() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// Found by review: the hub asks its gateway on its private socket for each client (whose key
+/// is it, the proposals, the results), and those requests carried the peer 127.0.0.1, so they
+/// shared loopback's throttle with every local process. One that sent thirty wrong keys from
+/// loopback locked it out, and every agent whose key had not authenticated from there since
+/// the start got `429 AUTH_THROTTLED` for its hub calls, from wherever it came. They carry no
+/// address now: the client's own was checked at `/mcp`. The gateway trusts 127.0.0.1 as a
+/// proxy here, so the agent's requests can come from another client address.
+#[cfg(unix)]
+#[test]
+fn wrong_keys_from_loopback_do_not_lock_every_agent_out_of_the_hub() {
+    let source = pay();
+    let upstreams = [("bank", Some("[pay]"), source.as_str())];
+    let (_dir, mut server) = hub_gateway_with(KEY, &upstreams, "trusted_proxies: [127.0.0.1]\n");
+    let url = server.url.clone();
+    let http = reqwest::blocking::Client::new();
+    let statuses: Vec<u16> = (0..30)
+        .map(|n| {
+            let wrong = format!("{n:08}-a-wrong-key-guessed-0123456789");
+            let r = http.get(format!("{url}/v1/whoami")).bearer_auth(wrong);
+            r.send().unwrap().status().as_u16()
+        })
+        .collect();
+    assert_eq!(
+        statuses.last(),
+        Some(&429),
+        "loopback locked out: {statuses:?}"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use rmcp::ServiceExt;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let from = reqwest::header::HeaderValue::from_static("198.51.100.7");
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"))
+            .auth_header(KEY.to_string())
+            .custom_headers([("x-forwarded-for".parse().unwrap(), from)].into());
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+        let client = ().serve(transport).await.expect("the hub answers initialize");
+        let list = client.peer().list_tools(None).await.expect("tools/list");
+        let names: Vec<_> = list.tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, ["bank__pay"], "{list:?}");
+        client.cancel().await.unwrap();
+    });
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
