@@ -88,6 +88,21 @@ struct Row {
     used_at: Option<i64>,
 }
 
+/// How many of the records whose stored `data` sizes are `sizes` (bytes, in reading order) a
+/// page takes: up to the one that brings their sum to [`PAGE_BYTES`] or past it (so at least
+/// one), and that sum.
+pub(crate) fn within_bytes(sizes: impl IntoIterator<Item = i64>) -> (usize, u64) {
+    let (mut take, mut bytes) = (0usize, 0u64);
+    for size in sizes {
+        if bytes >= PAGE_BYTES {
+            break;
+        }
+        bytes += u64::try_from(size).unwrap_or(0);
+        take += 1;
+    }
+    (take, bytes)
+}
+
 /// Reads one page of `q` on `conn` (inside a read snapshot, so the sizes read first and the
 /// records read after are of the same rows): at most `q.limit` records, and no more once their
 /// stored text reaches [`PAGE_BYTES`] (at least one).
@@ -103,14 +118,7 @@ pub fn read_page(conn: Conn<'_>, q: &Query) -> db::Result<Page> {
         crate::params![q.after_seq, since, until, i64::from(limit)],
         |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?)),
     )?;
-    let (mut take, mut bytes) = (0usize, 0u64);
-    for (_, size) in &sizes {
-        if bytes >= PAGE_BYTES {
-            break;
-        }
-        bytes += u64::try_from(*size).unwrap_or(0);
-        take += 1;
-    }
+    let (take, bytes) = within_bytes(sizes.iter().map(|(_, size)| *size));
     let rows = crate::sql::rows(
         conn,
         PAGE_SQL,

@@ -14,7 +14,8 @@
 //! computed in SQL (GROUP BY and window functions, one text for both engines), so no
 //! approval row is loaded into memory; the outright verdicts are in the audit log only
 //! (`call.allowed`, `call.denied`, the tool inside the record's JSON), read in chunks of
-//! [`AUDIT_CHUNK`] records in time order, at most [`MAX_AUDIT_RECORDS`] of them
+//! [`AUDIT_CHUNK`] records and about [`crate::history::PAGE_BYTES`] of stored text in time
+//! order, at most [`MAX_AUDIT_RECORDS`] of them
 //! (`outright_truncated` says so). The time ranges are indexed (migration 0023:
 //! `approvals(requested_at)`, `audit(at, seq)`), so a narrow range of a long history reads
 //! that range only. Every read runs beside the writer (on SQLite a connection
@@ -34,7 +35,8 @@ pub const LIST_CAP: usize = 50;
 /// A person's decision made sooner than this after the card was raised (ms) counts as a
 /// rubber stamp.
 pub const RUBBER_STAMP_MS: i64 = 2_000;
-/// How many outright verdicts of the audit log are read in one chunk.
+/// How many outright verdicts of the audit log are read in one chunk at most (fewer once
+/// their stored text reaches [`crate::history::PAGE_BYTES`]).
 pub const AUDIT_CHUNK: i64 = 2_000;
 /// How many outright verdicts one request reads at most.
 pub const MAX_AUDIT_RECORDS: u64 = 500_000;
@@ -187,7 +189,8 @@ impl Store {
 
     /// Per tool, `(allowed, denied)` outright in `[since, until)` from the audit log, in one
     /// snapshot beside the writer ([`Store::aside`]), read in chunks of [`AUDIT_CHUNK`]
-    /// records (memory stays bounded), and whether [`MAX_AUDIT_RECORDS`] cut it.
+    /// records and about [`crate::history::PAGE_BYTES`] (memory stays bounded), and whether
+    /// [`MAX_AUDIT_RECORDS`] cut it.
     fn outright_verdicts(&self, since: i64, until: i64) -> Result<(Verdicts, bool), StoreError> {
         self.aside(|c| outright_in(c, since, until))
     }
@@ -198,13 +201,22 @@ fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, boo
     let mut out = Verdicts::new();
     // Keyset paging in the order of index `audit_at` (`at`, `seq`; migration 0023): each chunk
     // starts where the last one ended, so the range is read once.
+    // A chunk also stops at about `history::PAGE_BYTES` of stored text, its records' sizes read
+    // first (found by review: 2,000 records at a time, whatever their size, were 512 MiB in
+    // memory for calls whose arguments an agent had padded to 256 KiB).
     let (mut from, mut after, mut read) = (since, 0_i64, 0_u64);
     loop {
+        let sizes: Vec<i64> = sql::rows(
+            c,
+            &format!("SELECT CAST(octet_length(data) AS BIGINT) {OUTRIGHT_CHUNK}"),
+            crate::params![from, until, after, AUDIT_CHUNK],
+            |r| r.get(0),
+        )?;
+        let (take, _) = crate::history::within_bytes(sizes);
         let chunk: Vec<(i64, i64, String, String)> = sql::rows(
             c,
-            "SELECT seq, at, kind, data FROM audit WHERE at >= ?1 AND at < ?2 AND (at > ?1 OR seq > ?3)
-               AND kind IN ('call.allowed', 'call.denied') ORDER BY at, seq LIMIT ?4",
-            crate::params![from, until, after, AUDIT_CHUNK],
+            &format!("SELECT seq, at, kind, data {OUTRIGHT_CHUNK}"),
+            crate::params![from, until, after, take as i64],
             db::tuple,
         )?;
         let Some(last) = chunk.last() else {
@@ -226,6 +238,11 @@ fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, boo
         }
     }
 }
+
+/// The rest of [`outright_in`]'s reads of one chunk after its `SELECT` list: the outright
+/// verdicts from `at` `?1` (after `seq` `?3` at that instant) to before `?2`, `?4` of them.
+const OUTRIGHT_CHUNK: &str = "FROM audit WHERE at >= ?1 AND at < ?2 AND (at > ?1 OR seq > ?3)
+    AND kind IN ('call.allowed', 'call.denied') ORDER BY at, seq LIMIT ?4";
 
 /// Per tool, how many calls were allowed and denied outright.
 type Verdicts = HashMap<String, (u64, u64)>;
