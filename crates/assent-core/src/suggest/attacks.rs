@@ -112,3 +112,63 @@ fn a_made_up_argument_tying_with_a_real_one_gets_no_deny_suggested() {
     let mirrored = pays(&[10, 20], &no, |a| json!({"amount": a, "a_amount": a}));
     assert!(deny(&mirrored).is_none(), "{:?}", deny(&mirrored));
 }
+
+/// Pushes of the 25 branches `name(0..25)`, approved by alice and bob in turn, and to `main`
+/// approved three times and rejected twice (the shape of `tests::pushes`).
+fn pushes_named(name: impl Fn(i64) -> String) -> Vec<Recorded> {
+    let mut h: Vec<Recorded> = (0..25)
+        .map(|i| {
+            let by = ["alice", "bob"][(i % 2) as usize];
+            let st = ApprovalStatus::Approved;
+            held(i, "git_push", json!({"branch": name(i)}), st, by)
+        })
+        .collect();
+    for i in 25..30 {
+        let st = if i < 28 {
+            ApprovalStatus::Approved
+        } else {
+            ApprovalStatus::Rejected
+        };
+        h.push(held(i, "git_push", json!({"branch": "main"}), st, "alice"));
+    }
+    h
+}
+
+/// Found by review: a suggested prefix ended at a value's first separator, a `.` too, and
+/// after a `-` its rest could hold a `.`: `api.h0.example`, `api.h1.example`… approved
+/// suggested "ask unless branch starts with `api.`", and `ops-h0.corp`… "starts with `ops-`";
+/// each then let a name under another owner (`api.attacker.example`, `ops-x.attacker.example`)
+/// run unasked. No prefix ends in `.`, and after `-`, `_` or `:` the rest is one word.
+#[test]
+fn a_dotted_name_is_never_generalised_past_its_owner() {
+    let f = files();
+    let run = |h: &[Recorded]| suggest(&registry(&f), &f, h, Settings::with_min(10));
+    let hostile = ["api.attacker.example", "ops-x.attacker.example", "ops-x/y"];
+    let dotted = [
+        pushes_named(|i| format!("api.h{i}.example")),
+        pushes_named(|i| format!("ops-h{i}.corp")),
+    ];
+    for h in &dotted {
+        for s in run(h) {
+            for name in hostile {
+                let args = json!({ "branch": name });
+                assert!(!s.pattern.holds(&args), "{name} under {:?}", s.pattern);
+            }
+        }
+    }
+    // One word after `ops-` is still generalised, and the condition holds one word alone.
+    let words = run(&pushes_named(|i| format!("ops-h{i}")));
+    let s = words
+        .iter()
+        .find(|s| s.kind == Kind::RemovePrompt)
+        .expect("a suggestion");
+    let want = Constraint::Prefix {
+        key: "branch".into(),
+        prefix: "ops-".into(),
+    };
+    assert_eq!(s.pattern, want);
+    assert!(s.pattern.holds(&json!({"branch": "ops-new_one-2"})));
+    for name in hostile {
+        assert!(!s.pattern.holds(&json!({ "branch": name })), "{name}");
+    }
+}

@@ -51,21 +51,44 @@ fn hidden(s: &str) -> bool {
     matches!(crate::template::visible(s), std::borrow::Cow::Owned(_))
 }
 
-/// What may follow a [`Constraint::Prefix`]'s prefix, as a regular expression to the end of
-/// the text: ASCII letters, digits, `_`, `-` and `/`, with a `.` only before one of those (no
-/// `..`, `@`, `:`, `%`, `\`, space or control character). Found by review: the prefix was
-/// checked only against the strings seen, and `^src/` then let `src/../../home/u/.ssh/x`,
-/// `ops-x@attacker.example` (after `ops-`) and `https-://x` through unasked.
+/// What may follow a [`Constraint::Prefix`]'s prefix ending in `/` (a folder's), as a regular
+/// expression to the end of the text: ASCII letters, digits, `_`, `-` and `/`, with a `.` only
+/// before one of those (no `..`, `@`, `:`, `%`, `\`, space or control character). Found by
+/// review: the prefix was checked only against the strings seen, and `^src/` then let
+/// `src/../../home/u/.ssh/x`, `ops-x@attacker.example` (after `ops-`) and `https-://x`
+/// through unasked.
 const PREFIX_REST: &str = r"(?:[A-Za-z0-9_/-]|\.[A-Za-z0-9_/-])*$";
 
-/// Whether `rest` (what follows the prefix) is what [`PREFIX_REST`] matches: the same
+/// What may follow a prefix ending in `-`, `_` or `:` ([`WORD_REST`]'s case): one word of ASCII
+/// letters, digits, `_` and `-`, no `.` or `/`. Found by review: after `ops-` the rest took a
+/// `.` too, so `ops-a1.corp`, `ops-b2.corp`… approved let `ops-x.attacker.example` through.
+const WORD_REST: &str = r"[A-Za-z0-9_-]*$";
+
+/// The rest [`Constraint::Prefix`] `prefix` allows: [`PREFIX_REST`] after a `/`, else
+/// [`WORD_REST`].
+fn rest_of(prefix: &str) -> &'static str {
+    if prefix.ends_with('/') {
+        PREFIX_REST
+    } else {
+        WORD_REST
+    }
+}
+
+/// Whether `rest` (what follows `prefix`) is what [`rest_of`] `prefix` matches: the same
 /// regular expression the condition written into the policy runs, so what a suggestion says it
 /// covers and what its rule lets through cannot differ.
-fn safe_rest(rest: &str) -> bool {
-    static REST: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+fn safe_rest(prefix: &str, rest: &str) -> bool {
+    static FOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(&format!("^{PREFIX_REST}")).expect("a valid regular expression")
     });
-    REST.is_match(rest)
+    static WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(&format!("^{WORD_REST}")).expect("a valid regular expression")
+    });
+    if prefix.ends_with('/') {
+        FOLDER.is_match(rest)
+    } else {
+        WORD.is_match(rest)
+    }
 }
 
 /// A pattern of one top-level argument.
@@ -92,12 +115,14 @@ pub enum Constraint {
         /// The bound, inclusive.
         min: f64,
     },
-    /// The argument is a string starting with `prefix`, the rest plain ([`PREFIX_REST`]:
-    /// letters, digits, `_`, `-`, `/`, and a `.` only before one of those).
+    /// The argument is a string starting with `prefix`, the rest plain: after a `/`,
+    /// [`PREFIX_REST`] (letters, digits, `_`, `-`, `/`, and a `.` only before one of those);
+    /// after `-`, `_` or `:`, [`WORD_REST`] (one word: letters, digits, `_`, `-`).
     Prefix {
         /// The argument.
         key: String,
-        /// The prefix, ending with a separator (`/`, `:`, `-`, `_`, `.`).
+        /// The prefix, ending with a separator (`/`, `:`, `-`, `_`; never `.`: a dotted name's
+        /// first label, `api.`, would cover every owner's `api.attacker.example`).
         prefix: String,
     },
     /// The argument is one of `values` (strings, numbers or booleans).
@@ -142,13 +167,13 @@ impl Constraint {
             Constraint::Prefix { prefix, .. } => v
                 .as_str()
                 .and_then(|s| s.strip_prefix(prefix.as_str()))
-                .is_some_and(safe_rest),
+                .is_some_and(|rest| safe_rest(prefix, rest)),
             Constraint::OneOf { values, .. } => values.iter().any(|x| same(x, v)),
         }
     }
 
     /// The `args_match` operator object that holds exactly when this does: `{gte: M, lte:
-    /// N}`, `{gte: N}`, `{pattern: "^PREFIX" + PREFIX_REST}`, `{in: [...]}`.
+    /// N}`, `{gte: N}`, `{pattern: "^PREFIX" + REST}` ([`rest_of`]), `{in: [...]}`.
     pub fn matcher(&self) -> Value {
         match self {
             Constraint::Within { min, max, .. } => {
@@ -201,9 +226,10 @@ impl Constraint {
     }
 }
 
-/// The regular expression of a [`Constraint::Prefix`]: `prefix` escaped, then [`PREFIX_REST`].
+/// The regular expression of a [`Constraint::Prefix`]: `prefix` escaped, then its rest
+/// ([`rest_of`]).
 fn prefix_pattern(prefix: &str) -> String {
-    format!("^{}{PREFIX_REST}", escape(prefix))
+    format!("^{}{}", escape(prefix), rest_of(prefix))
 }
 
 /// Equal scalars (numbers by value).
@@ -412,10 +438,13 @@ fn bound(key: &str, vals: &[&Value], others: &[&Value], upper: bool) -> Option<C
 }
 
 /// The prefix of `s` up to and including its first separator (at least one character before
-/// it), if any.
+/// it), if any, and if that separator is no `.` (found by review: `api.stripe.com`,
+/// `api.github.com`… approved suggested `api.`, which let `api.attacker.example` through), and
+/// the rest is what a condition on that prefix covers ([`safe_rest`]).
 fn prefix_of(s: &str) -> Option<&str> {
     let i = s.find(SEPARATORS)?;
-    (i > 0).then(|| &s[..=i])
+    let prefix = &s[..=i];
+    (i > 0 && !prefix.ends_with('.') && safe_rest(prefix, &s[i + 1..])).then_some(prefix)
 }
 
 /// Prefixes shared by at least [`MIN_PREFIX_VALUES`] different strings of `vals` and by none
