@@ -157,12 +157,21 @@ fn invalid(errors: Vec<String>) -> ApiError {
 }
 
 /// The policy files of config `file` as they are on disk now: `(path, text)` pairs, read
-/// with [`Config::policy_files`] (regular files, 4 MiB each, 64 MiB together, as a load).
+/// with [`Config::policy_files`] (regular files, 4 MiB each, 64 MiB together, as a load), and
+/// whether a load of them is strict: `strict` (`assent serve --strict`) or the file's
+/// `strict_agent_files`, as a reload's is (found by review: the file's setting was left out,
+/// so a replay passed a candidate with an unknown agent-file field that a reload refuses).
 ///
 /// Errors: `422 POLICY_INVALID` when the config or a file cannot be read.
-pub(crate) fn policy_files(file: &std::path::Path, strict: bool) -> Result<PolicyFiles, ApiError> {
+pub(crate) fn policy_files(
+    file: &std::path::Path,
+    strict: bool,
+) -> Result<(PolicyFiles, bool), ApiError> {
     let cfg = Config::load_with(file, strict).map_err(|e| invalid(vec![e.to_string()]))?;
-    cfg.policy_files().map_err(|e| invalid(vec![e.to_string()]))
+    let files = cfg
+        .policy_files()
+        .map_err(|e| invalid(vec![e.to_string()]))?;
+    Ok((files, strict || cfg.strict_agent_files))
 }
 
 /// The candidate registry: the config's policy files read now, the body's replacing those of
@@ -172,10 +181,13 @@ fn candidate(
     strict: bool,
     b: &ReplayRequest,
 ) -> Result<Registry, ApiError> {
-    let PolicyFiles {
-        mut agents,
-        mut governance,
-    } = policy_files(file, strict)?;
+    let (
+        PolicyFiles {
+            mut agents,
+            mut governance,
+        },
+        strict,
+    ) = policy_files(file, strict)?;
     substitute(&mut agents, &b.agents);
     substitute(&mut governance, &b.governance);
     Registry::load_with(&agents, &governance, strict)

@@ -349,9 +349,16 @@ impl Refusal for ReloadRefusal {
     responses((status = 200, description = "The new configuration is in force", body = Reloaded), (status = 409, description = "Another reload is running (`RELOAD_IN_PROGRESS`), or the gateway was not started from a file (`RELOAD_UNAVAILABLE`)", body = ApiErrorBody), (status = 422, description = "The file was refused (`CONFIG_INVALID`, each problem in `errors`); the old set stays in force", body = ApiErrorBody)),
     security(("operator_key" = [])))]
 pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal>) -> Response {
-    match reload(&st, Trigger::Operator(op.name())).await {
-        Ok(r) => crate::body::Body(r).into_response(),
-        Err(e) => e.into_response(),
+    // Apart from the request: what the reload asks the store's executor to commit is committed
+    // whether or not its client waits, so the rest of it must run to the end too (found by
+    // review: a client hanging up dropped the handler between the `config.reloaded` record,
+    // with its withdrawals, and the swap, and the old keys stayed in force).
+    let name = op.name().to_string();
+    let done = tokio::spawn(async move { reload(&st, Trigger::Operator(&name)).await });
+    match done.await {
+        Ok(Ok(r)) => crate::body::Body(r).into_response(),
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => ReloadError::Store(format!("the reload stopped: {e}")).into_response(),
     }
 }
 

@@ -77,7 +77,7 @@ pub(crate) async fn top(st: &AppState, since: i64, until: i64) -> Result<Top, Ap
         .await
         .map_err(ApiError::unavailable)?;
     let (file, strict) = (source.file.clone(), source.strict);
-    let Ok(files) = blocking(move || policy_files(&file, strict)).await? else {
+    let Ok((files, _)) = blocking(move || policy_files(&file, strict)).await? else {
         return Ok(Top::default());
     };
     let (history, schemas, unreadable, cut, turn) = st

@@ -98,6 +98,9 @@ pub struct Config {
     /// Keys from `key_env` shorter than [`MIN_KEY_CHARS`] are allowed (`serve
     /// --insecure-demo-keys`, loopback only); false by default.
     pub insecure_demo_keys: bool,
+    /// `strict_agent_files`: a field an agent file has that Agent Format 1.0 does not define
+    /// is an error, not a warning, as with `assent serve --strict` (false by default).
+    pub strict_agent_files: bool,
     /// Files the registry was loaded from.
     pub agent_files: Vec<PathBuf>,
     /// Governance files the registry was loaded from.
@@ -157,12 +160,7 @@ impl Config {
             let line = e.location().map(|l| l.line());
             at(path, line, assent_core::policy::yaml_reason(&e.to_string()))
         })?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let base = if base.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            base
-        };
+        let base = base_of(path);
         let mut warnings = Vec::new();
         let agent_files = expand(&base, path, &raw.agents, ("agents", false), &mut warnings)?;
         let governance_files = expand(
@@ -245,6 +243,7 @@ impl Config {
             metrics_key_env: raw.metrics_key_env.map(|m| m.value),
             insecure_demo_keys: false,
             max_waiters_per_principal: l.max_waiters_per_principal,
+            strict_agent_files: raw.strict_agent_files,
             agent_files,
             governance_files,
             warnings,
@@ -420,6 +419,20 @@ impl ReloadSource {
     /// The configuration file a reload reads.
     pub fn file(&self) -> &Path {
         &self.file
+    }
+
+    /// Whether a reload is under way now (it holds the one-at-a-time lock).
+    pub fn in_progress(&self) -> bool {
+        self.lock.try_lock().is_err()
+    }
+}
+
+/// The directory relative paths of config file `path` are read from: its own (`.` for a bare
+/// file name).
+fn base_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     }
 }
 

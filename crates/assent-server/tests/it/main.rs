@@ -53,6 +53,7 @@ mod receipts;
 mod redact_rendered;
 mod reload;
 mod reload_window;
+mod replay_candidates;
 mod review_core;
 mod scope_shapes;
 mod sealed;

@@ -236,3 +236,60 @@ async fn decisions_in_flight_when_a_reload_makes_the_decider_the_agents_owner_le
     eprintln!("approved {approved} (voided), refused {refused}");
     gw.stop().await;
 }
+
+/// Found by review: the store's executor commits what a reload queued on it (its
+/// `config.reloaded` record, the withdrawals and revocations) whether or not the request that
+/// asked is still there, but the rest of the reload ran in the request's handler, dropped when
+/// its client hung up: the audit log said the configuration was reloaded, what the old one
+/// stood behind was withdrawn, and the old keys stayed in force. A reload now runs apart from
+/// its request. Here the store is held while alice reloads a file rotating bot's key, she
+/// hangs up while the reload waits for it, the store is let go: the reload is recorded once
+/// and the new key is in force, the old one refused.
+#[tokio::test]
+async fn a_reload_whose_client_hangs_up_still_puts_what_it_recorded_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let gw = reloading(dir.path(), &principals(&[alice, olaf, ("bot", BOT_P, BOT)])).await;
+    const NEW: &str = "bot-key-rotated-while-alice-hung-up";
+    let rotated = principals(&[alice, olaf, ("bot", BOT_P, NEW)]);
+    crate::grant_revocation::write_config(dir.path(), &rotated);
+    let before = crate::kit::audit_count(&gw.data_dir, "config.reloaded");
+    let blocker = crate::backend::block_writes(&gw.data_dir);
+    let asked = gw
+        .http
+        .post(format!("{}/v1/reload", gw.url))
+        .bearer_auth(OP)
+        .timeout(Duration::from_secs(2))
+        .send();
+    let asked = tokio::spawn(asked);
+    // Her reload is under way (then it waits for the store) when she hangs up: the handler
+    // was dropped before or after the store was asked, which recorded nothing or everything.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let source = gw.state.reload.clone().unwrap();
+    while !source.in_progress() {
+        assert!(Instant::now() < deadline, "the reload never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        asked.await.unwrap().is_err(),
+        "alice hung up before an answer"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(blocker);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gw.get("/v1/whoami", NEW).await.0 != StatusCode::OK {
+        assert!(
+            Instant::now() < deadline,
+            "the rotated key never came in force"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(gw.get("/v1/whoami", BOT).await.0, StatusCode::UNAUTHORIZED);
+    let after = crate::kit::audit_count(&gw.data_dir, "config.reloaded");
+    assert_eq!(after, before + 1);
+    gw.stop().await;
+}
+
+/// The kit's `bot`, an agent, as a [`principals`] entry's kind.
+const BOT_P: &str = "kind: agent, agent_id: bot";
