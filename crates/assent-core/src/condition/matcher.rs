@@ -5,8 +5,9 @@
 //! or lookups (the condition module combines predicates).
 
 use crate::canonical::type_name;
-use regex::Regex;
+use regex_automata::meta::Regex;
 use serde_json::{Number, Value};
+use std::cell::Cell;
 
 /// Longest regex accepted from a policy file, in bytes.
 pub const MAX_PATTERN_LEN: usize = 1024;
@@ -64,22 +65,79 @@ pub struct Pattern {
     pub compiled: Regex,
 }
 
-/// Compiles a policy regex with the limits of `DEPENDENCIES.md` (size and nesting capped).
+/// The most memory the compiled patterns of one load of policy files may hold together, in
+/// bytes (each pattern's [`Regex::memory_usage`] and [`PATTERN_OVERHEAD`]): 128 MiB, some
+/// 14,000 patterns like `^/etc/` (about 9 KiB each), or about 110 of the largest a pattern may
+/// compile to (1 MiB, which `\w{20}` reaches in eight characters). Found by review: each
+/// pattern was bounded, their number only by the files' size, so a policy replay's 256 KiB
+/// candidate of ten thousand short Unicode patterns compiled to gigabytes.
+pub const MAX_PATTERN_BYTES: usize = 128 << 20;
+
+/// What a compiled pattern holds besides its engines' [`Regex::memory_usage`] (its caches'
+/// pool and the regex itself: about 6 KiB measured), in bytes.
+pub const PATTERN_OVERHEAD: usize = 6 << 10;
+
+thread_local! {
+    /// The bytes left to the patterns of the load under way on this thread ([`PatternBudget`]);
+    /// `None` outside one.
+    static PATTERN_BYTES_LEFT: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// While it lives, the patterns compiled on this thread ([`compile_pattern`]) share
+/// [`MAX_PATTERN_BYTES`] (a pattern past it does not compile). A registry load holds one
+/// ([`crate::policy::Registry::load_with`]); one started inside another gives the outer's
+/// budget back when it ends.
+pub struct PatternBudget {
+    outer: Option<usize>,
+}
+
+impl PatternBudget {
+    /// Starts a budget of [`MAX_PATTERN_BYTES`] on this thread.
+    pub fn start() -> Self {
+        Self {
+            outer: PATTERN_BYTES_LEFT.replace(Some(MAX_PATTERN_BYTES)),
+        }
+    }
+}
+
+impl Drop for PatternBudget {
+    fn drop(&mut self) {
+        PATTERN_BYTES_LEFT.set(self.outer);
+    }
+}
+
+/// Compiles a policy regex with the limits of `DEPENDENCIES.md` (size and nesting capped: 1 MiB
+/// compiled, 64 levels), within the load's [`PatternBudget`] when one is under way. Errors:
+/// the bound or the syntax error, in words.
 pub fn compile_pattern(p: &str) -> Result<Regex, String> {
     if p.len() > MAX_PATTERN_LEN {
         return Err(format!("pattern longer than {MAX_PATTERN_LEN} bytes"));
     }
-    regex::RegexBuilder::new(p)
-        .size_limit(1 << 20)
-        .nest_limit(64)
-        .build()
+    let limits = regex_automata::meta::Config::new()
+        .nfa_size_limit(Some(1 << 20))
+        .onepass_size_limit(Some(1 << 20));
+    let compiled = regex_automata::meta::Builder::new()
+        .configure(limits)
+        .syntax(regex_automata::util::syntax::Config::new().nest_limit(64))
+        .build(p)
         .map_err(|e| {
             e.to_string()
                 .lines()
                 .last()
                 .unwrap_or("invalid pattern")
                 .to_string()
-        })
+        })?;
+    let cost = compiled.memory_usage().saturating_add(PATTERN_OVERHEAD);
+    if let Some(left) = PATTERN_BYTES_LEFT.get() {
+        let Some(rest) = left.checked_sub(cost) else {
+            return Err(format!(
+                "the patterns of the policy files compile to more than {} MiB together",
+                MAX_PATTERN_BYTES >> 20
+            ));
+        };
+        PATTERN_BYTES_LEFT.set(Some(rest));
+    }
+    Ok(compiled)
 }
 
 fn is_scalar(v: &Value) -> bool {

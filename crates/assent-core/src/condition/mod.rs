@@ -27,7 +27,8 @@ use crate::arg_path::lookup;
 use serde_json::Value;
 
 pub use matcher::{
-    MAX_LIST_ITEMS, MAX_PATTERN_LEN, MAX_SHOWN_CHARS, Matcher, Ops, Pattern, compile_pattern,
+    MAX_LIST_ITEMS, MAX_PATTERN_BYTES, MAX_PATTERN_LEN, MAX_SHOWN_CHARS, Matcher, Ops,
+    PATTERN_OVERHEAD, Pattern, PatternBudget, compile_pattern,
 };
 
 /// Most `args_match` groups one condition may have.

@@ -181,6 +181,7 @@ impl Registry {
         governance_files: &[(String, String)],
         strict: bool,
     ) -> Result<Registry, LoadErrors> {
+        let _budget = crate::condition::PatternBudget::start();
         let mut reg = Registry::default();
         let mut errs = reg.unknown_fields(agent_files, strict);
         reg.policy_set_sha256 = policy_set_sha256(agent_files, governance_files);

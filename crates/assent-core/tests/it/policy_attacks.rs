@@ -132,3 +132,29 @@ fn an_empty_deny_or_approval_is_refused_at_load() {
         "{e}"
     );
 }
+
+/// Found by review: each pattern was bounded (1 MiB compiled), their number only by the files'
+/// size, so `POST /v1/policies/replay`, open to any operator key, compiled a 256 KiB candidate
+/// of ten thousand short Unicode patterns (`\w{20}` compiles to about 1.1 MiB) to gigabytes,
+/// and the gateway was killed for its memory. A load's patterns now share 128 MiB: 150 rules
+/// with one such pattern each are refused naming the bound; the same rules with a plain
+/// pattern each load.
+#[test]
+fn patterns_compiling_to_more_than_the_loads_budget_are_refused() {
+    let rules = |pattern: &dyn Fn(usize) -> String| {
+        (0..150)
+            .map(|i| {
+                let p = pattern(i);
+                format!("      - tool: t{i}\n        deny: {{condition: {{args_match: {{k: {{pattern: '{p}'}}}}}}}}\n")
+            })
+            .collect::<String>()
+    };
+    let heavy = bot_policy("a.deny-v1", &rules(&|i| format!("\\w{{20}}{i}")));
+    let e = load_err(AGENT, &heavy);
+    assert!(
+        e.contains("the patterns of the policy files compile to more than 128 MiB together"),
+        "{e}"
+    );
+    let plain = bot_policy("a.deny-v1", &rules(&|i| format!("^/etc/{i}")));
+    reg_plus(AGENT, "d.yaml", &plain);
+}
