@@ -9,7 +9,7 @@ use crate::body::Body;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Operator, ReplayPolicies};
-use crate::state::AppState;
+use crate::state::{AppState, now_ms};
 use assent_api::error::{POLICY_INVALID, REPLAY_UNAVAILABLE};
 use assent_api::policies::{PolicyFile, ReplayRequest, ReplayResponse};
 use assent_core::Registry;
@@ -79,7 +79,10 @@ pub(crate) async fn replay(
     let report = st
         .store_call_apart(move |s| {
             let _turn = turn;
-            let mut r = Replayer::new(&reg, Options::default());
+            // The candidate would go in force now, beside the grants standing now.
+            let now = now_ms();
+            let grants = s.standing_grants(now)?;
+            let mut r = Replayer::new(&reg, Options::default()).with_standing_grants(grants, now);
             // No bound on the bytes in all: each proposal is replayed and let go (a page at a
             // time, `PAGE_BYTES`), never held.
             let read = read_history(s, since, until, MAX_REPLAYED, u64::MAX, &mut |rec| {

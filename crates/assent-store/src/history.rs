@@ -12,7 +12,7 @@ use crate::db::{self, Conn, Database};
 use crate::error::StoreError;
 use crate::store::Store;
 use assent_core::approval::ApprovalStatus;
-use assent_core::replay::{BLOCK_RULE, Recorded, Was};
+use assent_core::replay::{BLOCK_RULE, Recorded, StandingGrant, Was};
 use assent_core::{Reason, RiskTier, ToolCall};
 use serde_json::Value;
 
@@ -238,20 +238,66 @@ pub fn for_each_offline(
     until_ms: Option<i64>,
     each: &mut dyn FnMut(Vec<Recorded>) -> bool,
 ) -> Result<u64, StoreError> {
-    let conn = match database {
+    let conn = offline(database)?;
+    let mut read = |q: &Query| Ok(conn.conn().snapshot(|c| read_page(c, q))?);
+    for_each_page(&mut read, since_ms, until_ms, each)
+}
+
+/// The grants standing at `now` (Unix ms) on `conn`: not revoked and not expired
+/// ([`crate::sql::grant_unexpired_at`]), as a replay weighs them
+/// ([`assent_core::replay::Replayer::with_standing_grants`]). Their seals are not checked (the
+/// command line has no key to check them with): a planted row covers no live call, but
+/// counting it can only make a replay find more loosened calls, never hide one.
+pub fn standing_grants(conn: Conn<'_>, now: i64) -> db::Result<Vec<StandingGrant>> {
+    let sql = format!(
+        "SELECT agent, session_id, tool, server, call_hash, expires_at, created_at FROM grants
+          WHERE revoked_at IS NULL AND {}",
+        crate::sql::grant_unexpired_at("?1")
+    );
+    crate::sql::rows(conn, &sql, crate::params![now], |r| {
+        Ok(StandingGrant {
+            agent: r.get(0)?,
+            session_id: r.get(1)?,
+            tool: r.get(2)?,
+            server: r.get(3)?,
+            call_hash: r.get(4)?,
+            expires_at: r.get(5)?,
+            created_at: r.get(6)?,
+        })
+    })
+}
+
+/// `database` opened for reading with no gateway running: read-only (SQLite), or a session of
+/// its own (PostgreSQL).
+fn offline(database: &Database) -> Result<db::Connection, StoreError> {
+    Ok(match database {
         Database::Sqlite { path } => {
             let dir = path.parent().unwrap_or(std::path::Path::new("."));
             db::Connection::Sqlite(crate::open::open_read_only(dir)?)
         }
         Database::Postgres { .. } => database.connect()?,
-    };
-    let mut read = |q: &Query| Ok(conn.conn().snapshot(|c| read_page(c, q))?);
-    for_each_page(&mut read, since_ms, until_ms, each)
+    })
+}
+
+/// [`standing_grants`] of `database` opened as [`for_each_offline`] opens it.
+///
+/// Errors: no database there, an unreachable one, a failed query.
+pub fn standing_grants_offline(
+    database: &Database,
+    now: i64,
+) -> Result<Vec<StandingGrant>, StoreError> {
+    let conn = offline(database)?;
+    Ok(conn.conn().snapshot(|c| standing_grants(c, now))?)
 }
 
 impl Store {
     /// One page of the history (a read snapshot of its own: see [`Store::read`]).
     pub fn history_page(&self, q: &Query) -> Result<Page, StoreError> {
         self.read(|c| read_page(c, q))
+    }
+
+    /// [`standing_grants`] at `now`, in a snapshot beside the writer ([`Store::aside`]).
+    pub fn standing_grants(&self, now: i64) -> Result<Vec<StandingGrant>, StoreError> {
+        self.aside(|c| standing_grants(c, now))
     }
 }

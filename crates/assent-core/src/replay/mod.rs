@@ -23,12 +23,18 @@
 //!   gone);
 //! - a grant that covered a held call is assumed to cover it again when the new verdict is a
 //!   confirm a grant may stand in for ([`crate::grant::may_use_grant`]: no threshold, scope or
-//!   session trigger, reversible, no passkey, no quorum).
+//!   session trigger, reversible, no passkey, no quorum); and the grants standing when the
+//!   replay runs ([`Replayer::with_standing_grants`]) cover such a confirm as they would once
+//!   the candidate is in force: a call the policy denied then that one of them covers is
+//!   *loosened*.
 //!
 //! Synthetic calls (`mplp.*` Confirm targets, `delegate.*` delegations, `result.*` held
 //! results) are counted as not replayed: their verdicts come from other entry points.
 
 pub mod report;
+mod standing;
+
+pub use standing::StandingGrant;
 
 use crate::approval::ApprovalStatus;
 use crate::canonical::ToolCall;
@@ -234,8 +240,12 @@ pub struct Replayed<'a> {
     pub change: Change,
     /// Whether a person is asked now (a confirm that a grant would not cover).
     pub prompted: bool,
-    /// Refused then (denied by the policy or rejected by a person), allowed outright now.
+    /// Refused then (denied by the policy or rejected by a person), allowed outright now; or
+    /// denied by the policy then, and held now for a person but covered by a grant standing
+    /// now (`covered`).
     pub loosened: bool,
+    /// A grant standing when the replay runs would stand in for the candidate's confirm.
+    pub covered: bool,
 }
 
 /// Replay settings.
@@ -380,6 +390,8 @@ pub struct Replayer<'r> {
     /// Each (agent, session)'s earlier counting calls, as the thresholds need them.
     sessions: HashMap<(String, String), Session>,
     report: ReportBuilder,
+    /// The grants standing when the replay runs.
+    standing: standing::Standing,
 }
 
 impl<'r> Replayer<'r> {
@@ -390,7 +402,16 @@ impl<'r> Replayer<'r> {
             needs: WindowNeeds::of(reg),
             sessions: HashMap::new(),
             report: ReportBuilder::new(opts),
+            standing: standing::Standing::default(),
         }
+    }
+
+    /// This replayer with the grants standing at `at_ms` (Unix ms: now, when the candidate
+    /// would be put in force beside them): a confirm one of them covers asks no one, and a call
+    /// refused then that it covers is loosened ([`classify`]).
+    pub fn with_standing_grants(mut self, grants: Vec<StandingGrant>, at_ms: i64) -> Self {
+        self.standing = standing::Standing::new(grants, at_ms);
+        self
     }
 
     /// Evaluates `rec` under the candidate registry with its session's earlier calls, and adds
@@ -427,7 +448,9 @@ impl<'r> Replayer<'r> {
             }
             _ => {}
         }
-        let replayed = classify(rec, verdict);
+        let ids = (rec.agent.as_str(), rec.session_id.as_str());
+        let covered = self.standing.covers(ids, &rec.call, &verdict);
+        let replayed = classify(rec, verdict, covered);
         self.report.add(&replayed);
         Some(replayed.change)
     }
@@ -468,19 +491,26 @@ pub fn evaluate_recorded(
     verdict
 }
 
-/// `rec` and its new `verdict`, classified.
-pub fn classify(rec: &Recorded, verdict: Verdict) -> Replayed<'_> {
+/// `rec` and its new `verdict`, classified; `covered`: a grant standing now would stand in for
+/// the verdict's confirm ([`Replayer::with_standing_grants`]), so it asks no one, and a call
+/// the policy denied then is loosened by it as by an allow (one a person rejected was a
+/// confirm then too, which the grant may cover under the policy in force as well: that is the
+/// grant's doing, not the candidate's, and it is shown, `covered_by_grant`, not counted).
+pub fn classify(rec: &Recorded, verdict: Verdict, covered: bool) -> Replayed<'_> {
     let change = Change::of(rec.was.kind(), verdict.kind);
     let granted_again =
         rec.was == Was::Granted && crate::grant::may_use_grant(&verdict.terms, false);
-    let prompted = verdict.kind == VerdictKind::Confirm && !granted_again;
-    let loosened = rec.was.refused() && verdict.kind == VerdictKind::Allow;
+    let prompted = verdict.kind == VerdictKind::Confirm && !granted_again && !covered;
+    let denied_then = matches!(rec.was, Was::Denied { .. });
+    let loosened =
+        rec.was.refused() && (verdict.kind == VerdictKind::Allow || (covered && denied_then));
     Replayed {
         recorded: rec,
         verdict,
         change,
         prompted,
         loosened,
+        covered,
     }
 }
 

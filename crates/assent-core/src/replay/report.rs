@@ -105,8 +105,12 @@ pub struct Example {
     pub risk_tier_now: RiskTier,
     /// Whether a person would be asked now.
     pub prompted: bool,
-    /// Refused then, allowed outright now.
+    /// Refused then, allowed outright now (or covered by a grant standing now).
     pub loosened: bool,
+    /// A grant standing when the replay ran would stand in for the candidate's confirm: no one
+    /// would be asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub covered_by_grant: bool,
     /// Reasons the candidate gives that the recorded verdict did not (by file and rule).
     pub added_reasons: Vec<Reason>,
     /// Reasons the recorded verdict gave that the candidate does not.
@@ -154,6 +158,7 @@ impl Example {
             risk_tier_now: r.verdict.terms.risk_tier,
             prompted: r.prompted,
             loosened: r.loosened,
+            covered_by_grant: r.covered,
             added_reasons,
             removed_reasons,
         }

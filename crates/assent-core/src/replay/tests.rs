@@ -432,3 +432,77 @@ fn made_up_tool_names_do_not_grow_the_report_without_bound() {
     assert_eq!(r.by_tool[OTHER_TOOLS].calls, 5);
     assert_eq!(r.overall.calls, n as u64);
 }
+
+/// A whole-tool grant standing for `bot`'s `pay` (no expiry), and one for another agent.
+fn pay_grants() -> Vec<StandingGrant> {
+    let grant = |agent: &str| StandingGrant {
+        agent: agent.into(),
+        session_id: None,
+        tool: "pay".into(),
+        server: None,
+        call_hash: None,
+        expires_at: None,
+        created_at: 0,
+    };
+    vec![grant("other"), grant("bot")]
+}
+
+/// Found by review: replay took a confirm as a prompt even where a grant standing now covers
+/// it, so a candidate turning a `deny` into a confirm passed the CI gate while the live gateway
+/// would let the denied calls run under an old whole-tool grant, nobody asked. Such a call is
+/// loosened; without the grant, or with only another agent's, or under a rule no grant may
+/// stand in for (irreversible), it is a prompt. A call a person rejected that the grant covers
+/// now asks no one either, but that is the grant's doing (it was a confirm then too): shown,
+/// not counted.
+#[test]
+fn a_refused_call_a_standing_grant_would_cover_under_the_candidate_is_loosened() {
+    let history = vec![
+        rec(
+            1,
+            "s",
+            "pay",
+            json!({"amount": 500}),
+            Was::Denied { blocked: false },
+        ),
+        rec(
+            2,
+            "s",
+            "pay",
+            json!({"amount": 7}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+    ];
+    let asks = registry(
+        "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        approval: true\n",
+    );
+    let run = |reg: &Registry, grants: Vec<StandingGrant>| {
+        let mut r = Replayer::new(reg, Options::default()).with_standing_grants(grants, 5_000_000);
+        for h in &history {
+            r.push(h);
+        }
+        r.finish()
+    };
+    let covered = run(&asks, pay_grants());
+    assert_eq!(covered.overall.loosened, 1, "{:?}", covered.overall);
+    assert_eq!(covered.overall.prompts_after, 0);
+    let e = &covered.loosened[0];
+    assert_eq!(
+        (e.seq, e.covered_by_grant, e.now),
+        (1, true, VerdictKind::Confirm)
+    );
+    let bare = run(&asks, vec![]);
+    assert_eq!((bare.overall.loosened, bare.overall.prompts_after), (0, 2));
+    let others = run(&asks, pay_grants()[..1].to_vec());
+    assert_eq!(
+        (others.overall.loosened, others.overall.prompts_after),
+        (0, 2)
+    );
+    // A grant that lapsed before the replay runs covers nothing.
+    let mut lapsed = pay_grants();
+    lapsed[1].expires_at = Some(4_000_000);
+    assert_eq!(run(&asks, lapsed).overall.loosened, 0);
+    let irreversible = registry(
+        "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        approval: true\n        irreversible: true\n",
+    );
+    assert_eq!(run(&irreversible, pay_grants()).overall.loosened, 0);
+}

@@ -1,5 +1,6 @@
 //! What `POST /v1/policies/replay` takes as its candidate: the files a reload of the same
-//! configuration would put in force, loaded as strictly as that reload would load them.
+//! configuration would put in force, loaded as strictly as that reload would load them, and
+//! weighed beside the grants standing when it runs.
 
 use crate::kit::{AGENTS, policy, start_reloading};
 use assent_server::config::Config;
@@ -8,6 +9,32 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 const OP: &str = "alice-key";
+const BOT: &str = "bot-key";
+
+/// A gateway started from `dir/conf/assent.yaml` (alice, an operator; bot, the kit's agent,
+/// whose `pay` asks over 100) with `gov` as `gov.yaml`, and `extra` lines in the file: the
+/// gateway and the `conf` directory.
+async fn from_config(
+    dir: &std::path::Path,
+    gov: &str,
+    extra: &str,
+) -> (crate::kit::Gw, std::path::PathBuf) {
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    std::fs::write(conf.join("gov.yaml"), gov).unwrap();
+    let key = |k: &str| hex::encode(Sha256::digest(k.as_bytes()));
+    let text = format!(
+        "agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\n{extra}principals:\n  - {{name: alice, kind: operator, roles: [finance], key_sha256: \"{}\"}}\n  - {{name: bot, kind: agent, agent_id: bot, key_sha256: \"{}\"}}\n",
+        key(OP),
+        key(BOT)
+    );
+    std::fs::write(conf.join("assent.yaml"), text).unwrap();
+    let cfg = Config::load(&conf.join("assent.yaml")).unwrap();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    (start_reloading(&data, gov, &cfg).await, conf)
+}
 
 /// Found by review: a replay loaded its candidate as strictly as `assent serve --strict` said,
 /// leaving out the file's `strict_agent_files: true`, which a reload honours: a candidate
@@ -17,20 +44,8 @@ const OP: &str = "alice-key";
 #[tokio::test]
 async fn a_replay_refuses_a_candidate_that_strict_agent_files_makes_a_reload_refuse() {
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("conf");
-    std::fs::create_dir_all(&conf).unwrap();
-    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
     let gov = policy("acme.test.replay-strict", "- tool: read\n  risk_tier: R1\n");
-    std::fs::write(conf.join("gov.yaml"), &gov).unwrap();
-    let text = format!(
-        "agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\nstrict_agent_files: true\nprincipals:\n  - {{name: alice, kind: operator, roles: [finance], key_sha256: \"{}\"}}\n",
-        hex::encode(Sha256::digest(OP.as_bytes()))
-    );
-    std::fs::write(conf.join("assent.yaml"), text).unwrap();
-    let cfg = Config::load(&conf.join("assent.yaml")).unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let gw = start_reloading(&data, &gov, &cfg).await;
+    let (gw, conf) = from_config(dir.path(), &gov, "strict_agent_files: true\n").await;
     let typo = AGENTS.replace(
         "    - alias: read\n",
         "    - alias: read\n      aproval: true\n",
@@ -51,4 +66,41 @@ async fn a_replay_refuses_a_candidate_that_strict_agent_files_makes_a_reload_ref
     std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
     let (s, b) = gw.post("/v1/policies/replay", OP, json!({})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
+}
+
+/// Found by review: replay took a call held for a person as a prompt even where a grant
+/// standing now covers it, so a candidate turning a `deny` into a confirm passed the CI gate
+/// while, once it was reloaded, an old whole-tool grant let the calls once denied run with
+/// nobody asked. Here `pay` to `prod` is denied; alice approves a `pay` to `acme` for the
+/// whole tool; the candidate without the deny is loosened by that grant, the call named.
+#[tokio::test]
+async fn a_candidate_whose_confirm_a_standing_grant_covers_is_loosened() {
+    let dir = tempfile::tempdir().unwrap();
+    let deny = "- tool: pay\n  deny: {condition: {args_match: {to: prod}}}\n";
+    let gov = policy("acme.test.replay-grants", deny);
+    let (gw, _conf) = from_config(dir.path(), &gov, "").await;
+    let (s, b) = gw
+        .propose("pay", json!({"amount": 500, "to": "prod"}))
+        .await;
+    assert_eq!(b["decision"], "deny", "{s} {b}");
+    let (s, b) = gw
+        .propose("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let grant = json!({"decision": "approve", "scope": "15m", "whole_tool": true, "reason": "ok"});
+    let (s, b) = gw.decide_with(&id, OP, grant).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let lifted = policy("acme.test.replay-grants", "- tool: read\n  risk_tier: R1\n");
+    let body = json!({"governance": [{"file": "gov.yaml", "text": lifted}]});
+    let (s, b) = gw.post("/v1/policies/replay", OP, body).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["overall"]["loosened"], 1, "{b}");
+    let e = &b["loosened"][0];
+    assert_eq!(
+        (e["now"].as_str(), &e["covered_by_grant"]),
+        (Some("confirm"), &json!(true)),
+        "{e}"
+    );
+    assert_eq!(e["arguments"]["to"], "prod", "{e}");
 }

@@ -8,7 +8,7 @@ use crate::args::Cmd;
 use crate::history;
 use crate::render::reason_line;
 use crate::render::say;
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use assent_core::replay::report::{Counts, Example, Report};
 use assent_core::replay::{Change, Options, Replayer};
 
@@ -41,9 +41,13 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         keep_calls: all_calls,
         ..Options::default()
     };
-    let mut replayer = Replayer::new(&cfg.registry, opts);
     let db = history::database(&h, &cfg)?;
     let source = history::describe(&db);
+    // The candidate would go in force now, beside the grants standing now.
+    let now = assent_server::now_ms();
+    let grants = assent_store::history::standing_grants_offline(&db, now)
+        .with_context(|| format!("reading the grants standing in {source}"))?;
+    let mut replayer = Replayer::new(&cfg.registry, opts).with_standing_grants(grants, now);
     eprintln!("assent: replaying the history of {source}");
     let unreadable = history::read(&h, &db, &mut |page| {
         for rec in &page {
@@ -178,6 +182,9 @@ fn print_example(e: &Example) {
         e.risk_tier_was.as_str(),
         e.risk_tier_now.as_str()
     );
+    if e.covered_by_grant {
+        say!("      a grant standing now covers it: no one would be asked");
+    }
     for r in &e.added_reasons {
         say!("      + {}", reason_line(r));
     }
