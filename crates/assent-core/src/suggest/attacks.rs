@@ -172,3 +172,40 @@ fn a_dotted_name_is_never_generalised_past_its_owner() {
         assert!(!s.pattern.holds(&json!({ "branch": name })), "{name}");
     }
 }
+
+/// Found by review: a suggested deny's message template quoted the rejected values as they
+/// were, so a rejected branch named `{{tool_args}}` became a placeholder the deny then filled
+/// with each denied call's arguments. The message renders as itself.
+#[test]
+fn a_rejected_value_never_becomes_a_placeholder_of_a_suggested_deny() {
+    let f = files();
+    let mut h = pushes_named(|i| format!("feature/f{i}"));
+    for i in 30..54 {
+        let branch = ["{{tool_args}}", "{{agent_id}}"][(i % 2) as usize];
+        let st = ApprovalStatus::Rejected;
+        h.push(held(
+            i,
+            "git_push",
+            json!({ "branch": branch }),
+            st,
+            "carol",
+        ));
+    }
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
+    let d = out
+        .iter()
+        .find(|s| s.kind == Kind::Deny)
+        .expect("a deny suggestion");
+    assert!(
+        d.pattern.holds(&json!({"branch": "{{tool_args}}"})),
+        "{:?}",
+        d.pattern
+    );
+    let yaml = &d.edits[0].yaml;
+    let message = yaml
+        .lines()
+        .find(|l| l.contains("message_template"))
+        .expect("a message");
+    assert!(!message.contains("{{"), "{message}");
+    assert!(message.contains("{ {tool_args}}"), "{message}");
+}

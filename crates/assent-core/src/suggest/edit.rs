@@ -394,6 +394,13 @@ pub fn narrow(
     Some((out, edits))
 }
 
+/// `text` as a message template that renders as itself: each `{{` (from a rejected value, the
+/// agent's text) broken to `{ {`, so it is no placeholder (found by review: a rejected value
+/// `{{tool_args}}` in the suggested deny's message became live interpolation).
+fn inert(text: &str) -> String {
+    text.replace("{{", "{ {")
+}
+
 /// `files` with a new governance file holding one policy that denies `tool` (on `server`) for
 /// `agents` when `c` holds: the new files and the edit shown.
 pub fn deny_policy(
@@ -417,7 +424,7 @@ pub fn deny_policy(
     let mut rule = json!({
         "tool": glob::Pattern::escape(tool),
         "deny": {"condition": {"args_match": {c.key(): c.matcher()}},
-                 "message_template": format!("denied by suggestion: {}", c.describe())},
+                 "message_template": inert(&format!("denied by suggestion: {}", c.describe()))},
     });
     if let Some(s) = server {
         rule["server"] = json!(s);

@@ -50,10 +50,12 @@ fn escape(s: &str) -> String {
     out
 }
 
-/// A tool name as drawn: control characters dropped, cut to [`LABEL_CHARS`].
+/// A tool name as drawn: what acts on the display (control, bidirectional, invisible
+/// characters) made visible as `\uXXXX` ([`assent_core::template::visible`]; found by review:
+/// only controls were dropped, so a right-to-left override reordered the label), cut to
+/// [`LABEL_CHARS`].
 fn label(s: &str) -> String {
-    let clean: String = s.chars().filter(|c| !c.is_control()).collect();
-    assent_core::summary::cut(&clean, LABEL_CHARS)
+    assent_core::summary::cut(&assent_core::template::visible(s), LABEL_CHARS)
 }
 
 /// Plotters' `svg` with its accessible name and description: `id`, `role="img"`, labelled by

@@ -75,7 +75,7 @@ fn num(v: Option<f64>, unit: &str) -> String {
 fn row(f: &Figures) -> Row {
     let decided = f.approved + f.rejected;
     Row {
-        key: f.key.clone(),
+        key: assent_core::template::visible(&f.key).into_owned(),
         prompts: f.prompts,
         approved: f.approved,
         rejected: f.rejected,
@@ -175,10 +175,16 @@ pub(crate) async fn insights_page(
             return page_with(StatusCode::BAD_REQUEST, &t);
         }
     };
-    let found = match read(&st, since, until).await {
+    let mut found = match read(&st, since, until).await {
         Ok(i) => wire(&i),
         Err(e) => return secured(e.into_response()),
     };
+    // Agent-chosen tool names with what acts on the display made visible, as in every table
+    // (found by review: the calls that needed nobody showed them raw; the API answers them as
+    // stored).
+    for r in &mut found.outright.rows {
+        r.tool = assent_core::template::visible(&r.tool).into_owned();
+    }
     t.overall = Some(row(&found.overall));
     t.tools = table(&found.tools);
     t.agents = table(&found.agents);

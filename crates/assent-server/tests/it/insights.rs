@@ -229,3 +229,41 @@ async fn a_tool_named_like_markup_cannot_inject_into_the_insights_page() {
         "an empty range still draws its three charts"
     );
 }
+
+/// Found by review: tool names, which agents choose, reached the insights page's tables, its
+/// "calls that needed nobody" list and its chart labels with their bidirectional and invisible
+/// characters (only controls were dropped from the labels), so a name could reorder or hide
+/// what the operator reads. Every place shows them as `\uXXXX`, as the suggestions do.
+#[tokio::test]
+async fn a_tool_named_with_a_direction_override_is_shown_escaped_on_the_insights_page() {
+    let gw = serve().await;
+    let spoof = "pay\u{202e}lla-evorppa";
+    gw.with_store(|s| {
+        let reg =
+            assent_core::policy::Registry::load(&[("a".into(), crate::kit::AGENTS.into())], &[])
+                .unwrap();
+        let pay = ToolCall::new("pay", None, json!({"amount": 500, "to": "x"})).unwrap();
+        let mut v = evaluate(&reg, "bot", &pay);
+        let call = CanonicalCall::new(ToolCall::new(spoof, None, json!({})).unwrap()).unwrap();
+        let now = assent_server::state::now_ms();
+        let ttl = |_: &Verdict| 60_000;
+        let p = Proposal::for_call("bot", "s1", &call, now - 5_000, &ttl, u64::MAX);
+        let id = s.create_approval(&p, &v).unwrap().id;
+        s.decide(&id, &DecisionInput::approve(), "alice", &[], now)
+            .unwrap();
+        v.kind = assent_core::VerdictKind::Allow;
+        s.record_verdict("bot", "s1", call.call(), call.call_hash(), &v, now)
+            .unwrap();
+    });
+    let cookie = gw.dashboard_session().await;
+    let r = gw.dashboard_get("/ui/insights", &cookie).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = r.text().await.unwrap();
+    assert!(
+        !html.contains('\u{202e}'),
+        "a raw override reached the page"
+    );
+    let shown = html.matches("pay\\u202ella-evorppa").count();
+    // The tools table, the outright list, and the two charts drawn per tool.
+    assert!(shown >= 4, "shown escaped {shown} times");
+}
