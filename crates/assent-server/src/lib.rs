@@ -270,6 +270,13 @@ pub async fn run_with(
         h.abort();
     }
     webhooks::release(&state, &holder).await;
+    // A reload under way (run apart from its request) ends before the replica leaves, and none
+    // starts after (found by review: one could record its configuration, or be cut off
+    // between its audit record and the swap, as the process went down).
+    let _no_reload = match &state.reload {
+        Some(r) => Some(r.lock.lock().await),
+        None => None,
+    };
     generations::leave(&state).await;
     // The last checkpoint covers everything written before the shutdown.
     checkpoints::sign_due(&state, assent_store::checkpoint::Due::NOW).await;

@@ -110,7 +110,7 @@ async fn bind(cfg: &Config) -> Result<tokio::net::TcpListener> {
 }
 
 /// The Unix socket the hub reaches its gateway on (`assent serve`): `DATA_DIR/hub-PID.sock`,
-/// in the data directory (mode 0700: no other user can reach it), removed when dropped.
+/// mode 0600 in the data directory (0700): no other user can reach it; removed when dropped.
 struct PrivateSocket {
     path: PathBuf,
     listener: Option<assent_server::serve::Private>,
@@ -137,6 +137,12 @@ impl PrivateSocket {
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)
             .with_context(|| format!("cannot listen on {}", path.display()))?;
+        // Owner only, whatever the umask and the directory's mode (found by review: a data
+        // directory kept at 0755 left the socket to the umask, and its requests carry no
+        // client address for the throttle to count).
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("cannot make {} private", path.display()))?;
         let me = PrivateSocket {
             path: path.clone(),
             listener: Some(listener),

@@ -113,27 +113,43 @@ pub fn compile_pattern(p: &str) -> Result<Regex, String> {
     if p.len() > MAX_PATTERN_LEN {
         return Err(format!("pattern longer than {MAX_PATTERN_LEN} bytes"));
     }
+    let spent = || {
+        format!(
+            "the patterns of the policy files compile to more than {} MiB together",
+            MAX_PATTERN_BYTES >> 20
+        )
+    };
+    // Within a budget, a pattern may compile to what is left of it at most, and none is
+    // compiled once too little is left (found by review: each was compiled whole and then
+    // refused, so a file of many patterns, or of aliases repeating them, cost the CPU of all).
+    let left = PATTERN_BYTES_LEFT.get();
+    let limit = left.map_or(1 << 20, |l| l.saturating_sub(PATTERN_OVERHEAD).min(1 << 20));
+    if limit < PATTERN_OVERHEAD {
+        return Err(spent());
+    }
     let limits = regex_automata::meta::Config::new()
-        .nfa_size_limit(Some(1 << 20))
-        .onepass_size_limit(Some(1 << 20));
-    let compiled = regex_automata::meta::Builder::new()
+        .nfa_size_limit(Some(limit))
+        .onepass_size_limit(Some(limit));
+    let built = regex_automata::meta::Builder::new()
         .configure(limits)
         .syntax(regex_automata::util::syntax::Config::new().nest_limit(64))
-        .build(p)
-        .map_err(|e| {
-            e.to_string()
-                .lines()
-                .last()
-                .unwrap_or("invalid pattern")
-                .to_string()
-        })?;
+        .build(p);
+    let compiled = match built {
+        Ok(c) => c,
+        Err(e) if e.size_limit().is_some() && limit < 1 << 20 => {
+            PATTERN_BYTES_LEFT.set(Some(0));
+            return Err(spent());
+        }
+        Err(e) => {
+            let why = e.to_string();
+            return Err(why.lines().last().unwrap_or("invalid pattern").to_string());
+        }
+    };
     let cost = compiled.memory_usage().saturating_add(PATTERN_OVERHEAD);
-    if let Some(left) = PATTERN_BYTES_LEFT.get() {
+    if let Some(left) = left {
         let Some(rest) = left.checked_sub(cost) else {
-            return Err(format!(
-                "the patterns of the policy files compile to more than {} MiB together",
-                MAX_PATTERN_BYTES >> 20
-            ));
+            PATTERN_BYTES_LEFT.set(Some(0));
+            return Err(spent());
         };
         PATTERN_BYTES_LEFT.set(Some(rest));
     }

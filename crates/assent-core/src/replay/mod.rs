@@ -449,8 +449,8 @@ impl<'r> Replayer<'r> {
             _ => {}
         }
         let ids = (rec.agent.as_str(), rec.session_id.as_str());
-        let covered = self.standing.covers(ids, &rec.call, &verdict);
-        let replayed = classify(rec, verdict, covered);
+        let covered_since = self.standing.covers(ids, &rec.call, &verdict);
+        let replayed = classify(rec, verdict, covered_since);
         self.report.add(&replayed);
         Some(replayed.change)
     }
@@ -491,19 +491,22 @@ pub fn evaluate_recorded(
     verdict
 }
 
-/// `rec` and its new `verdict`, classified; `covered`: a grant standing now would stand in for
-/// the verdict's confirm ([`Replayer::with_standing_grants`]), so it asks no one, and a call
-/// the policy denied then is loosened by it as by an allow (one a person rejected was a
-/// confirm then too, which the grant may cover under the policy in force as well: that is the
-/// grant's doing, not the candidate's, and it is shown, `covered_by_grant`, not counted).
-pub fn classify(rec: &Recorded, verdict: Verdict, covered: bool) -> Replayed<'_> {
+/// `rec` and its new `verdict`, classified; `covered_since`: a grant standing now, made at that
+/// Unix ms, would stand in for the verdict's confirm ([`Replayer::with_standing_grants`]), so
+/// it asks no one. A refused call it covers is loosened as by an allow when the policy denied
+/// it then, or when the grant stood already as it was held (its terms then kept the grant
+/// from it, the candidate's do not: found by review). One refused before the grant was made
+/// was a confirm the grant may cover under the policy in force too: that is the grant's doing,
+/// not the candidate's, and it is shown (`covered_by_grant`), not counted.
+pub fn classify(rec: &Recorded, verdict: Verdict, covered_since: Option<i64>) -> Replayed<'_> {
     let change = Change::of(rec.was.kind(), verdict.kind);
     let granted_again =
         rec.was == Was::Granted && crate::grant::may_use_grant(&verdict.terms, false);
+    let covered = covered_since.is_some();
     let prompted = verdict.kind == VerdictKind::Confirm && !granted_again && !covered;
     let denied_then = matches!(rec.was, Was::Denied { .. });
-    let loosened =
-        rec.was.refused() && (verdict.kind == VerdictKind::Allow || (covered && denied_then));
+    let candidates_doing = covered_since.is_some_and(|made| denied_then || made <= rec.at_ms);
+    let loosened = rec.was.refused() && (verdict.kind == VerdictKind::Allow || candidates_doing);
     Replayed {
         recorded: rec,
         verdict,

@@ -30,14 +30,22 @@ pub struct StandingGrant {
 }
 
 impl StandingGrant {
+    /// As coverage judges it in a replay: a `session` grant covers every session (the agent
+    /// names its session, so once the candidate is in force it may call under the grant's;
+    /// found by review), lapsing when it would ([`crate::grant::covers`]).
     fn view(&self) -> GrantView<'_> {
+        let lapses = self.expires_at.or_else(|| {
+            self.session_id.as_ref().map(|_| {
+                (self.created_at).saturating_add(crate::grant::DEFAULT_SESSION_GRANT_MAX_MS)
+            })
+        });
         GrantView {
             agent: &self.agent,
-            session_id: self.session_id.as_deref(),
+            session_id: None,
             tool: &self.tool,
             server: self.server.as_deref(),
             call_hash: self.call_hash.as_deref(),
-            expires_at: self.expires_at,
+            expires_at: lapses,
             created_at: self.created_at,
             revoked: false,
         }
@@ -57,28 +65,24 @@ impl Standing {
         Self { grants, at_ms }
     }
 
-    /// Whether the candidate's `verdict` for the call `call` of `agent` in `session_id` is a
-    /// confirm that a standing grant would stand in for now ([`may_use_grant`], [`covers`]): no
-    /// one would be asked. A call that cannot be hashed is covered by none (nor could it be
-    /// proposed).
+    /// When the candidate's `verdict` for the call `call` of `agent` in `session_id` is a
+    /// confirm that a standing grant would stand in for now ([`may_use_grant`], [`covers`]): the
+    /// Unix ms the oldest such grant was made (no one would be asked); `None` when none would.
+    /// A call that cannot be hashed is covered by none (nor could it be proposed).
     pub(crate) fn covers(
         &self,
         (agent, session_id): (&str, &str),
         call: &crate::canonical::ToolCall,
         verdict: &Verdict,
-    ) -> bool {
+    ) -> Option<i64> {
         if verdict.kind != VerdictKind::Confirm || !may_use_grant(&verdict.terms, false) {
-            return false;
+            return None;
         }
         let same_tool =
             |g: &&StandingGrant| g.agent == agent && g.tool == call.tool && g.server == call.server;
         let mut mine = self.grants.iter().filter(same_tool).peekable();
-        if mine.peek().is_none() {
-            return false;
-        }
-        let Ok(hashed) = CanonicalCall::new(call.clone()) else {
-            return false;
-        };
+        mine.peek()?;
+        let hashed = CanonicalCall::new(call.clone()).ok()?;
         let c = CallView {
             agent,
             session_id,
@@ -87,6 +91,8 @@ impl Standing {
             call_hash: hashed.call_hash(),
             now: self.at_ms,
         };
-        mine.any(|g| covers(&g.view(), &c))
+        mine.filter(|g| covers(&g.view(), &c))
+            .map(|g| g.created_at)
+            .min()
     }
 }

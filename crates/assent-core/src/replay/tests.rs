@@ -450,10 +450,10 @@ fn pay_grants() -> Vec<StandingGrant> {
 /// Found by review: replay took a confirm as a prompt even where a grant standing now covers
 /// it, so a candidate turning a `deny` into a confirm passed the CI gate while the live gateway
 /// would let the denied calls run under an old whole-tool grant, nobody asked. Such a call is
-/// loosened; without the grant, or with only another agent's, or under a rule no grant may
-/// stand in for (irreversible), it is a prompt. A call a person rejected that the grant covers
-/// now asks no one either, but that is the grant's doing (it was a confirm then too): shown,
-/// not counted.
+/// loosened; so is one a person rejected while the grant stood (its terms then kept the grant
+/// from it), and a session grant covers any session (the agent names its own). Without the
+/// grant, with only another agent's, with one made after the rejection (the grant's doing,
+/// shown, not counted), lapsed, or under a rule no grant may stand in for (irreversible), no.
 #[test]
 fn a_refused_call_a_standing_grant_would_cover_under_the_candidate_is_loosened() {
     let history = vec![
@@ -483,13 +483,23 @@ fn a_refused_call_a_standing_grant_would_cover_under_the_candidate_is_loosened()
         r.finish()
     };
     let covered = run(&asks, pay_grants());
-    assert_eq!(covered.overall.loosened, 1, "{:?}", covered.overall);
+    assert_eq!(covered.overall.loosened, 2, "{:?}", covered.overall);
     assert_eq!(covered.overall.prompts_after, 0);
     let e = &covered.loosened[0];
     assert_eq!(
         (e.seq, e.covered_by_grant, e.now),
         (1, true, VerdictKind::Confirm)
     );
+    // Made after the rejection: only the denied call is the candidate's doing.
+    let mut later = pay_grants();
+    later[1].created_at = 1_500_000;
+    let r = run(&asks, later);
+    assert_eq!((r.overall.loosened, r.overall.prompts_after), (1, 0));
+    // A session grant of another session, made before, still covers both.
+    let mut session = pay_grants();
+    session[1].session_id = Some("another".into());
+    session[1].expires_at = Some(9_000_000);
+    assert_eq!(run(&asks, session).overall.loosened, 2);
     let bare = run(&asks, vec![]);
     assert_eq!((bare.overall.loosened, bare.overall.prompts_after), (0, 2));
     let others = run(&asks, pay_grants()[..1].to_vec());

@@ -175,13 +175,14 @@ fn a_dotted_name_is_never_generalised_past_its_owner() {
 
 /// Found by review: a suggested deny's message template quoted the rejected values as they
 /// were, so a rejected branch named `{{tool_args}}` became a placeholder the deny then filled
-/// with each denied call's arguments. The message renders as itself.
+/// with each denied call's arguments (and, broken once, `{{{agent_id}}` still held one). The
+/// message renders as itself.
 #[test]
 fn a_rejected_value_never_becomes_a_placeholder_of_a_suggested_deny() {
     let f = files();
     let mut h = pushes_named(|i| format!("feature/f{i}"));
     for i in 30..54 {
-        let branch = ["{{tool_args}}", "{{agent_id}}"][(i % 2) as usize];
+        let branch = ["{{tool_args}}", "{{{agent_id}}"][(i % 2) as usize];
         let st = ApprovalStatus::Rejected;
         h.push(held(
             i,

@@ -394,11 +394,16 @@ pub fn narrow(
     Some((out, edits))
 }
 
-/// `text` as a message template that renders as itself: each `{{` (from a rejected value, the
-/// agent's text) broken to `{ {`, so it is no placeholder (found by review: a rejected value
-/// `{{tool_args}}` in the suggested deny's message became live interpolation).
+/// `text` as a message template that renders as itself: every `{{` (from a rejected value, the
+/// agent's text) broken to `{ {` until none is left, so none is a placeholder (found by review:
+/// a rejected value `{{tool_args}}` in the suggested deny's message became live interpolation;
+/// one pass left `{{{x}}` as `{ {{x}}`).
 fn inert(text: &str) -> String {
-    text.replace("{{", "{ {")
+    let mut out = text.to_string();
+    while out.contains("{{") {
+        out = out.replace("{{", "{ {");
+    }
+    out
 }
 
 /// `files` with a new governance file holding one policy that denies `tool` (on `server`) for

@@ -421,7 +421,9 @@ impl ReloadSource {
         &self.file
     }
 
-    /// Whether a reload is under way now (it holds the one-at-a-time lock).
+    /// Whether a reload is under way now (it holds the one-at-a-time lock). Asking takes that
+    /// lock for an instant, so an operator's reload asked at that instant is refused `409`:
+    /// for tests and diagnostics, not for a loop.
     pub fn in_progress(&self) -> bool {
         self.lock.try_lock().is_err()
     }

@@ -94,8 +94,13 @@ fn held_hub_calls_do_not_use_up_the_loopback_address_connections() {
 fn wrong_keys_from_loopback_do_not_lock_every_agent_out_of_the_hub() {
     let source = pay();
     let upstreams = [("bank", Some("[pay]"), source.as_str())];
-    let (_dir, mut server) = hub_gateway_with(KEY, &upstreams, "trusted_proxies: [127.0.0.1]\n");
+    let (dir, mut server) = hub_gateway_with(KEY, &upstreams, "trusted_proxies: [127.0.0.1]\n");
     let url = server.url.clone();
+    // Nor can any other user reach the socket, whatever the umask (found by review).
+    let socket = find_socket(dir.path()).expect("the hub's socket");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", socket.display());
     let http = reqwest::blocking::Client::new();
     let statuses: Vec<u16> = (0..30)
         .map(|n| {
@@ -126,4 +131,21 @@ fn wrong_keys_from_loopback_do_not_lock_every_agent_out_of_the_hub() {
     });
     server.child.kill().unwrap();
     server.child.wait().unwrap();
+}
+
+/// The hub's `hub-PID.sock` below `dir`, if any.
+fn find_socket(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("hub-") && name.ends_with(".sock") {
+            return Some(p);
+        }
+        if p.is_dir()
+            && let Some(found) = find_socket(&p)
+        {
+            return Some(found);
+        }
+    }
+    None
 }
