@@ -125,11 +125,47 @@ impl Who {
     }
 }
 
+/// How many keys the failure limiter holds before its stale ones are first dropped.
+const FAILURES_SWEPT_PAST: usize = 100_000;
+
+/// Who is locked out until when. Expired entries are read as absent and swept when an entry is
+/// added and the map has doubled since the last sweep (found by review: they were swept on
+/// every request carrying a key, under the one lock, so an attacker locking out many networks
+/// made every request scan them all).
+#[derive(Default)]
+struct Lockouts {
+    until: HashMap<Who, Instant>,
+    sweep_at: usize,
+}
+
+impl Lockouts {
+    /// How long `who` stays locked out after `now`; `None` when it is not.
+    fn left(&self, who: &Who, now: Instant) -> Option<Duration> {
+        self.until
+            .get(who)
+            .filter(|until| **until > now)
+            .map(|until| *until - now)
+    }
+
+    /// Locks `who` out until `until`, or longer if it is locked out longer already.
+    fn lock_out(&mut self, who: Who, until: Instant) {
+        let at = self.until.entry(who).or_insert(until);
+        *at = (*at).max(until);
+        if self.until.len() >= self.sweep_at.max(1024) {
+            let now = Instant::now();
+            self.until.retain(|_, u| *u > now);
+            self.sweep_at = self.until.len() * 2;
+        }
+    }
+}
+
 /// The limiters of one gateway.
 pub struct Throttle {
     principals: DefaultKeyedRateLimiter<String>,
     failures: DefaultKeyedRateLimiter<Who>,
-    locked: Mutex<HashMap<Who, Instant>>,
+    locked: Mutex<Lockouts>,
+    /// The size of the failure limiter's state past which its stale keys are dropped next.
+    failures_sweep_at: std::sync::atomic::AtomicUsize,
     /// Per long key that authenticated (its SHA-256): from which addresses (networks), last
     /// when.
     known: Mutex<HashMap<[u8; 32], Seen>>,
@@ -201,6 +237,7 @@ impl Throttle {
                 Quota::per_second(nz(FAILURES_PER_SECOND)).allow_burst(nz(FAILURE_BURST)),
             ),
             locked: Mutex::default(),
+            failures_sweep_at: std::sync::atomic::AtomicUsize::new(FAILURES_SWEPT_PAST),
             known: Mutex::default(),
             sessions_seen: Mutex::default(),
             trusted_proxies: Vec::new(),
@@ -275,12 +312,11 @@ impl Throttle {
     /// `Some(wait)` while the address (`by_prefix`: or the key's prefix) is locked out.
     pub fn locked_out(&self, addr: Option<IpAddr>, key: &str, by_prefix: bool) -> Option<Duration> {
         let now = Instant::now();
-        let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
-        locked.retain(|_, until| *until > now);
+        let locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
         Self::keys(addr, key)
             .iter()
             .filter(|w| by_prefix || matches!(w, Who::Addr(_)))
-            .filter_map(|w| locked.get(w).map(|until| *until - now))
+            .filter_map(|w| locked.left(w, now))
             .max()
     }
 
@@ -404,9 +440,8 @@ impl Throttle {
     pub fn sso_locked_out(&self, addr: Option<IpAddr>) -> Option<Duration> {
         let who = Who::Sso(network(addr?));
         let now = Instant::now();
-        let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
-        locked.retain(|_, until| *until > now);
-        locked.get(&who).map(|until| *until - now)
+        let locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
+        locked.left(&who, now)
     }
 
     /// Counts a single sign-on code exchange (or its ID token) the provider's answer failed
@@ -445,7 +480,7 @@ impl Throttle {
                 for (w, ms) in who.into_iter().zip(over).filter(|(_, ms)| *ms > 0) {
                     let d = Duration::from_millis(ms as u64).max(Duration::from_secs(1));
                     let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
-                    locked.insert(w, Instant::now() + d);
+                    locked.lock_out(w, Instant::now() + d);
                     wait = Some(wait.map_or(d, |x| x.max(d)));
                 }
             }
@@ -465,12 +500,17 @@ impl Throttle {
                     .wait_time_from(clock.now())
                     .max(Duration::from_secs(1));
                 let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
-                locked.insert(w.clone(), Instant::now() + d);
+                locked.lock_out(w.clone(), Instant::now() + d);
                 wait = Some(wait.map_or(d, |x| x.max(d)));
             }
         }
-        if self.failures.len() > 100_000 {
+        // Stale keys are dropped once the state has doubled since (found by review: past
+        // 100,000 keys every failure scanned them all).
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.failures.len() > self.failures_sweep_at.load(Relaxed) {
             self.failures.retain_recent();
+            let next = (self.failures.len() * 2).max(FAILURES_SWEPT_PAST);
+            self.failures_sweep_at.store(next, Relaxed);
         }
         wait
     }

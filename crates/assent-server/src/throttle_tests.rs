@@ -173,3 +173,31 @@ fn a_locked_prefix_refuses_wrong_keys_only_a_locked_address_everything() {
             .is_some()
     );
 }
+
+/// Found by review: expired lock-outs were swept on every request carrying a key, under the one
+/// lock. They are read as absent once expired, kept the longer of two, and swept when an
+/// entry is added past twice the size left by the last sweep: 2,000 expired ones are gone
+/// after the 1,024th is added, and the live one stays.
+#[test]
+fn expired_lock_outs_read_as_none_and_are_swept_as_the_map_grows() {
+    let mut l = Lockouts::default();
+    let now = Instant::now();
+    let live = Who::Prefix("live-key".into());
+    l.lock_out(live.clone(), now + Duration::from_secs(60));
+    l.lock_out(live.clone(), now + Duration::from_secs(5));
+    assert!(
+        l.left(&live, now).unwrap() > Duration::from_secs(50),
+        "the longer kept"
+    );
+    let gone = Who::Prefix("gone-key".into());
+    l.lock_out(gone.clone(), now - Duration::from_millis(1));
+    assert_eq!(l.left(&gone, now), None);
+    for i in 0..2_000 {
+        l.lock_out(
+            Who::Prefix(format!("old{i}")),
+            now - Duration::from_millis(1),
+        );
+    }
+    assert!(l.until.len() < 1_024, "swept: {}", l.until.len());
+    assert!(l.left(&live, Instant::now()).is_some());
+}
