@@ -2,7 +2,7 @@
 //! mirrors, tags or crowds out the real one, or is named like it, gets no suggestion keyed on
 //! it, for prompt removals and for denials.
 
-use super::tests::{files, held, registry, suggest};
+use super::tests::{files, held, pushes_named, registry, suggest};
 use super::*;
 use serde_json::json;
 
@@ -111,27 +111,6 @@ fn a_made_up_argument_tying_with_a_real_one_gets_no_deny_suggested() {
     assert_eq!(s.pattern.key(), "amount");
     let mirrored = pays(&[10, 20], &no, |a| json!({"amount": a, "a_amount": a}));
     assert!(deny(&mirrored).is_none(), "{:?}", deny(&mirrored));
-}
-
-/// Pushes of the 25 branches `name(0..25)`, approved by alice and bob in turn, and to `main`
-/// approved three times and rejected twice (the shape of `tests::pushes`).
-fn pushes_named(name: impl Fn(i64) -> String) -> Vec<Recorded> {
-    let mut h: Vec<Recorded> = (0..25)
-        .map(|i| {
-            let by = ["alice", "bob"][(i % 2) as usize];
-            let st = ApprovalStatus::Approved;
-            held(i, "git_push", json!({"branch": name(i)}), st, by)
-        })
-        .collect();
-    for i in 25..30 {
-        let st = if i < 28 {
-            ApprovalStatus::Approved
-        } else {
-            ApprovalStatus::Rejected
-        };
-        h.push(held(i, "git_push", json!({"branch": "main"}), st, "alice"));
-    }
-    h
 }
 
 /// Found by review: a suggested prefix ended at a value's first separator, a `.` too, and

@@ -71,17 +71,19 @@ pub(super) fn suggest(
 /// 25 pushes to `feature/…` approved (too many to list); pushes to `main` approved 3 times
 /// and rejected twice.
 fn pushes() -> Vec<Recorded> {
-    let mut h = Vec::new();
-    for i in 0..25 {
-        let by = if i % 2 == 0 { "alice" } else { "bob" };
-        h.push(held(
-            i,
-            "git_push",
-            json!({"branch": format!("feature/f{i}")}),
-            ApprovalStatus::Approved,
-            by,
-        ));
-    }
+    pushes_named(|i| format!("feature/f{i}"))
+}
+
+/// Pushes of the 25 branches `name(0..25)`, approved by alice and bob in turn, and to `main`
+/// approved three times and rejected twice.
+pub(super) fn pushes_named(name: impl Fn(i64) -> String) -> Vec<Recorded> {
+    let mut h: Vec<Recorded> = (0..25)
+        .map(|i| {
+            let by = ["alice", "bob"][(i % 2) as usize];
+            let st = ApprovalStatus::Approved;
+            held(i, "git_push", json!({"branch": name(i)}), st, by)
+        })
+        .collect();
     for i in 25..30 {
         let st = if i < 28 {
             ApprovalStatus::Approved

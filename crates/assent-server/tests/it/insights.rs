@@ -143,6 +143,30 @@ async fn bad_ranges_are_400_naming_the_parameter_and_agents_are_refused() {
     );
 }
 
+/// A call of `tool` by bot held 5 s ago and approved by alice now, in the store of `gw`; with
+/// `allowed`, also an outright allow of the same call.
+fn approved_and_allowed(gw: &crate::kit::Gw, tool: &str, allowed: bool) {
+    gw.with_store(|s| {
+        let reg =
+            assent_core::policy::Registry::load(&[("a".into(), crate::kit::AGENTS.into())], &[])
+                .unwrap();
+        let pay = ToolCall::new("pay", None, json!({"amount": 500, "to": "x"})).unwrap();
+        let mut v = evaluate(&reg, "bot", &pay);
+        let call = CanonicalCall::new(ToolCall::new(tool, None, json!({})).unwrap()).unwrap();
+        let now = assent_server::state::now_ms();
+        let ttl = |_: &Verdict| 60_000;
+        let p = Proposal::for_call("bot", "s1", &call, now - 5_000, &ttl, u64::MAX);
+        let id = s.create_approval(&p, &v).unwrap().id;
+        s.decide(&id, &DecisionInput::approve(), "alice", &[], now)
+            .unwrap();
+        if allowed {
+            v.kind = assent_core::VerdictKind::Allow;
+            s.record_verdict("bot", "s1", call.call(), call.call_hash(), &v, now)
+                .unwrap();
+        }
+    });
+}
+
 /// Attack (issue 16 §4): tool names come from agents and are drawn into the page's inline SVG
 /// and its tables. A tool named to close the SVG `<text>` and open a `<script>` must come out
 /// as text: no element of the name's making, the CSP unchanged, the charts still named.
@@ -150,20 +174,7 @@ async fn bad_ranges_are_400_naming_the_parameter_and_agents_are_refused() {
 async fn a_tool_named_like_markup_cannot_inject_into_the_insights_page() {
     let gw = serve().await;
     let evil = "</text><script>alert(1)</script><text x=\"0\">";
-    gw.with_store(|s| {
-        let reg =
-            assent_core::policy::Registry::load(&[("a".into(), crate::kit::AGENTS.into())], &[])
-                .unwrap();
-        let pay = ToolCall::new("pay", None, json!({"amount": 500, "to": "x"})).unwrap();
-        let v = evaluate(&reg, "bot", &pay);
-        let call = CanonicalCall::new(ToolCall::new(evil, None, json!({})).unwrap()).unwrap();
-        let now = assent_server::state::now_ms();
-        let ttl = |_: &Verdict| 60_000;
-        let p = Proposal::for_call("bot", "s1", &call, now - 5_000, &ttl, u64::MAX);
-        let id = s.create_approval(&p, &v).unwrap().id;
-        s.decide(&id, &DecisionInput::approve(), "alice", &[], now)
-            .unwrap();
-    });
+    approved_and_allowed(&gw, evil, false);
     let cookie = gw.dashboard_session().await;
     let r = gw.dashboard_get("/ui/insights", &cookie).await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -238,23 +249,7 @@ async fn a_tool_named_like_markup_cannot_inject_into_the_insights_page() {
 async fn a_tool_named_with_a_direction_override_is_shown_escaped_on_the_insights_page() {
     let gw = serve().await;
     let spoof = "pay\u{202e}lla-evorppa";
-    gw.with_store(|s| {
-        let reg =
-            assent_core::policy::Registry::load(&[("a".into(), crate::kit::AGENTS.into())], &[])
-                .unwrap();
-        let pay = ToolCall::new("pay", None, json!({"amount": 500, "to": "x"})).unwrap();
-        let mut v = evaluate(&reg, "bot", &pay);
-        let call = CanonicalCall::new(ToolCall::new(spoof, None, json!({})).unwrap()).unwrap();
-        let now = assent_server::state::now_ms();
-        let ttl = |_: &Verdict| 60_000;
-        let p = Proposal::for_call("bot", "s1", &call, now - 5_000, &ttl, u64::MAX);
-        let id = s.create_approval(&p, &v).unwrap().id;
-        s.decide(&id, &DecisionInput::approve(), "alice", &[], now)
-            .unwrap();
-        v.kind = assent_core::VerdictKind::Allow;
-        s.record_verdict("bot", "s1", call.call(), call.call_hash(), &v, now)
-            .unwrap();
-    });
+    approved_and_allowed(&gw, spoof, true);
     let cookie = gw.dashboard_session().await;
     let r = gw.dashboard_get("/ui/insights", &cookie).await;
     assert_eq!(r.status(), StatusCode::OK);
