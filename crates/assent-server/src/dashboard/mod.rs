@@ -45,5 +45,6 @@ pub mod page;
 pub mod passkeys;
 pub mod session;
 pub mod sessions;
+pub(crate) mod streams;
 pub mod suggested;
 pub mod views;

@@ -16,7 +16,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
 use super::page::{Message, page, page_with, secured};
-use super::session::{Operator, SignedIn, still_signed_in};
+use super::session::{Operator, SignedIn, session_cookie, still_signed_in};
+use super::streams::StreamSlot;
 use serde::Deserialize;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -232,38 +233,46 @@ const SESSION_CHECK_EVERY: Duration = Duration::from_secs(10);
 /// changes — the first at once, then at most one per [`EVENTS_EVERY`] (and a comment every
 /// 15 s to keep proxies from closing it). The stream ends once its session no longer signs
 /// anyone in (signed out, removed, re-keyed, expired), checked before each event and every
-/// [`SESSION_CHECK_EVERY`] while nothing changes.
+/// [`SESSION_CHECK_EVERY`] while nothing changes, and when a ninth stream of its session opens
+/// ([`StreamSlot`]: at most [`super::streams::MAX_STREAMS_PER_SESSION`], the oldest ends).
 pub(crate) async fn events(
     State(st): State<AppState>,
     signed: SignedIn,
     headers: HeaderMap,
 ) -> Response {
-    if !signed.is_some() {
+    let session = session_cookie(&st, &headers);
+    let (true, Some(session)) = (signed.is_some(), session) else {
         return secured(ApiError::unauthenticated().into_response());
-    }
+    };
+    let slot = StreamSlot::take(session);
     let rx = st.changes.subscribe();
-    let init = (st, headers, rx, false);
-    let stream = futures_util::stream::unfold(init, |(st, headers, mut rx, again)| async move {
-        if again {
-            tokio::time::sleep(EVENTS_EVERY).await;
-        }
-        loop {
-            tokio::select! {
-                r = rx.changed() => { r.ok()?; break; }
-                () = tokio::time::sleep(SESSION_CHECK_EVERY) => {
-                    still_signed_in(&st, &headers).await?;
+    let init = (st, headers, rx, slot, false);
+    let stream =
+        futures_util::stream::unfold(init, |(st, headers, mut rx, slot, again)| async move {
+            if again {
+                tokio::time::sleep(EVENTS_EVERY).await;
+            }
+            loop {
+                tokio::select! {
+                    r = rx.changed() => { r.ok()?; break; }
+                    () = slot.ended() => return None,
+                    () = tokio::time::sleep(SESSION_CHECK_EVERY) => {
+                        still_signed_in(&st, &headers).await?;
+                    }
                 }
             }
-        }
-        still_signed_in(&st, &headers).await?;
-        let n = *rx.borrow_and_update();
-        Some((
-            Ok::<_, std::convert::Infallible>(
-                Event::default().event("changed").data(n.to_string()),
-            ),
-            (st, headers, rx, true),
-        ))
-    });
+            if slot.is_ended() {
+                return None;
+            }
+            still_signed_in(&st, &headers).await?;
+            let n = *rx.borrow_and_update();
+            Some((
+                Ok::<_, std::convert::Infallible>(
+                    Event::default().event("changed").data(n.to_string()),
+                ),
+                (st, headers, rx, slot, true),
+            ))
+        });
     secured(
         Sse::new(stream)
             .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

@@ -161,6 +161,47 @@ async fn the_dashboards_event_stream_coalesces_changes_and_ends_at_sign_out() {
     assert!(ended.is_ok(), "the stream ran on after sign-out");
 }
 
+/// Found by review: one signed-in browser could open dashboard event streams without bound,
+/// each reading the store every 10 s and on every change. A session keeps eight: the ninth
+/// ends the oldest at once, and the others stay open and are told of changes.
+#[tokio::test]
+async fn a_session_keeps_eight_dashboard_streams_a_ninth_ends_the_oldest() {
+    use std::time::Duration;
+    let gw = crate::kit::serve().await;
+    let cookie = gw.dashboard_session().await;
+    let mut streams = Vec::new();
+    for _ in 0..9 {
+        let r = gw
+            .http
+            .get(format!("{}/ui/events", gw.url))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        streams.push(r);
+    }
+    let mut oldest = streams.remove(0);
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(_)) = oldest.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the oldest stream was not ended");
+    let (s, b) = gw
+        .propose("pay", json!({"amount": 5000, "to": "bob"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    for (n, r) in streams.iter_mut().enumerate() {
+        let mut text = String::new();
+        while !text.contains("event: changed") {
+            let chunk = tokio::time::timeout(Duration::from_secs(5), r.chunk()).await;
+            let chunk = chunk.unwrap_or_else(|_| panic!("stream {n} told nothing"));
+            let chunk = chunk.unwrap().unwrap_or_else(|| panic!("stream {n} ended"));
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
 /// The `Set-Cookie` of the dashboard session a sign-in as [`OP`] with `headers` started.
 async fn session_cookie(gw: &Gw, headers: &[(&str, &str)]) -> String {
     let r = gw.dashboard_sign_in_with(OP, headers).await;
