@@ -403,3 +403,49 @@ fn the_replay_endpoint_replays_a_candidate_file_for_operators_only() {
     assert_eq!(st, 400);
     stop(server);
 }
+
+/// Found by review: replay took a call held for a person as a prompt even where a grant
+/// standing now covers it. Here `pay` to `prod` is denied, alice approves a `pay` to `acme` for
+/// the whole tool, and `assent replay` of a candidate without the deny, reading the grants
+/// standing in the history's database, exits 3 naming the call a grant would let through.
+#[test]
+fn replay_counts_a_denied_call_a_standing_grant_would_let_through_as_loosened() {
+    let http = reqwest::blocking::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let rules = |deny: &str| {
+        format!(
+            "policies:\n  - id: acme.pay-v1\n    selector: {{agents: [dev_bot]}}\n    rules:\n{deny}      - tool: pay\n        approval: true\n"
+        )
+    };
+    let deny = "      - tool: pay\n        deny: {condition: {args_match: {to: prod}}}\n";
+    let cfg = setup(dir.path(), port, &rules(deny));
+    let server = serve(&cfg, port);
+    let call = |to: &str| ("s1".to_string(), "pay", json!({"amount": 5, "to": to}));
+    assert_eq!(propose(&http, &server.url, &call("prod")).0, "deny");
+    let (d, id) = propose(&http, &server.url, &call("acme"));
+    assert_eq!(d, "pending");
+    let grant = json!({"decision": "approve", "scope": "15m", "whole_tool": true});
+    let r = http
+        .post(format!(
+            "{}/v1/approvals/{}/decision",
+            server.url,
+            id.unwrap()
+        ))
+        .bearer_auth(OP_KEY)
+        .json(&grant)
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    stop(server);
+    std::fs::write(dir.path().join("gov.yaml"), rules("")).unwrap();
+    let (code, v) = replay(&cfg, &dir.path().join("data"), &[]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["overall"]["loosened"], 1, "{v}");
+    let e = &v["loosened"][0];
+    assert_eq!(
+        (&e["covered_by_grant"], &e["arguments"]["to"]),
+        (&json!(true), &json!("prod")),
+        "{e}"
+    );
+}
