@@ -117,14 +117,7 @@ async fn the_dashboards_event_stream_coalesces_changes_and_ends_at_sign_out() {
     use std::time::{Duration, Instant};
     let gw = crate::kit::serve().await;
     let cookie = gw.dashboard_session().await;
-    let mut events = gw
-        .http
-        .get(format!("{}/ui/events", gw.url))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(events.status(), StatusCode::OK);
+    let mut events = dashboard_events(&gw, &cookie).await;
     let started = Instant::now();
     let mut held = String::new();
     for n in 0..30 {
@@ -171,15 +164,7 @@ async fn a_session_keeps_eight_dashboard_streams_a_ninth_ends_the_oldest() {
     let cookie = gw.dashboard_session().await;
     let mut streams = Vec::new();
     for _ in 0..9 {
-        let r = gw
-            .http
-            .get(format!("{}/ui/events", gw.url))
-            .header("cookie", &cookie)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-        streams.push(r);
+        streams.push(dashboard_events(&gw, &cookie).await);
     }
     let mut oldest = streams.remove(0);
     let ended = tokio::time::timeout(Duration::from_secs(5), async {
@@ -200,6 +185,19 @@ async fn a_session_keeps_eight_dashboard_streams_a_ninth_ends_the_oldest() {
             text.push_str(&String::from_utf8_lossy(&chunk));
         }
     }
+}
+
+/// `GET /ui/events` with the session `cookie`: the open stream (asserted `200`).
+async fn dashboard_events(gw: &Gw, cookie: &str) -> reqwest::Response {
+    let r = gw
+        .http
+        .get(format!("{}/ui/events", gw.url))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r
 }
 
 /// The `Set-Cookie` of the dashboard session a sign-in as [`OP`] with `headers` started.
