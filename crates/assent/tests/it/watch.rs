@@ -129,11 +129,10 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
     let (mut gw, url, (first, second), tmux) = watching_two("assent-test-");
 
     // The list, with the keys in the footer; the first (oldest) is selected.
-    let screen = tmux.wait_for("2 pending");
-    assert!(
-        screen.contains("↑/↓ select  enter open  a approve  d deny  q quit"),
-        "{screen}"
-    );
+    // The whole first frame: the footer is drawn last (found by a test run: the screen was
+    // read while the frame was half drawn, the list there, the footer not yet).
+    let footer = "↑/↓ select  enter open  a approve  d deny  q quit";
+    let screen = tmux.wait_for_all(&["2 pending", footer]);
     assert!(screen.contains("treasury_bot → transfer_funds"), "{screen}");
     assert!(
         screen.contains("> "),
