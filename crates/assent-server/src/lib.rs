@@ -74,6 +74,7 @@ pub mod generations;
 pub mod replicas;
 pub mod replies;
 pub mod serve;
+mod serve_slots;
 pub mod slack;
 pub mod standing;
 pub mod state;

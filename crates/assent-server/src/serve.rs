@@ -6,17 +6,16 @@
 //! closed too; a proxy in front may speak HTTP/2 to clients); each request carries the peer
 //! address as `ConnectInfo<SocketAddr>` (none on the hub's private socket).
 
+use crate::serve_slots::{Counted, Held, Refusal, Slots};
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 /// Connection limits (`max_connections`, `max_connections_per_address`,
@@ -45,38 +44,6 @@ impl Default for ConnLimits {
             trusted: Arc::from([]),
             header_read_timeout: Duration::from_secs(30),
             write_stall: Duration::from_secs(30),
-        }
-    }
-}
-
-/// Connections open per peer address, for [`ConnLimits::per_address`].
-#[derive(Default)]
-struct PerAddress(std::sync::Mutex<HashMap<IpAddr, usize>>);
-
-/// One connection counted for its address; uncounted when dropped.
-struct AddressSlot(Arc<PerAddress>, IpAddr);
-
-impl PerAddress {
-    /// A slot for a connection from `ip`, or `None` when `ip` has `cap` open already.
-    fn take(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<AddressSlot> {
-        let mut open = self.0.lock().expect("per-address counts");
-        let n = open.entry(ip).or_insert(0);
-        if *n >= cap {
-            return None;
-        }
-        *n += 1;
-        Some(AddressSlot(self.clone(), ip))
-    }
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut open = self.0.0.lock().expect("per-address counts");
-        if let Some(n) = open.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.1);
-            }
         }
     }
 }
@@ -127,14 +94,18 @@ pub async fn serve(
         // connection in headers it never finished, across every connection it may open).
         .max_buf_size(MAX_HEAD_BYTES)
         .keep_alive(true);
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let per_address = Arc::new(PerAddress::default());
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Slots::new(limits.max_connections, limits.per_address);
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let ends = Ends {
+        builder,
+        app,
+        stopping,
+    };
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             own = accept_private(private.as_ref()) => {
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                let Some(held) = slots.own() else {
                     tokio::spawn(refuse(own.into_inner(), FULL));
                     continue;
                 };
@@ -142,7 +113,7 @@ pub async fn serve(
                 // that client's address at `/mcp` already (found by review: carrying
                 // 127.0.0.1, a wrong key's `initialize` was counted again there, so a few
                 // of them from anywhere locked loopback out of the throttle for every agent).
-                serve_one(&builder, &app, own, None, &graceful, slot);
+                ends.serve_one(own, None, held);
                 continue;
             }
             accepted = listener.accept() => match accepted {
@@ -156,21 +127,26 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(tcp, FULL));
-            continue;
-        };
         // Attack (found by review): idle sockets from one address held every slot for the
-        // header-read timeout, again and again, shutting out operators and health checks.
+        // header-read timeout, again and again, shutting out operators and health checks;
+        // and from ten addresses, with the cap per address (see `serve_slots`).
         let ip = peer.ip().to_canonical();
-        let counted = if limits.trusted.contains(&ip) {
-            None
+        let trusted = limits.trusted.contains(&ip);
+        let net = if trusted {
+            ip
         } else {
-            let Some(s) = per_address.take(crate::throttle::network(ip), limits.per_address) else {
+            crate::throttle::network(ip)
+        };
+        let held = match slots.admit(net, !trusted) {
+            Ok(h) => h,
+            Err(Refusal::Full) => {
+                tokio::spawn(refuse(tcp, FULL));
+                continue;
+            }
+            Err(Refusal::ForAddress) => {
                 tokio::spawn(refuse(tcp, FULL_FOR_ADDRESS));
                 continue;
-            };
-            Some(s)
+            }
         };
         let _ = tcp.set_nodelay(true);
         // Attack (found by review): a client that sends requests and never reads the answers
@@ -179,21 +155,12 @@ pub async fn serve(
         // no byte for `write_stall` ends the connection (`tokio-io-timeout`).
         let mut tcp = tokio_io_timeout::TimeoutStream::new(tcp);
         tcp.set_write_timeout(Some(limits.write_stall));
-        serve_one(
-            &builder,
-            &app,
-            TokioIo::new(Box::pin(tcp)),
-            Some(peer),
-            &graceful,
-            (slot, counted),
-        );
+        ends.serve_one(TokioIo::new(Box::pin(tcp)), Some(peer), held);
     }
     drop(listener);
     drop(private);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let _ = stop.send(true);
+    if tokio::time::timeout(drain, slots.all_free()).await.is_err() {
         tracing::info!("connections still open after the drain period; closing them");
     }
     Ok(())
@@ -230,34 +197,69 @@ async fn accept_private(_: Option<&Private>) -> TokioIo<tokio::net::TcpStream> {
     std::future::pending().await
 }
 
-/// Serves one connection `io` from `peer` (`ConnectInfo`; none on the private socket), watched
-/// by `graceful`, holding `guard` (its slots) until it ends.
-fn serve_one<IO>(
-    builder: &hyper::server::conn::http1::Builder,
-    app: &Router,
-    io: IO,
-    peer: Option<std::net::SocketAddr>,
-    graceful: &hyper_util::server::graceful::GracefulShutdown,
-    guard: impl Send + 'static,
-) where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let svc = app
-        .clone()
-        .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
-            let mut req = req.map(axum::body::Body::new);
-            if let Some(peer) = peer {
-                req.extensions_mut().insert(ConnectInfo(peer));
+/// How long an evicted or draining connection with no request in flight is given to flush
+/// what it has written before it is closed.
+const IDLE_GRACE: Duration = Duration::from_secs(1);
+
+/// What every connection task is served with.
+struct Ends {
+    builder: hyper::server::conn::http1::Builder,
+    app: Router,
+    /// Turns `true` when the gateway stops: connections finish what is in flight and close.
+    stopping: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Ends {
+    /// Serves one connection `io` from `peer` (`ConnectInfo`; none on the private socket),
+    /// holding `held` (its slot) until it ends. Each request is counted in flight on the
+    /// connection until its response body is dropped (what eviction looks at). When the
+    /// gateway stops or the slot is taken for another, keep-alive is turned off: a request in
+    /// flight is finished, and a connection with none is closed after [`IDLE_GRACE`].
+    fn serve_one<IO>(&self, io: IO, peer: Option<std::net::SocketAddr>, held: Held)
+    where
+        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let conn = held.conn.clone();
+        let counted = conn.clone();
+        let svc = self
+            .app
+            .clone()
+            .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                if let Some(peer) = peer {
+                    req.extensions_mut().insert(ConnectInfo(peer));
+                }
+                req
+            })
+            .map_future(move |answer| {
+                let in_flight = counted.request();
+                async move {
+                    let response: axum::response::Response = answer.await?;
+                    Ok::<_, std::convert::Infallible>(
+                        response.map(|body| axum::body::Body::new(Counted::new(body, in_flight))),
+                    )
+                }
+            });
+        let svc = hyper_util::service::TowerToHyperService::new(svc);
+        let served = self.builder.serve_connection(io, svc);
+        let mut stopping = self.stopping.clone();
+        tokio::spawn(async move {
+            tokio::pin!(served);
+            tokio::select! {
+                _ = served.as_mut() => return drop(held),
+                () = conn.evicted() => {}
+                _ = stopping.wait_for(|s| *s) => {}
             }
-            req
+            served.as_mut().graceful_shutdown();
+            loop {
+                tokio::select! {
+                    _ = served.as_mut() => break,
+                    () = tokio::time::sleep(IDLE_GRACE) => if conn.idle() { break },
+                }
+            }
+            drop(held);
         });
-    let svc = hyper_util::service::TowerToHyperService::new(svc);
-    let conn = builder.serve_connection(io, svc);
-    let conn = graceful.watch(conn);
-    tokio::spawn(async move {
-        let _ = conn.await;
-        drop(guard);
-    });
+    }
 }
 
 /// The body of a refusal over `max_connections`.

@@ -15,6 +15,7 @@ mod audit;
 mod backup;
 mod config;
 mod config_load;
+mod connection_slots;
 mod data_file_modes;
 mod https;
 mod hub_kit;
