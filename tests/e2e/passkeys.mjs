@@ -3,6 +3,7 @@
 // the dashboard, an R4 call is refused without one over the API, and approved from its card
 // with the passkey; the receipt is written to RECEIPT for the Python side to verify offline.
 // Env: ASSENT_URL (http://localhost:PORT), OPERATOR_KEY, AGENT_KEY, CHROMIUM, RECEIPT.
+import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import { apiAt, axe, launch, step } from "./kit.mjs";
@@ -11,6 +12,8 @@ const URL = process.env.ASSENT_URL;
 const OP = process.env.OPERATOR_KEY;
 const AGENT = process.env.AGENT_KEY;
 const CODE = process.env.ENROLMENT_CODE;
+const CODE2 = process.env.ENROLMENT_CODE_2;
+const DB = process.env.DATABASE;
 
 const api = apiAt(URL);
 
@@ -55,6 +58,24 @@ try {
   await page.waitForFunction(() => document.getElementById("passkey-status").textContent.startsWith("Not registered"));
   assert.match(await page.textContent("#passkey-status"), /enrolment code/);
   assert.equal((await cdp.send("WebAuthn.getCredentials", { authenticatorId })).credentials.length, 0);
+
+  step("a registration whose ceremony lost its enrolment code in the database is refused");
+  // Found by review: a ceremony without a code (as those before migration 0056) registered
+  // unenrolled, so a database writer holding an operator's key could plant one. (Before any
+  // passkey is registered: the authenticator would not make a second one for alice.)
+  await page.route("**/ui/passkeys/register/finish", async (route) => {
+    execFileSync("sqlite3", [DB, "UPDATE passkey_ceremonies SET code_sha256 = NULL WHERE purpose = 'register'"]);
+    await route.continue();
+  });
+  await page.fill("#passkey-code", CODE2);
+  await page.click("#register-passkey button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("passkey-status").textContent.startsWith("Not registered"));
+  assert.match(await page.textContent("#passkey-status"), /enrolment code/);
+  await page.unroute("**/ui/passkeys/register/finish");
+  assert.equal((await cdp.send("WebAuthn.getCredentials", { authenticatorId })).credentials.length, 1);
+  await cdp.send("WebAuthn.clearCredentials", { authenticatorId });
+  await page.goto(`${URL}/ui/passkeys`);
+  await page.waitForSelector("#no-passkeys");
 
   step("register a passkey with the administrator's one-time code");
   await page.fill("#passkey-code", CODE);

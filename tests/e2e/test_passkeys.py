@@ -54,6 +54,15 @@ principals:
     raise RuntimeError("gateway did not start: " + (tmp_path / "serve.log").read_text())
 
 
+def enrol(tmp_path):
+    """A one-time enrolment code for alice from `assent passkeys enrol`."""
+    r = subprocess.run([ASSENT, "passkeys", "enrol", "alice", "--config",
+                        str(tmp_path / "assent.yaml"), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)["code"]
+
+
 def verify(receipt, data_dir):
     return subprocess.run([ASSENT, "receipt", "verify", str(receipt), "--data-dir", str(data_dir)],
                           capture_output=True, text=True, timeout=60)
@@ -63,13 +72,10 @@ def test_passkey_signed_approval_in_a_real_browser(tmp_path):
     proc, url, log = serve(tmp_path)
     try:
         receipt = tmp_path / "receipt.json"
-        enrol = subprocess.run([ASSENT, "passkeys", "enrol", "alice", "--config",
-                                str(tmp_path / "assent.yaml"), "--json"],
-                               capture_output=True, text=True, timeout=60)
-        assert enrol.returncode == 0, enrol.stdout + enrol.stderr
-        code = json.loads(enrol.stdout)["code"]
+        code, code2 = enrol(tmp_path), enrol(tmp_path)
         env = dict(os.environ, ASSENT_URL=url, OPERATOR_KEY=OPERATOR_KEY, AGENT_KEY=AGENT_KEY,
-                   CHROMIUM=CHROMIUM, RECEIPT=str(receipt), ENROLMENT_CODE=code)
+                   CHROMIUM=CHROMIUM, RECEIPT=str(receipt), ENROLMENT_CODE=code,
+                   ENROLMENT_CODE_2=code2, DATABASE=str(tmp_path / "data" / "assent.db"))
         r = subprocess.run(["node", str(HERE / "passkeys.mjs")], env=env, capture_output=True,
                            text=True, timeout=240)
         print(r.stdout)

@@ -219,11 +219,14 @@ pub async fn finish_registration(
         created_at: now_ms(),
     };
     let s2 = stored.clone();
-    // A ceremony started before migration 0056 used its code when it started.
+    // Every registration uses up an enrolment code. Found by review: a registration ceremony
+    // without one (those started before migration 0056, long expired) registered the passkey
+    // unenrolled, so a database writer holding an operator's key planted such a ceremony and
+    // enrolled an authenticator with no `passkey.enrolment_issued` behind it.
     let added = st
         .store_task(move |s| match &c.code_sha256 {
             Some(code) => s.add_enrolled_passkey(&s2, code, now_ms()),
-            None => s.add_passkey(&s2).map(|()| true),
+            None => Ok(false),
         })
         .await?;
     // A credential registered already (a client sending one again) is the caller's mistake,

@@ -158,9 +158,11 @@ impl Store {
     /// Removes `principal`'s passkey `credential_id` (audited `passkey.removed`) and, in the
     /// same transaction, withdraws the votes on pending approvals it signed (each audited
     /// `decision.vote_withdrawn`, as [`Store::withdraw_votes`]; found by review: a lost or
-    /// cloned authenticator's vote still counted towards its quorum after its removal); votes
-    /// and decisions of settled approvals stay as they are. `false` when they have no such
-    /// passkey.
+    /// cloned authenticator's vote still counted towards its quorum after its removal), and
+    /// voids the unredeemed tokens of settled approvals that rest on it (each audited
+    /// `token.voided`; found by review: a call it had approved kept its token:
+    /// [`crate::voided::void_signed_with`]); the votes and decisions of settled approvals stay
+    /// as they are. `false` when they have no such passkey.
     pub fn remove_passkey(
         &self,
         principal: &str,
@@ -177,6 +179,8 @@ impl Store {
                 audit::append(**tx, now, "passkey.removed", None, principal, &data)?;
                 let why = "the passkey that signed it was removed";
                 crate::votes::withdraw_signed_with(tx, credential_id, principal, why, now)?;
+                let why = "the passkey that approved it was removed";
+                crate::voided::void_signed_with(**tx, credential_id, (principal, why), now)?;
             }
             Ok(n == 1)
         })

@@ -193,6 +193,78 @@ pub(crate) fn void_grant_tokens(
     Ok(n)
 }
 
+/// Voids ([`void_token`]; actor `by`, reason `why`, `credential_id` recorded) the tokens
+/// neither redeemed nor expired at `now` whose approval rests on passkey `credential_id`: its
+/// approving decision was signed with it, or an approving vote was and the approving votes
+/// left do not meet its quorum ([`signed_with`]). Called in the transaction that removes that
+/// passkey. Found by review: removing a lost or cloned authenticator withdrew its pending
+/// votes, but a call it had already approved (alone, or with the vote that met the quorum)
+/// kept a redeemable token for up to `token_ttl_seconds` — where removing an operator's key
+/// voids them ([`void_approved_by`]). How many. Reads the outstanding tokens (through
+/// `tokens_outstanding`, migration 0050) and their approvals' decisions and votes.
+pub(crate) fn void_signed_with(
+    tx: Conn<'_>,
+    credential_id: &str,
+    (by, why): (&str, &str),
+    now: i64,
+) -> db::Result<usize> {
+    let outstanding: Vec<(String, String)> = crate::sql::rows(
+        tx,
+        "SELECT token_id, approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?1 \
+         ORDER BY issued_at, token_id",
+        params![now],
+        db::tuple,
+    )?;
+    let mut n = 0;
+    for (token, approval) in outstanding {
+        if signed_with(tx, &approval, credential_id)? {
+            let data = json!({"credential_id": credential_id, "why": why});
+            n += usize::from(void_token(tx, (&token, &approval), by, data, now)?);
+        }
+    }
+    Ok(n)
+}
+
+/// Whether approval `aid` rests on passkey `credential_id` (a stored proof naming it): an
+/// approving decision signed with it, or approving votes signed with it without which its
+/// quorum is not met (an approval no longer readable then rests on it). A proof that does not
+/// read names no passkey.
+fn signed_with(conn: Conn<'_>, aid: &str, credential_id: &str) -> db::Result<bool> {
+    let names = |proof: &Option<String>| {
+        proof
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<assent_core::passkey::PasskeyProof>(p).ok())
+            .is_some_and(|p| p.credential_id == credential_id)
+    };
+    let decided: Vec<Option<String>> = crate::sql::column(
+        conn,
+        "SELECT passkey FROM decisions WHERE approval_id = ?1 AND decision = 'approve'",
+        [aid],
+    )?;
+    if decided.iter().any(names) {
+        return Ok(true);
+    }
+    let votes: Vec<(String, Option<String>)> = crate::sql::rows(
+        conn,
+        "SELECT principal, passkey FROM votes WHERE approval_id = ?1 AND decision = 'approve'",
+        [aid],
+        db::tuple,
+    )?;
+    let signed: Vec<String> = votes
+        .into_iter()
+        .filter(|(_, proof)| names(proof))
+        .map(|(p, _)| p)
+        .collect();
+    if signed.is_empty() {
+        return Ok(false);
+    }
+    let Some(mut rec) = crate::record::read_approval(conn, aid)? else {
+        return Ok(true);
+    };
+    rec.votes.retain(|v| !signed.contains(&v.principal));
+    Ok(!rec.quorum_tally().is_some_and(|(_, t)| t.met))
+}
+
 /// Whether one approving decision or vote stands, as [`void_unbacked`] asks:
 /// `(principal, roles it was cast with, key binding)` — a vote's roles and binding as its row
 /// keeps them (`votes.roles`, `votes.key_binding`, migration 0038); a single decision keeps no

@@ -2,14 +2,15 @@
 //! way an authenticator makes one (P-256) by the decider's registered credential approves;
 //! someone else's credential, a proof under another public key than the registered one, and a
 //! proof made for another approval or another call are refused, and leave the approval
-//! pending. Removing a passkey withdraws the pending quorum votes it signed.
+//! pending. Removing a passkey withdraws the pending quorum votes it signed and voids the unredeemed
+//! tokens of the approvals that rest on it.
 
 use crate::{both_stores, hold, pay};
 use assent_core::ApprovalStatus;
 use assent_core::passkey::{PasskeyProof, PublicJwk, vote_challenge};
 use assent_core::quorum::parse_approvers;
 use assent_store::passkeys::StoredPasskey;
-use assent_store::{ApprovalRecord, DecideError, DecisionInput, Store};
+use assent_store::{ApprovalRecord, DecideError, DecisionInput, RedeemError, Store};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use p256::ecdsa::SigningKey;
@@ -218,8 +219,8 @@ fn removing_a_passkey_withdraws_the_pending_votes_it_signed() {
         assert_eq!(approved, ApprovalStatus::Approved);
         assert!(s.remove_passkey("alice", "alice-key", 3_000).unwrap());
         assert_eq!(
-            crate::audit_kinds(s, 2),
-            ["decision.vote_withdrawn", "passkey.removed"]
+            crate::audit_kinds(s, 3),
+            ["token.voided", "decision.vote_withdrawn", "passkey.removed"]
         );
         let votes = |rec: &ApprovalRecord| s.get_approval(&rec.id).unwrap().unwrap().votes;
         assert!(
@@ -232,8 +233,52 @@ fn removing_a_passkey_withdraws_the_pending_votes_it_signed() {
             (kept.status, kept.votes.len()),
             (ApprovalStatus::Approved, 2)
         );
-        assert!(s.token_string(&settled.id).unwrap().is_some());
+        // Its token is voided (see the test below).
+        assert!(matches!(redeem(s, &settled), Err(RedeemError::Used)));
         // Bob's vote alone does not meet the quorum of two now.
         assert_eq!(vote(s, &open, "bob", (&bob, "bob-key")), pending);
+    });
+}
+
+/// Redeems `rec`'s token for its call, as agent `bot`, at 3,500 ms.
+fn redeem(s: &Store, rec: &ApprovalRecord) -> Result<assent_core::token::TokenClaims, RedeemError> {
+    let t = s.token_string(&rec.id).unwrap().unwrap();
+    s.redeem(&t, "bot", &rec.call_hash, None, 3_500)
+}
+
+/// Found by review: removing a lost or cloned authenticator withdrew only its pending votes; a
+/// call it had approved alone, or with the vote that met a quorum, kept a token redeemable for
+/// up to `token_ttl_seconds`, where removing the operator's key voids it. Removal voids the
+/// unredeemed tokens that rest on the passkey (audited `token.voided` naming it; a quorum its
+/// vote helped meet: the test above); one approved with another passkey, or by a quorum it
+/// had no part in, keeps its token, and a redeemed token stays redeemed.
+#[test]
+fn removing_a_passkey_voids_the_unredeemed_tokens_it_approved() {
+    both_stores(|_, s| {
+        let (alice, spare, bob, carol) = (key(1), key(3), key(2), key(4));
+        register(s, "alice", "alice-key", &alice);
+        register(s, "alice", "alice-spare", &spare);
+        register(s, "bob", "bob-key", &bob);
+        register(s, "carol", "carol-key", &carol);
+        let (alone, other) = (needs_passkey(s, 1), needs_passkey(s, 2));
+        let p = proof(&alice, "alice-key", &alone.id, &alone.call_hash);
+        approve(s, &alone.id, "alice", p).unwrap();
+        let p = proof(&spare, "alice-spare", &other.id, &other.call_hash);
+        approve(s, &other.id, "alice", p).unwrap();
+        let redeemed = needs_passkey(s, 4);
+        let p = proof(&alice, "alice-key", &redeemed.id, &redeemed.call_hash);
+        approve(s, &redeemed.id, "alice", p).unwrap();
+        redeem(s, &redeemed).unwrap();
+        let carol_too = quorum_of_two(s, 5);
+        vote(s, &carol_too, "bob", (&bob, "bob-key"));
+        vote(s, &carol_too, "carol", (&carol, "carol-key"));
+        assert!(s.remove_passkey("alice", "alice-key", 3_000).unwrap());
+        assert_eq!(
+            crate::audit_kinds(s, 2),
+            ["token.voided", "passkey.removed"]
+        );
+        assert!(matches!(redeem(s, &alone), Err(RedeemError::Used)));
+        assert!(redeem(s, &other).is_ok(), "approved with the spare passkey");
+        assert!(redeem(s, &carol_too).is_ok(), "alice did not vote on it");
     });
 }
