@@ -456,6 +456,10 @@ pub async fn forwarded_from_proxies(
 /// The cookie now gets the same treatment with a bearer key as without (not refused as a
 /// mix: a proxy in front of the dashboard may add an `Authorization` header of its own), and
 /// the handlers look nothing up (`dashboard::session::SignedIn`).
+///
+/// A known request is counted on its connection until its response body is dropped
+/// (`serve_slots.rs`, `ConnSlot`): a full gateway never gives that connection's slot to
+/// another (found by review: counting every request let keyless ones shield a flood).
 pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     if let Err(r) = bearer_throttle(&st, &mut req).await {
         return r;
@@ -463,7 +467,20 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
     if let Err(r) = dashboard_session(&st, &mut req).await {
         return r;
     }
-    next.run(req).await
+    let known = match (
+        req.extensions().get::<KnownKey>(),
+        req.extensions().get::<crate::serve_slots::ConnSlot>(),
+    ) {
+        (Some(_), Some(slot)) => Some(slot.0.known_request()),
+        _ => None,
+    };
+    let response = next.run(req).await;
+    match known {
+        Some(known) => {
+            response.map(|b| axum::body::Body::new(crate::serve_slots::Counted::new(b, known)))
+        }
+        None => response,
+    }
 }
 
 /// [`throttle`] of a request's bearer key, if it sent one: `Err` is the answer to send (a

@@ -1,12 +1,14 @@
 //! Serving connections with bounded resources (issue 10 §12): a cap on concurrent
-//! connections (one over it is answered `503 TOO_MANY_CONNECTIONS` and closed), a header-read
-//! timeout that also ends idle keep-alive connections, the open-file soft limit raised to the
+//! connections, shared by client network (`serve_slots.rs`: one over it takes the slot of a
+//! connection serving no known request, or is answered `503 TOO_MANY_CONNECTIONS` and
+//! closed), a header-read timeout that also ends idle keep-alive connections, the open-file
+//! soft limit raised to the
 //! hard limit, and a graceful drain at shutdown. HTTP/1.1 (hyper's own connection, so the
 //! header-read timeout runs from the first byte awaited: a socket that never sends one is
 //! closed too; a proxy in front may speak HTTP/2 to clients); each request carries the peer
 //! address as `ConnectInfo<SocketAddr>` (none on the hub's private socket).
 
-use crate::serve_slots::{Counted, Held, Refusal, Slots};
+use crate::serve_slots::{ConnSlot, EVICT_GRACE, Held, Refusal, Slots};
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -96,10 +98,13 @@ pub async fn serve(
         .keep_alive(true);
     let slots = Slots::new(limits.max_connections, limits.per_address);
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    // Every connection task holds a sender: the drain waits for the last to be dropped.
+    let (open, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     let ends = Ends {
         builder,
         app,
         stopping,
+        open,
     };
     tokio::pin!(shutdown);
     loop {
@@ -137,7 +142,7 @@ pub async fn serve(
         } else {
             crate::throttle::network(ip)
         };
-        let held = match slots.admit(net, !trusted) {
+        let held = match slots.admit(net, trusted) {
             Ok(h) => h,
             Err(Refusal::Full) => {
                 tokio::spawn(refuse(tcp, FULL));
@@ -160,7 +165,11 @@ pub async fn serve(
     drop(listener);
     drop(private);
     let _ = stop.send(true);
-    if tokio::time::timeout(drain, slots.all_free()).await.is_err() {
+    drop(ends);
+    if tokio::time::timeout(drain, all_closed.recv())
+        .await
+        .is_err()
+    {
         tracing::info!("connections still open after the drain period; closing them");
     }
     Ok(())
@@ -197,67 +206,63 @@ async fn accept_private(_: Option<&Private>) -> TokioIo<tokio::net::TcpStream> {
     std::future::pending().await
 }
 
-/// How long an evicted or draining connection with no request in flight is given to flush
-/// what it has written before it is closed.
-const IDLE_GRACE: Duration = Duration::from_secs(1);
-
 /// What every connection task is served with.
 struct Ends {
     builder: hyper::server::conn::http1::Builder,
     app: Router,
     /// Turns `true` when the gateway stops: connections finish what is in flight and close.
     stopping: tokio::sync::watch::Receiver<bool>,
+    /// Held by every connection task until it ends (the drain waits for the last).
+    open: tokio::sync::mpsc::Sender<()>,
 }
 
 impl Ends {
     /// Serves one connection `io` from `peer` (`ConnectInfo`; none on the private socket),
-    /// holding `held` (its slot) until it ends. Each request is counted in flight on the
-    /// connection until its response body is dropped (what eviction looks at). When the
-    /// gateway stops or the slot is taken for another, keep-alive is turned off: a request in
-    /// flight is finished, and a connection with none is closed after [`IDLE_GRACE`].
+    /// holding `held` (its slot) until it ends; each request carries the connection
+    /// ([`ConnSlot`]), on which the throttle counts a known key's or session's request in
+    /// flight. When the gateway stops, keep-alive is turned off and what is in flight finished
+    /// (the drain bounds it). When the slot is given to another, keep-alive is turned off too,
+    /// and unless a known request is in flight or has started by then, the connection is
+    /// closed [`EVICT_GRACE`] later (found by review: a keyless request in flight, a body
+    /// sent a byte at a time, shielded it).
     fn serve_one<IO>(&self, io: IO, peer: Option<std::net::SocketAddr>, held: Held)
     where
         IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let conn = held.conn.clone();
-        let counted = conn.clone();
-        let svc = self
-            .app
-            .clone()
-            .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
-                let mut req = req.map(axum::body::Body::new);
-                if let Some(peer) = peer {
-                    req.extensions_mut().insert(ConnectInfo(peer));
-                }
-                req
-            })
-            .map_future(move |answer| {
-                let in_flight = counted.request();
-                async move {
-                    let response: axum::response::Response = answer.await?;
-                    Ok::<_, std::convert::Infallible>(
-                        response.map(|body| axum::body::Body::new(Counted::new(body, in_flight))),
-                    )
-                }
-            });
+        let slot = ConnSlot(conn.clone());
+        let svc =
+            self.app
+                .clone()
+                .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let mut req = req.map(axum::body::Body::new);
+                    if let Some(peer) = peer {
+                        req.extensions_mut().insert(ConnectInfo(peer));
+                    }
+                    req.extensions_mut().insert(slot.clone());
+                    req
+                });
         let svc = hyper_util::service::TowerToHyperService::new(svc);
         let served = self.builder.serve_connection(io, svc);
         let mut stopping = self.stopping.clone();
+        let open = self.open.clone();
         tokio::spawn(async move {
             tokio::pin!(served);
-            tokio::select! {
-                _ = served.as_mut() => return drop(held),
-                () = conn.evicted() => {}
-                _ = stopping.wait_for(|s| *s) => {}
-            }
+            let evicted = tokio::select! {
+                _ = served.as_mut() => return drop((held, open)),
+                () = conn.evicted() => true,
+                _ = stopping.wait_for(|s| *s) => false,
+            };
             served.as_mut().graceful_shutdown();
-            loop {
-                tokio::select! {
-                    _ = served.as_mut() => break,
-                    () = tokio::time::sleep(IDLE_GRACE) => if conn.idle() { break },
+            if evicted {
+                let seen = conn.known_seen();
+                let ended = tokio::time::timeout(EVICT_GRACE, served.as_mut()).await;
+                if ended.is_err() && conn.unshielded() && conn.known_seen() == seen {
+                    return drop((held, open));
                 }
             }
-            drop(held);
+            let _ = served.await;
+            drop((held, open));
         });
     }
 }

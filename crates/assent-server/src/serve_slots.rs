@@ -7,26 +7,36 @@
 //! `max_connections_per_address` of idle keep-alive sockets took every slot, and the gateway
 //! answered every other client `503` — operators, agents and health checks — for as long as
 //! the sockets were re-opened. Now a connection arriving when all slots are taken takes the
-//! slot of an *idle* connection (no request in flight: between requests, or still sending its
-//! first head) of the network holding the most connections, when that network holds at least
-//! two more than the newcomer's would; the idle one is closed (a request that raced in first
-//! is finished, keep-alive off). A connection serving a request (a long-poll, an SSE stream, a
-//! held MCP call) is never taken. So a flood from a few networks cannot keep others out, and
-//! a network never evicts its own. What stays: slow readers keep their slot for up to
-//! `header_read_timeout_seconds` per response, and a client with as many networks as there
-//! are slots is beyond any per-network rule — the proxy's per-client limits are for that.
+//! slot of a connection serving no *known* request (none of a known key or live dashboard
+//! session in flight: between requests, still sending a head, or sending a keyless body) of
+//! the network holding the most connections, when that network holds at least two more than
+//! the newcomer's would. The victim stops keep-alive at once; unless a known request is in
+//! flight on it by then, it is closed [`EVICT_GRACE`] later. A connection serving a known
+//! request (a long-poll, an SSE stream, a held MCP call) is never taken, nor one of a
+//! `trusted_proxies` peer (its pooled connections carry every client behind it). So a flood
+//! from a few networks cannot keep others out — keyless requests in flight do not shield it
+//! (found by review: a keyless body sent a byte every 28 s kept a connection busy) — and a
+//! network never evicts its own. What stays for the proxy in front: a client with as many
+//! networks as there are slots is beyond any per-network rule.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// How long an evicted connection serving no known request is given (to flush what it wrote,
+/// or for a known request to start) before it is closed.
+pub(crate) const EVICT_GRACE: Duration = Duration::from_secs(2);
 
 /// One served connection's state, shared by its task, its requests and the slot table.
 #[derive(Default)]
 pub(crate) struct Conn {
-    /// Requests in flight (from the service's call until its response body is dropped).
-    busy: AtomicUsize,
+    /// Known requests in flight (from the throttle's check until the response body is dropped).
+    known: AtomicUsize,
+    /// Known requests ever started on it.
+    known_seen: AtomicU64,
     /// Set once the table has given this connection's slot to another.
     evicted: AtomicBool,
     /// Woken when evicted.
@@ -35,16 +45,28 @@ pub(crate) struct Conn {
     permit: Mutex<Option<OwnedSemaphorePermit>>,
 }
 
+/// A request's connection, in its extensions (none on a request not served by
+/// [`crate::serve::serve`]): the throttle counts a known request on it ([`Conn::known_request`]).
+#[derive(Clone)]
+pub(crate) struct ConnSlot(pub(crate) Arc<Conn>);
+
 impl Conn {
-    /// Counts a request in flight until the returned guard is dropped.
-    pub(crate) fn request(self: &Arc<Self>) -> InFlight {
-        self.busy.fetch_add(1, Ordering::SeqCst);
+    /// Counts a request of a known key or session in flight until the returned guard is
+    /// dropped: the connection is not evicted meanwhile.
+    pub(crate) fn known_request(self: &Arc<Self>) -> InFlight {
+        self.known.fetch_add(1, Ordering::SeqCst);
+        self.known_seen.fetch_add(1, Ordering::SeqCst);
         InFlight(self.clone())
     }
 
-    /// No request in flight.
-    pub(crate) fn idle(&self) -> bool {
-        self.busy.load(Ordering::SeqCst) == 0
+    /// Serving no known request: may be evicted.
+    pub(crate) fn unshielded(&self) -> bool {
+        self.known.load(Ordering::SeqCst) == 0
+    }
+
+    /// How many known requests have started on it.
+    pub(crate) fn known_seen(&self) -> u64 {
+        self.known_seen.load(Ordering::SeqCst)
     }
 
     /// Completes once the table has given this connection's slot to another.
@@ -64,12 +86,12 @@ pub(crate) struct InFlight(Arc<Conn>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+        self.0.known.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// A response body whose request stays counted in flight until hyper drops it (once its last
-/// frame is taken). Size hint and end of stream are the inner body's, so a sized answer keeps
+/// A response body whose known request stays counted in flight until hyper drops it (once its
+/// last frame is taken). Size hint and end of stream are the inner body's, so a sized answer keeps
 /// its `Content-Length` (found in testing: a mapped body that hid them went out chunked).
 pub(crate) struct Counted {
     inner: axum::body::Body,
@@ -109,9 +131,11 @@ impl axum::body::HttpBody for Counted {
 /// The connections of one client network.
 #[derive(Default)]
 struct Net {
-    conns: Vec<Arc<Conn>>,
+    conns: HashMap<u64, Arc<Conn>>,
     /// How many of `conns` are evicted but not yet closed.
     evicted: usize,
+    /// A `trusted_proxies` peer's: never evicted.
+    trusted: bool,
 }
 
 impl Net {
@@ -120,11 +144,11 @@ impl Net {
         self.conns.len() - self.evicted
     }
 
-    /// An idle connection not yet evicted.
-    fn idle_one(&self) -> Option<&Arc<Conn>> {
+    /// A connection serving no known request, not yet evicted.
+    fn unshielded_one(&self) -> Option<&Arc<Conn>> {
         self.conns
-            .iter()
-            .find(|c| c.idle() && !c.evicted.load(Ordering::SeqCst))
+            .values()
+            .find(|c| c.unshielded() && !c.evicted.load(Ordering::SeqCst))
     }
 }
 
@@ -140,35 +164,41 @@ pub(crate) enum Refusal {
 /// The slot table: `max_connections` permits and the connections of each client network.
 pub(crate) struct Slots {
     total: Arc<Semaphore>,
-    max: usize,
     per_address: usize,
     nets: Mutex<HashMap<IpAddr, Net>>,
+    /// The next connection's key in its network.
+    next: AtomicU64,
 }
 
 /// A slot held by one connection; given back (and the connection unlisted) when dropped.
 pub(crate) struct Held {
     slots: Arc<Slots>,
-    /// The network it is listed under (`None`: the private socket's, never listed).
-    net: Option<IpAddr>,
+    /// The network it is listed under and its key there (`None`: the private socket's, never
+    /// listed).
+    net: Option<(IpAddr, u64)>,
     pub(crate) conn: Arc<Conn>,
 }
 
 impl Slots {
     /// `max` slots in all (at least one), `per_address` from one network.
     pub(crate) fn new(max: usize, per_address: usize) -> Arc<Self> {
-        let max = max.max(1);
         Arc::new(Self {
-            total: Arc::new(Semaphore::new(max)),
-            max,
+            total: Arc::new(Semaphore::new(max.max(1))),
             per_address,
             nets: Mutex::default(),
+            next: AtomicU64::new(0),
         })
     }
 
     /// A slot for a connection of the process's own (the private socket): never listed under
-    /// a network, never evicted, never taken from another. `None` when every slot is taken.
+    /// a network, never evicted; when every slot is taken, one taken as for a newcomer from a
+    /// network holding none (found by review: under a flood of idle sockets the hub was shut
+    /// out). `None` when no slot may be had.
     pub(crate) fn own(self: &Arc<Self>) -> Option<Held> {
-        let permit = self.total.clone().try_acquire_owned().ok()?;
+        let permit = match self.total.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => Self::evict_for(&mut self.nets.lock().expect("slot table"), 0)?,
+        };
         let conn = Arc::new(Conn::default());
         *conn.permit.lock().expect("slot permit") = Some(permit);
         Some(Held {
@@ -179,13 +209,13 @@ impl Slots {
     }
 
     /// A slot for a connection from `net` (a client network, or a trusted proxy's address
-    /// with `capped` false: not held to `per_address`): a free one, else an idle
-    /// connection's of the network holding the most, when it holds at least two more than
-    /// `net` (see the module doc).
-    pub(crate) fn admit(self: &Arc<Self>, net: IpAddr, capped: bool) -> Result<Held, Refusal> {
+    /// with `trusted`: not held to `per_address`, never evicted): a free one, else the slot
+    /// of a connection serving no known request of the network holding the most, when it
+    /// holds at least two more than `net` (see the module doc).
+    pub(crate) fn admit(self: &Arc<Self>, net: IpAddr, trusted: bool) -> Result<Held, Refusal> {
         let mut nets = self.nets.lock().expect("slot table");
         let (open, live) = nets.get(&net).map_or((0, 0), |n| (n.conns.len(), n.live()));
-        if capped && open >= self.per_address {
+        if !trusted && open >= self.per_address {
             return Err(Refusal::ForAddress);
         }
         let permit = match self.total.clone().try_acquire_owned() {
@@ -194,22 +224,27 @@ impl Slots {
         };
         let conn = Arc::new(Conn::default());
         *conn.permit.lock().expect("slot permit") = Some(permit);
-        nets.entry(net).or_default().conns.push(conn.clone());
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        let listed = nets.entry(net).or_default();
+        listed.trusted = trusted;
+        listed.conns.insert(key, conn.clone());
         Ok(Held {
             slots: self.clone(),
-            net: Some(net),
+            net: Some((net, key)),
             conn,
         })
     }
 
-    /// Takes the slot of an idle connection of the network with the most live connections,
-    /// if it holds more than `live + 1`; marks that connection evicted and wakes it.
+    /// Takes the slot of a connection serving no known request of the untrusted network with
+    /// the most live connections, if it holds more than `live + 1`; marks that connection
+    /// evicted and wakes it. Scans the networks holding more than `live + 1` (under the
+    /// table's lock; only when every slot is taken).
     fn evict_for(nets: &mut HashMap<IpAddr, Net>, live: usize) -> Option<OwnedSemaphorePermit> {
         loop {
             let (key, victim) = nets
                 .iter()
-                .filter(|(_, n)| n.live() > live + 1)
-                .filter_map(|(k, n)| n.idle_one().map(|c| (n.live(), *k, c)))
+                .filter(|(_, n)| !n.trusted && n.live() > live + 1)
+                .filter_map(|(k, n)| n.unshielded_one().map(|c| (n.live(), *k, c)))
                 .max_by_key(|(l, _, _)| *l)
                 .map(|(_, k, c)| (k, c.clone()))?;
             victim.evicted.store(true, Ordering::SeqCst);
@@ -220,27 +255,18 @@ impl Slots {
             }
         }
     }
-
-    /// Waits until every slot is free (every connection has ended).
-    pub(crate) async fn all_free(&self) {
-        let n = u32::try_from(self.max).unwrap_or(u32::MAX);
-        let _ = self.total.acquire_many(n).await;
-    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Some(key) = self.net {
+        if let Some((net, key)) = self.net {
             let mut nets = self.slots.nets.lock().expect("slot table");
-            if let Some(net) = nets.get_mut(&key) {
-                if let Some(i) = net.conns.iter().position(|c| Arc::ptr_eq(c, &self.conn)) {
-                    net.conns.swap_remove(i);
-                    if self.conn.evicted.load(Ordering::SeqCst) {
-                        net.evicted -= 1;
-                    }
+            if let Some(listed) = nets.get_mut(&net) {
+                if listed.conns.remove(&key).is_some() && self.conn.evicted.load(Ordering::SeqCst) {
+                    listed.evicted -= 1;
                 }
-                if net.conns.is_empty() {
-                    nets.remove(&key);
+                if listed.conns.is_empty() {
+                    nets.remove(&net);
                 }
             }
         }
@@ -263,25 +289,26 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_gives_an_idle_slot_of_the_largest_network_to_a_newcomer() {
+    fn a_full_table_gives_an_unshielded_slot_of_the_largest_network_to_a_newcomer() {
         let slots = Slots::new(4, 100);
-        let held: Vec<_> = (0..4).map(|_| slots.admit(ip(1), true).unwrap()).collect();
-        let busy = held[0].conn.request();
-        let mut newcomers = vec![slots.admit(ip(2), true).unwrap()];
+        let held: Vec<_> = (0..4).map(|_| slots.admit(ip(1), false).unwrap()).collect();
+        let known = held[0].conn.known_request();
+        let mut newcomers = vec![slots.admit(ip(2), false).unwrap()];
         assert_eq!(evicted(&held), 1);
         assert!(
             !held[0].conn.evicted.load(Ordering::SeqCst),
-            "a busy connection is kept"
+            "a connection serving a known request is kept"
         );
         // The flooding network does not win a slot back (3 live, nobody holds 5).
-        assert_eq!(slots.admit(ip(1), true).err(), Some(Refusal::Full));
-        newcomers.push(slots.admit(ip(3), true).unwrap());
-        newcomers.push(slots.admit(ip(4), true).unwrap());
+        assert_eq!(slots.admit(ip(1), false).err(), Some(Refusal::Full));
+        newcomers.push(slots.admit(ip(3), false).unwrap());
+        newcomers.push(slots.admit(ip(4), false).unwrap());
         assert_eq!(evicted(&held), 3);
         // One live each now: nobody holds two more than a fifth network would.
-        assert_eq!(slots.admit(ip(5), true).err(), Some(Refusal::Full));
+        assert_eq!(slots.admit(ip(5), false).err(), Some(Refusal::Full));
+        assert!(slots.own().is_none(), "nobody holds two more than none");
         assert_eq!(slots.total.available_permits(), 0);
-        drop((busy, newcomers, held));
+        drop((known, newcomers, held));
         assert!(slots.nets.lock().unwrap().is_empty());
         assert_eq!(slots.total.available_permits(), 4);
     }
@@ -290,31 +317,29 @@ mod tests {
     fn a_counted_body_keeps_its_size_and_its_request_in_flight_until_dropped() {
         use axum::body::HttpBody;
         let conn = Arc::new(Conn::default());
-        let body = Counted::new(axum::body::Body::from("abc"), conn.request());
-        assert_eq!(
-            body.size_hint().exact(),
-            Some(3),
-            "sent with a Content-Length"
-        );
-        assert!(!conn.idle());
+        let body = Counted::new(axum::body::Body::from("abc"), conn.known_request());
+        let sized = body.size_hint().exact();
+        assert_eq!(sized, Some(3), "sent with a Content-Length");
+        assert!(!conn.unshielded());
         drop(body);
-        assert!(conn.idle());
+        assert!(conn.unshielded());
+        assert_eq!(conn.known_seen(), 1);
     }
 
     #[test]
-    fn busy_connections_are_never_given_up_and_the_cap_per_address_holds() {
-        let slots = Slots::new(3, 2);
-        let a: Vec<_> = (0..2).map(|_| slots.admit(ip(1), true).unwrap()).collect();
-        assert_eq!(slots.admit(ip(1), true).err(), Some(Refusal::ForAddress));
-        let proxy = slots.admit(ip(9), false).unwrap();
-        let first = a[0].conn.request();
-        let _second = a[1].conn.request();
-        assert_eq!(slots.admit(ip(2), true).err(), Some(Refusal::Full));
-        assert!(slots.own().is_none());
+    fn shielded_and_trusted_connections_are_never_given_up_and_the_cap_per_address_holds() {
+        let slots = Slots::new(4, 2);
+        let a: Vec<_> = (0..2).map(|_| slots.admit(ip(1), false).unwrap()).collect();
+        assert_eq!(slots.admit(ip(1), false).err(), Some(Refusal::ForAddress));
+        let proxy: Vec<_> = (0..2).map(|_| slots.admit(ip(9), true).unwrap()).collect();
+        let first = a[0].conn.known_request();
+        let _second = a[1].conn.known_request();
+        assert_eq!(slots.admit(ip(2), false).err(), Some(Refusal::Full));
+        assert_eq!(evicted(&proxy), 0, "a trusted proxy's connections stay");
         drop(first);
-        let newcomer = slots.admit(ip(2), true).unwrap();
+        let own = slots.own().expect("the hub takes an unshielded slot");
         assert!(a[0].conn.evicted.load(Ordering::SeqCst));
-        drop((newcomer, proxy, a));
-        assert_eq!(slots.total.available_permits(), 3);
+        drop((own, proxy, a));
+        assert_eq!(slots.total.available_permits(), 4);
     }
 }

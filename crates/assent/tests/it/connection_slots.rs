@@ -38,11 +38,13 @@ async fn get(from: u8, port: u16, path: &str, key: Option<&str>) -> String {
 
 /// Attack (found by review): addresses each holding `max_connections_per_address` idle
 /// sockets took every one of `max_connections` slots, and everyone else — operators, agents,
-/// health checks — was answered `503` for as long as the sockets were re-opened. Here one
-/// address (127.0.0.1) holds all 16 slots: an agent's long-poll and 15 idle sockets. Fifteen
-/// other addresses each take an idle socket's slot, the flooder cannot take one back, a
-/// sixteenth newcomer finds nobody holding two more than it would and is refused, and the
-/// long-poll, in flight throughout, gets its answer.
+/// health checks — was answered `503` for as long as the sockets were re-opened; and a keyless
+/// request in flight (a body sent a byte at a time) shielded a socket as well as a real
+/// request. Here one address (127.0.0.1) holds all 16 slots: an agent's long-poll, 8 idle
+/// sockets and 7 sending a keyless body that never ends. Fifteen other addresses each take a
+/// flooding socket's slot, the flooder cannot take one back, a sixteenth newcomer finds nobody
+/// holding two more than it would and is refused, and the long-poll, in flight throughout,
+/// wakes with the decision made once the newcomers leave.
 #[test]
 fn idle_sockets_from_a_few_addresses_cannot_keep_other_clients_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -56,12 +58,17 @@ fn idle_sockets_from_a_few_addresses_cannot_keep_other_clients_out() {
     rt.block_on(async {
         // Whatever the set-up left open is closed by now.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let poll = format!("/v1/approvals/{id}?wait=6");
+        let poll = format!("/v1/approvals/{id}?wait=60");
         let long_poll = tokio::spawn(async move { get(1, port, &poll, Some(BOT_KEY)).await });
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut flood = Vec::new();
-        for _ in 0..15 {
-            flood.push(connect(1, port).await);
+        for n in 0..15 {
+            let mut c = connect(1, port).await;
+            if n % 2 == 1 {
+                let head = "POST /v1/tool-calls HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
+                c.write_all(head.as_bytes()).await.unwrap();
+            }
+            flood.push(c);
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut over = connect(1, port).await;
@@ -83,17 +90,26 @@ fn idle_sockets_from_a_few_addresses_cannot_keep_other_clients_out() {
         assert!(again.starts_with("HTTP/1.1 503"), "{again}");
         let last = get(25, port, "/healthz", None).await;
         assert!(last.starts_with("HTTP/1.1 503"), "{last}");
-        // Every idle flooder was closed without a byte; no newcomer was answered.
+        // Every flooding socket, idle or sending its endless body, was closed without an
+        // answer; no newcomer was answered.
         for c in &mut flood {
-            let closed = answer(c, Duration::from_secs(3)).await;
+            let closed = answer(c, Duration::from_secs(5)).await;
             assert_eq!(closed.as_deref(), Some(""), "an evicted socket is closed");
         }
         for c in &mut newcomers {
             assert_eq!(answer(c, Duration::from_millis(50)).await, None);
         }
-        let polled = long_poll.await.unwrap();
+        drop(newcomers);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let approve = get(2, port, &format!("/v1/approvals/{id}"), Some(crate::OP_KEY)).await;
+        assert!(approve.starts_with("HTTP/1.1 200"), "{approve}");
+        let url = format!("http://127.0.0.1:{port}");
+        let decided = tokio::task::spawn_blocking(move || crate::cli(&url, &["approve", &id]));
+        crate::ok(&decided.await.unwrap());
+        let polled = tokio::time::timeout(Duration::from_secs(10), long_poll).await;
+        let polled = polled.expect("the long-poll wakes").unwrap();
         assert!(polled.starts_with("HTTP/1.1 200"), "{polled}");
-        assert!(polled.contains(r#""status":"pending""#), "{polled}");
+        assert!(polled.contains(r#""status":"approved""#), "{polled}");
     });
     server.kill9();
 }
