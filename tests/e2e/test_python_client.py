@@ -173,8 +173,10 @@ def test_client_redeems_once_and_only_for_the_approved_call(gateway):
         with pytest.raises(AssentError) as e:
             c.redeem(a.token, "transfer_funds", {**PAYMENT, "amount": 50000})
         assert e.value.code == "TOKEN_MISMATCH" and e.value.status == 403
-        r = c.redeem(a.token, "transfer_funds", PAYMENT)
+        # The agent's 5e3 hashes as the approved 5000; the answer says what to run: 5000.
+        r = c.redeem(a.token, "transfer_funds", {**PAYMENT, "amount": 5e3})
         assert r.approval_id == held.approval_id and r.call_hash == held.call_hash
+        assert r.arguments == PAYMENT and type(r.arguments["amount"]) is int, r.arguments
         with pytest.raises(AssentError) as e:
             c.redeem(a.token, "transfer_funds", PAYMENT)
         assert e.value.code == "TOKEN_USED" and e.value.status == 409

@@ -64,6 +64,12 @@ pub struct Redeemed {
     /// each agent's own, so an executor serving several agents learns here whose `tool` it
     /// runs.
     pub agent: String,
+    /// The call's arguments as its `call_hash` reads them (RFC 8785 canonical JSON parsed
+    /// back: `-0` is `0`, `1.0` and `1e2` the integers `1` and `100`): what the executor runs,
+    /// spelt as the approver saw them, whatever spelling the agent sent. Found by review: an
+    /// executor ran the agent's `{"amount": 1e2}` — a float to a Python or Go tool — for an
+    /// approved `{"amount": 100}`.
+    pub arguments: Value,
 }
 
 /// `GET /v1/grants[?all=true]` (operator): active grants, or with `all=true` revoked and

@@ -87,6 +87,7 @@ pub(crate) async fn redeem(
     // have, was recorded on the redemption's span before anything looked at it.
     check_redeemed_tool(&b.tool)?;
     crate::calls::check_id("server", &b.server)?;
+    let arguments = assent_core::canonical::as_hashed(&b.arguments);
     let hash = call_hash(b.tool.clone(), b.server.clone(), b.arguments)?;
     let span = telemetry::step_span(telemetry::Step::Redeem);
     telemetry::record(&span, "assent.call_hash", &hash);
@@ -118,6 +119,7 @@ pub(crate) async fn redeem(
         approval_id: c.aid,
         token_id: c.jti,
         agent: c.sub,
+        arguments,
     }))
 }
 

@@ -10,9 +10,11 @@
 //! [`verify`] checks, in order: size ([`MAX_TOKEN_BYTES`]), shape (three base64url parts),
 //! the header (strict: exactly `alg`, `kid` and `typ`, no duplicate key), the
 //! algorithm (`EdDSA` only: `none`, `HS256` and everything else are refused before any key
-//! is touched), the key (`kid` must be in the JWKS), the signature (by `jsonwebtoken`), the
-//! claims (strict: exactly the seven, no duplicate key), the binding (`call_hash` and, when
-//! asked, agent and approval) and the clock (`now < exp`). It does not burn the token: single
+//! is touched), the claims as sent (strict: exactly the seven, no duplicate key, each within
+//! its length — so a claims part with a duplicate key is refused whoever signed it), the key
+//! (`kid` must be in the JWKS), the signature (by `jsonwebtoken`, which decodes the claims
+//! again: both decodings must agree), the binding (`call_hash` and, when asked, agent and
+//! approval) and the clock (`now < exp`). It does not burn the token: single
 //! use is the gateway's (`POST /v1/tokens/redeem`), so an executor that verifies offline
 //! still redeems once before it runs the call.
 //!
@@ -235,7 +237,7 @@ struct StrictHeader {
 /// Verifies `token` against `keys` and `expected`, returning its claims (see the crate
 /// documentation for the order of the checks). Errors: [`VerifyError`].
 pub fn verify(token: &str, keys: &Jwks, expected: &Expected<'_>) -> Result<Claims, VerifyError> {
-    let c = verify_signature(token, keys)?;
+    let c = decode_signed_unchecked(token, keys)?;
     if c.call_hash != expected.call_hash {
         return Err(VerifyError::WrongCall {
             approved: c.call_hash,
@@ -255,9 +257,12 @@ pub fn verify(token: &str, keys: &Jwks, expected: &Expected<'_>) -> Result<Claim
 }
 
 /// Verifies size, shape, header, key and signature of `token` and decodes its claims
-/// strictly, without looking at the call or the clock (the gateway checks those against its
-/// stored row). Errors: [`VerifyError`] but the binding and time variants.
-pub fn verify_signature(token: &str, keys: &Jwks) -> Result<Claims, VerifyError> {
+/// strictly, **without** looking at the call, the agent or the clock: the gateway's own step,
+/// which checks those against its stored row. An executor calls [`verify`], never this: a
+/// token that passes here may be expired or for another call (found by review: named
+/// `verify_signature`, it read as the whole check). Errors: [`VerifyError`] but the binding
+/// and time variants.
+pub fn decode_signed_unchecked(token: &str, keys: &Jwks) -> Result<Claims, VerifyError> {
     if token.len() > MAX_TOKEN_BYTES {
         return Err(VerifyError::Oversized);
     }

@@ -266,11 +266,15 @@ def parse_approval(body: JSON) -> Approval:
 
 @dataclass(frozen=True)
 class Redeemed:
-    """``200`` to a redemption: the token is spent and the call may run now."""
+    """``200`` to a redemption: the token is spent and the call may run now, with
+    ``arguments``: the call's arguments as its ``call_hash`` reads them (each number spelt as
+    the approver saw it: an agent's ``1e3`` for an approved ``1000`` is ``1000`` here)."""
 
     call_hash: str
     approval_id: str
     token_id: str
+    agent: str
+    arguments: dict[str, JSON]
 
 
 def parse_redeemed(body: JSON) -> Redeemed:
@@ -280,6 +284,8 @@ def parse_redeemed(body: JSON) -> Redeemed:
         call_hash=_str(d, "call_hash"),
         approval_id=_str(d, "approval_id"),
         token_id=_str(d, "token_id"),
+        agent=_str(d, "agent"),
+        arguments=_obj(d.get("arguments"), "the redemption's `arguments`"),
     )
 
 

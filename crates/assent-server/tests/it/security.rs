@@ -285,3 +285,31 @@ async fn keys_differing_only_in_case_cannot_show_the_policy_one_amount_while_the
     );
     gw.stop().await;
 }
+
+/// Found by review: an executor redeeming with the agent's spelling of a number (`1e3`,
+/// `1000.0`, the same `call_hash` as the approved `1000`) was answered `200` with nothing to
+/// run but that spelling, so it ran a float where the approver saw an integer. The answer
+/// carries the arguments as the `call_hash` reads them: what the executor runs.
+#[tokio::test]
+async fn a_redemption_with_1e3_for_an_approved_1000_is_answered_the_arguments_as_hashed() {
+    let gw = serve().await;
+    let (s, b) = gw
+        .propose("pay", json!({"amount": 1000, "to": "bob"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, rec) = gw.approval(&id, BOT).await;
+    let token = token_of(&rec);
+    let body =
+        format!(r#"{{"token":"{token}","tool":"pay","arguments":{{"to":"bob","amount":1e3}}}}"#);
+    let (s, b) = raw(&gw, "POST", "/v1/tokens/redeem", Some(BOT), &body).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["arguments"], json!({"amount": 1000, "to": "bob"}), "{b}");
+    assert!(
+        b["arguments"]["amount"].is_u64(),
+        "an integer, as approved: {b}"
+    );
+    gw.stop().await;
+}
