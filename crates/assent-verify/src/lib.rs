@@ -155,8 +155,9 @@ struct RawJwk {
 impl Jwks {
     /// Reads a JWKS document (`{"keys": [...]}`, as the gateway serves it). Keys of another
     /// type (`kty` not `OKP`, `crv` not `Ed25519`, `alg` other than `EdDSA`) are skipped; an
-    /// Ed25519 key without a `kid` or whose `x` is not 32 bytes is an error
-    /// ([`VerifyError::BadKeySet`]), as is a set with no usable key.
+    /// Ed25519 key without a `kid`, whose `x` is not 32 bytes, or whose `kid` is not the
+    /// RFC 7638 thumbprint of its `x` ([`thumbprint`]) is an error
+    /// ([`VerifyError::BadKeySet`]), as is a set with no usable key or a `kid` listed twice.
     pub fn from_json(json: &str) -> Result<Jwks, VerifyError> {
         let bad = |m: String| VerifyError::BadKeySet(m);
         let raw: RawJwks = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
@@ -177,6 +178,13 @@ impl Jwks {
                 .ok()
                 .and_then(|v| v.try_into().ok())
                 .ok_or_else(|| bad(format!("key `{kid}`: x is not 32 base64url bytes")))?;
+            // Found by review: any `kid` was taken, so a set merged from several gateways,
+            // or a key listed under another key's name, verified under a name not its own.
+            if kid != thumbprint(&x) {
+                return Err(bad(format!(
+                    "kid `{kid}` is not the RFC 7638 thumbprint of its key"
+                )));
+            }
             if keys.iter().any(|p: &PublicKey| p.kid == kid) {
                 return Err(bad(format!("kid `{kid}` appears twice")));
             }

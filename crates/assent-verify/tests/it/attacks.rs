@@ -271,3 +271,20 @@ fn a_jwks_with_a_short_key_is_refused_not_a_panic() {
     let set = jwks().to_json().to_string();
     assert_eq!(Jwks::from_json(&set).unwrap(), jwks());
 }
+
+/// Found by review: a key set's `kid` was taken as written, so a set merged from two gateways
+/// (or a proxy's edit) could list one gateway's key under the other's `kid`, and a token
+/// naming that `kid` verified with a key not its own. A `kid` must be its key's RFC 7638
+/// thumbprint.
+#[test]
+fn a_jwks_whose_kid_is_not_its_keys_thumbprint_is_refused() {
+    let ours = jwks().to_json();
+    let x = ours["keys"][0]["x"].clone();
+    let other_kid = assent_verify::thumbprint(&[7u8; 32]);
+    let renamed = json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": x, "kid": other_kid}]});
+    let e = Jwks::from_json(&renamed.to_string()).unwrap_err();
+    assert!(
+        matches!(&e, VerifyError::BadKeySet(m) if m.contains("thumbprint")),
+        "{e}"
+    );
+}
