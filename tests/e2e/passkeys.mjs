@@ -64,7 +64,7 @@ try {
   // unenrolled, so a database writer holding an operator's key could plant one. (Before any
   // passkey is registered: the authenticator would not make a second one for alice.)
   await page.route("**/ui/passkeys/register/finish", async (route) => {
-    execFileSync("sqlite3", [DB, "UPDATE passkey_ceremonies SET code_sha256 = NULL WHERE purpose = 'register'"]);
+    execFileSync("sqlite3", ["-cmd", ".timeout 5000", DB, "UPDATE passkey_ceremonies SET code_sha256 = NULL WHERE purpose = 'register'"]);
     await route.continue();
   });
   await page.fill("#passkey-code", CODE2);

@@ -68,7 +68,8 @@ pub struct Redeemed {
     /// back: `-0` is `0`, `1.0` and `1e2` the integers `1` and `100`): what the executor runs,
     /// spelt as the approver saw them, whatever spelling the agent sent. Found by review: an
     /// executor ran the agent's `{"amount": 1e2}` — a float to a Python or Go tool — for an
-    /// approved `{"amount": 100}`.
+    /// approved `{"amount": 100}`. (Absent from gateways before it: `null` then.)
+    #[serde(default)]
     pub arguments: Value,
 }
 

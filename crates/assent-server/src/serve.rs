@@ -222,9 +222,9 @@ impl Ends {
     /// ([`ConnSlot`]), on which the throttle counts a known key's or session's request in
     /// flight. When the gateway stops, keep-alive is turned off and what is in flight finished
     /// (the drain bounds it). When the slot is given to another, keep-alive is turned off too,
-    /// and unless a known request is in flight or has started by then, the connection is
-    /// closed [`EVICT_GRACE`] later (found by review: a keyless request in flight, a body
-    /// sent a byte at a time, shielded it).
+    /// and unless the connection has served a known request, it is closed [`EVICT_GRACE`]
+    /// later (found by review: a keyless request in flight, a body sent a byte at a time,
+    /// shielded it).
     fn serve_one<IO>(&self, io: IO, peer: Option<std::net::SocketAddr>, held: Held)
     where
         IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
@@ -254,11 +254,13 @@ impl Ends {
                 _ = stopping.wait_for(|s| *s) => false,
             };
             served.as_mut().graceful_shutdown();
+            // A connection that never served a known request is closed after the grace; one
+            // that did is let finish (hyper flushes what it holds; found by review: cut, the
+            // tail of a known answer still in hyper's buffer was lost).
             if evicted {
-                let seen = conn.known_seen();
-                let ended = tokio::time::timeout(EVICT_GRACE, served.as_mut()).await;
-                if ended.is_err() && conn.unshielded() && conn.known_seen() == seen {
-                    return drop((held, open));
+                match tokio::time::timeout(EVICT_GRACE, served.as_mut()).await {
+                    Err(_) if conn.known_seen() > 0 => {}
+                    _ => return drop((held, open)),
                 }
             }
             let _ = served.await;

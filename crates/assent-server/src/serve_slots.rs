@@ -134,8 +134,6 @@ struct Net {
     conns: HashMap<u64, Arc<Conn>>,
     /// How many of `conns` are evicted but not yet closed.
     evicted: usize,
-    /// A `trusted_proxies` peer's: never evicted.
-    trusted: bool,
 }
 
 impl Net {
@@ -161,13 +159,29 @@ pub(crate) enum Refusal {
     ForAddress,
 }
 
+/// The most evicted connections left open at once (each is closed within [`EVICT_GRACE`]
+/// unless a known request holds it): past it, nothing more is evicted until some close.
+/// Found by review: each eviction hands the slot over before the victim's socket closes, so
+/// thousands of evictions at once held sockets past `max_connections` and into the 64 files
+/// kept for the store and logs.
+pub(crate) const MAX_LINGERING: usize = 32;
+
 /// The slot table: `max_connections` permits and the connections of each client network.
 pub(crate) struct Slots {
     total: Arc<Semaphore>,
     per_address: usize,
-    nets: Mutex<HashMap<IpAddr, Net>>,
+    table: Mutex<Table>,
     /// The next connection's key in its network.
     next: AtomicU64,
+}
+
+/// The connections by network, and how many evicted ones are still open.
+#[derive(Default)]
+struct Table {
+    /// By `(trusted, address or network)`: a trusted proxy's own entry, apart from the
+    /// untrusted clients of its /64.
+    nets: HashMap<(bool, IpAddr), Net>,
+    lingering: usize,
 }
 
 /// A slot held by one connection; given back (and the connection unlisted) when dropped.
@@ -175,7 +189,7 @@ pub(crate) struct Held {
     slots: Arc<Slots>,
     /// The network it is listed under and its key there (`None`: the private socket's, never
     /// listed).
-    net: Option<(IpAddr, u64)>,
+    net: Option<((bool, IpAddr), u64)>,
     pub(crate) conn: Arc<Conn>,
 }
 
@@ -185,7 +199,7 @@ impl Slots {
         Arc::new(Self {
             total: Arc::new(Semaphore::new(max.max(1))),
             per_address,
-            nets: Mutex::default(),
+            table: Mutex::default(),
             next: AtomicU64::new(0),
         })
     }
@@ -197,7 +211,7 @@ impl Slots {
     pub(crate) fn own(self: &Arc<Self>) -> Option<Held> {
         let permit = match self.total.clone().try_acquire_owned() {
             Ok(p) => p,
-            Err(_) => Self::evict_for(&mut self.nets.lock().expect("slot table"), 0)?,
+            Err(_) => self.table.lock().expect("slot table").evict_for(0)?,
         };
         let conn = Arc::new(Conn::default());
         *conn.permit.lock().expect("slot permit") = Some(permit);
@@ -209,65 +223,92 @@ impl Slots {
     }
 
     /// A slot for a connection from `net` (a client network, or a trusted proxy's address
-    /// with `trusted`: not held to `per_address`, never evicted): a free one, else the slot
-    /// of a connection serving no known request of the network holding the most, when it
-    /// holds at least two more than `net` (see the module doc).
+    /// with `trusted`: not held to `per_address`, never evicted, and when every slot is
+    /// taken one taken for it as for a network holding none — found by review: passing its
+    /// pool's size, a proxy could almost never take one): a free one, else the slot of a
+    /// connection serving no known request of the network holding the most, when it holds at
+    /// least two more than `net` (see the module doc).
     pub(crate) fn admit(self: &Arc<Self>, net: IpAddr, trusted: bool) -> Result<Held, Refusal> {
-        let mut nets = self.nets.lock().expect("slot table");
-        let (open, live) = nets.get(&net).map_or((0, 0), |n| (n.conns.len(), n.live()));
-        if !trusted && open >= self.per_address {
+        let mut table = self.table.lock().expect("slot table");
+        let net = (trusted, net);
+        let (open, live) = match table.nets.get(&net) {
+            Some(n) if !trusted => (n.conns.len(), n.live()),
+            _ => (0, 0),
+        };
+        if open >= self.per_address {
             return Err(Refusal::ForAddress);
         }
         let permit = match self.total.clone().try_acquire_owned() {
             Ok(p) => p,
-            Err(_) => Self::evict_for(&mut nets, live).ok_or(Refusal::Full)?,
+            Err(_) => table.evict_for(live).ok_or(Refusal::Full)?,
         };
         let conn = Arc::new(Conn::default());
         *conn.permit.lock().expect("slot permit") = Some(permit);
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        let listed = nets.entry(net).or_default();
-        listed.trusted = trusted;
-        listed.conns.insert(key, conn.clone());
+        table
+            .nets
+            .entry(net)
+            .or_default()
+            .conns
+            .insert(key, conn.clone());
         Ok(Held {
             slots: self.clone(),
             net: Some((net, key)),
             conn,
         })
     }
+}
 
+impl Table {
     /// Takes the slot of a connection serving no known request of the untrusted network with
-    /// the most live connections, if it holds more than `live + 1`; marks that connection
-    /// evicted and wakes it. Scans the networks holding more than `live + 1` (under the
-    /// table's lock; only when every slot is taken).
-    fn evict_for(nets: &mut HashMap<IpAddr, Net>, live: usize) -> Option<OwnedSemaphorePermit> {
-        loop {
-            let (key, victim) = nets
-                .iter()
-                .filter(|(_, n)| !n.trusted && n.live() > live + 1)
-                .filter_map(|(k, n)| n.unshielded_one().map(|c| (n.live(), *k, c)))
-                .max_by_key(|(l, _, _)| *l)
-                .map(|(_, k, c)| (k, c.clone()))?;
-            victim.evicted.store(true, Ordering::SeqCst);
-            nets.get_mut(&key).expect("the victim's network").evicted += 1;
-            victim.wake.notify_one();
-            if let Some(p) = victim.permit.lock().expect("slot permit").take() {
-                return Some(p);
+    /// the most live connections that has one, if it holds more than `live + 1`; marks that
+    /// connection evicted and wakes it. `None` past [`MAX_LINGERING`]. The networks holding
+    /// more than `live + 1` are tried from the largest down, each scanned until one of its
+    /// connections is unshielded (under the table's lock; only when every slot is taken).
+    fn evict_for(&mut self, live: usize) -> Option<OwnedSemaphorePermit> {
+        if self.lingering >= MAX_LINGERING {
+            return None;
+        }
+        let mut larger: Vec<(usize, (bool, IpAddr))> = self
+            .nets
+            .iter()
+            .filter(|((trusted, _), n)| !trusted && n.live() > live + 1)
+            .map(|(k, n)| (n.live(), *k))
+            .collect();
+        larger.sort_unstable_by_key(|(l, _)| std::cmp::Reverse(*l));
+        for (_, key) in larger {
+            let net = self.nets.get_mut(&key).expect("listed");
+            while let Some(victim) = net.unshielded_one().cloned() {
+                victim.evicted.store(true, Ordering::SeqCst);
+                net.evicted += 1;
+                self.lingering += 1;
+                victim.wake.notify_one();
+                if let Some(p) = victim.permit.lock().expect("slot permit").take() {
+                    return Some(p);
+                }
             }
         }
+        None
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         if let Some((net, key)) = self.net {
-            let mut nets = self.slots.nets.lock().expect("slot table");
-            if let Some(listed) = nets.get_mut(&net) {
-                if listed.conns.remove(&key).is_some() && self.conn.evicted.load(Ordering::SeqCst) {
+            let mut table = self.slots.table.lock().expect("slot table");
+            let evicted = self.conn.evicted.load(Ordering::SeqCst);
+            let mut unlisted = false;
+            if let Some(listed) = table.nets.get_mut(&net) {
+                unlisted = listed.conns.remove(&key).is_some();
+                if unlisted && evicted {
                     listed.evicted -= 1;
                 }
                 if listed.conns.is_empty() {
-                    nets.remove(&net);
+                    table.nets.remove(&net);
                 }
+            }
+            if unlisted && evicted {
+                table.lingering -= 1;
             }
         }
         drop(self.conn.permit.lock().expect("slot permit").take());
@@ -309,8 +350,38 @@ mod tests {
         assert!(slots.own().is_none(), "nobody holds two more than none");
         assert_eq!(slots.total.available_permits(), 0);
         drop((known, newcomers, held));
-        assert!(slots.nets.lock().unwrap().is_empty());
+        assert!(slots.table.lock().unwrap().nets.is_empty());
         assert_eq!(slots.total.available_permits(), 4);
+    }
+
+    #[test]
+    fn evicted_connections_left_open_are_bounded() {
+        let n = MAX_LINGERING + 8;
+        let slots = Slots::new(n, 1000);
+        let held: Vec<_> = (0..n).map(|_| slots.admit(ip(1), false).unwrap()).collect();
+        let newcomers: Vec<_> = (0..MAX_LINGERING)
+            .map(|i| {
+                slots
+                    .admit(IpAddr::from([10, 1, 0, i as u8]), false)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(evicted(&held), MAX_LINGERING);
+        let refused = slots.admit(ip(2), false).err();
+        assert_eq!(
+            refused,
+            Some(Refusal::Full),
+            "no more until evicted ones close"
+        );
+        let closed = held
+            .into_iter()
+            .find(|h| h.conn.evicted.load(Ordering::SeqCst));
+        drop(closed);
+        assert!(
+            slots.admit(ip(2), false).is_ok(),
+            "one closed: one more evicted"
+        );
+        drop(newcomers);
     }
 
     #[test]
@@ -341,5 +412,15 @@ mod tests {
         assert!(a[0].conn.evicted.load(Ordering::SeqCst));
         drop((own, proxy, a));
         assert_eq!(slots.total.available_permits(), 4);
+        // A trusted proxy holding many connections takes a slot as a network holding none.
+        let proxy = slots.admit(ip(9), true).unwrap();
+        let b: Vec<_> = (0..2).map(|_| slots.admit(ip(3), false).unwrap()).collect();
+        let c = slots.admit(ip(4), false).unwrap();
+        assert!(
+            slots.admit(ip(9), true).is_ok(),
+            "the proxy evicts from 10.0.0.3's two"
+        );
+        assert_eq!(evicted(&b), 1);
+        drop((proxy, b, c));
     }
 }

@@ -208,10 +208,16 @@ pub(crate) fn void_signed_with(
     (by, why): (&str, &str),
     now: i64,
 ) -> db::Result<usize> {
+    // Only the tokens of approvals with a passkey-signed approving decision or vote are
+    // looked at further (found by review: one to three reads per outstanding token, grant
+    // tokens included, inside the write transaction).
     let outstanding: Vec<(String, String)> = crate::sql::rows(
         tx,
-        "SELECT token_id, approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?1 \
-         ORDER BY issued_at, token_id",
+        "SELECT t.token_id, t.approval_id FROM tokens t WHERE t.used_at IS NULL \
+         AND t.expires_at > ?1 AND (EXISTS (SELECT 1 FROM decisions d WHERE \
+         d.approval_id = t.approval_id AND d.decision = 'approve' AND d.passkey IS NOT NULL) \
+         OR EXISTS (SELECT 1 FROM votes v WHERE v.approval_id = t.approval_id \
+         AND v.decision = 'approve' AND v.passkey IS NOT NULL)) ORDER BY t.issued_at, t.token_id",
         params![now],
         db::tuple,
     )?;

@@ -273,19 +273,21 @@ class Redeemed:
     call_hash: str
     approval_id: str
     token_id: str
-    agent: str
-    arguments: dict[str, JSON]
+    agent: str | None = None
+    arguments: dict[str, JSON] | None = None
 
 
 def parse_redeemed(body: JSON) -> Redeemed:
-    """Reads the answer to ``POST /v1/tokens/redeem``."""
+    """Reads the answer to ``POST /v1/tokens/redeem`` (``agent`` and ``arguments`` are
+    ``None`` from an older gateway that does not send them: the token is spent either way)."""
     d = _obj(body, "the redemption")
+    args = d.get("arguments")
     return Redeemed(
         call_hash=_str(d, "call_hash"),
         approval_id=_str(d, "approval_id"),
         token_id=_str(d, "token_id"),
-        agent=_str(d, "agent"),
-        arguments=_obj(d.get("arguments"), "the redemption's `arguments`"),
+        agent=_opt_str(d, "agent"),
+        arguments=args if isinstance(args, dict) else None,
     )
 
 

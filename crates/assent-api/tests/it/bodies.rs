@@ -354,7 +354,8 @@ fn submissions_write_back_what_they_read() {
     round_trip::<RedeemRequest>(&json!({"token": "v1.x.y", "tool": "pay",
         "arguments": {"amount": 500, "to": "bob"}, "device_id": "d1"}));
     round_trip::<Redeemed>(
-        &json!({"call_hash": HASH, "approval_id": "a1", "token_id": "t1", "agent": "bot"}),
+        &json!({"call_hash": HASH, "approval_id": "a1", "token_id": "t1",
+        "agent": "bot", "arguments": {"amount": 500, "to": "bob"}}),
     );
 }
 
