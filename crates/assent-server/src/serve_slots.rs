@@ -10,10 +10,11 @@
 //! slot of a connection serving no *known* request (none of a known key or live dashboard
 //! session in flight: between requests, still sending a head, or sending a keyless body) of
 //! the network holding the most connections, when that network holds at least two more than
-//! the newcomer's would. The victim stops keep-alive at once; unless a known request is in
-//! flight on it by then, it is closed [`EVICT_GRACE`] later. A connection serving a known
-//! request (a long-poll, an SSE stream, a held MCP call) is never taken, nor one of a
-//! `trusted_proxies` peer (its pooled connections carry every client behind it). So a flood
+//! the newcomer's would. The victim stops keep-alive at once; unless it has served a known
+//! request by the end of [`EVICT_GRACE`] (then it is let finish and flush what it holds), it
+//! is closed then. A connection serving a known request (a long-poll, an SSE stream, a held
+//! MCP call) is never taken, nor one of a `trusted_proxies` peer (its pooled connections
+//! carry every client behind it). So a flood
 //! from a few networks cannot keep others out — keyless requests in flight do not shield it
 //! (found by review: a keyless body sent a byte every 28 s kept a connection busy) — and a
 //! network never evicts its own. What stays for the proxy in front: a client with as many
@@ -26,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-/// How long an evicted connection serving no known request is given (to flush what it wrote,
-/// or for a known request to start) before it is closed.
+/// How long an evicted connection is given before it is closed, unless it has served a known
+/// request by then (counted by `known_seen`; such a connection is let finish and flush).
 pub(crate) const EVICT_GRACE: Duration = Duration::from_secs(2);
 
 /// One served connection's state, shared by its task, its requests and the slot table.
