@@ -9,6 +9,7 @@ use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _, Tx};
 use crate::error::StoreError;
 use crate::params;
+use crate::seal::{SealKey, Sealed};
 use crate::single_use;
 use crate::sql::{self, from_row};
 use crate::store::Store;
@@ -81,8 +82,9 @@ impl Store {
         code_sha256: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
+        let key = self.seal_key(Sealed::Enrolment);
         self.write(|tx| {
-            if !take_code(**tx, &p.principal, code_sha256, now)? {
+            if !take_code(**tx, &key, &p.principal, code_sha256, now)? {
                 return Ok(false);
             }
             insert_passkey(tx, p)?;
@@ -208,16 +210,10 @@ impl Store {
         code_sha256: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
+        let key = self.seal_key(Sealed::Enrolment);
         self.write(|tx| {
             room_for(tx, c, now)?;
-            let code: Option<i64> = tx
-                .query_row(
-                    "SELECT 1 FROM passkey_enrolments WHERE code_sha256 = ?1 AND principal = ?2 AND expires_at > ?3",
-                    params![code_sha256, c.principal, now],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if code.is_none() {
+            if !has_code(**tx, &key, &c.principal, code_sha256, now)? {
                 return Ok(false);
             }
             let c = Ceremony {
@@ -277,10 +273,15 @@ pub(crate) fn owner_of(
 /// Issues a one-time passkey enrolment code for `principal` (stored by `code_sha256`, 64 hex)
 /// on the database behind `conn` — `assent passkeys enrol`, an administrator with access to
 /// the database, never an API call: a stolen operator key cannot enrol its own passkey
-/// (issue 14 §4). Audited `passkey.enrolment_issued` by `issued_by`. `Invalid` when the
-/// schema is not current (run `assent migrate`) or the digest is not 64 hex digits.
+/// (issue 14 §4). Audited `passkey.enrolment_issued` by `issued_by`. The row is sealed
+/// ([`crate::seal::Sealed::Enrolment`]) under `audit_key`, the gateway's (`audit.key` in its
+/// `keys_dir`): the gateway takes only a code whose seal holds (migration 0063; found by
+/// review: a database writer holding an operator's key planted a code of their own and
+/// registered an authenticator as that operator). `Invalid` when the schema is not current
+/// (run `assent migrate`) or the digest is not 64 hex digits.
 pub fn issue_enrolment(
     conn: crate::db::Conn<'_>,
+    audit_key: &ed25519_dalek::SigningKey,
     principal: &str,
     code_sha256: &str,
     expires_at: i64,
@@ -300,9 +301,11 @@ pub fn issue_enrolment(
     }
     conn.write(|tx| -> Result<(), StoreError> {
         tx.execute("DELETE FROM passkey_enrolments WHERE expires_at <= ?1", [now])?;
+        let key = SealKey::of(audit_key, Sealed::Enrolment);
+        let seal = key.seal(&enrolment_columns(code_sha256, principal, issued_by, expires_at));
         tx.execute(
-            "INSERT INTO passkey_enrolments (code_sha256, principal, issued_by, expires_at) VALUES (?1,?2,?3,?4)",
-            params![code_sha256, principal, issued_by, expires_at],
+            "INSERT INTO passkey_enrolments (code_sha256, principal, issued_by, expires_at, seal) VALUES (?1,?2,?3,?4,?5)",
+            params![code_sha256, principal, issued_by, expires_at, seal],
         )?;
         let data = json!({"principal": principal, "expires_at": expires_at});
         audit::append(**tx, now, "passkey.enrolment_issued", None, issued_by, &data)?;
@@ -320,17 +323,68 @@ impl Store {
         code_sha256: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        self.write(|tx| Ok(take_code(**tx, principal, code_sha256, now)?))
+        let key = self.seal_key(Sealed::Enrolment);
+        self.write(|tx| Ok(take_code(**tx, &key, principal, code_sha256, now)?))
     }
 }
 
-/// Uses `principal`'s unexpired enrolment code `code_sha256`: whether there was one.
-fn take_code(tx: Conn<'_>, principal: &str, code_sha256: &str, now: i64) -> db::Result<bool> {
+/// Uses `principal`'s unexpired enrolment code `code_sha256` whose seal holds under `key`:
+/// whether there was one (one without a seal that holds is left alone, as absent).
+fn take_code(
+    tx: Conn<'_>,
+    key: &SealKey,
+    principal: &str,
+    code_sha256: &str,
+    now: i64,
+) -> db::Result<bool> {
+    if !has_code(tx, key, principal, code_sha256, now)? {
+        return Ok(false);
+    }
     let n = tx.execute(
         "DELETE FROM passkey_enrolments WHERE code_sha256 = ?1 AND principal = ?2 AND expires_at > ?3",
         params![code_sha256, principal, now],
     )?;
     Ok(n == 1)
+}
+
+/// Whether `principal` has the unexpired enrolment code `code_sha256` and its row's seal holds
+/// under `key` ([`enrolment_columns`]). A row without one — planted by a database writer, or
+/// issued before migration 0063 — is not a code: fail closed.
+fn has_code(
+    tx: Conn<'_>,
+    key: &SealKey,
+    principal: &str,
+    code_sha256: &str,
+    now: i64,
+) -> db::Result<bool> {
+    let row: Option<(String, i64, Option<String>)> = tx
+        .query_row(
+            "SELECT issued_by, expires_at, seal FROM passkey_enrolments WHERE code_sha256 = ?1 AND principal = ?2 AND expires_at > ?3",
+            params![code_sha256, principal, now],
+            db::tuple,
+        )
+        .optional()?;
+    Ok(row.is_some_and(|(by, expires_at, seal)| {
+        let cols = enrolment_columns(code_sha256, principal, &by, expires_at);
+        seal.is_some_and(|seal| key.holds(&cols, &seal))
+    }))
+}
+
+/// What an enrolment row's seal is over: `["assent/enrolment/v1", code_sha256, principal,
+/// issued_by, expires_at]`.
+fn enrolment_columns(
+    code_sha256: &str,
+    principal: &str,
+    issued_by: &str,
+    expires_at: i64,
+) -> serde_json::Value {
+    json!([
+        "assent/enrolment/v1",
+        code_sha256,
+        principal,
+        issued_by,
+        expires_at
+    ])
 }
 
 /// Removes the ceremonies that ended before `now`; `Invalid` when `c`'s principal has

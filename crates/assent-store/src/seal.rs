@@ -31,6 +31,9 @@ pub(crate) enum Sealed {
     Settlement,
     /// `plans`: an MPLP plan's row (migration 0058, [`crate::plans`]).
     Plan,
+    /// `passkey_enrolments`: a one-time enrolment code (migration 0063,
+    /// [`crate::passkeys::issue_enrolment`]).
+    Enrolment,
 }
 
 impl Sealed {
@@ -43,6 +46,7 @@ impl Sealed {
             Sealed::Vote => b"assent/seal/v1/votes",
             Sealed::Settlement => b"assent/seal/v1/settlements",
             Sealed::Plan => b"assent/seal/v1/plans",
+            Sealed::Enrolment => b"assent/seal/v1/passkey_enrolments",
         }
     }
 }
@@ -63,6 +67,7 @@ pub(crate) struct SealKeys {
     vote: SealKey,
     settlement: SealKey,
     plan: SealKey,
+    enrolment: SealKey,
 }
 
 impl SealKeys {
@@ -77,6 +82,7 @@ impl SealKeys {
             vote: of(Sealed::Vote),
             settlement: of(Sealed::Settlement),
             plan: of(Sealed::Plan),
+            enrolment: of(Sealed::Enrolment),
         }
     }
 
@@ -90,6 +96,7 @@ impl SealKeys {
             Sealed::Vote => &self.vote,
             Sealed::Settlement => &self.settlement,
             Sealed::Plan => &self.plan,
+            Sealed::Enrolment => &self.enrolment,
         }
         .clone()
     }
@@ -144,6 +151,7 @@ mod tests {
             Sealed::Vote,
             Sealed::Settlement,
             Sealed::Plan,
+            Sealed::Enrolment,
         ];
         for what in all {
             assert_eq!(keys.get(what).0, SealKey::of(&k, what).0, "{what:?}");

@@ -34,14 +34,30 @@ pub(crate) async fn with_passkeys(dir: &Path) -> Gw {
     start_tuned(dir, |st| st.relying = Some(Arc::new(rp))).await
 }
 
-/// Issues an enrolment code for `alice` straight into the database (what `assent passkeys
-/// enrol alice` does).
+/// Issues an enrolment code for `alice` into the gateway's database, sealed with its audit key
+/// (what `assent passkeys enrol alice` does).
 pub(crate) fn enrol_alice(gw: &Gw, code: &str) {
-    let at = i64::MAX / 2;
-    gw.sql().exec(
-        "INSERT INTO passkey_enrolments (code_sha256, principal, issued_by, expires_at) VALUES (?1, ?2, ?3, ?4)",
-        &[Param::from(&sha(code)), "alice".into(), "test".into(), at.into()],
-    );
+    let key = assent_store::checkpoint::read_key(&gw.data_dir)
+        .unwrap()
+        .unwrap();
+    let db = crate::backend::database(&gw.data_dir);
+    let issue = assent_store::passkeys::issue_enrolment;
+    // Off the test's runtime: the PostgreSQL client blocks on one of its own.
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            let conn = db.connect().unwrap();
+            issue(
+                conn.conn(),
+                &key,
+                "alice",
+                &sha(code),
+                i64::MAX / 2,
+                "test",
+                0,
+            )
+            .unwrap();
+        });
+    });
 }
 
 /// A passkey of `alice` as `webauthn-rs` stores one (an ES256 key; the vote ceremony only

@@ -99,11 +99,13 @@ fn a_passkey_counter_only_moves_forward() {
 /// of two ceremonies started with one code (even finishing at once) one registers a passkey.
 #[test]
 fn an_enrolment_code_is_used_when_a_registration_finishes_and_only_once() {
-    crate::both_stores(|db, s| {
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
         let code = "c0de".repeat(16);
         let conn = db.connect().unwrap();
+        let key = assent_store::checkpoint::read_key(dir).unwrap().unwrap();
         let issue = assent_store::passkeys::issue_enrolment;
-        issue(conn.conn(), "alice", &code, 100_000, "admin", 1_000).unwrap();
+        issue(conn.conn(), &key, "alice", &code, 100_000, "admin", 1_000).unwrap();
         let reg = |id: &str, who: &str| Ceremony {
             purpose: "register".into(),
             approval_id: None,
@@ -164,5 +166,51 @@ fn an_enrolment_code_is_used_when_a_registration_finishes_and_only_once() {
                 .unwrap(),
             "the code is used up"
         );
+    });
+}
+
+/// Attack (found by review): a database writer holding an operator's key planted an
+/// enrolment row for a code of their own and registered their authenticator as that
+/// operator, with a genuine `passkey.registered` record and `audit verify` passing. An
+/// enrolment row is sealed with the audit key, which the database never holds: a planted row,
+/// one moved to another operator or given a later expiry, is no code at all.
+#[test]
+fn a_planted_or_edited_enrolment_row_starts_no_registration() {
+    use assent_store::params;
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        let (planted, moved) = ("9".repeat(64), "8".repeat(64));
+        c.execute(
+            "INSERT INTO passkey_enrolments (code_sha256, principal, issued_by, expires_at) VALUES (?1,?2,?3,?4)",
+            params![planted, "alice", "cli:root", 100_000i64],
+        )
+        .unwrap();
+        let reg = |id: &str| Ceremony {
+            purpose: "register".into(),
+            approval_id: None,
+            call_hash: None,
+            decision: None,
+            nonce: None,
+            ..ceremony(id, "alice")
+        };
+        assert!(!s.start_registration(&reg("p1"), &planted, 1_000).unwrap());
+        // A sealed code of bob's, moved to alice; a sealed code of alice's, its expiry moved.
+        let key = assent_store::checkpoint::read_key(dir).unwrap().unwrap();
+        let issue = assent_store::passkeys::issue_enrolment;
+        issue(c, &key, "bob", &moved, 100_000, "cli:root", 1_000).unwrap();
+        let to_alice = "UPDATE passkey_enrolments SET principal = 'alice' WHERE code_sha256 = ?1";
+        c.execute(to_alice, params![moved]).unwrap();
+        assert!(!s.start_registration(&reg("p2"), &moved, 1_000).unwrap());
+        let code = "7".repeat(64);
+        issue(c, &key, "alice", &code, 100_000, "cli:root", 1_000).unwrap();
+        let later = "UPDATE passkey_enrolments SET expires_at = 900000 WHERE code_sha256 = ?1";
+        c.execute(later, params![code]).unwrap();
+        assert!(!s.start_registration(&reg("p3"), &code, 1_000).unwrap());
+        // As issued, it starts one.
+        let back = "UPDATE passkey_enrolments SET expires_at = 100000 WHERE code_sha256 = ?1";
+        c.execute(back, params![code]).unwrap();
+        assert!(s.start_registration(&reg("p4"), &code, 1_000).unwrap());
     });
 }

@@ -1,8 +1,10 @@
 //! `assent passkeys enrol NAME`: issues a one-time passkey enrolment code for an operator
 //! (issue 14 §4), written to the gateway's database (SQLite in the data directory, or the
 //! PostgreSQL database of `--config FILE`). The code is printed once and stored only by its
-//! SHA-256; the dashboard's Passkeys page takes it, once. Whoever runs this has the database,
-//! which a stolen operator key does not give — so such a key cannot enrol its own passkey.
+//! SHA-256, its row sealed with the gateway's audit key (read from `keys_dir`); the
+//! dashboard's Passkeys page takes it, once. Whoever runs this has the database and the keys,
+//! which a stolen operator key does not give — so such a key cannot enrol its own passkey, and
+//! a database writer cannot plant a code of their own.
 
 use crate::args::PasskeysCmd;
 use anyhow::{Context, Result};
@@ -17,6 +19,15 @@ pub(crate) fn run(cmd: PasskeysCmd) -> Result<i32> {
         json: as_json,
     } = cmd;
     let db = crate::setup::database(&place)?;
+    // The row is sealed with the gateway's audit key: the gateway takes no unsealed code.
+    let keys_dir = crate::commands::audit::resolve(&place)?.keys_dir;
+    let audit_key = assent_store::checkpoint::read_key(&keys_dir)?.with_context(|| {
+        format!(
+            "no {} in {}: the code is sealed with the gateway's audit key; run this where the gateway's keys_dir is (give --config FILE), or start the gateway once to make its keys",
+            assent_store::checkpoint::KEY_FILE,
+            keys_dir.display()
+        )
+    })?;
     // Beside the data directory's lock, as a gateway: a restore under way finishes first.
     let conn = assent_store::AdminConnection::open(&db)
         .with_context(|| format!("cannot open the {db:?} database"))?;
@@ -29,7 +40,15 @@ pub(crate) fn run(cmd: PasskeysCmd) -> Result<i32> {
     let expires_at = now + (hours as i64) * 3_600_000;
     let digest = assent_core::canonical::sha256_hex(code.as_bytes());
     let by = format!("cli:{}", whoami());
-    assent_store::passkeys::issue_enrolment(conn.conn(), &name, &digest, expires_at, &by, now)?;
+    assent_store::passkeys::issue_enrolment(
+        conn.conn(),
+        &audit_key,
+        &name,
+        &digest,
+        expires_at,
+        &by,
+        now,
+    )?;
     if as_json {
         println!(
             "{}",

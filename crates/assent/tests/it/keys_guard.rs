@@ -330,6 +330,21 @@ fn audit_key_never_makes_a_key_over_a_database_whose_key_was_lost() {
     let err = start_refused(serve_cmd(&cfg), &[]);
     assert!(err.contains("audit key is missing"), "{err}");
     assert!(!key.exists(), "audit key made");
+    // An enrolment code is sealed with the audit key (the gateway takes no unsealed code):
+    // without it, none is issued, and none is made.
+    let out = run(&[
+        "passkeys",
+        "enrol",
+        "alice",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("no audit.key in") && out.stdout.is_empty(),
+        "{err}"
+    );
+    assert!(!key.exists(), "audit key made");
     // Nor in a directory with no database: nothing is made, the directory neither.
     let fresh = dir.path().join("fresh");
     let out = run(&["audit", "key", "--data-dir", fresh.to_str().unwrap()]);
