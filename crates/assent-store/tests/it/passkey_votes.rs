@@ -280,5 +280,11 @@ fn removing_a_passkey_voids_the_unredeemed_tokens_it_approved() {
         assert!(matches!(redeem(s, &alone), Err(RedeemError::Used)));
         assert!(redeem(s, &other).is_ok(), "approved with the spare passkey");
         assert!(redeem(s, &carol_too).is_ok(), "alice did not vote on it");
+        // A vote its quorum needed: the quorum of two is not met without bob's.
+        let needed = quorum_of_two(s, 6);
+        vote(s, &needed, "bob", (&bob, "bob-key"));
+        vote(s, &needed, "carol", (&carol, "carol-key"));
+        assert!(s.remove_passkey("bob", "bob-key", 3_000).unwrap());
+        assert!(matches!(redeem(s, &needed), Err(RedeemError::Used)));
     });
 }
