@@ -63,9 +63,9 @@ def enrol(tmp_path):
     return json.loads(r.stdout)["code"]
 
 
-def verify(receipt, data_dir):
-    return subprocess.run([ASSENT, "receipt", "verify", str(receipt), "--data-dir", str(data_dir)],
-                          capture_output=True, text=True, timeout=60)
+def verify(receipt, data_dir, *extra):
+    return subprocess.run([ASSENT, "receipt", "verify", str(receipt), "--data-dir", str(data_dir),
+                           *extra], capture_output=True, text=True, timeout=60)
 
 
 def test_passkey_signed_approval_in_a_real_browser(tmp_path):
@@ -95,6 +95,12 @@ def test_passkey_signed_approval_in_a_real_browser(tmp_path):
     shown = (f"passkey: alice signed with credential {proof['credential_id']} "
              f"(EC P-256 x={proof['public_key']['x']} y={proof['public_key']['y']})")
     assert shown in ok.stdout, ok.stdout
+    # The browser's assertion names the dashboard's origin; --origin holds it there.
+    assert f"for localhost at {url};" in ok.stdout, ok.stdout
+    assert verify(receipt, data, "--origin", url).returncode == 0
+    elsewhere = verify(receipt, data, "--origin", "https://localhost")
+    assert elsewhere.returncode == 1, elsewhere.stdout
+    assert "made at another origin" in elsewhere.stdout, elsewhere.stdout
     # A byte of the call changed: the gateway's signature and call_hash no longer hold.
     edited = json.loads(json.dumps(original))
     edited["call"]["arguments"]["amount"] = 250001

@@ -95,7 +95,8 @@ fn b64(s: &str, what: &'static str) -> Result<Vec<u8>, PasskeyError> {
 
 /// Checks `p` as the proof of `decision` on approval `approval_id` of the call `call_hash`:
 /// the client data is a `webauthn.get` whose challenge is [`vote_challenge`] of these values
-/// and `p.nonce`; the authenticator data's RP id hash is SHA-256 of `p.rp_id`, with the
+/// and `p.nonce`, made at an origin of `p.rp_id`'s domain and not in a cross-origin frame
+/// ([`check_origin`]); the authenticator data's RP id hash is SHA-256 of `p.rp_id`, with the
 /// user-present and user-verified flags; and the signature over `authenticatorData ||
 /// SHA-256(clientDataJSON)` verifies with `p.public_key` (ES256).
 pub fn check(
@@ -129,9 +130,48 @@ pub fn check(
             "the user was not present and verified",
         ));
     }
+    check_origin(&cd, &p.rp_id)?;
     let mut signed = auth.clone();
     signed.extend_from_slice(&Sha256::digest(&client));
     verify(&p.public_key, &signed, &sig)
+}
+
+/// Checks the client data `cd`'s `origin` as WebAuthn Level 3 §7.2 step 9 lets a browser make
+/// it for `rp_id`: an `https` origin whose host is `rp_id` or a subdomain of it (or `http` on
+/// `localhost`), and no `crossOrigin: true` (§7.2 step 10: an assertion made in a frame of
+/// another site). Found by review: the offline check read only `type` and `challenge`, so an
+/// assertion made anywhere verified; which origin of the domain it was is for the verifier to
+/// compare ([`PasskeyProof::origin`], `assent receipt verify --origin`).
+fn check_origin(cd: &serde_json::Value, rp_id: &str) -> Result<(), PasskeyError> {
+    if cd.get("crossOrigin").and_then(|c| c.as_bool()) == Some(true) {
+        return Err(PasskeyError::Binding("made in a cross-origin frame"));
+    }
+    let origin = cd.get("origin").and_then(|o| o.as_str()).unwrap_or("");
+    let url = url::Url::parse(origin).map_err(|_| PasskeyError::Malformed("origin"))?;
+    let host = match url.host() {
+        Some(url::Host::Domain(h)) => h.to_ascii_lowercase(),
+        _ => return Err(PasskeyError::Binding("the origin has no domain name")),
+    };
+    let rp = rp_id.to_ascii_lowercase();
+    let on_domain = host == rp || host.ends_with(&format!(".{rp}"));
+    let secure = url.scheme() == "https" || (url.scheme() == "http" && host == "localhost");
+    if !on_domain || !secure {
+        return Err(PasskeyError::Binding(
+            "the origin is not a secure origin of the relying party's domain",
+        ));
+    }
+    Ok(())
+}
+
+impl PasskeyProof {
+    /// The origin its assertion was made at (`clientDataJSON`'s `origin`), `None` when the
+    /// client data does not read. [`check`] holds it to the relying party's domain; a verifier
+    /// compares it with the dashboard's own origin.
+    pub fn origin(&self) -> Option<String> {
+        let client = B64.decode(&self.client_data_json).ok()?;
+        let cd: serde_json::Value = serde_json::from_slice(&client).ok()?;
+        cd.get("origin")?.as_str().map(str::to_string)
+    }
 }
 
 /// Verifies `sig` over `msg` with `key` (ES256, a DER signature: the only algorithm passkeys
@@ -165,12 +205,15 @@ mod tests {
 
     /// A proof made the way an authenticator makes one, with a P-256 key.
     fn proof(decision: &str, flags: u8) -> (PasskeyProof, p256::ecdsa::SigningKey) {
+        made_at(decision, flags, r#""origin":"https://x.test""#)
+    }
+
+    /// [`proof`] whose client data ends with `origin` (its `origin` and `crossOrigin` members).
+    fn made_at(decision: &str, flags: u8, origin: &str) -> (PasskeyProof, p256::ecdsa::SigningKey) {
         let sk = p256::ecdsa::SigningKey::from_slice(&[7u8; 32]).unwrap();
         let point = sk.verifying_key().to_encoded_point(false);
         let challenge = B64.encode(vote_challenge("a1", "h1", decision, "n1"));
-        let client = format!(
-            r#"{{"type":"webauthn.get","challenge":"{challenge}","origin":"https://x.test"}}"#
-        );
+        let client = format!(r#"{{"type":"webauthn.get","challenge":"{challenge}",{origin}}}"#);
         let mut auth = Sha256::digest(b"x.test").to_vec();
         auth.push(flags);
         auth.extend_from_slice(&[0, 0, 0, 1]);
@@ -240,5 +283,38 @@ mod tests {
             check(&p, "a1", "h1", "approve"),
             Err(PasskeyError::Malformed(_))
         ));
+    }
+
+    /// Attack (found by review): an assertion for this vote's challenge made at another site
+    /// (an XSS on a sibling of a parent-domain RP id is stopped by the browser; one on any
+    /// other site, or in a cross-origin frame, by the check) verified offline, the origin
+    /// never read.
+    #[test]
+    fn an_assertion_made_off_the_relying_partys_domain_or_in_a_frame_fails() {
+        let ok = [
+            r#""origin":"https://x.test""#,
+            r#""origin":"https://dash.X.test:8443""#,
+            r#""origin":"https://x.test","crossOrigin":false"#,
+        ];
+        for o in ok {
+            let (p, _) = made_at("approve", 0x05, o);
+            assert_eq!(check(&p, "a1", "h1", "approve"), Ok(()), "{o}");
+        }
+        let (p, _) = made_at("approve", 0x05, r#""origin":"https://dash.x.test""#);
+        assert_eq!(p.origin().as_deref(), Some("https://dash.x.test"));
+        let refused = [
+            r#""origin":"https://evil.test""#,
+            r#""origin":"https://evilx.test""#,
+            r#""origin":"https://x.test.evil.test""#,
+            r#""origin":"http://x.test""#,
+            r#""origin":"https://x.test","crossOrigin":true"#,
+            r#""origin":"https://127.0.0.1""#,
+            r#""origin":7"#,
+            r#""topOrigin":"https://x.test""#,
+        ];
+        for o in refused {
+            let (p, _) = made_at("approve", 0x05, o);
+            assert!(check(&p, "a1", "h1", "approve").is_err(), "{o}");
+        }
     }
 }

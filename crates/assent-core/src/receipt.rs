@@ -208,7 +208,8 @@ impl Receipt {
     }
 
     /// Checks every passkey assertion offline ([`crate::passkey::check`]): each must sign an
-    /// approval of this approval id and `call_hash`, by its credential's key; and when the
+    /// approval of this approval id and `call_hash`, by its credential's key, at an origin of
+    /// its relying party's domain; no credential may sign for two voters; and when the
     /// approval needed a passkey, every approving vote and decision must carry one.
     pub fn check_passkeys(&self) -> Result<(), ReceiptError> {
         let votes = self
@@ -219,10 +220,26 @@ impl Receipt {
             .decisions
             .iter()
             .map(|d| (&d.by, d.decision == Settlement::Approve, &d.passkey));
+        let mut signers: std::collections::HashMap<&str, &str> = Default::default();
         for (by, approves, proof) in votes.chain(decisions) {
             match proof {
-                Some(p) => crate::passkey::check(p, &self.approval_id, &self.call_hash, "approve")
-                    .map_err(|e| ReceiptError::Passkey(by.clone(), e))?,
+                Some(p) => {
+                    crate::passkey::check(p, &self.approval_id, &self.call_hash, "approve")
+                        .map_err(|e| ReceiptError::Passkey(by.clone(), e))?;
+                    // The challenge does not name the voter: one authenticator's assertions
+                    // shown under two names would count one person twice (found by review).
+                    if signers
+                        .insert(&p.credential_id, by)
+                        .is_some_and(|o| o != by)
+                    {
+                        return Err(ReceiptError::Passkey(
+                            by.clone(),
+                            crate::passkey::PasskeyError::Binding(
+                                "its credential signed for another voter too",
+                            ),
+                        ));
+                    }
+                }
                 None if approves && self.require_passkey => {
                     return Err(ReceiptError::Passkey(
                         by.clone(),
@@ -232,6 +249,28 @@ impl Receipt {
                     ));
                 }
                 None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every passkey assertion in the receipt was made at `origin` (compared as
+    /// origins: scheme, host and port, `https://a.example` and `https://A.example:443` alike):
+    /// the dashboard's own, which the verifier knows (`assent receipt verify --origin`).
+    /// Errors: [`ReceiptError::Passkey`] naming the signer whose assertion was made elsewhere,
+    /// or whose client data names no origin.
+    pub fn check_origin(&self, origin: &url::Url) -> Result<(), ReceiptError> {
+        let want = origin.origin();
+        let votes = self.votes.iter().map(|v| (&v.by, &v.passkey));
+        let decisions = self.decisions.iter().map(|d| (&d.by, &d.passkey));
+        for (by, proof) in votes.chain(decisions) {
+            let Some(p) = proof else { continue };
+            let made = p.origin().and_then(|o| url::Url::parse(&o).ok());
+            if made.map(|u| u.origin()) != Some(want.clone()) {
+                return Err(ReceiptError::Passkey(
+                    by.clone(),
+                    crate::passkey::PasskeyError::Binding("made at another origin"),
+                ));
             }
         }
         Ok(())

@@ -473,9 +473,8 @@ pub(crate) enum ReceiptCmd {
         #[command(flatten)]
         remote: Remote,
     },
-    /// Verify a receipt FILE offline: its call against its canonical form and call_hash, and
-    /// its signature under the audit public key (--public-key, or the audit key of the data
-    /// directory).
+    /// Verify a receipt FILE offline: its call against its canonical form and call_hash, its
+    /// signature under the audit public key (--public-key, or the data directory's) and passkeys.
     #[command(
         after_help = "Exit codes: 0 verified; 1 the receipt does not verify (edited call, vote or signature); 2 usage or I/O error (unreadable file, not a receipt, no public key)."
     )]
@@ -486,6 +485,9 @@ pub(crate) enum ReceiptCmd {
         /// The audit public key (64 hex characters, from `assent audit key`).
         #[arg(long = "public-key")]
         public_key: Option<String>,
+        /// The dashboard's origin (`passkeys.origin`): every passkey assertion was made there.
+        #[arg(long, value_name = "URL")]
+        origin: Option<url::Url>,
         #[command(flatten)]
         place: DataPlace,
     },

@@ -5,7 +5,7 @@
 use crate::args::{DataPlace, ReceiptCmd};
 use crate::commands::audit::{audit_public_key, resolve};
 use crate::remote::{connect, print_json};
-use crate::render::one_line;
+use crate::render::{one_line, shown};
 use anyhow::{Context, Result};
 use assent_api::approvals::Receipt;
 use ed25519_dalek::VerifyingKey;
@@ -20,16 +20,23 @@ pub(crate) async fn run(cmd: ReceiptCmd) -> Result<i32> {
         ReceiptCmd::Verify {
             file,
             public_key,
+            origin,
             place,
-        } => verify(&file, public_key.as_deref(), &place),
+        } => verify(&file, public_key.as_deref(), origin.as_ref(), &place),
     }
 }
 
 /// Verifies receipt `file` under `public_key` (64 hex) or the audit key of `place`'s keys
-/// directory: prints `verified: approval ID (STATUS), call_hash H` and exits 0, or the
-/// problem and exits 1. An unreadable file, a file that is not a receipt, or no key is an
-/// error (exit 2).
-fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -> Result<i32> {
+/// directory, and with `origin` that each passkey assertion was made there
+/// ([`assent_core::receipt::Receipt::check_origin`]): prints `verified: approval ID (STATUS),
+/// call_hash H` and exits 0, or the problem and exits 1. An unreadable file, a file that is
+/// not a receipt, or no key is an error (exit 2).
+fn verify(
+    file: &std::path::Path,
+    public_key: Option<&str>,
+    origin: Option<&url::Url>,
+    place: &DataPlace,
+) -> Result<i32> {
     let (receipt, key) = match read(file, public_key, place) {
         Ok(r) => r,
         Err(e) => {
@@ -37,7 +44,11 @@ fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -
             return Ok(2);
         }
     };
-    match Receipt::check_text(&receipt, &key) {
+    let checked = Receipt::check_text(&receipt, &key).and_then(|r| match origin {
+        Some(o) => r.check_origin(o).map(|()| r),
+        None => Ok(r),
+    });
+    match checked {
         Ok(receipt) => {
             println!(
                 "verified: approval {} ({}), call_hash {}",
@@ -51,7 +62,7 @@ fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -
                     "approved with edits: the operator approved another call, call_hash {edited} (the receipt holds the proposed call, not the edited one)"
                 );
             }
-            print_passkeys(&receipt);
+            print_passkeys(&receipt, origin.is_some());
             Ok(0)
         }
         Err(e) => {
@@ -61,26 +72,37 @@ fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -
     }
 }
 
-/// Prints, for each passkey-signed vote or decision, who signed with which credential and key.
+/// Prints, for each passkey-signed vote or decision, who signed with which credential and key,
+/// for which relying party and at which origin (found by review: neither was shown).
 /// The receipt proves that key signed this approval of this call; that the key was that
 /// operator's is the `passkey.registered` audit record with the same credential id and key
 /// (found by review: a holder of the audit signing key can put a fresh key in a receipt, so
-/// the verifier is shown what to compare, not told the vote is the operator's).
-fn print_passkeys(r: &assent_core::receipt::Receipt) {
+/// the verifier is shown what to compare, not told the vote is the operator's). Without
+/// `origin_checked` (`--origin`), the origin is the verifier's to compare with the dashboard's.
+fn print_passkeys(r: &assent_core::receipt::Receipt, origin_checked: bool) {
     let votes = r.votes.iter().map(|v| (&v.by, &v.passkey));
     let decisions = r.decisions.iter().map(|d| (&d.by, &d.passkey));
+    let mut any = false;
     for (by, proof) in votes.chain(decisions) {
         let Some(p) = proof else { continue };
+        any = true;
         let k = &p.public_key;
         println!(
-            "passkey: {by} signed with credential {} ({} {} x={}{}); compare with its passkey.registered audit record",
-            p.credential_id,
-            k.kty,
-            k.crv,
-            k.x,
+            "passkey: {by} signed with credential {} ({} {} x={}{}) for {} at {}; compare with its passkey.registered audit record",
+            shown(&p.credential_id),
+            shown(&k.kty),
+            shown(&k.crv),
+            shown(&k.x),
             k.y.as_deref()
-                .map(|y| format!(" y={y}"))
-                .unwrap_or_default()
+                .map(|y| format!(" y={}", shown(y)))
+                .unwrap_or_default(),
+            shown(&p.rp_id),
+            shown(&p.origin().unwrap_or_default()),
+        );
+    }
+    if any && !origin_checked {
+        println!(
+            "note: the origins were not compared with the dashboard's (give --origin URL to check them)"
         );
     }
 }

@@ -118,3 +118,122 @@ fn a_receipt_of_an_edited_approval_says_so() {
         "{out}"
     );
 }
+
+/// An assertion of `r`'s approval by a P-256 authenticator for relying party `rp_id`, its
+/// client data ending with `origin` (members `origin`, `crossOrigin`), as a browser makes one.
+fn assertion(
+    r: &assent_core::receipt::Receipt,
+    rp_id: &str,
+    origin: &str,
+) -> assent_core::passkey::PasskeyProof {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    use p256::ecdsa::signature::Signer;
+    use sha2::{Digest, Sha256};
+    let sk = p256::ecdsa::SigningKey::from_slice(&[5u8; 32]).unwrap();
+    let point = sk.verifying_key().to_encoded_point(false);
+    let challenge =
+        assent_core::passkey::vote_challenge(&r.approval_id, &r.call_hash, "approve", "n1");
+    let client = format!(
+        r#"{{"type":"webauthn.get","challenge":"{}",{origin}}}"#,
+        B64.encode(challenge)
+    );
+    let mut auth = Sha256::digest(rp_id.as_bytes()).to_vec();
+    auth.extend_from_slice(&[0x05, 0, 0, 0, 1]);
+    let mut signed = auth.clone();
+    signed.extend_from_slice(&Sha256::digest(client.as_bytes()));
+    let sig: p256::ecdsa::Signature = sk.sign(&signed);
+    assent_core::passkey::PasskeyProof {
+        credential_id: "cred-1".into(),
+        public_key: assent_core::passkey::PublicJwk {
+            kty: "EC".into(),
+            crv: "P-256".into(),
+            x: B64.encode(point.x().unwrap()),
+            y: Some(B64.encode(point.y().unwrap())),
+        },
+        rp_id: rp_id.into(),
+        nonce: "n1".into(),
+        authenticator_data: B64.encode(&auth),
+        client_data_json: B64.encode(client.as_bytes()),
+        signature: B64.encode(sig.to_der().as_bytes()),
+    }
+}
+
+/// Attack (found by review): the offline check of a receipt's passkey assertions read only the
+/// client data's `type` and `challenge`, and `assent receipt verify` printed neither the
+/// relying party nor the origin. A holder of the audit key who got an operator's authenticator
+/// to sign the challenge on another site (or in a cross-origin frame), or who showed one
+/// authenticator's assertion under two voters' names, had a receipt that verified. Now an
+/// assertion made off the relying party's domain or in a frame, or one credential under two
+/// names, does not verify; the origin is printed, and `--origin` holds each to the dashboard's.
+#[test]
+fn a_passkey_assertion_made_elsewhere_or_shown_under_two_names_does_not_verify() {
+    let Served {
+        dir, data, server, ..
+    } = served("");
+    let id = approved(&server.url, 5000);
+    let text = ok(&cli(&server.url, &["receipt", "get", &id]));
+    let fetched: assent_core::receipt::Receipt = serde_json::from_str(&text).unwrap();
+    let signer = assent_store::checkpoint::read_key(&data).unwrap().unwrap();
+    let file = dir.path().join("receipt.json");
+    let d = data.to_str().unwrap();
+    let verify = |edit: &dyn Fn(&mut assent_core::receipt::Receipt), extra: &[&str]| {
+        let mut r = fetched.clone();
+        edit(&mut r);
+        let r = r.signed(&signer);
+        std::fs::write(&file, serde_json::to_string(&r).unwrap()).unwrap();
+        let mut args = vec!["receipt", "verify", file.to_str().unwrap(), "--data-dir", d];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let at = |origin: &'static str| {
+        move |r: &mut assent_core::receipt::Receipt| {
+            r.decisions[0].passkey = Some(assertion(r, "assent.example", origin));
+        }
+    };
+    let (code, out) = verify(&at(r#""origin":"https://assent.example""#), &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("for assent.example at https://assent.example;")
+            && out.contains("give --origin URL"),
+        "{out}"
+    );
+    let here = ["--origin", "https://assent.example"];
+    let (code, out) = verify(&at(r#""origin":"https://assent.example""#), &here);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("give --origin"), "{out}");
+    // Made at another origin of the domain: verified, but not where the dashboard is.
+    let (code, out) = verify(&at(r#""origin":"https://wiki.assent.example""#), &here);
+    assert!(
+        code == Some(1) && out.contains("made at another origin"),
+        "{out}"
+    );
+    for elsewhere in [
+        r#""origin":"https://evil.example""#,
+        r#""origin":"https://assent.example","crossOrigin":true"#,
+        r#""origin":"http://assent.example""#,
+    ] {
+        let (code, out) = verify(&at(elsewhere), &[]);
+        assert!(
+            code == Some(1) && out.contains("NOT VERIFIED"),
+            "{elsewhere}: {out}"
+        );
+    }
+    // One authenticator shown as two voters' consent.
+    let twice = |r: &mut assent_core::receipt::Receipt| {
+        at(r#""origin":"https://assent.example""#)(r);
+        let mut again = r.decisions[0].clone();
+        again.by = "mallory".into();
+        r.decisions.push(again);
+    };
+    let (code, out) = verify(&twice, &[]);
+    assert!(
+        code == Some(1) && out.contains("another voter too"),
+        "{out}"
+    );
+    crate::stop(server);
+}
