@@ -11,14 +11,15 @@ use serde_json::{Value, json};
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// The span of one `tools/call` of `tool`, the child of `_meta.traceparent` of the request's
-/// `params` when that is a valid one (else of the current span).
+/// The span of one `tools/call` of `tool` (as the client named it: [`span_tool`] of it), the
+/// child of `_meta.traceparent` of the request's `params` when that is a valid one (else of
+/// the current span).
 pub fn call_span(tool: &str, params: &Value) -> tracing::Span {
     let span = tracing::info_span!(
         "assent.mcp.call",
         otel.name = "assent.mcp.call",
         otel.kind = "server",
-        assent.tool = tool,
+        assent.tool = span_tool(tool).as_str(),
         assent.approval_id = Empty,
     );
     if let Some(tp) = params["_meta"]["traceparent"]
@@ -59,5 +60,29 @@ pub fn stamp(params: &mut Value, span: &tracing::Span) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// The most characters of a client's tool name a span carries (the gateway refuses a name over
+/// 256 bytes anyway).
+const MAX_SPAN_TOOL_CHARS: usize = 256;
+
+/// `tool` as a span attribute: one plain line of at most [`MAX_SPAN_TOOL_CHARS`] characters.
+/// Found by review: the call span took the client's tool name before any check, so a name of
+/// up to 16 MiB (the longest line a client may send) with newlines rode on every log line in
+/// the call and on each exported span.
+fn span_tool(tool: &str) -> String {
+    assent_core::template::plain_line(tool, MAX_SPAN_TOOL_CHARS, "…")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_spans_tool_name_is_one_short_plain_line() {
+        assert_eq!(super::span_tool("pay"), "pay");
+        let forged = format!("pay\n2026 INFO forged\u{1b}[2J{}", "x".repeat(1 << 20));
+        let t = super::span_tool(&forged);
+        assert!(t.chars().count() <= 257 && t.ends_with('…'), "{}", t.len());
+        assert!(!t.contains('\n') && !t.contains('\u{1b}'), "{t}");
     }
 }

@@ -375,9 +375,19 @@ async fn register_again(st: &AppState, digest: &str) -> Option<String> {
             serve(st, digest, None);
             None
         }
-        Err(e) => Some(e),
+        // The reason is answered to callers without a key (`/readyz`, every `503`): the
+        // database's own error text (which can name its host) goes to the log only. Found by
+        // review: it was published as the reason.
+        Err(e) => {
+            tracing::warn!(error = %e, "the configuration could not be registered again");
+            Some(REREGISTER_FAILED.to_string())
+        }
     }
 }
+
+/// Why a replica is superseded when its configuration, unknown to the database, could not be
+/// registered again ([`register_again`]; the log says why).
+const REREGISTER_FAILED: &str = "this replica's configuration is no longer recorded in the database and could not be recorded again (the replica's log says why): reload it (POST /v1/reload) or restart it";
 
 /// Whether `path` is served while superseded: the health checks, metrics, the keys and
 /// `POST /v1/reload` (the way to load the newest configuration).

@@ -381,16 +381,26 @@ pub(super) fn tool_json(t: &Tool) -> serde_json::Value {
 /// upstream answered with; of any other failure only that the connection failed, the whole
 /// error going to the gateway's log. Found by review: the transport's text (rmcp wrapping
 /// reqwest) names the upstream's URL with its path and query, where hosted MCP servers often
-/// carry their credential, and agents were shown it.
+/// carry their credential, and agents were shown it. The upstream's message is made one plain
+/// line of at most [`MAX_TOLD_CHARS`] characters (controls, newlines and bidirectional marks as
+/// spaces): it is logged (`tools/list failed: …`) and relayed. Found by review: a hostile
+/// upstream's error message of `\n` and a fake log line (and terminal escapes, up to 16 MiB)
+/// was written raw into the gateway's log on every `tools/list`.
 pub(super) fn told(e: &rmcp::ServiceError) -> String {
+    let plain = |t: &str| assent_core::template::plain_line(t, MAX_TOLD_CHARS, "… (cut)");
     match e {
-        rmcp::ServiceError::McpError(d) => format!("the upstream answered: {}", d.message),
+        rmcp::ServiceError::McpError(d) => {
+            format!("the upstream answered: {}", plain(&d.message))
+        }
         _ => {
-            tracing::warn!(error = %e, "an MCP upstream request failed");
+            tracing::warn!(error = %plain(&e.to_string()), "an MCP upstream request failed");
             "the connection to the upstream failed (the gateway's log says why)".into()
         }
     }
 }
+
+/// The most characters of an upstream's error message [`told`] keeps.
+const MAX_TOLD_CHARS: usize = 1_000;
 
 use crate::kit::{LIST_TIMEOUT, MAX_LIST_BYTES, MAX_PAGES, MAX_TOOLS, json_weight, too_many_bytes};
 

@@ -242,3 +242,56 @@ fn an_upstream_listing_more_than_32_mib_of_tools_is_left_out() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// A hub upstream whose `tools/list` answers an error whose message forges a log line: a
+/// newline, a line shaped like the gateway's own, a terminal escape, and 64 KiB of padding.
+fn forging_lists() -> String {
+    let fail = r#"        m="down\n2026-12-06T00:00:00.000000Z  INFO assent_server::decide: forged approval decided by alice\x1b[2J"+"x"*65536
+        print(json.dumps({"jsonrpc":"2.0","id":i,"error":{"code":-32603,"message":m}}), flush=True)
+        continue"#;
+    py_upstream(fail, &py_text("hello"))
+}
+
+/// Attack (found by review): a hostile upstream's error message was logged raw by the hub at
+/// every client `tools/list` (`upstream tools/list failed`), so its newline started a line of
+/// the attacker's own in the gateway's log, shaped like a real one, with terminal escapes and
+/// as long as the upstream liked. Now the message is one plain line of at most 1,000
+/// characters.
+#[test]
+fn an_upstreams_error_message_cannot_forge_lines_in_the_gateways_log() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let port = crate::free_port();
+    let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: forger\n      allowed_tools: [hello]\n";
+    let command = serde_json::to_string(&["python3", "-c", &forging_lists()]).unwrap();
+    let upstreams = format!("mcp_upstreams:\n  forger: {{command: {command}}}\n");
+    let cfg = crate::write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
+    let log_path = dir.path().join("serve.log");
+    let mut child = crate::serve_cmd(&cfg)
+        .env("TEST_ALICE_KEY", crate::OP_KEY)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    crate::wait_healthy(&url, Duration::from_secs(20), Duration::from_millis(50));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = hub_client(&url, KEY).await;
+        let list = client.peer().list_tools(None).await.unwrap();
+        assert!(list.tools.is_empty(), "{list:?}");
+        client.cancel().await.unwrap();
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("upstream tools/list failed"), "{log}");
+    assert!(!log.contains('\u{1b}'), "a terminal escape reached the log");
+    for line in log.lines() {
+        assert!(
+            !line.starts_with("2026-12-06T00:00:00.000000Z"),
+            "forged: {line}"
+        );
+        assert!(line.len() < 4_000, "a line of {} bytes", line.len());
+    }
+}

@@ -316,3 +316,35 @@ fn a_replica_whose_clock_differs_from_the_databases_is_not_ready() {
     crate::stop(fast);
     crate::stop(a);
 }
+
+/// Attack (found by review): when a replica's configuration was no longer recorded (the
+/// generations table emptied, or a restore) and recording it again failed, the database's
+/// own error text became the reason it was superseded — published by `/readyz` and every `503
+/// CONFIG_SUPERSEDED` to callers with no key, though those answers name no host. Here the
+/// database refuses the new row with a message naming an internal host: the reason is a fixed
+/// sentence, and the log has the text.
+#[test]
+fn a_failure_to_record_the_configuration_again_names_no_database_detail() {
+    let Some((schema, _dir, _cfg, [a, b])) = replicas("") else {
+        return;
+    };
+    crate::stop(b);
+    let mut c = schema.client();
+    c.batch_execute(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'could not reach db-7.internal.example:5432'; END $$; \
+         CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON config_generations FOR EACH ROW EXECUTE FUNCTION refuse(); \
+         ALTER TABLE config_generations DISABLE TRIGGER refuse; DELETE FROM config_generations; \
+         ALTER TABLE config_generations ENABLE TRIGGER refuse;",
+    )
+    .unwrap();
+    let body = wait_ready_as(&a.url, Some("config_superseded"));
+    assert!(!body.to_string().contains("internal.example"), "{body}");
+    let r = reqwest::blocking::get(format!("{}/v1/approvals", a.url)).unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    let text = r.text().unwrap();
+    assert!(
+        text.contains("CONFIG_SUPERSEDED") && !text.contains("internal.example"),
+        "{text}"
+    );
+    crate::stop(a);
+}
