@@ -357,7 +357,10 @@ pub fn backup_checked(
         checkpoint_file: None,
         ..Default::default()
     };
-    let rep = integrity::verify_offline(&staging.dir, &opts)?;
+    // With `keys_dir`'s audit key, so the seals are checked too (found by review: the
+    // staging directory holds no key, so an edited settlement or plan restored unnoticed).
+    let copy = crate::db::Database::Sqlite { path: staging.db() };
+    let rep = integrity::verify_database(&copy, keys_dir, &opts)?;
     if let Some(e) = unverified("the copy", &rep) {
         return Err(e);
     }

@@ -214,9 +214,32 @@ pub(super) fn verify_staged(
             (head, newest),
         )?);
     }
+    if !other && !force {
+        seals_hold(staging, keys_dir, &opts, what)?;
+    }
     Ok(Vouched {
         rep,
         other_key: other,
         head_signed,
     })
+}
+
+/// The staged copy verified again with `keys_dir`'s audit key at hand, so that the seals of
+/// its settlements and plans are checked too (the staging directory holds no key). Found by
+/// review: a backup whose settled approval was edited where only its seal vouches for it (a
+/// decision's reason, the scope approved) was restored in place of the sound database without
+/// `--force`. Errors: the copy does not verify so (refused, naming the seal); those of
+/// [`integrity::verify_database`].
+fn seals_hold(
+    staging: &Staging,
+    keys_dir: &Path,
+    opts: &VerifyOptions<'_>,
+    what: &str,
+) -> Result<(), StoreError> {
+    let copy = crate::db::Database::Sqlite { path: staging.db() };
+    let rep = integrity::verify_database(&copy, keys_dir, opts)?;
+    match unverified(what, &rep) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }

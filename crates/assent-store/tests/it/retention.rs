@@ -670,3 +670,28 @@ fn the_sealing_record_is_carried_by_retention_and_holds_later_settlements_to_the
         );
     });
 }
+
+/// Attack (found by review): an export's first record given `seq` i64::MAX, its hash
+/// recomputed (that needs no key), overflowed the verifier's next expected `seq` (a panic in
+/// a debug build). It is a finding, not a panic.
+#[test]
+fn an_export_record_at_the_largest_seq_is_a_finding_not_an_overflow() {
+    crate::both_in_dirs(|db, dir| {
+        let (s, a) = archived_store(dir, db);
+        edit_line(&a.path, 0, |v| {
+            v["seq"] = i64::MAX.into();
+            let h = assent_store::audit::record_hash(
+                v["prev_hash"].as_str().unwrap(),
+                i64::MAX,
+                v["at"].as_i64().unwrap(),
+                v["kind"].as_str().unwrap(),
+                v["approval_id"].as_str(),
+                v["actor"].as_str().unwrap(),
+                v["data"].as_str().unwrap(),
+            );
+            v["hash"] = h.into();
+        });
+        let r = verify_export(&a.path, &s.audit_public_key()).unwrap();
+        assert!(r.problem.is_some(), "{r:?}");
+    });
+}

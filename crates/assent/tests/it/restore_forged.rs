@@ -49,6 +49,7 @@ fn backup(cfg: &Path, to: &Path) -> std::process::Output {
 /// --config` of it at `honest`; the directory goes when this is dropped.
 struct Backed {
     _dir: tempfile::TempDir,
+    cfg: PathBuf,
     data: PathBuf,
     honest: PathBuf,
 }
@@ -70,6 +71,7 @@ fn backed_up() -> Backed {
     ok(&out);
     Backed {
         _dir: dir,
+        cfg,
         data,
         honest,
     }
@@ -390,4 +392,40 @@ fn another_gateways_fresh_database_is_not_restored_without_force() {
     let out = restore(&data_a, &fresh, &["--force"]);
     ok(&out);
     crate::keys_guard::refused_until_its_keys_are_put_back(&data_a, &b.data, "");
+}
+
+/// Attack (found by review): a backup whose settled approval was edited where only its seal
+/// vouches for it — a decision's reason, the scope it was approved for — was verified with no
+/// audit key (the staging directory's), so its seals went unchecked and `assent restore` put
+/// it in place of the sound database without `--force`. Now the copy is checked under the
+/// gateway's keys: refused, the live database left as it was.
+#[test]
+fn a_backup_with_an_edited_settlement_is_not_restored() {
+    let b = backed_up();
+    for edit in [
+        "UPDATE decisions SET reason = 'the CFO said yes' WHERE rowid = 2;",
+        "UPDATE approvals SET scope = 'workspace' WHERE rowid = 2;",
+    ] {
+        let edited = copy_of(&b.honest, "edited.db");
+        sqlite(&edited, &[], edit);
+        let live = std::fs::read(b.data.join("assent.db")).unwrap();
+        let out = restore(&b.data, &edited, &[TOKENS]);
+        refused(&out, &["seal"]);
+        assert_eq!(
+            std::fs::read(b.data.join("assent.db")).unwrap(),
+            live,
+            "{edit}"
+        );
+    }
+    ok(&restore(&b.data, &b.honest, &[TOKENS]));
+    // Nor is such a database backed up as verified.
+    sqlite(
+        &b.data.join("assent.db"),
+        &[],
+        "UPDATE decisions SET reason = 'x' WHERE rowid = 2;",
+    );
+    refused(
+        &backup(&b.cfg, &b.data.with_file_name("again.db")),
+        &["seal"],
+    );
 }
