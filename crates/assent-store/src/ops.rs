@@ -609,7 +609,7 @@ pub fn restore(
     (force, outstanding_tokens): (bool, bool),
     checkpoint_file: Option<&Path>,
 ) -> Result<Copied, StoreError> {
-    if !input.is_file() {
+    if std::fs::metadata(input).is_err() {
         return Err(refuse(format!("{}: no such file", input.display())));
     }
     create_private_dir(data_dir).map_err(io(data_dir))?;
@@ -618,10 +618,12 @@ pub fn restore(
     let _exclusive = crate::kit::DataDirLock::exclusive(data_dir)?;
     let what = input.display().to_string();
     let (staging, dir, beside) = place::restore_staging(data_dir)?;
-    let src = Connection::open_with_flags(input, OpenFlags::SQLITE_OPEN_READ_ONLY)
+    let private = place::take_input(input, &staging)?;
+    let src = Connection::open_with_flags(&private, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| not_a_db(e, &what))?;
     let version = copy_db(&src, &staging.db(), &what)?;
     drop(src);
+    place::drop_input(&private);
     check_assent_db(&staging.db(), version, &what)?;
     let key = audit_public_key(keys_dir)?;
     let vouch::Vouched {

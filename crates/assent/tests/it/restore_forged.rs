@@ -429,3 +429,69 @@ fn a_backup_with_an_edited_settlement_is_not_restored() {
         &["seal"],
     );
 }
+
+/// Runs `assent restore --data-dir DATA [EXTRA…] IN`, killed (and the test failed) if it has not
+/// ended within 20 s.
+fn restore_within(data: &Path, input: &Path, extra: &[&str]) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(["restore", "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .arg(input)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("the restore of {} did not end", input.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Attack (found by review): `assent restore` let SQLite open the input by path, so root
+/// restoring a file from a directory another user may write opened that user's `-wal` beside
+/// it and created (or opened read-write, through a hard link planted at its name) its `-shm`
+/// there, and a FIFO at the input's name held the restore — and the data directory's lock —
+/// for ever. Now the input and its `-wal` are copied, as regular files read without blocking,
+/// into the private staging directory, and SQLite opens only that copy.
+#[test]
+fn a_restore_opens_nothing_beside_its_input_and_never_waits_on_a_fifo() {
+    let b = backed_up();
+    let dir = b.honest.parent().unwrap().join("incoming");
+    std::fs::create_dir(&dir).unwrap();
+    let fifo = dir.join("fifo.db");
+    ok(&Command::new("mkfifo").arg(&fifo).output().unwrap());
+    refused(
+        &restore_within(&b.data, &fifo, &[TOKENS]),
+        &["not a regular file"],
+    );
+    // The backup with a `-wal` beside it: its `-shm` a hard link to another file.
+    let input = dir.join("b.db");
+    std::fs::copy(&b.honest, &input).unwrap();
+    std::fs::write(dir.join("b.db-wal"), [0u8; 64]).unwrap();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::fs::hard_link(&victim, dir.join("b.db-shm")).unwrap();
+    ok(&restore_within(&b.data, &input, &[TOKENS]));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // Without one, none is made there.
+    std::fs::remove_file(dir.join("b.db-shm")).unwrap();
+    ok(&restore_within(&b.data, &input, &[TOKENS]));
+    let beside: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!beside.iter().any(|n| n.ends_with("-shm")), "{beside:?}");
+    // A `-wal` beside it that is not a regular file is refused.
+    std::fs::remove_file(dir.join("b.db-wal")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("b.db-wal")).unwrap();
+    refused(
+        &restore_within(&b.data, &input, &[TOKENS]),
+        &["not a regular file"],
+    );
+}
