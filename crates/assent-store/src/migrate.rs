@@ -173,6 +173,16 @@ fn version(conn: Conn<'_>) -> Result<u32, StoreError> {
         .map_err(|_| StoreError::Invalid(format!("schema version {pragma} is not a version")))
 }
 
+/// The schema version of a staged copy behind `conn` as the runner will read it ([`version`]:
+/// the higher of `user_version` and `assent_schema`), its recorded migrations checked against
+/// this build's SQL ([`check_recorded`]); `label` names it in errors. For `assent restore`:
+/// found by review, it read `user_version` alone, so a copy whose `assent_schema` claimed a
+/// newer version or an edited migration was restored, and the gateway then refused to start.
+pub(crate) fn staged_version(conn: Conn<'_>, label: &str) -> Result<u32, StoreError> {
+    check_recorded(conn, label, conn.backend())?;
+    version(conn)
+}
+
 /// Where the schema of the database behind `conn` stands (for `/readyz` and `assent migrate
 /// --check`). Writes nothing.
 pub fn schema_state(conn: Conn<'_>) -> Result<SchemaState, StoreError> {

@@ -455,7 +455,11 @@ fn take_exclusively(db: &Path) -> Result<Connection, StoreError> {
 /// Checks that the staged copy is an assent database this build can serve: its tables are
 /// there and its schema is not newer than [`SCHEMA_VERSION`].
 fn check_assent_db(staged: &Path, version: i64, what: &str) -> Result<(), StoreError> {
-    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let open = || Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY);
+    let recorded =
+        crate::migrate::staged_version(crate::db::Connection::Sqlite(open()?).conn(), what)?;
+    let version = version.max(recorded.into());
+    let conn = open()?;
     let tables: i64 = conn.query_row(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('audit', 'approvals', 'tokens')",
         [],

@@ -495,3 +495,33 @@ fn a_restore_opens_nothing_beside_its_input_and_never_waits_on_a_fifo() {
         &["not a regular file"],
     );
 }
+
+/// Attack (found by review): `assent restore` judged a copy's schema by its `user_version`
+/// alone, while the gateway's migration runner also reads `assent_schema`, its record of the
+/// migrations applied; a copy whose record claimed a newer version, or an edited migration,
+/// was restored (the sound database set aside) and the gateway then refused to start. Refused
+/// now, even forced, the live database left as it was.
+#[test]
+fn a_backup_whose_migration_record_was_edited_is_not_restored() {
+    let b = backed_up();
+    let live = std::fs::read(b.data.join("assent.db")).unwrap();
+    for (edit, says) in [
+        (
+            "INSERT INTO assent_schema (version, name, sha256, applied_at) VALUES (999, 'x', 'y', 0);",
+            "schema version 999, newer than this assent",
+        ),
+        (
+            "UPDATE assent_schema SET sha256 = 'ab' WHERE version = 1;",
+            "a released migration was edited",
+        ),
+    ] {
+        let edited = copy_of(&b.honest, "edited.db");
+        sqlite(&edited, &[], edit);
+        refused(&restore(&b.data, &edited, &[TOKENS, "--force"]), &[says]);
+        assert_eq!(
+            std::fs::read(b.data.join("assent.db")).unwrap(),
+            live,
+            "{edit}"
+        );
+    }
+}
