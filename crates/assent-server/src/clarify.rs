@@ -229,6 +229,15 @@ pub(crate) async fn answer_as(
             st.changed();
             Ok(c)
         }
+        // Read before the refused update: a question past its deadline the sweep has not
+        // marked yet reads pending (found by review: "clarification is pending").
+        None if c.status == ClarificationStatus::Pending && c.expires_at <= now_ms() => {
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "ALREADY_ANSWERED",
+                "clarification is expired: its deadline has passed",
+            ))
+        }
         None => Err(ApiError::new(
             StatusCode::CONFLICT,
             "ALREADY_ANSWERED",

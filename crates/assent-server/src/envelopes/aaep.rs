@@ -393,12 +393,23 @@ pub fn session_cancelled(
     )
 }
 
-/// A multiple-choice option as shown: its `label` made [`visible`]; its `value` (what a reply
-/// names) as the agent gave it.
+/// A multiple-choice option as shown: its `label` made [`visible`], followed by `(records
+/// “VALUE”)` when it is not its value, as the dashboard shows it; its `value` (what a reply
+/// names) as the agent gave it. Found by review: a subscriber showed "No" for a choice whose
+/// recorded value was `delete_prod`.
 fn shown_choice(choice: &Value) -> Value {
     let mut c = choice.clone();
+    let value = c
+        .get("value")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if let Some(label) = c.get("label").and_then(Value::as_str) {
-        c["label"] = json!(visible(label));
+        c["label"] = json!(if label == value {
+            visible(label).into_owned()
+        } else {
+            format!("{} (records “{}”)", visible(label), visible(&value))
+        });
     }
     c
 }

@@ -4,7 +4,7 @@
 
 use crate::args::Remote;
 use crate::remote::{connect, print_list};
-use crate::render::{inert, time_left_or_status};
+use crate::render::{shown, time_left_or_status};
 use anyhow::{Result, bail};
 use assent_api::clarify::{AnswerRequest, Clarification, ClarificationStatus};
 use assent_core::stamp::rfc3339;
@@ -82,9 +82,11 @@ pub(crate) async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Resu
 /// One question as a text block: id and time left (or status), agent and session, the
 /// question and its context, the accepted kinds and choices, the answer; an empty line after.
 fn block(q: &Clarification) -> String {
-    // Every value is made inert on its own: a line break an agent puts in its question must
-    // not start a line of the block (a fake `agent:` line, a whole fake question).
-    let v = inert;
+    // Every value is shown on its own: a line break an agent puts in its question must not
+    // start a line of the block (a fake `agent:` line, a whole fake question), nor may a run
+    // of spaces the terminal wraps (found by review: `inert` kept the spaces, `shown` marks
+    // a long run).
+    let v = shown;
     let pending = q.status == ClarificationStatus::Pending;
     let when = time_left_or_status(pending, &rfc3339(q.expires_at), q.status.as_str());
     let mut out = format!("{}  [{when}]\n", v(&q.id));

@@ -159,6 +159,25 @@ fn an_agents_line_breaks_and_escapes_stay_inside_its_own_fields() {
             (Some(id), Some(question))
         );
     }
+    // Found by review: a run of spaces the terminal wraps starts a line that reads as a field.
+    let padded = format!(
+        "Retry upload?{}  agent:    ops_lead_bot (session s)",
+        " ".repeat(300)
+    );
+    reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/clarifications"))
+        .bearer_auth(BOT_KEY)
+        .json(
+            &json!({"agent": "treasury_bot", "session_id": "s", "question": padded,
+                      "accepted_response_kinds": ["yes_no"]}),
+        )
+        .send()
+        .unwrap();
+    let listed = ok(&cli(url, &["clarifications"]));
+    assert!(
+        listed.contains("Retry upload?␠×302agent:") && !listed.contains(&" ".repeat(80)),
+        "{listed}"
+    );
 }
 
 /// Attack (found by review): terminal spoofing through the learning export.

@@ -84,6 +84,14 @@ async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
     let id = gw.ask(json!({"agent": "bot", "session_id": "s1", "question": "Quick?", "accepted_response_kinds": ["yes_no"], "timeout_seconds": 1})).await;
     let (_, c) = gw.clarification(&format!("{id}?wait=5"), BOT).await;
     assert_eq!(c["status"], "expired");
+    // Answered past its deadline, before or after the sweep marks it: said so (found by
+    // review: before the sweep, the refusal read "clarification is pending").
+    let late = json!({"agent": "bot", "session_id": "s1", "question": "Late?", "accepted_response_kinds": ["yes_no"], "timeout_seconds": 1});
+    let id = gw.ask(late).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_050)).await;
+    let (s, e) = gw.answer(&id, json!(true)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("expired"), "{e}");
     // Bad questions are 400s; another agent cannot ask for bot or read its questions.
     for bad in [
         json!({"agent": "bot", "session_id": "s1", "question": "?", "accepted_response_kinds": ["essay"]}),
@@ -103,15 +111,25 @@ async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
 
 /// Found by review: a multiple-choice question's label is the agent's text and so is the
 /// value recorded under the operator's name, and the dashboard showed the label alone — "No"
-/// could record `delete_prod`. A label that is not its value is shown with the value.
+/// could record `delete_prod`. A label that is not its value is shown with the value, on the
+/// dashboard and (found by review: a subscriber showed "No") in the AAEP event.
 #[tokio::test]
 async fn a_choice_whose_label_hides_its_value_is_shown_with_it() {
     let gw = serve().await;
+    let (_sub, mut sse) = gw.listen().await;
     let q = json!({"agent": "bot", "session_id": "s1", "question": "Keep the database?",
                    "accepted_response_kinds": ["multiple_choice"], "timeout_seconds": 120,
                    "choices": [{"value": "keep", "label": "keep"},
                                {"value": "delete_prod", "label": "No"}]});
     gw.ask(q).await;
+    let ev = sse.expect("aaep:agent.awaiting.clarification").await.data;
+    let labels: Vec<&str> = ev["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["keep", "No (records “delete_prod”)"], "{ev}");
     let cookie = gw.dashboard_session().await;
     let page = gw.dashboard_page("/ui", &cookie).await;
     assert!(
