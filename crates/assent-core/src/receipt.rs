@@ -51,6 +51,13 @@ pub struct Receipt {
     /// decision must carry a passkey proof, or the receipt does not check. Absent when not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_passkey: bool,
+    /// The scope it was approved for when wider than this call (`session`, `workspace` or a
+    /// duration such as `15m`, seed 002 "Approve with scope"): a grant then let matching calls
+    /// of the agent through without asking, until it lapsed or was revoked. Absent for a call
+    /// approved once, or not approved. Found by review: a receipt read as one call approved
+    /// while a standing grant let such calls run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
     /// Every vote cast on it, in voting order.
     pub votes: Vec<ReceiptVote>,
     /// The decision that settled it (at most one).

@@ -180,6 +180,10 @@ fn unsigned(
         risk_tier: rec.terms.risk_tier,
         quorum: rec.terms.quorum.clone(),
         require_passkey: rec.terms.require_passkey,
+        scope: rec
+            .scope
+            .filter(|s| *s != assent_core::approval::GrantScope::Once)
+            .map(|s| s.to_wire()),
         votes: rec
             .votes
             .iter()

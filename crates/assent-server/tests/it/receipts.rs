@@ -150,3 +150,48 @@ async fn a_receipt_is_refused_for_a_renamed_voter_edited_policies_or_a_deleted_v
     refused(gw.get(&path, "alice-key").await, "settlement_seal");
     gw.stop().await;
 }
+
+/// Attack (found by review): a call approved for the workspace read, in its receipt, as one
+/// call approved — the receipt named no scope — while the grant it made let every matching
+/// call of the agent through until revoked. The receipt now carries the scope, under its
+/// signature; a call approved once carries none.
+#[tokio::test]
+async fn a_receipt_says_when_the_approval_let_more_than_its_call_through() {
+    let (_dir, gw, id) = held_under("- tool: pay\n  approvers: [finance]\n").await;
+    let d = json!({"decision": "approve", "scope": "workspace", "reason": "standing"});
+    let (s, b) = gw.decide_with(&id, "alice-key", d).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, v) = gw
+        .get(&format!("/v1/approvals/{id}/receipt"), "alice-key")
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_valid(
+        &validator("docs/schemas/approval-receipt.schema.json"),
+        &v,
+        "receipt",
+    );
+    assert_eq!(v["scope"], "workspace", "{v}");
+    let key = assent_store::checkpoint::read_key(&gw.data_dir)
+        .unwrap()
+        .unwrap()
+        .verifying_key();
+    let r = Receipt::check_text(&v, &key).unwrap();
+    // Shown as once (the scope dropped or narrowed), it no longer verifies.
+    for narrowed in [Value::Null, json!("session")] {
+        let mut t = v.clone();
+        match narrowed {
+            Value::Null => t.as_object_mut().unwrap().remove("scope"),
+            n => t.as_object_mut().unwrap().insert("scope".into(), n),
+        };
+        assert!(Receipt::check_text(&t, &key).is_err(), "{t}");
+    }
+    assert_eq!(r.scope.as_deref(), Some("workspace"));
+    // Other arguments: the grant covers only its own call.
+    let once = gw.held("s1", "pay", json!({"amount": 501, "to": "acme"})).await;
+    gw.decide(&once, "alice-key", "approve").await;
+    let (_, v) = gw
+        .get(&format!("/v1/approvals/{once}/receipt"), "alice-key")
+        .await;
+    assert!(v.get("scope").is_none(), "{v}");
+    gw.stop().await;
+}

@@ -62,6 +62,12 @@ fn verify(
                     "approved with edits: the operator approved another call, call_hash {edited} (the receipt holds the proposed call, not the edited one)"
                 );
             }
+            if let Some(scope) = &receipt.scope {
+                println!(
+                    "approved for scope {}: a grant let the agent's matching calls through without asking, until it lapsed or was revoked",
+                    shown(scope)
+                );
+            }
             print_passkeys(&receipt, origin.is_some());
             Ok(0)
         }
