@@ -421,6 +421,26 @@ impl AdminConnection {
         })
     }
 
+    /// [`AdminConnection::open`] for a check that writes nothing: the SQLite file opened
+    /// read-only ([`open_read_only`]: no link followed, nothing created, its journal mode left
+    /// alone), beside the data directory's shared lock (a restore under way finishes first).
+    /// Found by review: `assent audit verify-export --data-dir` opened the database read-write
+    /// without the lock, setting WAL mode on a restored file and able to run during a restore.
+    /// Errors: those of [`AdminConnection::open`] and [`open_read_only`].
+    pub fn open_read_only(database: &Database) -> Result<AdminConnection, StoreError> {
+        match database {
+            Database::Sqlite { path } => {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                let lock = crate::kit::DataDirLock::shared(dir)?;
+                Ok(AdminConnection {
+                    conn: crate::db::Connection::Sqlite(open_read_only(dir)?),
+                    _lock: Some(lock),
+                })
+            }
+            Database::Postgres { .. } => AdminConnection::open(database),
+        }
+    }
+
     /// The session, borrowed for statements and transactions.
     pub fn conn(&self) -> crate::db::Conn<'_> {
         self.conn.conn()

@@ -187,7 +187,9 @@ async fn a_receipt_says_when_the_approval_let_more_than_its_call_through() {
     }
     assert_eq!(r.scope.as_deref(), Some("workspace"));
     // Other arguments: the grant covers only its own call.
-    let once = gw.held("s1", "pay", json!({"amount": 501, "to": "acme"})).await;
+    let once = gw
+        .held("s1", "pay", json!({"amount": 501, "to": "acme"}))
+        .await;
     gw.decide(&once, "alice-key", "approve").await;
     let (_, v) = gw
         .get(&format!("/v1/approvals/{once}/receipt"), "alice-key")

@@ -523,7 +523,7 @@ fn verify_export(
             }
             let m = m.clone();
             rep.problem = off_runtime(move || {
-                let conn = db.connect()?;
+                let conn = assent_store::AdminConnection::open_read_only(&db)?;
                 Ok(archive::against_store(conn.conn(), &m)?)
             })?;
         }

@@ -392,3 +392,43 @@ fn root_reads_a_service_users_keys_to_administer_them_but_never_serves_with_them
         "{err}"
     );
 }
+
+/// Attack (found by review): `assent audit verify-export --data-dir` opened the database
+/// read-write without the data directory's lock, so a verification set a restored file's
+/// journal mode (writing its header) and could run in the middle of a restore. Now it opens
+/// the file read-only beside the lock: it waits for a restore to end and writes nothing.
+#[test]
+fn verify_export_against_the_store_writes_nothing_and_waits_for_a_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, f) = archived(dir.path());
+    let db = data.join("assent.db");
+    let sql = |q: &str| {
+        let out = Command::new("sqlite3").arg(&db).arg(q).output().unwrap();
+        ok(&out).trim().to_string()
+    };
+    assert_eq!(sql("PRAGMA journal_mode = DELETE;"), "delete");
+    let before = std::fs::read(&db).unwrap();
+    let lock = std::fs::File::open(data.join("assent.lock")).unwrap();
+    lock.lock().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["audit", "verify-export"])
+        .arg(&f)
+        .args(["--data-dir", data.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "verified during a restore"
+    );
+    lock.unlock().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the database was written"
+    );
+    assert_eq!(sql("PRAGMA journal_mode;"), "delete");
+}
