@@ -8,8 +8,9 @@
 //!   caller sent, read with the global propagator (W3C Trace Context when tracing is on).
 //! - Each step of an approval's life is a span named for it — `assent.propose`,
 //!   `assent.wait`, `assent.decision`, `assent.redeem`, `assent.result`, and the MCP side's
-//!   `assent.upstream_call` — carrying `assent.approval_id`, `assent.call_hash`,
-//!   `assent.verdict`, `assent.agent`, `assent.tool` and `assent.risk_tier`. A held approval
+//!   `assent.upstream_call` — carrying those of `assent.approval_id`, `assent.call_hash`,
+//!   `assent.verdict`, `assent.agent`, `assent.tool` and `assent.risk_tier` the step knows
+//!   (`assent.propose` all; the others fewer, docs/operations.md). A held approval
 //!   keeps the `traceparent` of its `assent.propose` span (store column `traceparent`), and
 //!   a decision — a person's, on whichever surface, or the default at expiry — is a span in
 //!   that trace, linked to the request that made it: one trace shows the call from proposal
