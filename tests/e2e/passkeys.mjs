@@ -61,8 +61,10 @@ try {
 
   step("a registration whose ceremony lost its enrolment code in the database is refused");
   // Found by review: a ceremony without a code (as those before migration 0056) registered
-  // unenrolled, so a database writer holding an operator's key could plant one. (Before any
-  // passkey is registered: the authenticator would not make a second one for alice.)
+  // unenrolled, so a database writer holding an operator's key could plant one; and then that
+  // a planted ceremony could carry a genuine code's digest. Ceremony rows are sealed: one
+  // edited in the database is no ceremony. (Before any passkey is registered: the
+  // authenticator would not make a second one for alice.)
   await page.route("**/ui/passkeys/register/finish", async (route) => {
     execFileSync("sqlite3", ["-cmd", ".timeout 5000", DB, "UPDATE passkey_ceremonies SET code_sha256 = NULL WHERE purpose = 'register'"]);
     await route.continue();
@@ -70,7 +72,7 @@ try {
   await page.fill("#passkey-code", CODE2);
   await page.click("#register-passkey button[type=submit]");
   await page.waitForFunction(() => document.getElementById("passkey-status").textContent.startsWith("Not registered"));
-  assert.match(await page.textContent("#passkey-status"), /enrolment code/);
+  assert.match(await page.textContent("#passkey-status"), /no such passkey ceremony/);
   await page.unroute("**/ui/passkeys/register/finish");
   assert.equal((await cdp.send("WebAuthn.getCredentials", { authenticatorId })).credentials.length, 1);
   await cdp.send("WebAuthn.clearCredentials", { authenticatorId });

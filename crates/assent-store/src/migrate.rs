@@ -106,6 +106,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(61, "0061_archived_approvals"),
     migration!(62, "0062_audit_voided"),
     migration!(63, "0063_enrolment_seal"),
+    migration!(64, "0064_ceremony_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -191,9 +191,10 @@ impl Store {
     /// Stores ceremony `c`, removing the ceremonies that ended before `now`. `Invalid` when
     /// its principal has [`MAX_CEREMONIES`] in progress already (no one piles up state).
     pub fn put_ceremony(&self, c: &Ceremony, now: i64) -> Result<(), StoreError> {
+        let key = self.seal_key(Sealed::Ceremony);
         self.write(|tx| {
             room_for(tx, c, now)?;
-            insert_ceremony(**tx, c)
+            insert_ceremony(**tx, &key, c)
         })
     }
 
@@ -210,7 +211,10 @@ impl Store {
         code_sha256: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let key = self.seal_key(Sealed::Enrolment);
+        let (key, ceremony_key) = (
+            self.seal_key(Sealed::Enrolment),
+            self.seal_key(Sealed::Ceremony),
+        );
         self.write(|tx| {
             room_for(tx, c, now)?;
             if !has_code(**tx, &key, &c.principal, code_sha256, now)? {
@@ -220,14 +224,16 @@ impl Store {
                 code_sha256: Some(code_sha256.to_string()),
                 ..c.clone()
             };
-            insert_ceremony(**tx, &c)?;
+            insert_ceremony(**tx, &ceremony_key, &c)?;
             Ok(true)
         })
     }
 
     /// Takes ceremony `id` once: it is removed, and returned when `principal` started it for
-    /// `purpose` and it has not ended by `now`; `None` otherwise (unknown, someone else's,
-    /// another purpose, expired, or taken already).
+    /// `purpose`, it has not ended by `now` and its seal holds (migration 0064); `None`
+    /// otherwise (unknown, someone else's, another purpose, expired, taken already, or planted
+    /// or edited in the database: found by review, a writer holding an operator's key planted a
+    /// registration carrying a genuine enrolment code's digest and a challenge of their own).
     pub fn take_ceremony(
         &self,
         id: &str,
@@ -235,21 +241,29 @@ impl Store {
         purpose: &str,
         now: i64,
     ) -> Result<Option<Ceremony>, StoreError> {
+        let key = self.seal_key(Sealed::Ceremony);
         self.write(|tx| {
             let c = single_use::take(
                 tx,
                 ("passkey_ceremonies", "id", id),
-                "id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256",
+                "id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256, seal",
                 |r| {
-                    from_row!(r => Ceremony {
+                    let c: db::Result<Ceremony> = from_row!(r => Ceremony {
                         id, principal, purpose, approval_id, call_hash, decision, nonce, state,
                         expires_at, code_sha256,
-                    })
+                    });
+                    Ok((c?, r.get::<Option<String>>("seal")?))
                 },
                 // Someone else's: leave it to its owner.
-                |c| c.principal == principal,
+                |(c, _)| c.principal == principal,
             )?;
-            Ok(c.filter(|c| c.purpose == purpose && c.expires_at > now))
+            // A row whose seal does not hold (planted or edited in the database) is no
+            // ceremony: taken away, not returned.
+            Ok(c.filter(|(c, seal)| {
+                let sealed = seal.as_ref().is_some_and(|s| key.holds(&ceremony_columns(c), s));
+                sealed && c.purpose == purpose && c.expires_at > now
+            })
+            .map(|(c, _)| c))
         })
     }
 }
@@ -435,11 +449,31 @@ fn insert_passkey(tx: &Tx<'_>, p: &StoredPasskey) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Stores ceremony `c`.
-fn insert_ceremony(tx: Conn<'_>, c: &Ceremony) -> Result<(), StoreError> {
+/// Stores ceremony `c`, sealed under `key` ([`ceremony_columns`]).
+fn insert_ceremony(tx: Conn<'_>, key: &SealKey, c: &Ceremony) -> Result<(), StoreError> {
+    let seal = key.seal(&ceremony_columns(c));
     tx.execute(
-        "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
-        params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at, c.code_sha256],
+        "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256, seal) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+        params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at, c.code_sha256, seal],
     )?;
     Ok(())
+}
+
+/// What a ceremony row's seal is over (migration 0064): `["assent/ceremony/v1", id,
+/// principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at,
+/// code_sha256]` — everything the ceremony decides.
+fn ceremony_columns(c: &Ceremony) -> serde_json::Value {
+    json!([
+        "assent/ceremony/v1",
+        c.id,
+        c.principal,
+        c.purpose,
+        c.approval_id,
+        c.call_hash,
+        c.decision,
+        c.nonce,
+        c.state,
+        c.expires_at,
+        c.code_sha256
+    ])
 }

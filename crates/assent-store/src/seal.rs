@@ -34,6 +34,9 @@ pub(crate) enum Sealed {
     /// `passkey_enrolments`: a one-time enrolment code (migration 0063,
     /// [`crate::passkeys::issue_enrolment`]).
     Enrolment,
+    /// `passkey_ceremonies`: a WebAuthn ceremony in progress (migration 0064,
+    /// [`crate::passkeys`]).
+    Ceremony,
 }
 
 impl Sealed {
@@ -47,6 +50,7 @@ impl Sealed {
             Sealed::Settlement => b"assent/seal/v1/settlements",
             Sealed::Plan => b"assent/seal/v1/plans",
             Sealed::Enrolment => b"assent/seal/v1/passkey_enrolments",
+            Sealed::Ceremony => b"assent/seal/v1/passkey_ceremonies",
         }
     }
 }
@@ -68,6 +72,7 @@ pub(crate) struct SealKeys {
     settlement: SealKey,
     plan: SealKey,
     enrolment: SealKey,
+    ceremony: SealKey,
 }
 
 impl SealKeys {
@@ -83,6 +88,7 @@ impl SealKeys {
             settlement: of(Sealed::Settlement),
             plan: of(Sealed::Plan),
             enrolment: of(Sealed::Enrolment),
+            ceremony: of(Sealed::Ceremony),
         }
     }
 
@@ -97,6 +103,7 @@ impl SealKeys {
             Sealed::Settlement => &self.settlement,
             Sealed::Plan => &self.plan,
             Sealed::Enrolment => &self.enrolment,
+            Sealed::Ceremony => &self.ceremony,
         }
         .clone()
     }
@@ -152,6 +159,7 @@ mod tests {
             Sealed::Settlement,
             Sealed::Plan,
             Sealed::Enrolment,
+            Sealed::Ceremony,
         ];
         for what in all {
             assert_eq!(keys.get(what).0, SealKey::of(&k, what).0, "{what:?}");

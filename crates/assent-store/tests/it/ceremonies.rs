@@ -214,3 +214,58 @@ fn a_planted_or_edited_enrolment_row_starts_no_registration() {
         assert!(s.start_registration(&reg("p4"), &code, 1_000).unwrap());
     });
 }
+
+/// Attack (found by review): the enrolment code's row is sealed, but its digest is readable in
+/// the database, and ceremony rows were not sealed: a writer holding an operator's key planted
+/// a registration ceremony carrying a genuine code's digest and a challenge of their own, and
+/// finished it with their authenticator. A ceremony row is sealed now: a planted one, or one
+/// whose code or state was edited, is taken away, never returned.
+#[test]
+fn a_planted_or_edited_ceremony_is_not_taken() {
+    use assent_store::params;
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        let key = assent_store::checkpoint::read_key(dir).unwrap().unwrap();
+        let code = "6".repeat(64);
+        let issue = assent_store::passkeys::issue_enrolment;
+        issue(c, &key, "alice", &code, 100_000, "cli:root", 1_000).unwrap();
+        c.execute(
+            "INSERT INTO passkey_ceremonies (id, principal, purpose, state, expires_at, code_sha256) VALUES ('planted', 'alice', 'register', '{}', 100000, ?1)",
+            params![code],
+        )
+        .unwrap();
+        assert_eq!(
+            s.take_ceremony("planted", "alice", "register", 2_000)
+                .unwrap(),
+            None
+        );
+        let reg = |id: &str| Ceremony {
+            purpose: "register".into(),
+            approval_id: None,
+            call_hash: None,
+            decision: None,
+            nonce: None,
+            ..ceremony(id, "alice")
+        };
+        for edit in [
+            "UPDATE passkey_ceremonies SET state = '{\"attacker\":1}' WHERE id = 'r1'",
+            "UPDATE passkey_ceremonies SET expires_at = 900000 WHERE id = 'r1'",
+        ] {
+            assert!(s.start_registration(&reg("r1"), &code, 1_000).unwrap());
+            c.execute(edit, params![]).unwrap();
+            assert_eq!(
+                s.take_ceremony("r1", "alice", "register", 2_000).unwrap(),
+                None,
+                "{edit}"
+            );
+        }
+        assert!(s.start_registration(&reg("r1"), &code, 1_000).unwrap());
+        assert!(
+            s.take_ceremony("r1", "alice", "register", 2_000)
+                .unwrap()
+                .is_some()
+        );
+    });
+}
