@@ -148,17 +148,25 @@ fn check_origin(cd: &serde_json::Value, rp_id: &str) -> Result<(), PasskeyError>
     }
     let origin = cd.get("origin").and_then(|o| o.as_str()).unwrap_or("");
     let url = url::Url::parse(origin).map_err(|_| PasskeyError::Malformed("origin"))?;
+    origin_fits(&url, rp_id).map_err(PasskeyError::Binding)
+}
+
+/// Whether `url` is an origin at which a browser makes WebAuthn ceremonies for relying party
+/// `rp_id` (WebAuthn Level 3 §5.1.4.1, §13.4.9): a secure context — `https`, or `http` on
+/// `localhost` or a `*.localhost` name — whose host (a domain name, not an address) is `rp_id`
+/// or a subdomain of it. The gateway's configuration is held to it as each assertion is.
+/// Errors: why not.
+pub fn origin_fits(url: &url::Url, rp_id: &str) -> Result<(), &'static str> {
     let host = match url.host() {
         Some(url::Host::Domain(h)) => h.to_ascii_lowercase(),
-        _ => return Err(PasskeyError::Binding("the origin has no domain name")),
+        _ => return Err("the origin has no domain name"),
     };
     let rp = rp_id.to_ascii_lowercase();
     let on_domain = host == rp || host.ends_with(&format!(".{rp}"));
-    let secure = url.scheme() == "https" || (url.scheme() == "http" && host == "localhost");
+    let local = host == "localhost" || host.ends_with(".localhost");
+    let secure = url.scheme() == "https" || (url.scheme() == "http" && local);
     if !on_domain || !secure {
-        return Err(PasskeyError::Binding(
-            "the origin is not a secure origin of the relying party's domain",
-        ));
+        return Err("the origin is not a secure origin of the relying party's domain");
     }
     Ok(())
 }
@@ -296,6 +304,16 @@ mod tests {
             r#""origin":"https://dash.X.test:8443""#,
             r#""origin":"https://x.test","crossOrigin":false"#,
         ];
+        let url = |u: &str| url::Url::parse(u).unwrap();
+        assert_eq!(
+            origin_fits(&url("http://dash.localhost:8080"), "localhost"),
+            Ok(())
+        );
+        assert_eq!(
+            origin_fits(&url("http://localhost:7878"), "localhost"),
+            Ok(())
+        );
+        assert!(origin_fits(&url("http://dash.example"), "dash.example").is_err());
         for o in ok {
             let (p, _) = made_at("approve", 0x05, o);
             assert_eq!(check(&p, "a1", "h1", "approve"), Ok(()), "{o}");

@@ -227,7 +227,9 @@ impl Receipt {
             .decisions
             .iter()
             .map(|d| (&d.by, d.decision == Settlement::Approve, &d.passkey));
-        let mut signers: std::collections::HashMap<&str, &str> = Default::default();
+        // By credential id and by public key: the id is not under the assertion's signature
+        // (found by review: one key shown under two ids and two names passed).
+        let mut signers: std::collections::HashMap<String, &str> = Default::default();
         for (by, approves, proof) in votes.chain(decisions) {
             match proof {
                 Some(p) => {
@@ -235,10 +237,13 @@ impl Receipt {
                         .map_err(|e| ReceiptError::Passkey(by.clone(), e))?;
                     // The challenge does not name the voter: one authenticator's assertions
                     // shown under two names would count one person twice (found by review).
-                    if signers
-                        .insert(&p.credential_id, by)
-                        .is_some_and(|o| o != by)
-                    {
+                    let k = &p.public_key;
+                    let key = format!("key:{}:{}:{}:{:?}", k.kty, k.crv, k.x, k.y);
+                    let id = format!("id:{}", p.credential_id);
+                    let clash = [id, key]
+                        .into_iter()
+                        .any(|s| signers.insert(s, by).is_some_and(|o| o != by));
+                    if clash {
                         return Err(ReceiptError::Passkey(
                             by.clone(),
                             crate::passkey::PasskeyError::Binding(

@@ -45,6 +45,13 @@ pub(crate) fn passkeys(
     }
     let host = url.host_str().unwrap_or_default().to_string();
     let rp_id = r.value.rp_id.clone().unwrap_or(host);
+    // Held to what each assertion is checked against (found by review: any `http` origin was
+    // taken here, and every passkey approval made at it was then refused).
+    assent_core::passkey::origin_fits(&url, &rp_id).map_err(|why| {
+        fail(format!(
+            "origin `{origin}` for rp_id `{rp_id}`: {why} (https, or http on localhost)"
+        ))
+    })?;
     webauthn_rs::WebauthnBuilder::new(&rp_id, &url)
         .and_then(|b| b.build())
         .map_err(|e| {

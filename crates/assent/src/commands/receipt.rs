@@ -37,6 +37,12 @@ fn verify(
     origin: Option<&url::Url>,
     place: &DataPlace,
 ) -> Result<i32> {
+    // `localhost:8443` parses as a URL with no origin: no assertion could match it (found by
+    // review: every passkey receipt then failed, and one without a passkey passed).
+    if let Some(o) = origin.filter(|o| !o.origin().is_tuple()) {
+        eprintln!("assent: --origin {o} is not an origin: give scheme://host[:port]");
+        return Ok(2);
+    }
     let (receipt, key) = match read(file, public_key, place) {
         Ok(r) => r,
         Err(e) => {

@@ -399,3 +399,30 @@ fn a_bad_or_repeated_agent_id_stops_the_load_at_its_line() {
         "{err}"
     );
 }
+
+/// Found by review: `passkeys.origin` took any `http` origin, while each passkey assertion is
+/// held to a secure origin of the relying party's domain (https, or http on localhost), so a
+/// gateway configured with `http://dash.example` started and then refused every passkey
+/// approval. Such an origin now stops start-up, naming the file and line.
+#[test]
+fn a_passkey_origin_no_browser_could_use_stops_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        "listen: 127.0.0.1:0\ndata_dir: data\npasskeys: {origin: \"http://dash.example\"}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("assent.yaml:3") && err.contains("not a secure origin"),
+        "{err}"
+    );
+}

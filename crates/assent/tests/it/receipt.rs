@@ -235,5 +235,19 @@ fn a_passkey_assertion_made_elsewhere_or_shown_under_two_names_does_not_verify()
         code == Some(1) && out.contains("another voter too"),
         "{out}"
     );
+    // The same key under another credential id (the id is not under the assertion's signature).
+    let renamed = |r: &mut assent_core::receipt::Receipt| {
+        twice(r);
+        r.decisions[1].passkey.as_mut().unwrap().credential_id = "cred-2".into();
+    };
+    let (code, out) = verify(&renamed, &[]);
+    assert!(
+        code == Some(1) && out.contains("another voter too"),
+        "{out}"
+    );
+    // An --origin that is no origin is a usage error, not a verdict.
+    let good = at(r#""origin":"https://assent.example""#);
+    let (code, _) = verify(&good, &["--origin", "localhost:8443"]);
+    assert_eq!(code, Some(2));
     crate::stop(server);
 }
