@@ -229,20 +229,25 @@ pub(crate) async fn answer_as(
             st.changed();
             Ok(c)
         }
-        // Read before the refused update: a question past its deadline the sweep has not
-        // marked yet reads pending (found by review: "clarification is pending").
-        None if c.status == ClarificationStatus::Pending && c.expires_at <= now_ms() => {
+        // Refused: said as it stands now, read again (found by review: the status read before
+        // the update said "pending" to an operator another had beaten, or to one answering
+        // past the deadline before the sweep marked it).
+        None => {
+            let id = c.id.clone();
+            let now = st
+                .store_call(move |s| s.clarification(&id, false))
+                .await?
+                .unwrap_or(c);
+            let status = match now.status {
+                ClarificationStatus::Pending if now.expires_at <= now_ms() => "expired",
+                s => s.as_str(),
+            };
             Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "ALREADY_ANSWERED",
-                "clarification is expired: its deadline has passed",
+                format!("clarification is {status}"),
             ))
         }
-        None => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "ALREADY_ANSWERED",
-            format!("clarification is {}", c.status.as_str()),
-        )),
     }
 }
 

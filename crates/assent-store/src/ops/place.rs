@@ -432,7 +432,9 @@ pub(super) fn take_input(input: &Path, staging: &Staging) -> Result<PathBuf, Sto
             input.display()
         ))
     })?;
-    let mut wal = input.as_os_str().to_owned();
+    // Beside the file itself, as SQLite looks for it: through a `latest.db` link, the target's.
+    let file = std::fs::canonicalize(input).unwrap_or_else(|_| input.to_path_buf());
+    let mut wal = file.into_os_string();
     wal.push("-wal");
     let wal = PathBuf::from(wal);
     if std::fs::symlink_metadata(&wal).is_ok()

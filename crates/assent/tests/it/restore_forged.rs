@@ -525,3 +525,33 @@ fn a_backup_whose_migration_record_was_edited_is_not_restored() {
         );
     }
 }
+
+/// The input's `-wal` is copied with it (found by review: a test with a 64-byte `-wal` beside
+/// a file not in WAL mode could not tell), beside the file itself when the input is a link
+/// (`latest.db`), as SQLite reads it: a copy of a killed gateway's files, whose last decision
+/// only its log holds, restores with that decision.
+#[test]
+fn a_restore_takes_the_writes_only_its_inputs_write_ahead_log_holds() {
+    let Served {
+        dir,
+        data,
+        server: mut s,
+        ..
+    } = served(SIGNING);
+    approved(&s.url, 5000);
+    let late = approved(&s.url, 6000);
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let incoming = dir.path().join("incoming");
+    std::fs::create_dir(&incoming).unwrap();
+    for side in ["", "-wal"] {
+        let from = data.join(format!("assent.db{side}"));
+        assert!(from.exists(), "{}", from.display());
+        std::fs::copy(&from, incoming.join(format!("x.db{side}"))).unwrap();
+    }
+    let latest = dir.path().join("latest.db");
+    std::os::unix::fs::symlink(incoming.join("x.db"), &latest).unwrap();
+    ok(&restore(&data, &latest, &[TOKENS, "--force"]));
+    let q = format!("SELECT status FROM approvals WHERE id = '{late}';");
+    assert_eq!(sqlite(&data.join("assent.db"), &[], &q).trim(), "approved");
+}
