@@ -144,10 +144,13 @@ pub(crate) fn prior_calls_except(
 ) -> db::Result<Vec<PriorCall>> {
     sql::rows(
         tx,
-        "SELECT u.tool, u.server, u.at AS at_ms, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
+        &format!(
+            "SELECT u.tool, u.server, u.at AS at_ms, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
          WHERE u.agent = ?1 AND u.session_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR u.approval_id IS DISTINCT FROM ?3)
-           AND (a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))
+           AND {}
          ORDER BY u.at",
+            windows::COUNTING
+        ),
         crate::params![agent, session_id, except],
         |r| from_row!(r => PriorCall { tool, server, at_ms, arguments: json_or_default(r, "arguments")? }),
     )

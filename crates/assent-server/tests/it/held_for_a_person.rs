@@ -468,3 +468,27 @@ async fn an_in_client_approval_is_checked_against_the_session_it_was_read_with()
     );
     gw.stop().await;
 }
+
+/// Found by review: a call whose timeout *rejected* it — its stored default was approve, but
+/// the session took in untrusted output meanwhile — still counted toward the session's cost
+/// threshold as if it had run, because the count read the stored default, not the one
+/// applied; the session's later calls were held for money never spent. It counts no more.
+#[tokio::test]
+async fn a_call_its_timeout_rejected_does_not_count_toward_a_cost_threshold() {
+    const AGENT2: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: fetch_url\n    - alias: pay_held\n    - alias: pay_now\n";
+    let rules = "- tool: fetch_url
+  untrusted_output: true
+- tool: \"pay_*\"
+  thresholds: {cost: {argument: amount, max_per_session: 100}}
+- tool: pay_held
+  approval: true
+  default_decision: approve
+  timeout_seconds: 300
+";
+    let gw = serve_policy(AGENT2, &policy("t.rejected-cost-v1", rules)).await;
+    let id = gw.held("k1", "pay_held", json!({"amount": 80})).await;
+    read_untrusted(&gw, "k1").await;
+    pending_then_expired_rejected(&gw, &id, "approve", Lapse::Sweep).await;
+    allowed(&gw, "k1", "pay_now", json!({"amount": 30})).await;
+    gw.stop().await;
+}

@@ -35,8 +35,11 @@ const GONE: i64 = 2;
 
 /// Which calls count toward thresholds, as SQL over `approvals a` (NULL when the call had no
 /// approval: allowed outright): allowed ones, and those whose approval is pending, approved or
-/// expired into an approval.
-pub(super) const COUNTING: &str = "(a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))";
+/// expired into an approval — the default its expiry *applied* (`decisions.default_applied`),
+/// not the one stored: found by review, a call whose timeout rejected it though its default
+/// was approve (the session took in untrusted output meanwhile, its plan stopped) counted as
+/// run, and held the session's later calls.
+pub(super) const COUNTING: &str = "(a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND EXISTS (SELECT 1 FROM decisions d WHERE d.approval_id = a.id AND d.default_applied = 'approve')))";
 
 /// One call of the session: its tool, server and key for the totals.
 type Key = (String, Option<String>);
@@ -238,8 +241,10 @@ fn add_total(
     Ok(())
 }
 
-/// A stored total; `Err(Column)` when the text is not a number (a damaged row fails the
-/// proposal closed rather than counting as zero).
+/// A stored total; `Err(Column)` when the text is not a number (such a damaged row fails the
+/// proposal closed rather than counting as zero). A number a database writer lowered (even
+/// below zero) is taken as stored: the totals are not sealed (SECURITY.md, "Nor is everything
+/// sealed yet").
 fn parse_total(text: &str) -> db::Result<f64> {
     text.parse().map_err(|_| db::DbError::Column {
         column: "usage_totals.total".into(),
