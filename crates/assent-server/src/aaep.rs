@@ -439,7 +439,7 @@ async fn reply_input(
             Ok((edited, limit, seen)) => {
                 input.edited = Some(edited);
                 input.edited_output_bytes = limit;
-                input.session_seen = Some(seen);
+                seen.into_input(&mut input);
             }
             Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => return Err("store"),
             Err(e) => return Ok(refused(&e.message)),

@@ -106,6 +106,10 @@ async fn decision_input(
             (Some(e), limit, Some(seen))
         }
     };
+    let (session_seen, calls_seen) = match session_seen {
+        Some(s) => (Some(s.risk), Some(s.calls)),
+        None => (None, None),
+    };
     let passkey = match (b.passkey, id) {
         (None, _) => None,
         (Some(_), _) if b.decision == assent_api::DecisionKind::Deny => {
@@ -146,6 +150,7 @@ async fn decision_input(
         still_stands: Some(still_stands(st, who, duties)),
         session_grant_max_ms: Some(st.settings.session_grant_max_ms),
         session_seen,
+        calls_seen,
     })
 }
 
@@ -427,7 +432,7 @@ pub(crate) async fn user_decision(
         DecisionKind::Deny => None,
     };
     let actor = format!("{IN_CLIENT_USER}{agent}");
-    let input = DecisionInput {
+    let mut input = DecisionInput {
         kind: Some(kind),
         reason: b
             .reason
@@ -435,9 +440,11 @@ pub(crate) async fn user_decision(
             .or(Some("in the MCP client".into())),
         in_client: Some(agent.clone()),
         decider_key: Some(caller.principal.vote_key_binding()),
-        session_seen,
         ..Default::default()
     };
+    if let Some(seen) = session_seen {
+        seen.into_input(&mut input);
+    }
     let rec = settled_decide(&st, id, input, actor, Vec::new())
         .await?
         .map_err(|e| decide_error(e, "the agent's user"))?;

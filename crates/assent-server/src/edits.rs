@@ -11,7 +11,7 @@ use crate::state::{AppState, now_ms};
 use assent_core::edit::{EditRefusal, Original, check_edit};
 use assent_core::triggers::{Observations, PriorCall, SessionRisk};
 use assent_core::{VerdictKind, evaluate_in};
-use assent_store::{ApprovalRecord, EditedCall};
+use assent_store::{ApprovalRecord, CallsSeen, DecisionInput, EditedCall};
 use axum::http::StatusCode;
 use serde_json::Value;
 
@@ -26,13 +26,17 @@ pub(crate) async fn edit(
     rec: &ApprovalRecord,
     arguments: Value,
     roles: &[String],
-) -> Result<(EditedCall, Option<u64>, SessionRisk), ApiError> {
+) -> Result<(EditedCall, Option<u64>, Seen), ApiError> {
     // One snapshot of the rules for the windows read and the verdict (found by review: two
     // reads, and a reload between them judged the edit by rules whose windows were not read).
     let live = st.live();
     let seen = session_now(st, &live, rec).await?;
     let (edited, limit) = regate(&live.registry, rec, arguments, &seen, roles)?;
-    Ok((edited, limit, seen.risk))
+    let checked = Seen {
+        risk: seen.risk,
+        calls: seen.calls,
+    };
+    Ok((edited, limit, checked))
 }
 
 /// Whether the rules, asked again now, still let the agent's user approve held tool call
@@ -47,11 +51,14 @@ pub(crate) async fn edit(
 pub(crate) async fn in_client_still_allowed(
     st: &AppState,
     rec: &ApprovalRecord,
-) -> Result<Option<SessionRisk>, ApiError> {
+) -> Result<Option<Seen>, ApiError> {
     let live = st.live();
     let seen = session_now(st, &live, rec).await?;
     if rec.target_type != "other" {
-        return Ok(Some(seen.risk));
+        return Ok(Some(Seen {
+            risk: seen.risk,
+            calls: seen.calls,
+        }));
     }
     let arguments = rec.canonical_arguments();
     let v = evaluate_in(
@@ -66,7 +73,10 @@ pub(crate) async fn in_client_still_allowed(
         VerdictKind::Confirm => v.terms.in_client_approval,
         VerdictKind::Deny => false,
     };
-    Ok(allowed.then_some(seen.risk))
+    Ok(allowed.then_some(Seen {
+        risk: seen.risk,
+        calls: seen.calls,
+    }))
 }
 
 /// What the gatekeeper observes of a held call's session now ([`session_now`]).
@@ -78,8 +88,28 @@ pub(crate) struct SessionNow {
     pub agent: Vec<PriorCall>,
     /// What the session has taken in, for the held call.
     pub risk: SessionRisk,
+    /// How many calls the agent had made lately, as read.
+    pub calls: CallsSeen,
     /// When they were read, Unix ms.
     pub now: i64,
+}
+
+/// What a re-gated decision was checked against, for the store to check again under the
+/// decision's write lock: the session's risk state ([`DecisionInput::session_seen`]) and the
+/// agent's recent calls ([`DecisionInput::calls_seen`]).
+pub(crate) struct Seen {
+    /// The session's risk state as read.
+    pub risk: SessionRisk,
+    /// The agent's recent calls as counted.
+    pub calls: CallsSeen,
+}
+
+impl Seen {
+    /// Puts both into `input`, the decision they were checked for.
+    pub(crate) fn into_input(self, input: &mut DecisionInput) {
+        input.session_seen = Some(self.risk);
+        input.calls_seen = Some(self.calls);
+    }
 }
 
 impl SessionNow {
@@ -119,6 +149,7 @@ pub(crate) async fn session_now(
             prior: seen.prior,
             agent: seen.agent,
             risk: seen.risk,
+            calls: seen.calls,
             now,
         })
     })

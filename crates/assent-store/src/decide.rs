@@ -546,15 +546,9 @@ fn no_approval_without_consent(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::PlanStopped { plan_id, status });
     }
-    if let Some(seen) = s.input.and_then(|d| d.session_seen.as_ref())
-        && crate::session_risk::moved_since(tx, rec, seen)?
-    {
-        let why = "the session took in more since the decision was checked against it";
-        s.audit(
-            tx,
-            "decision.refused",
-            json!({"decision": name, "why": why}),
-        )?;
+    if let Some(why) = crate::decision_input::seen_moved(tx, rec, s.input)? {
+        let data = json!({"decision": name, "why": why});
+        s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::SessionChanged);
     }
     Ok(())

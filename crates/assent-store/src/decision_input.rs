@@ -82,6 +82,14 @@ pub struct DecisionInput {
     /// let a user approve in the client a call that then needed an operator. `None`: not
     /// checked (a decision not re-gated against its session).
     pub session_seen: Option<assent_core::session_risk::SessionRisk>,
+    /// How many calls the agent had made lately when the caller re-gated this approving
+    /// decision against its rate and cost windows (an operator's edit, the agent's user's
+    /// in-client approval). Inside the decision's write transaction the store counts again and
+    /// refuses the decision when more were made meanwhile: `SessionChanged`, audited
+    /// `decision.refused`. Found by review: an edit checked against a cost total read before
+    /// the agent's next call committed let the session spend past its threshold with no one
+    /// asked. `None`: not checked.
+    pub calls_seen: Option<crate::CallsSeen>,
 }
 
 /// The question [`DecisionInput::still_stands`] asks, answered by the server from the
@@ -156,4 +164,31 @@ pub(crate) fn edit_of_held(rec: &ApprovalRecord, e: &EditedCall) -> Result<(), D
             rec.id, rec.call.tool
         ))),
     }
+}
+
+/// Why the re-gated decision `input` on held call `rec` no longer stands, read again in this
+/// transaction: the session took in more since the caller read it
+/// ([`crate::DecisionInput::session_seen`], [`crate::session_risk::moved_since`]), or the agent made more calls since
+/// they were counted ([`crate::DecisionInput::calls_seen`]). `None`: neither (or not checked).
+pub(crate) fn seen_moved(
+    tx: crate::db::Conn<'_>,
+    rec: &crate::approval_record::ApprovalRecord,
+    input: Option<&crate::DecisionInput>,
+) -> crate::db::Result<Option<&'static str>> {
+    let Some(d) = input else { return Ok(None) };
+    if let Some(seen) = &d.session_seen
+        && crate::session_risk::moved_since(tx, rec, seen)?
+    {
+        return Ok(Some(
+            "the session took in more since the decision was checked against it",
+        ));
+    }
+    if let Some(seen) = &d.calls_seen
+        && crate::usage::calls_since(tx, &rec.agent, seen.since)? != seen.count
+    {
+        return Ok(Some(
+            "the agent made more calls since the decision was checked against its windows",
+        ));
+    }
+    Ok(None)
 }

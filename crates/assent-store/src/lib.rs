@@ -148,4 +148,4 @@ pub use receipts::ReceiptOf;
 pub use store::Store;
 pub use stored::Settlement;
 pub use tokens::VerifiedToken;
-pub use usage::EditObservations;
+pub use usage::{CallsSeen, EditObservations};

@@ -77,6 +77,33 @@ pub struct EditObservations {
     pub agent: Vec<PriorCall>,
     /// What the session has taken in, for the held call ([`Store::session_risk`]).
     pub risk: assent_core::session_risk::SessionRisk,
+    /// How many calls the agent had made lately when these were read ([`CallsSeen`]).
+    pub calls: CallsSeen,
+}
+
+/// How many calls an agent had made since `since` (Unix ms) when a decision was re-gated
+/// against its windows: `count`. Inside the decision's write transaction the store counts
+/// again ([`calls_since`]) and refuses the decision when more were made meanwhile
+/// ([`crate::DecisionInput::calls_seen`]). `since` is [`CALLS_MARGIN_MS`] before the read, so
+/// that a proposal stamped before the read but committed after it (its time is taken before it
+/// waits for the write lock) is counted too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallsSeen {
+    /// Unix ms.
+    pub since: i64,
+    /// Calls of the agent at or after `since`.
+    pub count: i64,
+}
+
+/// How far before a read [`CallsSeen::since`] lies: past the longest a proposal's write waits
+/// for the lock (10 s) and the replicas' clock bound, with room.
+pub const CALLS_MARGIN_MS: i64 = 60_000;
+
+/// How many calls `agent` made at or after `since` (Unix ms; index `usage(agent, at)`,
+/// migration 0046). Usage rows are never deleted, so the count only grows.
+pub(crate) fn calls_since(conn: Conn<'_>, agent: &str, since: i64) -> db::Result<i64> {
+    conn.prepare_cached("SELECT count(*) FROM usage WHERE agent = ?1 AND at >= ?2")?
+        .query_row(crate::params![agent, since], |r| r.get(0))
 }
 
 impl Store {
@@ -100,6 +127,13 @@ impl Store {
                 prior: windows::window(c, agent, session_id, except, needs, now)?,
                 agent: agent::agent_window(c, agent, except, wide, now)?,
                 risk: crate::session_risk::read(c, agent, session_id, call)?,
+                calls: {
+                    let since = now.saturating_sub(CALLS_MARGIN_MS);
+                    CallsSeen {
+                        since,
+                        count: calls_since(c, agent, since)?,
+                    }
+                },
             })
         })?)
     }

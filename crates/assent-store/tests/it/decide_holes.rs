@@ -402,3 +402,46 @@ fn a_decision_checked_against_a_session_that_took_in_more_since_is_refused() {
         assert_eq!(rec.status, ApprovalStatus::Approved);
     });
 }
+
+/// The attack (found by review): an operator's edit was checked against the agent's cost and
+/// rate windows as read before the decision's write; a call of the agent committing in between
+/// (allowed by the total that still held the edit's old amount) took the session past its
+/// threshold, and no one was asked. How many calls the agent had made lately travels with the
+/// decision (`calls_seen`) and the store counts again under the write lock: more since, the
+/// decision is refused (`SessionChanged`, audited); counted again, it is taken.
+#[test]
+fn a_decision_checked_against_calls_the_agent_has_added_to_since_is_refused() {
+    use assent_core::VerdictKind;
+    use assent_core::session_risk::Effects;
+    use assent_core::triggers::window::WindowNeeds;
+    both_stores(|_, s| {
+        let (call, v) = pay(1);
+        let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let none = WindowNeeds::default();
+        let seen = |now| {
+            s.edit_observations(("bot", "s1"), Some(&id), &call, (&none, &none), now)
+                .unwrap()
+                .calls
+        };
+        let before = seen(2_000);
+        crate::gate_observed(
+            s,
+            "s9",
+            ("fetch", Effects::default()),
+            VerdictKind::Allow,
+            2_500,
+            1,
+        );
+        let with = |calls| DecisionInput {
+            calls_seen: Some(calls),
+            ..DecisionInput::approve()
+        };
+        let r = s.decide(&id, &with(before), "alice", &[], 3_000);
+        assert!(matches!(r, Err(DecideError::SessionChanged)), "{r:?}");
+        assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
+        let rec = s
+            .decide(&id, &with(seen(3_000)), "alice", &[], 3_000)
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
+    });
+}
