@@ -58,6 +58,11 @@ pub struct Receipt {
     /// while a standing grant let such calls run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// With `scope`: the grant let every call of the tool through, whatever its arguments
+    /// (`whole_tool`), not only calls identical to this one. Absent when not (found by review:
+    /// the scope alone read as "matching calls").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_tool: bool,
     /// Every vote cast on it, in voting order.
     pub votes: Vec<ReceiptVote>,
     /// The decision that settled it (at most one).

@@ -18,7 +18,8 @@ pub enum ReceiptOf {
     Signed(Box<Receipt>),
     /// None is signed: the row is damaged or does not hold its seals (`damaged` names what:
     /// unreadable columns, `seal` for terms no seal vouches for, `settlement_seal` for a
-    /// settlement none does, `votes.seal`, `call`, `status.settled`: [`Store::receipt`]).
+    /// settlement none does, `votes.seal`, `grant.seal` for a grant it made whose seal does not
+    /// hold, `call`, `status.settled`: [`Store::receipt`]).
     /// `agent` is the row's, so
     /// the caller can answer another agent as for a missing id.
     Damaged {
@@ -50,10 +51,16 @@ impl Store {
             let Some(rec) = read_approval(c, id)? else {
                 return Ok(None);
             };
-            let unsealed = unsealed(c, &keys, (id, &rec), true)?;
-            Ok(Some((rec, unsealed, crate::confirm::read(c, id)?)))
+            let mut unsealed = unsealed(c, &keys, (id, &rec), true)?;
+            let whole_tool = whole_tool(c, &keys.grant, id, &mut unsealed)?;
+            Ok(Some((
+                rec,
+                unsealed,
+                crate::confirm::read(c, id)?,
+                whole_tool,
+            )))
         })?;
-        let Some((rec, unsealed, ctx)) = read else {
+        let Some((rec, unsealed, ctx, whole_tool)) = read else {
             return Ok(None);
         };
         let rec = self.vouched(rec);
@@ -63,16 +70,37 @@ impl Store {
             let agent = rec.agent;
             return Ok(Some(ReceiptOf::Damaged { agent, damaged }));
         }
-        let r = unsigned(&rec, ctx.policies, ctx.policy_set_sha256, now);
+        let mut r = unsigned(&rec, ctx.policies, ctx.policy_set_sha256, now);
+        r.whole_tool = whole_tool && r.scope.is_some();
         Ok(Some(ReceiptOf::Signed(Box::new(r.signed(&self.audit_key)))))
     }
 }
 
-/// The keys of an approval's seals: its terms', its settlement's, its votes'.
+/// The keys of an approval's seals: its terms', its settlement's, its votes', and its
+/// grant's (for a receipt).
 pub(crate) struct StandingKeys {
     terms: SealKey,
     settlement: SealKey,
     vote: SealKey,
+    grant: SealKey,
+}
+
+/// Whether a grant approval `id` made covers every call of its tool (`whole_tool`: its row
+/// bound to no call hash), read from the grant rows whose seal holds under `key`; one whose
+/// seal does not hold adds `grant.seal` to `unsealed` (no receipt is signed then).
+fn whole_tool(
+    c: Conn<'_>,
+    key: &SealKey,
+    id: &str,
+    unsealed: &mut Vec<String>,
+) -> db::Result<bool> {
+    use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
+    let sql = format!("SELECT {SEALED_COLUMNS} FROM grants WHERE approval_id = ?1");
+    let grants = crate::sql::rows(c, &sql, crate::params![id], StoredGrantSeal::read)?;
+    if !grants.iter().all(|g| g.holds(key)) {
+        unsealed.push("grant.seal".to_string());
+    }
+    Ok(grants.iter().any(|g| g.call_hash.is_none()))
 }
 
 /// What of approval `rec` (row `id`) no seal vouches for: `seal` (its terms: for a receipt in
@@ -120,6 +148,7 @@ impl Store {
             terms: self.seal_key(Sealed::Approval),
             settlement: self.seal_key(Sealed::Settlement),
             vote: self.seal_key(Sealed::Vote),
+            grant: self.seal_key(Sealed::Grant),
         }
     }
 
@@ -184,6 +213,7 @@ fn unsigned(
             .scope
             .filter(|s| *s != assent_core::approval::GrantScope::Once)
             .map(|s| s.to_wire()),
+        whole_tool: false,
         votes: rec
             .votes
             .iter()

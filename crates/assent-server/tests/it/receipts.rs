@@ -195,5 +195,32 @@ async fn a_receipt_says_when_the_approval_let_more_than_its_call_through() {
         .get(&format!("/v1/approvals/{once}/receipt"), "alice-key")
         .await;
     assert!(v.get("scope").is_none(), "{v}");
+    // For every call of the tool (whole_tool): said so, under the signature.
+    let any = gw
+        .held("s1", "pay", json!({"amount": 502, "to": "acme"}))
+        .await;
+    let d = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    let (s, b) = gw.decide_with(&any, "alice-key", d).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, v) = gw
+        .get(&format!("/v1/approvals/{any}/receipt"), "alice-key")
+        .await;
+    assert_eq!(
+        (&v["scope"], &v["whole_tool"]),
+        (&json!("workspace"), &json!(true)),
+        "{v}"
+    );
+    let mut t = v.clone();
+    t.as_object_mut().unwrap().remove("whole_tool");
+    assert!(Receipt::check_text(&t, &key).is_err(), "{t}");
+    Receipt::check_text(&v, &key).unwrap();
+    // The first grant widened in the database to every call: no receipt says either.
+    let widen = format!("UPDATE grants SET call_hash = NULL WHERE approval_id = '{id}'");
+    assert_eq!(gw.sql().exec(&widen, &[]), 1);
+    let (s, v) = gw
+        .get(&format!("/v1/approvals/{id}/receipt"), "alice-key")
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["damaged"], json!(["grant.seal"]), "{v}");
     gw.stop().await;
 }

@@ -69,8 +69,13 @@ fn verify(
                 );
             }
             if let Some(scope) = &receipt.scope {
+                let which = if receipt.whole_tool {
+                    "every call of the tool, whatever its arguments,"
+                } else {
+                    "the agent's calls identical to this one"
+                };
                 println!(
-                    "approved for scope {}: a grant let the agent's matching calls through without asking, until it lapsed or was revoked",
+                    "approved for scope {}: a grant let {which} through without asking, until it lapsed or was revoked",
                     shown(scope)
                 );
             }
