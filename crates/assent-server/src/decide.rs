@@ -107,7 +107,7 @@ async fn decision_input(
         }
     };
     let (session_seen, calls_seen) = match session_seen {
-        Some(s) => (Some(s.risk), Some(s.calls)),
+        Some(s) => (Some(s.risk), s.calls),
         None => (None, None),
     };
     let passkey = match (b.passkey, id) {

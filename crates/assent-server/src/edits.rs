@@ -88,8 +88,9 @@ pub(crate) struct SessionNow {
     pub agent: Vec<PriorCall>,
     /// What the session has taken in, for the held call.
     pub risk: SessionRisk,
-    /// How many calls the agent had made lately, as read.
-    pub calls: CallsSeen,
+    /// How many calls the agent had made lately, as read; `None` when no rule has a rate or
+    /// cost threshold (nothing a later call could tip over).
+    pub calls: Option<CallsSeen>,
     /// When they were read, Unix ms.
     pub now: i64,
 }
@@ -100,15 +101,15 @@ pub(crate) struct SessionNow {
 pub(crate) struct Seen {
     /// The session's risk state as read.
     pub risk: SessionRisk,
-    /// The agent's recent calls as counted.
-    pub calls: CallsSeen,
+    /// The agent's recent calls as counted ([`SessionNow::calls`]).
+    pub calls: Option<CallsSeen>,
 }
 
 impl Seen {
     /// Puts both into `input`, the decision they were checked for.
     pub(crate) fn into_input(self, input: &mut DecisionInput) {
         input.session_seen = Some(self.risk);
-        input.calls_seen = Some(self.calls);
+        input.calls_seen = self.calls;
     }
 }
 
@@ -138,6 +139,7 @@ pub(crate) async fn session_now(
 ) -> Result<SessionNow, ApiError> {
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
     let (needs, now) = (live.window_needs.clone(), now_ms());
+    let counted = *needs != assent_core::triggers::window::WindowNeeds::default();
     let call = rec.call.clone();
     let reg = live.registry.clone();
     st.store_call(move |s| {
@@ -149,7 +151,7 @@ pub(crate) async fn session_now(
             prior: seen.prior,
             agent: seen.agent,
             risk: seen.risk,
-            calls: seen.calls,
+            calls: counted.then_some(seen.calls),
             now,
         })
     })

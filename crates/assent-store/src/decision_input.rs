@@ -184,7 +184,8 @@ pub(crate) fn seen_moved(
         ));
     }
     if let Some(seen) = &d.calls_seen
-        && crate::usage::calls_since(tx, &rec.agent, seen.since)? != seen.count
+        && crate::usage::calls_since(tx, &rec.agent, seen.session.as_deref(), seen.since)?
+            != seen.count
     {
         return Ok(Some(
             "the agent made more calls since the decision was checked against its windows",

@@ -245,7 +245,7 @@ impl Store {
         self.write(|tx| {
             let c = single_use::take(
                 tx,
-                ("passkey_ceremonies", "id", id),
+                ("passkey_ceremonies", "id", &stored_id(id)),
                 "id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256, seal",
                 |r| {
                     let c: db::Result<Ceremony> = from_row!(r => Ceremony {
@@ -263,7 +263,10 @@ impl Store {
                 let sealed = seal.as_ref().is_some_and(|s| key.holds(&ceremony_columns(c), s));
                 sealed && c.purpose == purpose && c.expires_at > now
             })
-            .map(|(c, _)| c))
+            .map(|(c, _)| Ceremony {
+                id: id.to_string(),
+                ..c
+            }))
         })
     }
 }
@@ -449,14 +452,27 @@ fn insert_passkey(tx: &Tx<'_>, p: &StoredPasskey) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Stores ceremony `c`, sealed under `key` ([`ceremony_columns`]).
+/// Stores ceremony `c` under the SHA-256 of its id ([`stored_id`]), sealed under `key`
+/// ([`ceremony_columns`]).
 fn insert_ceremony(tx: Conn<'_>, key: &SealKey, c: &Ceremony) -> Result<(), StoreError> {
+    let c = &Ceremony {
+        id: stored_id(&c.id),
+        ..c.clone()
+    };
     let seal = key.seal(&ceremony_columns(c));
     tx.execute(
         "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at, code_sha256, seal) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
         params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at, c.code_sha256, seal],
     )?;
     Ok(())
+}
+
+/// A ceremony's id as its row keeps it: its SHA-256 (hex). The id itself goes to the browser
+/// only, so whoever reads the database cannot finish a ceremony in progress (found by review:
+/// a writer holding an operator's key read a genuine registration's id and challenge and
+/// finished it with their own authenticator, using up the operator's enrolment code).
+fn stored_id(id: &str) -> String {
+    assent_core::canonical::sha256_hex(id.as_bytes())
 }
 
 /// What a ceremony row's seal is over (migration 0064): `["assent/ceremony/v1", id,

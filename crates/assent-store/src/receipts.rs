@@ -19,7 +19,8 @@ pub enum ReceiptOf {
     /// None is signed: the row is damaged or does not hold its seals (`damaged` names what:
     /// unreadable columns, `seal` for terms no seal vouches for, `settlement_seal` for a
     /// settlement none does, `votes.seal`, `grant.seal` for a grant it made whose seal does not
-    /// hold, `call`, `status.settled`: [`Store::receipt`]).
+    /// hold, `grant.missing` for an approval wider than once with no grant, `call`,
+    /// `status.settled`: [`Store::receipt`]).
     /// `agent` is the row's, so
     /// the caller can answer another agent as for a missing id.
     Damaged {
@@ -71,7 +72,20 @@ impl Store {
             return Ok(Some(ReceiptOf::Damaged { agent, damaged }));
         }
         let mut r = unsigned(&rec, ctx.policies, ctx.policy_set_sha256, now);
-        r.whole_tool = whole_tool && r.scope.is_some();
+        // Approved wider than once, it made a grant (grant rows are never deleted): none there
+        // is a row removed behind the gateway's back, and `whole_tool` could not be told
+        // (found by review: the receipt then said "identical calls" of a whole-tool grant).
+        match whole_tool {
+            Some(w) => r.whole_tool = w && r.scope.is_some(),
+            None if r.scope.is_some() => {
+                let damaged = vec!["grant.missing".to_string()];
+                return Ok(Some(ReceiptOf::Damaged {
+                    agent: rec.agent,
+                    damaged,
+                }));
+            }
+            None => {}
+        }
         Ok(Some(ReceiptOf::Signed(Box::new(r.signed(&self.audit_key)))))
     }
 }
@@ -86,21 +100,21 @@ pub(crate) struct StandingKeys {
 }
 
 /// Whether a grant approval `id` made covers every call of its tool (`whole_tool`: its row
-/// bound to no call hash), read from the grant rows whose seal holds under `key`; one whose
-/// seal does not hold adds `grant.seal` to `unsealed` (no receipt is signed then).
+/// bound to no call hash); `None` when it made none. One whose seal does not hold under `key`
+/// adds `grant.seal` to `unsealed` (no receipt is signed then).
 fn whole_tool(
     c: Conn<'_>,
     key: &SealKey,
     id: &str,
     unsealed: &mut Vec<String>,
-) -> db::Result<bool> {
+) -> db::Result<Option<bool>> {
     use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
     let sql = format!("SELECT {SEALED_COLUMNS} FROM grants WHERE approval_id = ?1");
     let grants = crate::sql::rows(c, &sql, crate::params![id], StoredGrantSeal::read)?;
     if !grants.iter().all(|g| g.holds(key)) {
         unsealed.push("grant.seal".to_string());
     }
-    Ok(grants.iter().any(|g| g.call_hash.is_none()))
+    Ok((!grants.is_empty()).then(|| grants.iter().any(|g| g.call_hash.is_none())))
 }
 
 /// What of approval `rec` (row `id`) no seal vouches for: `seal` (its terms: for a receipt in

@@ -81,17 +81,22 @@ pub struct EditObservations {
     pub calls: CallsSeen,
 }
 
-/// How many calls an agent had made since `since` (Unix ms) when a decision was re-gated
-/// against its windows: `count`. Inside the decision's write transaction the store counts
-/// again ([`calls_since`]) and refuses the decision when more were made meanwhile
-/// ([`crate::DecisionInput::calls_seen`]). `since` is [`CALLS_MARGIN_MS`] before the read, so
-/// that a proposal stamped before the read but committed after it (its time is taken before it
-/// waits for the write lock) is counted too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How many calls an agent's session (or, when some rule counts per agent, the agent) had
+/// made, and how many of their approvals had been decided, since `since` (Unix ms) when a
+/// decision was re-gated against its windows: `count`. Inside the decision's write
+/// transaction the store counts again ([`calls_since`]) and refuses the decision when it
+/// grew ([`crate::DecisionInput::calls_seen`]): a call added, or another approval decided
+/// (an edit changes what a call counts for without adding one; found by review, two edits
+/// checked at once each passed a cost threshold the pair exceeded). `since` is
+/// [`CALLS_MARGIN_MS`] before the read, so that a proposal stamped before the read but
+/// committed after it (its time is taken before it waits for the write lock) is counted too.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallsSeen {
     /// Unix ms.
     pub since: i64,
-    /// Calls of the agent at or after `since`.
+    /// The session counted; `None`: every session of the agent.
+    pub session: Option<String>,
+    /// Calls and decisions counted at or after `since`.
     pub count: i64,
 }
 
@@ -99,11 +104,20 @@ pub struct CallsSeen {
 /// for the lock (10 s) and the replicas' clock bound, with room.
 pub const CALLS_MARGIN_MS: i64 = 60_000;
 
-/// How many calls `agent` made at or after `since` (Unix ms; index `usage(agent, at)`,
-/// migration 0046). Usage rows are never deleted, so the count only grows.
-pub(crate) fn calls_since(conn: Conn<'_>, agent: &str, since: i64) -> db::Result<i64> {
-    conn.prepare_cached("SELECT count(*) FROM usage WHERE agent = ?1 AND at >= ?2")?
-        .query_row(crate::params![agent, since], |r| r.get(0))
+/// How many calls `agent` (in `session`, or in all its sessions) made, and how many decisions
+/// were taken on its approvals there, at or after `since` (Unix ms; indexes `usage(agent,
+/// at)`, migration 0046, and `decisions(approval_id)`). Neither table loses rows, so the count
+/// only grows.
+pub(crate) fn calls_since(
+    conn: Conn<'_>,
+    agent: &str,
+    session: Option<&str>,
+    since: i64,
+) -> db::Result<i64> {
+    conn.prepare_cached(
+        "SELECT (SELECT count(*) FROM usage WHERE agent = ?1 AND at >= ?2            AND (CAST(?3 AS TEXT) IS NULL OR session_id = ?3))          + (SELECT count(*) FROM decisions d JOIN approvals a ON a.id = d.approval_id            WHERE a.agent = ?1 AND d.at >= ?2 AND (CAST(?3 AS TEXT) IS NULL OR a.session_id = ?3))",
+    )?
+    .query_row(crate::params![agent, since, session], |r| r.get(0))
 }
 
 impl Store {
@@ -129,9 +143,14 @@ impl Store {
                 risk: crate::session_risk::read(c, agent, session_id, call)?,
                 calls: {
                     let since = now.saturating_sub(CALLS_MARGIN_MS);
+                    // The session alone unless some rule covering the call counts per agent:
+                    // found by review, the agent's unrelated calls in other sessions refused
+                    // decisions (and turned an AAEP accept into a reject).
+                    let session = wide.longest_agent_seconds.is_none().then_some(session_id);
                     CallsSeen {
                         since,
-                        count: calls_since(c, agent, since)?,
+                        session: session.map(str::to_string),
+                        count: calls_since(c, agent, session, since)?,
                     }
                 },
             })

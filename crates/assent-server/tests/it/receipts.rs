@@ -222,5 +222,13 @@ async fn a_receipt_says_when_the_approval_let_more_than_its_call_through() {
         .await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     assert_eq!(v["damaged"], json!(["grant.seal"]), "{v}");
+    // The whole-tool grant deleted: its receipt cannot say which it was, so none is signed.
+    let gone = format!("DELETE FROM grants WHERE approval_id = '{any}'");
+    assert_eq!(gw.sql().exec(&gone, &[]), 1);
+    let (s, v) = gw
+        .get(&format!("/v1/approvals/{any}/receipt"), "alice-key")
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["damaged"], json!(["grant.missing"]), "{v}");
     gw.stop().await;
 }

@@ -426,6 +426,9 @@ fn keep_aside(dir: &Dir) -> Result<PathBuf, StoreError> {
 /// input or its `-wal` is not a regular file, named; `Io`.
 pub(super) fn take_input(input: &Path, staging: &Staging) -> Result<PathBuf, StoreError> {
     let private = staging.dir.join("input.db");
+    // One resolution for both files (found by review: resolved twice, a `latest.db` link moved
+    // between could pair one backup with another's log).
+    let input = &std::fs::canonicalize(input).unwrap_or_else(|_| input.to_path_buf());
     copy_regular(input, &private, true)?.ok_or_else(|| {
         refuse(format!(
             "{}: no such file, or not a regular file",
@@ -433,8 +436,7 @@ pub(super) fn take_input(input: &Path, staging: &Staging) -> Result<PathBuf, Sto
         ))
     })?;
     // Beside the file itself, as SQLite looks for it: through a `latest.db` link, the target's.
-    let file = std::fs::canonicalize(input).unwrap_or_else(|_| input.to_path_buf());
-    let mut wal = file.into_os_string();
+    let mut wal = input.as_os_str().to_owned();
     wal.push("-wal");
     let wal = PathBuf::from(wal);
     if std::fs::symlink_metadata(&wal).is_ok()

@@ -250,8 +250,8 @@ fn a_planted_or_edited_ceremony_is_not_taken() {
             ..ceremony(id, "alice")
         };
         for edit in [
-            "UPDATE passkey_ceremonies SET state = '{\"attacker\":1}' WHERE id = 'r1'",
-            "UPDATE passkey_ceremonies SET expires_at = 900000 WHERE id = 'r1'",
+            "UPDATE passkey_ceremonies SET state = '{\"attacker\":1}'",
+            "UPDATE passkey_ceremonies SET expires_at = 900000",
         ] {
             assert!(s.start_registration(&reg("r1"), &code, 1_000).unwrap());
             c.execute(edit, params![]).unwrap();
@@ -261,7 +261,17 @@ fn a_planted_or_edited_ceremony_is_not_taken() {
                 "{edit}"
             );
         }
+        // Found by review: the id, as the row kept it, let whoever reads the database finish
+        // a genuine ceremony in progress. The row keeps its SHA-256; only the id itself takes it.
         assert!(s.start_registration(&reg("r1"), &code, 1_000).unwrap());
+        let stored: String = c
+            .query_row("SELECT id FROM passkey_ceremonies", params![], |r| r.get(0))
+            .unwrap();
+        assert_ne!(stored, "r1");
+        let taken = s
+            .take_ceremony(&stored, "alice", "register", 2_000)
+            .unwrap();
+        assert_eq!(taken, None);
         assert!(
             s.take_ceremony("r1", "alice", "register", 2_000)
                 .unwrap()

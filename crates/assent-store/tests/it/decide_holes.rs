@@ -417,31 +417,40 @@ fn a_decision_checked_against_calls_the_agent_has_added_to_since_is_refused() {
     both_stores(|_, s| {
         let (call, v) = pay(1);
         let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let other = hold(s, "s1", &pay(2).0, &pay(2).1, 1_000, 60_000).id;
         let none = WindowNeeds::default();
         let seen = |now| {
             s.edit_observations(("bot", "s1"), Some(&id), &call, (&none, &none), now)
                 .unwrap()
                 .calls
         };
-        let before = seen(2_000);
-        crate::gate_observed(
-            s,
-            "s9",
-            ("fetch", Effects::default()),
-            VerdictKind::Allow,
-            2_500,
-            1,
-        );
+        let run = |session: &str, now| {
+            let fetch = ("fetch", Effects::default());
+            crate::gate_observed(s, session, fetch, VerdictKind::Allow, now, 1);
+        };
         let with = |calls| DecisionInput {
             calls_seen: Some(calls),
             ..DecisionInput::approve()
         };
-        let r = s.decide(&id, &with(before), "alice", &[], 3_000);
-        assert!(matches!(r, Err(DecideError::SessionChanged)), "{r:?}");
-        assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
-        let rec = s
-            .decide(&id, &with(seen(3_000)), "alice", &[], 3_000)
+        let refused = |calls| {
+            let r = s.decide(&id, &with(calls), "alice", &[], 3_000);
+            assert!(matches!(r, Err(DecideError::SessionChanged)), "{r:?}");
+            assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
+        };
+        // A call of the session since: refused.
+        let before = seen(2_000);
+        run("s1", 2_500);
+        refused(before);
+        // Another of its approvals decided since (an edit changes what a call counts for
+        // without adding one): refused.
+        let before = seen(2_600);
+        s.decide(&other, &DecisionInput::approve(), "bob", &[], 2_700)
             .unwrap();
+        refused(before);
+        // A call in another session, when no rule counts per agent: not in its windows.
+        let before = seen(2_800);
+        run("s9", 2_900);
+        let rec = s.decide(&id, &with(before), "alice", &[], 3_000).unwrap();
         assert_eq!(rec.status, ApprovalStatus::Approved);
     });
 }
