@@ -82,13 +82,14 @@ pub struct DecisionInput {
     /// let a user approve in the client a call that then needed an operator. `None`: not
     /// checked (a decision not re-gated against its session).
     pub session_seen: Option<assent_core::session_risk::SessionRisk>,
-    /// How many calls the agent had made lately when the caller re-gated this approving
+    /// How many calls the session (the agent, when a rule counts per agent) had made and how
+    /// many of its approvals had been decided lately, when the caller re-gated this approving
     /// decision against its rate and cost windows (an operator's edit, the agent's user's
-    /// in-client approval). Inside the decision's write transaction the store counts again and
-    /// refuses the decision when more were made meanwhile: `SessionChanged`, audited
-    /// `decision.refused`. Found by review: an edit checked against a cost total read before
-    /// the agent's next call committed let the session spend past its threshold with no one
-    /// asked. `None`: not checked.
+    /// in-client approval; [`crate::CallsSeen`]). Inside the decision's write transaction the
+    /// store counts again and refuses the decision when the count grew: `SessionChanged`,
+    /// audited `decision.refused`. Found by review: an edit checked against a cost total read
+    /// before the agent's next call committed, or beside another edit, let the session spend
+    /// past its threshold with no one asked. `None`: not checked (no rule has a threshold).
     pub calls_seen: Option<crate::CallsSeen>,
 }
 
@@ -168,8 +169,9 @@ pub(crate) fn edit_of_held(rec: &ApprovalRecord, e: &EditedCall) -> Result<(), D
 
 /// Why the re-gated decision `input` on held call `rec` no longer stands, read again in this
 /// transaction: the session took in more since the caller read it
-/// ([`crate::DecisionInput::session_seen`], [`crate::session_risk::moved_since`]), or the agent made more calls since
-/// they were counted ([`crate::DecisionInput::calls_seen`]). `None`: neither (or not checked).
+/// ([`crate::DecisionInput::session_seen`], [`crate::session_risk::moved_since`]), or made
+/// more calls or had more approvals decided since they were counted
+/// ([`crate::DecisionInput::calls_seen`]). `None`: neither (or not checked).
 pub(crate) fn seen_moved(
     tx: crate::db::Conn<'_>,
     rec: &crate::approval_record::ApprovalRecord,
@@ -188,7 +190,7 @@ pub(crate) fn seen_moved(
             != seen.count
     {
         return Ok(Some(
-            "the agent made more calls since the decision was checked against its windows",
+            "the agent made more calls, or had more approvals decided, since the decision was checked against its windows",
         ));
     }
     Ok(None)

@@ -77,7 +77,8 @@ pub struct EditObservations {
     pub agent: Vec<PriorCall>,
     /// What the session has taken in, for the held call ([`Store::session_risk`]).
     pub risk: assent_core::session_risk::SessionRisk,
-    /// How many calls the agent had made lately when these were read ([`CallsSeen`]).
+    /// How many calls the session (or agent) had made and approvals had had decided lately,
+    /// when these were read ([`CallsSeen`]).
     pub calls: CallsSeen,
 }
 

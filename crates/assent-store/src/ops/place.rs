@@ -415,11 +415,13 @@ fn keep_aside(dir: &Dir) -> Result<PathBuf, StoreError> {
     }
 }
 
-/// Copies the restore's `input` (and its `-wal`, when there is one) byte for byte into
-/// `staging` as `input.db`, whose path it returns: SQLite then opens only that private copy.
-/// Each file is opened for reading without blocking and must be a regular file (`fstat` on
-/// the handle; the `-wal`, which the operator did not name, not through a symbolic link). Attack (found by review): SQLite opened the input by path, so root's
-/// `assent restore /srv/backups/b.db` in a directory another user may write opened that
+/// Copies the restore's `input` (and its `-wal`, when there is one: beside the link's target
+/// for a link, resolved once) byte for byte into `staging` as `input.db`, whose path it
+/// returns: SQLite then opens only that private copy. Each file is opened for reading without
+/// blocking and must be a regular file (`fstat` on the handle; the `-wal`, which the operator
+/// did not name, not through a symbolic link). Attack (found by review): SQLite opened the
+/// input by path, so root's `assent restore /srv/backups/b.db` in a directory another user may
+/// write opened that
 /// user's `b.db-wal` and created or opened `b.db-shm` there read-write (owned by whoever owns
 /// `b.db`, and a hard link planted at that name was written through), and a FIFO swapped in
 /// after the check held the restore, and the data directory's lock, for ever. Errors: the
