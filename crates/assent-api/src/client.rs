@@ -216,6 +216,15 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// unless [`Client::with_request_timeout`] says otherwise.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long the MCP side's clients ([`Client::with_timeouts`], [`Client::over_unix_socket`])
+/// keep an idle connection for reuse: less than the gateway's shortest idle keep-alive wait
+/// (`header_read_timeout_seconds`, at least 1 s), so a request never goes out on a connection
+/// the gateway is closing for idleness (a request written as the server closes is lost, not
+/// retried). Seen in CI, this the likely cause: the hub's result report, after an upstream call
+/// of about 30 s (the gateway's default wait) on the connection its proposal had used, failed
+/// "error sending request" and the result was withheld.
+pub const POOL_IDLE: Duration = Duration::from_millis(500);
+
 /// Its `Debug` leaves the key out (found by review: derived, any `?client` in a log would
 /// have printed it).
 #[derive(Clone)]
@@ -275,6 +284,7 @@ impl Client {
         let http = direct_to_loopback(http_builder(), base_url)
             .connect_timeout(connect)
             .timeout(total)
+            .pool_idle_timeout(POOL_IDLE)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
@@ -296,6 +306,7 @@ impl Client {
             .unix_socket(path)
             .connect_timeout(connect)
             .timeout(total)
+            .pool_idle_timeout(POOL_IDLE)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
