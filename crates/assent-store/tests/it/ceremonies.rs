@@ -21,6 +21,18 @@ fn ceremony(id: &str, who: &str) -> Ceremony {
     }
 }
 
+/// `who`'s registration ceremony `id` (no approval, call, decision or nonce).
+fn registration(id: &str, who: &str) -> Ceremony {
+    Ceremony {
+        purpose: "register".into(),
+        approval_id: None,
+        call_hash: None,
+        decision: None,
+        nonce: None,
+        ..ceremony(id, who)
+    }
+}
+
 /// Whether `who` takes ceremony `id` for `purpose` (at 2 s, before it expires).
 fn takes(s: &Store, id: &str, who: &str, purpose: &str) -> bool {
     s.take_ceremony(id, who, purpose, 2_000).unwrap().is_some()
@@ -106,14 +118,7 @@ fn an_enrolment_code_is_used_when_a_registration_finishes_and_only_once() {
         let key = assent_store::checkpoint::read_key(dir).unwrap().unwrap();
         let issue = assent_store::passkeys::issue_enrolment;
         issue(conn.conn(), &key, "alice", &code, 100_000, "admin", 1_000).unwrap();
-        let reg = |id: &str, who: &str| Ceremony {
-            purpose: "register".into(),
-            approval_id: None,
-            call_hash: None,
-            decision: None,
-            nonce: None,
-            ..ceremony(id, who)
-        };
+        let reg = registration;
         assert!(
             s.start_registration(&reg("r1", "alice"), &code, 1_000)
                 .unwrap()
@@ -187,14 +192,7 @@ fn a_planted_or_edited_enrolment_row_starts_no_registration() {
             params![planted, "alice", "cli:root", 100_000i64],
         )
         .unwrap();
-        let reg = |id: &str| Ceremony {
-            purpose: "register".into(),
-            approval_id: None,
-            call_hash: None,
-            decision: None,
-            nonce: None,
-            ..ceremony(id, "alice")
-        };
+        let reg = |id: &str| registration(id, "alice");
         assert!(!s.start_registration(&reg("p1"), &planted, 1_000).unwrap());
         // A sealed code of bob's, moved to alice; a sealed code of alice's, its expiry moved.
         let key = assent_store::checkpoint::read_key(dir).unwrap().unwrap();
@@ -241,14 +239,7 @@ fn a_planted_or_edited_ceremony_is_not_taken() {
                 .unwrap(),
             None
         );
-        let reg = |id: &str| Ceremony {
-            purpose: "register".into(),
-            approval_id: None,
-            call_hash: None,
-            decision: None,
-            nonce: None,
-            ..ceremony(id, "alice")
-        };
+        let reg = |id: &str| registration(id, "alice");
         for edit in [
             "UPDATE passkey_ceremonies SET state = '{\"attacker\":1}'",
             "UPDATE passkey_ceremonies SET expires_at = 900000",
