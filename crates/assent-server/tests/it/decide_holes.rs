@@ -4,7 +4,7 @@
 //! to a quorum. (A decision after the deadline is refused by the store: its own tests.)
 
 use crate::backend::audit_count;
-use crate::kit::{BOT, assert_error, policy, serve_policy, token_of};
+use crate::kit::{BOT, assert_answer, assert_error, policy, serve_policy, token_of};
 use crate::quorum::{args, held_under};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -40,11 +40,7 @@ async fn an_identical_call_after_untrusted_output_does_not_join_the_in_client_ap
     let (s, b) = gw
         .propose_in("s1", "fetch", json!({"url": "https://evil"}))
         .await;
-    assert_eq!(
-        (s, &b["decision"]),
-        (StatusCode::OK, &json!("allow")),
-        "{b}"
-    );
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
 
     let (s, again) = gw.propose_in("s1", "post", call.clone()).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{again}");
@@ -68,17 +64,9 @@ async fn an_identical_call_after_untrusted_output_does_not_join_the_in_client_ap
     // The user may still say no; an operator may approve the new one.
     let path = format!("/v1/approvals/{old}/user-decision");
     let (s, a) = gw.post(&path, BOT, json!({"decision": "deny"})).await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("rejected")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "rejected");
     let (s, a) = gw.decide(&new, "olaf-key", "approve").await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "approved");
     let token = token_of(&gw.as_agent(&new).await);
     let (s, r) = gw.redeem(&token, "post", call, None).await;
     assert_eq!(s, StatusCode::OK, "{r}");
@@ -92,11 +80,7 @@ async fn an_operator_cannot_cancel_alone_what_only_a_quorum_may_deny() {
     let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2, deny: quorum}\n";
     let (_dir, gw, id) = held_under(rules).await;
     let (s, a) = gw.decide(&id, "alice-key", "deny").await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("pending")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "pending");
     let refused = audit_count(&gw.data_dir, "decision.refused");
     let (s, e) = gw.cancel(&id, "alice-key", None).await;
     assert_error(s, &e, StatusCode::FORBIDDEN, "DENY_NEEDS_QUORUM");
@@ -108,21 +92,13 @@ async fn an_operator_cannot_cancel_alone_what_only_a_quorum_may_deny() {
     assert_eq!(gw.as_agent(&id).await["status"], "pending");
     // A second deny vote makes the quorum's no.
     let (s, a) = gw.decide(&id, "fred-key", "deny").await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("rejected")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "rejected");
 
     // The agent's own cancel of its own request stays allowed.
     let (s, b) = gw.propose_in("s2", "pay", args()).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     let mine = b["approval_id"].as_str().unwrap();
     let (s, a) = gw.cancel(mine, BOT, None).await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("cancelled")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "cancelled");
     gw.stop().await;
 }

@@ -9,7 +9,7 @@
 //! `skill_unnamed`, so neither an approving default, a grant nor the client releases it. A
 //! held result (trigger `output_bytes`) shows the `reject` its timeout applies.
 
-use crate::kit::{BOT, Gw, OP, assert_error, assert_says, policy, serve_policy};
+use crate::kit::{BOT, Gw, OP, assert_answer, assert_error, assert_says, policy, serve_policy};
 use assent_core::approval::DefaultDecision;
 use assent_core::canonical::CanonicalCall;
 use assent_core::triggers::Observations;
@@ -232,11 +232,7 @@ async fn a_held_result_shows_the_reject_its_timeout_applies_not_its_calls_approv
     let report = json!({"agent": "bot", "session_id": "r1", "tool": "note", "arguments": {},
                         "output_bytes": 5000, "result_sha256": "ab".repeat(32)});
     let (s, b) = gw.post("/v1/tool-results", BOT, report).await;
-    assert_eq!(
-        (s, &b["decision"]),
-        (StatusCode::ACCEPTED, &json!("pending")),
-        "{b}"
-    );
+    assert_answer(s, &b, "decision", StatusCode::ACCEPTED, "pending");
     assert_eq!(b["triggers"], json!(["output_bytes"]), "{b}");
     let id = b["approval_id"].as_str().unwrap().to_string();
     assert_held_then_expired_rejected(&gw, &id, "output_bytes").await;
@@ -317,11 +313,7 @@ async fn the_agents_user_cannot_approve_a_call_held_by_a_trigger_in_the_client()
         "{b}"
     );
     let (s, a) = user_approves(&gw, b["approval_id"].as_str().unwrap()).await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }
 
@@ -339,11 +331,7 @@ async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
 async fn held_unnamed_skill(gw: &Gw) -> Value {
     let pay = json!({"text": "process a payment of 5000 to acct 1"});
     let (s, b) = delegate(gw, json!({"target": "payments", "input": pay})).await;
-    assert_eq!(
-        (s, &b["decision"]),
-        (StatusCode::ACCEPTED, &json!("pending")),
-        "{b}"
-    );
+    assert_answer(s, &b, "decision", StatusCode::ACCEPTED, "pending");
     b
 }
 
@@ -367,17 +355,9 @@ async fn a_delegation_naming_no_skill_cannot_skip_allowed_skills_and_their_appro
         json!({"target": "payments", "input": {}, "skill_id": "lookup"}),
     )
     .await;
-    assert_eq!(
-        (s, &b["decision"]),
-        (StatusCode::OK, &json!("allow")),
-        "{b}"
-    );
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
     let (s, b) = delegate(&gw, json!({"target": "search", "input": {}})).await;
-    assert_eq!(
-        (s, &b["decision"]),
-        (StatusCode::OK, &json!("allow")),
-        "{b}"
-    );
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
     let (s, b) = delegate(&gw, json!({"target": "payments", "skill_id": "refund"})).await;
     assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
     assert_says(&b, "reason", "not in allowed_skills");
@@ -453,19 +433,11 @@ async fn an_in_client_approval_is_checked_against_the_session_it_was_read_with()
     // A session with a mark that did not move between the check and the write: approved.
     let id = held("r1", "note").await;
     let (s, a) = user_approves(&gw, &id).await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "approved");
     crate::kit::token_of(&gw.as_agent(&id).await);
     let id = held("r2", "send_email").await;
     let (s, a) = user_approves(&gw, &id).await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }
 

@@ -6,7 +6,9 @@
 
 use crate::backend::audit_problem;
 use crate::decide_guards::{approved_plan, held_in_plan};
-use crate::kit::{BOT, Gw, OP, Param, assert_error, assert_says, audit_count, serve, token_of};
+use crate::kit::{
+    BOT, Gw, OP, Param, assert_answer, assert_error, assert_says, audit_count, serve, token_of,
+};
 use crate::plans::{plan, uuid};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -165,11 +167,7 @@ async fn a_plan_row_put_back_whole_or_deleted_is_named_by_audit_verify() {
     assert_eq!(gw.sql().exec(update, &put_back), 1);
     // Its seal holds: the row is the gateway's, as it was.
     let (s, b) = gw.get(&format!("/v1/plans/{pid}"), BOT).await;
-    assert_eq!(
-        (s, &b["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{b}"
-    );
+    assert_answer(s, &b, "status", StatusCode::OK, "approved");
     let (s, b) = gw.redeem(&token, "pay", pay(551), None).await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     let found = problem(&gw).expect("a plan put back is named");
@@ -292,11 +290,7 @@ async fn a_call_row_made_unreadable_in_the_database_does_not_keep_its_plan_from_
     );
     cancel(&gw, &pid).await;
     let (s, b) = gw.get(&format!("/v1/plans/{pid}"), BOT).await;
-    assert_eq!(
-        (s, &b["status"]),
-        (StatusCode::OK, &json!("cancelled")),
-        "{b}"
-    );
+    assert_answer(s, &b, "status", StatusCode::OK, "cancelled");
     let (s, b) = gw.redeem(&token, "pay", pay(951), None).await;
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
     gw.stop().await;

@@ -5,6 +5,7 @@
 
 use super::refusals::only_deny_offered_and_approve_refused;
 use super::{FakeSlack, assert_code, buttons, click, gateway, signed, value_of};
+use crate::kit::assert_answer;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -72,11 +73,7 @@ async fn a_slack_card_hiding_a_redacted_value_carries_no_call_hash_to_test_guess
             "state": {"values": {"reason": {"reason": {"type": "plain_text_input", "value": "no"}}}}},
     });
     let (s, r) = signed(&gw, &submission).await;
-    assert_eq!(
-        (s, &r["response_action"]),
-        (StatusCode::OK, &json!("clear")),
-        "{r}"
-    );
+    assert_answer(s, &r, "response_action", StatusCode::OK, "clear");
     let (_, a) = gw.approval(&id, "alice-key").await;
     assert_eq!(a["status"], "rejected", "{a}");
     // A card with nothing hidden keeps the hash.
