@@ -19,12 +19,13 @@ pub enum ClientError {
     /// The request did not get an answer: connection refused, DNS, TLS, timeout, or the
     /// connection dropped while the body was read. Nothing is known of the gateway's state
     /// (the MCP proxy treats it as "forward nothing" and keeps waiting).
-    #[error("cannot reach the gateway at {base} ({cause}){}", https_hint(.base))]
+    #[error("cannot reach the gateway at {base} ({}){}", causes(.cause), https_hint(.base))]
     Transport {
         /// The gateway's base URL (no trailing `/`).
         base: String,
-        /// The HTTP client's error (its URL removed). Shown in the message and deliberately
-        /// not a `source()`, so `{:#}` chains print the message once, as the CLI does today.
+        /// The HTTP client's error (its URL removed). Shown in the message with the errors
+        /// under it ([`causes`]) and deliberately not a `source()`, so `{:#}` chains print the
+        /// message once, as the CLI does.
         cause: reqwest::Error,
     },
     /// The gateway answered a non-2xx status; `error` is its `{"code", "message"}` body, or
@@ -49,6 +50,31 @@ pub enum ClientError {
     /// path, an id that is empty, `.` or `..`, or the HTTP client's own build error.
     #[error("{0}")]
     Config(String),
+}
+
+/// The most characters of a transport error's text ([`causes`]).
+const MAX_CAUSE_CHARS: usize = 500;
+
+/// `e`'s text followed by each error under it (`source()`), joined with `: `, a text already
+/// shown not repeated, control characters as spaces, at most [`MAX_CAUSE_CHARS`] characters:
+/// `error sending request: client error (Connect): tcp connect error: Connection refused (os
+/// error 111)`. reqwest's own text alone says only `error sending request` (seen in CI: a
+/// dropped keep-alive connection and a refused one read the same).
+fn causes(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        next = cause.source();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_CAUSE_CHARS)
+        .collect()
 }
 
 /// What a transport error to the gateway at `base` adds: on a host without CA certificates
