@@ -490,19 +490,6 @@ async fn bearer_throttle(st: &AppState, req: &mut Request) -> Result<(), Respons
     let Some(key) = bearer_key(req.headers()) else {
         return Ok(());
     };
-    // The scrape key is known, but only for what it may read: elsewhere it is a wrong key. It
-    // has a rate of its own (found by review: it skipped every rate, so whoever read it from a
-    // monitoring config could put a store call beside every agent's, as fast as they liked).
-    if req.uri().path() == "/metrics" && crate::scrape::is_scrape_key(st, key) {
-        if let Some(wait) = st.throttle.over_scrape_rate() {
-            return Err(too_many(
-                "RATE_LIMITED",
-                "the scrape key is over its request rate (rate_limits); scrape less often",
-                wait,
-            ));
-        }
-        return Ok(());
-    }
     let addr = st.throttle.client_addr(req);
     if let Some(wait) = st.throttle.locked_out(addr, key, false)
         && !st.throttle.passes_lockout(addr, key)
@@ -513,14 +500,28 @@ async fn bearer_throttle(st: &AppState, req: &mut Request) -> Result<(), Respons
             wait,
         ));
     }
+    // The scrape key is known, but only for what it may read: elsewhere it is a wrong key. It
+    // has a rate of its own (found by review: it skipped every rate, so whoever read it from a
+    // monitoring config could put a store call beside every agent's, as fast as they liked).
+    // It is held to the address's lock-out as a principal's key is, and passes it likewise once
+    // it was used from there (found by review: checked before the lock-out, it was answered
+    // `200` from a locked-out address where every wrong key got an uncounted `429`, so it could
+    // be guessed there at any rate).
+    if req.uri().path() == "/metrics" && crate::scrape::is_scrape_key(st, key) {
+        if let Some(wait) = st.throttle.over_scrape_rate() {
+            return Err(too_many(
+                "RATE_LIMITED",
+                "the scrape key is over its request rate (rate_limits); scrape less often",
+                wait,
+            ));
+        }
+        st.throttle
+            .authenticated(addr, key, &crate::throttle::digest(key));
+        return Ok(());
+    }
     match principal_for_key(&st.principals(), key) {
         None => {
-            let locked = st.throttle.locked_out(addr, key, true);
-            let wait = match locked {
-                Some(w) => Some(w),
-                None => st.throttle.failed(addr, key).await,
-            };
-            if let Some(wait) = wait {
+            if let Some(wait) = st.throttle.wrong_key(addr, key).await {
                 tracing::warn!(addr = ?addr, "authentication failures throttled");
                 return Err(too_many(
                     "AUTH_THROTTLED",

@@ -1,8 +1,9 @@
 //! `GET /metrics` (issue 15 §2): the OpenMetrics text exposition
 //! (`application/openmetrics-text; version=1.0.0`, which Prometheus reads) of [`crate::metrics`], for an operator key or the scrape key in
 //! `metrics_key_env` (which reads nothing else); `401` without a known key, `403` for an
-//! agent's or executor's, with the API's JSON error body. The scrape key passes the
-//! failed-authentication throttle as a known key.
+//! agent's or executor's, with the API's JSON error body. The scrape key is held to an
+//! address's failed-authentication lock-out as a principal's key is, passing it where it
+//! scraped from before (`crate::edge::throttle`).
 
 use crate::auth::{bearer_key, principal_for_key};
 use crate::config::PrincipalKind;

@@ -371,6 +371,24 @@ impl Throttle {
         self.count(Self::keys(addr, key)).await
     }
 
+    /// A wrong `key` from `addr`: `Some(wait)` while its prefix is locked out, or when this
+    /// failure used up the allowance of the address or the prefix ([`Throttle::failed`]). The
+    /// address is counted whether or not the prefix is locked out (found by review: a wrong
+    /// key under a prefix another network had locked out was answered `429` uncounted, so a
+    /// second network could guess keys of that prefix at any rate, the `429` of a wrong guess
+    /// telling it apart from a right one, spending one counted failure a second to keep the
+    /// prefix locked).
+    pub async fn wrong_key(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
+        match self.locked_out(addr, key, true) {
+            Some(prefix) => Some(
+                self.failed_addr(addr)
+                    .await
+                    .map_or(prefix, |a| a.max(prefix)),
+            ),
+            None => self.failed(addr, key).await,
+        }
+    }
+
     /// Counts a failed authentication against the client address (network) alone, like
     /// [`Throttle::failed`] (the same allowance, here and in the shared count): a dashboard
     /// session cookie that names no live session. Not by prefix: a cookie's value is no key,
@@ -536,7 +554,7 @@ impl Throttle {
 }
 
 /// The SHA-256 of `key`.
-fn digest(key: &str) -> [u8; 32] {
+pub(crate) fn digest(key: &str) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(key.as_bytes()).into()
 }

@@ -463,12 +463,7 @@ pub(crate) async fn login(
     let principals = st.principals();
     let Some(p) = principal_for_key(&principals, key).filter(|p| p.roles().is_some()) else {
         tracing::info!("dashboard sign-in refused");
-        let locked = st.throttle.locked_out(addr, key, true);
-        let wait = match locked {
-            Some(w) => Some(w),
-            None => st.throttle.failed(addr, key).await,
-        };
-        if let Some(wait) = wait {
+        if let Some(wait) = st.throttle.wrong_key(addr, key).await {
             return throttled(wait);
         }
         return login_form(

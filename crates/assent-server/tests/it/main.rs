@@ -29,6 +29,7 @@ mod grant_duties;
 mod grant_lifetime;
 mod grant_maker_seal;
 mod grant_revocation;
+mod guessing;
 mod heavy_reads;
 mod held_for_a_person;
 mod insights;
