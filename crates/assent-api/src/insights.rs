@@ -108,7 +108,8 @@ pub struct OutrightList {
     /// How many tools there were in all.
     pub total: u64,
     /// Whether the audit log held more outright verdicts than one request reads (500,000),
-    /// so `allowed` and `denied` count only the oldest of them.
+    /// so `allowed` and `denied` count only the oldest of them, or verdicts of more tools
+    /// than one request counts (10,000), so those of the tools past it are not counted.
     pub truncated: bool,
 }
 

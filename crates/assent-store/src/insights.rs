@@ -15,7 +15,7 @@
 //! approval row is loaded into memory; the outright verdicts are in the audit log only
 //! (`call.allowed`, `call.denied`, the tool inside the record's JSON), read in chunks of
 //! [`AUDIT_CHUNK`] records and about [`crate::history::PAGE_BYTES`] of stored text in time
-//! order, at most [`MAX_AUDIT_RECORDS`] of them
+//! order, at most [`MAX_AUDIT_RECORDS`] of them, of at most [`MAX_OUTRIGHT_TOOLS`] tools
 //! (`outright_truncated` says so). The time ranges are indexed (migration 0023:
 //! `approvals(requested_at)`, `audit(at, seq)`), so a narrow range of a long history reads
 //! that range only. Every read runs beside the writer (on SQLite a connection
@@ -40,6 +40,12 @@ pub const RUBBER_STAMP_MS: i64 = 2_000;
 pub const AUDIT_CHUNK: i64 = 2_000;
 /// How many outright verdicts one request reads at most.
 pub const MAX_AUDIT_RECORDS: u64 = 500_000;
+/// How many tools' outright verdicts one request counts at most: past it, verdicts of a tool
+/// not yet counted are left out (`outright_truncated`). Found by review: an agent calling
+/// ever new undeclared tools (each denied outright and recorded under its name of up to 256
+/// bytes) made every insights page build a map of up to [`MAX_AUDIT_RECORDS`] names, some
+/// hundreds of MB, and copy it once more.
+pub const MAX_OUTRIGHT_TOOLS: usize = 10_000;
 /// One UTC day, in ms.
 pub const DAY_MS: i64 = 86_400_000;
 
@@ -66,7 +72,8 @@ pub struct Insights {
     /// How many tools had calls that needed nobody (`outright` may be cut to [`LIST_CAP`]).
     pub outright_total: u64,
     /// Whether the audit log held more than [`MAX_AUDIT_RECORDS`] outright verdicts in the
-    /// range, so `allowed`/`denied` count only the first ones.
+    /// range, so `allowed`/`denied` count only the first ones, or verdicts of more than
+    /// [`MAX_OUTRIGHT_TOOLS`] tools, so those of the tools past it are not counted.
     pub outright_truncated: bool,
 }
 
@@ -190,7 +197,7 @@ impl Store {
     /// Per tool, `(allowed, denied)` outright in `[since, until)` from the audit log, in one
     /// snapshot beside the writer ([`Store::aside`]), read in chunks of [`AUDIT_CHUNK`]
     /// records and about [`crate::history::PAGE_BYTES`] (memory stays bounded), and whether
-    /// [`MAX_AUDIT_RECORDS`] cut it.
+    /// [`MAX_AUDIT_RECORDS`] or [`MAX_OUTRIGHT_TOOLS`] cut it.
     fn outright_verdicts(&self, since: i64, until: i64) -> Result<(Verdicts, bool), StoreError> {
         self.aside(|c| outright_in(c, since, until))
     }
@@ -204,7 +211,7 @@ fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, boo
     // A chunk also stops at about `history::PAGE_BYTES` of stored text, its records' sizes read
     // first (found by review: 2,000 records at a time, whatever their size, were 512 MiB in
     // memory for calls whose arguments an agent had padded to 256 KiB).
-    let (mut from, mut after, mut read) = (since, 0_i64, 0_u64);
+    let (mut from, mut after, mut read, mut cut) = (since, 0_i64, 0_u64, false);
     loop {
         let sizes: Vec<i64> = sql::rows(
             c,
@@ -220,7 +227,7 @@ fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, boo
             db::tuple,
         )?;
         let Some(last) = chunk.last() else {
-            return Ok((out, false));
+            return Ok((out, cut));
         };
         (after, from) = (last.0, last.1);
         for (_, _, kind, data) in &chunk {
@@ -229,6 +236,10 @@ fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, boo
             }
             read += 1;
             let Some(tool) = tool_of(data) else { continue };
+            if out.len() >= MAX_OUTRIGHT_TOOLS && !out.contains_key(&tool) {
+                cut = true;
+                continue;
+            }
             let e = out.entry(tool).or_default();
             if kind == "call.allowed" {
                 e.0 += 1;
@@ -375,17 +386,24 @@ fn fill_days(since: i64, until: i64, counted: &[(i64, u64)]) -> Vec<DayCount> {
 /// The outright verdicts and grant uses per tool, most first (ties by name), cut to
 /// [`LIST_CAP`], and how many tools there were.
 fn merge_outright(verdicts: Verdicts, granted: Vec<(String, u64)>) -> (Vec<Outright>, u64) {
-    let mut by_tool: HashMap<String, Outright> = HashMap::new();
-    for (tool, (allowed, denied)) in verdicts {
-        let e = by_tool.entry(tool.clone()).or_default();
-        (e.tool, e.allowed, e.denied) = (tool, allowed, denied);
-    }
+    // Counts by tool, each name moved once into its row (never copied).
+    let mut by_tool: HashMap<String, (u64, u64, u64)> = verdicts
+        .into_iter()
+        .map(|(tool, (allowed, denied))| (tool, (allowed, denied, 0)))
+        .collect();
     for (tool, n) in granted {
-        let e = by_tool.entry(tool.clone()).or_default();
-        (e.tool, e.granted) = (tool, n);
+        by_tool.entry(tool).or_default().2 = n;
     }
     let total = by_tool.len() as u64;
-    let mut list: Vec<Outright> = by_tool.into_values().collect();
+    let mut list: Vec<Outright> = by_tool
+        .into_iter()
+        .map(|(tool, (allowed, denied, granted))| Outright {
+            tool,
+            allowed,
+            denied,
+            granted,
+        })
+        .collect();
     list.sort_by(|a, b| {
         let n = |o: &Outright| o.allowed + o.denied + o.granted;
         n(b).cmp(&n(a)).then_with(|| a.tool.cmp(&b.tool))

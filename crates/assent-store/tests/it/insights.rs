@@ -199,3 +199,40 @@ fn a_range_backwards_or_over_366_days_is_refused() {
     }
     assert!(s.insights(0, MAX_RANGE_MS).is_ok());
 }
+
+/// Attack (found by review): an agent calling ever new undeclared tools, each denied outright
+/// and recorded under its own name of up to 256 bytes, made every insights page count them all
+/// in one map (up to 500,000 names, some hundreds of MB) and copy it once more. At most
+/// `MAX_OUTRIGHT_TOOLS` tools are counted, the first seen in the range; a tool past them is
+/// left out and the figures say they were cut; the tools counted go on being counted.
+#[test]
+fn ever_new_tool_names_cannot_grow_the_outright_count_without_bound() {
+    use assent_store::insights::MAX_OUTRIGHT_TOOLS;
+    crate::both_stores(|_, s| {
+        let t = 4 * DAY_MS;
+        outright(s, "first", true, t);
+        for chunk in (0..MAX_OUTRIGHT_TOOLS - 1)
+            .collect::<Vec<_>>()
+            .chunks(1_000)
+        {
+            let (_, outcome) = s.batch(|| {
+                for i in chunk {
+                    outright(s, &format!("{}{i:05}", "x".repeat(200)), false, t + 1);
+                }
+            });
+            outcome.unwrap();
+        }
+        outright(s, "late", false, t + 2);
+        outright(s, "first", true, t + 3);
+        let got = s.insights(t, t + 4).unwrap();
+        assert!(got.outright_truncated);
+        assert_eq!(got.outright_total, MAX_OUTRIGHT_TOOLS as u64);
+        assert!(got.outright.iter().all(|o| o.tool != "late"));
+        let first = got.outright.iter().find(|o| o.tool == "first").unwrap();
+        assert_eq!((first.allowed, first.denied), (2, 0));
+        // A range without the flood is not cut.
+        let quiet = s.insights(t + 3, t + 4).unwrap();
+        assert!(!quiet.outright_truncated);
+        assert_eq!(quiet.outright_total, 1);
+    });
+}
