@@ -18,7 +18,8 @@ pub struct PolicyFile {
 }
 
 /// The candidate: the gateway's policy files as they are on disk now, with these replacing
-/// the ones of the same name (or added), over the proposals recorded in `[since, until)`.
+/// the ones of the same name (or added), over the proposals recorded in `[since, until)`. At
+/// most 256 files in `agents` and `governance` together (`400` past it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"governance": [{"file": "payments.yaml", "text": "policies: []\n"}], "since": "2026-11-01T00:00:00Z"}))]
@@ -46,8 +47,8 @@ pub struct ReplayResponse {
     pub report: Report,
     /// Audit records of a proposal kind that could not be read as one.
     pub unreadable: u64,
-    /// Whether the history held more proposals than one replay reads (the newest were left
-    /// out; narrow with `since`/`until`).
+    /// Whether the history held more proposals than one replay reads (200,000, or 1 GiB of
+    /// their stored text; the newest were left out; narrow with `since`/`until`).
     pub truncated: bool,
     /// Prompts the candidate removes (negative: adds).
     pub prompts_removed: i64,

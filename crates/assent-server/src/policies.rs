@@ -3,7 +3,8 @@
 //! the same name or added — replayed against the recorded history with
 //! [`assent_core::replay`], page by page from the store (each page its own read snapshot, so
 //! the writer is never held for the whole history). At most [`MAX_REPLAYED`] proposals per
-//! request, the oldest first (`truncated` says when more were left); `since`/`until` narrow it.
+//! request and [`MAX_REPLAYED_BYTES`] of their stored text, the oldest first (`truncated` says
+//! when more were left); `since`/`until` narrow it.
 
 use crate::body::Body;
 use crate::config::Config;
@@ -23,11 +24,23 @@ use axum::http::StatusCode;
 /// Proposals one replay request reads at the most.
 pub const MAX_REPLAYED: usize = 200_000;
 
+/// Stored text of the proposals one replay request reads at the most: 1 GiB (`truncated`
+/// past it). Found by review: read without a byte bound, calls an agent padded to
+/// `max_arguments_bytes` made one replay read and parse up to [`MAX_REPLAYED`] × 256 KiB,
+/// some 50 GiB, holding the one replay turn and a reader for minutes.
+pub const MAX_REPLAYED_BYTES: u64 = 1 << 30;
+
+/// Candidate files one replay request may carry (`agents` and `governance` together): `400`
+/// past it. Found by review: some 11,000 one-character files fit the body's bound, each
+/// matched against every file before it, tens of millions of steps on the one replay turn.
+pub const MAX_CANDIDATE_FILES: usize = 256;
+
 /// One replay at a time in this process (operators asking at once queue): each takes seconds
 /// of a blocking thread at the most (B7).
 static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
-/// `POST /v1/policies/replay`: the [`ReplayResponse`]. `400` for a bad `since`/`until`,
+/// `POST /v1/policies/replay`: the [`ReplayResponse`]. `400` for a bad `since`/`until` or
+/// more than [`MAX_CANDIDATE_FILES`] files,
 /// `422 POLICY_INVALID` (every `FILE:LINE: reason`) when the candidate does not load,
 /// `409 REPLAY_UNAVAILABLE` without a config file, `503` when the store cannot be read.
 #[utoipa::path(post, path = "/v1/policies/replay", tag = "around",
@@ -48,6 +61,12 @@ pub(crate) async fn replay(
             })
             .transpose()
     };
+    let files = b.agents.len().saturating_add(b.governance.len());
+    if files > MAX_CANDIDATE_FILES {
+        return Err(ApiError::bad_request(format!(
+            "agents and governance: {files} candidate files; at most {MAX_CANDIDATE_FILES} per replay"
+        )));
+    }
     let (since, until) = (range("since", &b.since)?, range("until", &b.until)?);
     // Found by review: an empty range answered a report of no change, which reads as "the
     // candidate changes nothing".
@@ -83,11 +102,16 @@ pub(crate) async fn replay(
             let now = now_ms();
             let grants = s.standing_grants(now)?;
             let mut r = Replayer::new(&reg, Options::default()).with_standing_grants(grants, now);
-            // No bound on the bytes in all: each proposal is replayed and let go (a page at a
-            // time, `PAGE_BYTES`), never held.
-            let read = read_history(s, since, until, MAX_REPLAYED, u64::MAX, &mut |rec| {
-                r.push(rec)
-            })?;
+            // Each proposal is replayed and let go (a page at a time, `PAGE_BYTES`), never
+            // held; the bytes in all are bounded for time, not memory.
+            let read = read_history(
+                s,
+                since,
+                until,
+                MAX_REPLAYED,
+                MAX_REPLAYED_BYTES,
+                &mut |rec| r.push(rec),
+            )?;
             Ok((r.finish(), read))
         })
         .await?;

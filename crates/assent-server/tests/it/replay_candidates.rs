@@ -104,3 +104,29 @@ async fn a_candidate_whose_confirm_a_standing_grant_covers_is_loosened() {
     );
     assert_eq!(e["arguments"]["to"], "prod", "{e}");
 }
+
+/// Attack (found by review): a replay body of some 11,000 one-character candidate files fits
+/// the body's bound, and each file was matched against every file before it: tens of millions
+/// of steps, then a load of them all, on the one replay turn every operator waits for. More
+/// than 256 candidate files are a `400` naming the count; 256 are replayed.
+#[tokio::test]
+async fn a_replay_of_thousands_of_candidate_files_is_refused_before_any_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let gov = policy("acme.test.replay-files", "- tool: read\n  risk_tier: R1\n");
+    let (gw, _conf) = from_config(dir.path(), &gov, "").await;
+    let files = |n: usize| -> Vec<serde_json::Value> {
+        (0..n)
+            .map(|i| json!({"file": format!("{i}.yaml"), "text": ""}))
+            .collect()
+    };
+    let body = json!({"agents": files(200), "governance": files(57)});
+    let (s, b) = gw.post("/v1/policies/replay", OP, body).await;
+    crate::kit::assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    crate::kit::assert_says(&b, "message", "257 candidate files");
+    // At the bound every file is read (each empty one refused by name as no policy).
+    let body = json!({"governance": files(256)});
+    let (s, b) = gw.post("/v1/policies/replay", OP, body).await;
+    crate::kit::assert_error(s, &b, StatusCode::UNPROCESSABLE_ENTITY, "POLICY_INVALID");
+    crate::kit::assert_says(&b, "message", "255.yaml:1:");
+    gw.stop().await;
+}
