@@ -205,7 +205,9 @@ pub struct HeldResult {
     pub output_bytes: u64,
     /// SHA-256 of the result's JSON text, 64 lowercase hex.
     pub result_sha256: String,
-    /// The first 2048 characters of the result, `null` when the agent sent none.
+    /// The first 2048 characters of the result, `null` when the agent sent none, and, to the
+    /// agent's key, until an operator approved the release (its `canonical` and
+    /// `human_summary` are then made from the masked arguments).
     pub preview: Option<String>,
 }
 

@@ -312,6 +312,10 @@ pub(crate) async fn get_approval(
         let rec = rec
             .filter(|r| p.sees(&r.agent))
             .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
+        let rec = match is_agent {
+            true => formats::agent_view(rec),
+            false => rec,
+        };
         let body = match format {
             "approval-request" => to_value(&formats::approval_request(&rec)),
             "mplp" => formats::mplp_confirm_json(&rec, &events.0, &events.1),

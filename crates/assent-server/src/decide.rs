@@ -465,7 +465,7 @@ pub(crate) async fn cancel_approval(
     c: Cancelling,
 ) -> Result<Body<Approval>, ApiError> {
     let (p, id, reason) = (c.principal, c.id, c.reason);
-    let name = p.name.clone();
+    let (name, is_agent) = (p.name.clone(), p.agent_id().is_some());
     let expired = Expired::default();
     let found = expired.clone();
     let res = st
@@ -486,6 +486,10 @@ pub(crate) async fn cancel_approval(
     match res {
         (Ok(rec), _) => {
             st.decided(&rec);
+            let rec = match is_agent {
+                true => crate::formats::agent_view(rec),
+                false => rec,
+            };
             Ok(Body(approval_body(&rec, None)))
         }
         (Err(DecideError::NotApprover(_)), Some(why)) => Err(ApiError::new(

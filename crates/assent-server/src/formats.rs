@@ -191,6 +191,39 @@ fn decision_entry(d: &assent_store::DecisionRecord) -> DecisionEntry {
     }
 }
 
+/// Whether approval `rec`'s call is a held tool result (`result.TOOL`, [`crate::gate`]) its
+/// agent may not be shown yet: not `approved`. Its `preview` (the result's first 2,048
+/// characters) is what the hold withholds from the agent until an operator releases it.
+pub fn withheld_result(rec: &ApprovalRecord) -> bool {
+    rec.call.tool.starts_with("result.") && rec.status != ApprovalStatus::Approved
+}
+
+/// `rec` as its agent is shown it: a [`withheld_result`] has its arguments' `preview` set to
+/// `null`, and `canonical` and `human_summary` made again from the arguments so masked
+/// (`canonical` then no longer hashes to `call_hash`, which names the call as held); any other
+/// approval unchanged. Found by review: an agent holding its key read a result held for its
+/// size through `GET /v1/approvals/{id}` or the answer to cancelling it (its first 2,048
+/// characters in `preview`, 120 in `human_summary`), with no operator deciding anything.
+pub fn agent_view(mut rec: ApprovalRecord) -> ApprovalRecord {
+    if !withheld_result(&rec) {
+        return rec;
+    }
+    if let Some(preview) = rec.call.arguments.get_mut("preview") {
+        *preview = Value::Null;
+    }
+    match assent_core::CanonicalCall::new(rec.call.clone()) {
+        Ok(c) => {
+            rec.human_summary =
+                assent_core::summary::HumanSummary::generate(c.call(), c.arguments()).text;
+            rec.canonical = c.canonical().to_string();
+        }
+        // Arguments that were canonical once are canonical masked; were they not, nothing
+        // of them is shown.
+        Err(_) => (rec.human_summary, rec.canonical) = (String::new(), String::new()),
+    }
+    rec
+}
+
 /// [`approval`] as a JSON value (keys sorted), for the bodies that embed it in a `Value`
 /// (AAEP, MPLP, webhooks).
 pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {

@@ -28,6 +28,19 @@ pub(crate) async fn receipt(
     let r = st.store_call(move |s| s.receipt(&key, now_ms())).await?;
     let missing = || ApiError::not_found(format!("no approval `{id}`"));
     match r.ok_or_else(missing)? {
+        // A held result's receipt signs its call, preview and all: its agent gets none until
+        // an operator released it (found by review: the receipt showed what the hold withheld).
+        ReceiptOf::Signed(r)
+            if p.agent_id().is_some()
+                && p.sees(&r.agent)
+                && r.call.tool.starts_with("result.")
+                && r.status != assent_core::ApprovalStatus::Approved =>
+        {
+            Err(ApiError::forbidden(format!(
+                "approval `{id}` holds a tool result for an operator: its receipt is the \
+                 operators' until the result is released"
+            )))
+        }
         ReceiptOf::Signed(r) if p.sees(&r.agent) => Ok(Body(*r)),
         ReceiptOf::Damaged { agent, damaged } if p.sees(&agent) => {
             tracing::error!(approval = %id, ?damaged, "no receipt: the stored approval is damaged");

@@ -338,3 +338,52 @@ async fn a_held_result_near_the_arguments_limit_is_held_without_its_preview() {
     assert_eq!(results.len(), 1, "{results:?}");
     gw.stop().await;
 }
+
+/// Attack (found by review): a result held for its size is withheld from the agent until an
+/// operator releases it, but the agent, holding its key, read the result's first 2,048
+/// characters (`preview`) and 120 (`human_summary`) through `GET /v1/approvals/{id}` (every
+/// format), its receipt, or the answer to cancelling it. Until it is approved, the agent is
+/// shown the held result without them and gets no receipt; operators see them throughout;
+/// once released the agent sees what was released.
+#[tokio::test]
+async fn an_agent_cannot_read_its_held_result_before_an_operator_releases_it() {
+    let rules = "- tool: read\n  approvers: [finance]\n  thresholds: {output_bytes: 10}\n";
+    let gw = serve_policy(AGENTS, &policy("acme.test.output-withheld-v1", rules)).await;
+    let held = |secret: &str| {
+        json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {"path": "a"},
+               "output_bytes": 5000, "result_sha256": "ab".repeat(32), "preview": secret})
+    };
+    let leaks = |b: &Value| b.to_string().contains("SECRET");
+    let (s, b) = gw.post("/v1/tool-results", BOT, held("SECRET-1")).await;
+    assert_answer(s, &b, "decision", StatusCode::ACCEPTED, "pending");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    for format in ["", "?format=approval-request", "?format=mplp"] {
+        let (s, b) = gw.get(&format!("/v1/approvals/{id}{format}"), BOT).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        assert!(!leaks(&b), "{format}: {b}");
+    }
+    let (s, b) = gw.get(&format!("/v1/approvals/{id}/receipt"), BOT).await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "FORBIDDEN");
+    let (s, b) = gw.approval(&id, OP).await;
+    assert_eq!(
+        (s, &b["call"]["arguments"]["preview"]),
+        (StatusCode::OK, &json!("SECRET-1"))
+    );
+    // Cancelled by the agent: neither the answer nor a later read shows it.
+    let (s, b) = gw
+        .post(&format!("/v1/approvals/{id}/cancel"), BOT, json!({}))
+        .await;
+    assert_answer(s, &b, "status", StatusCode::OK, "cancelled");
+    assert!(!leaks(&b), "{b}");
+    let (_, b) = gw.approval(&id, BOT).await;
+    assert_eq!(b["call"]["arguments"]["preview"], Value::Null, "{b}");
+    assert!(!leaks(&b), "{b}");
+    // Released by an operator: the agent sees what was released.
+    let (_, b) = gw.post("/v1/tool-results", BOT, held("SECRET-2")).await;
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_answer(s, &b, "status", StatusCode::OK, "approved");
+    let (_, b) = gw.approval(&id, BOT).await;
+    assert_eq!(b["call"]["arguments"]["preview"], json!("SECRET-2"), "{b}");
+    gw.stop().await;
+}
