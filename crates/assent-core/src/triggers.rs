@@ -233,6 +233,12 @@ pub struct PathScope {
     pub arguments: Vec<String>,
     /// Absolute directories.
     pub roots: Vec<String>,
+    /// Whether every argument named must be present: `true` holds a call missing one in every
+    /// spelling (the tool would use a default of its own, which no root vouches for); `false`,
+    /// the default, checks only those present (a rule may name arguments only some of its
+    /// tools take).
+    #[serde(default)]
+    pub required: bool,
 }
 
 /// `scope.domains`.
@@ -244,6 +250,9 @@ pub struct DomainScope {
     /// Host names; `*.example.com` matches any subdomain of example.com (not example.com
     /// itself); `*` matches every host.
     pub allow: Vec<String>,
+    /// Whether every argument named must be present, as [`PathScope::required`].
+    #[serde(default)]
+    pub required: bool,
 }
 
 impl ScopeSpec {
@@ -522,7 +531,8 @@ pub fn path_violations(scope: &PathScope, args: &Value, obs: &Observations<'_>) 
             (obs.resolve_path)(r).unwrap_or_else(|| normalize_lexically(r))
         })
         .collect();
-    violations(args, &scope.arguments, "path scope", "paths", |key, s| {
+    let keys = (&scope.arguments[..], scope.required);
+    violations(args, keys, "path scope", "paths", |key, s| {
         let p = Path::new(s);
         if !p.is_absolute() || s.contains('\0') {
             return Some(format!(
@@ -586,7 +596,8 @@ fn through_authority(s: &str) -> &str {
 /// rules, which read `\` as `/`, and `evil.net` under RFC 3986 parsers such as Python's
 /// `urlsplit`, which the tool may use).
 pub fn domain_violations(scope: &DomainScope, args: &Value) -> Vec<String> {
-    violations(args, &scope.arguments, "domain scope", "URLs", |key, s| {
+    let keys = (&scope.arguments[..], scope.required);
+    violations(args, keys, "domain scope", "URLs", |key, s| {
         if s.chars().any(char::is_control)
             || through_authority(s).contains(|c: char| c == '\\' || c.is_whitespace())
         {

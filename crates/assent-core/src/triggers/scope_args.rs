@@ -24,8 +24,10 @@ pub const MAX_SCOPE_VALUES: usize = 64;
 /// What a scope check reads from one argument.
 #[derive(Debug, PartialEq)]
 pub(super) enum Values<'a> {
-    /// Its string values (none when the argument is absent in every spelling).
+    /// Its string values.
     Strings(Vec<&'a str>),
+    /// Absent in every spelling.
+    Absent,
     /// Why it cannot be checked (another shape, another spelling, too many values).
     Unchecked(String),
 }
@@ -52,7 +54,7 @@ pub(super) fn folded_lookup(args: &Value, key: &str) -> Option<String> {
 /// [`MAX_SCOPE_VALUES`] strings), or why it cannot be checked: another shape (`null`, a
 /// number, an object, an array holding one), more values than are checked (`noun` names them:
 /// `paths`, `URLs`), or absent under `key` but present in another spelling. Absent in every
-/// spelling: no values. A dotted argument whose path stops, in any spelling, at a value it
+/// spelling: [`Values::Absent`]. A dotted argument whose path stops, in any spelling, at a value it
 /// cannot enter (an array without that index, a string, a number, `null`) cannot be checked.
 pub(super) fn string_values<'a>(args: &'a Value, key: &str, noun: &str) -> Values<'a> {
     let Some(v) = lookup(args, key) else {
@@ -68,7 +70,7 @@ pub(super) fn string_values<'a>(args: &'a Value, key: &str, noun: &str) -> Value
                     "argument `{key}` is missing but the call holds `{at}` as {}, not an object holding the rest of the path",
                     type_name(v)
                 )),
-                _ => Values::Strings(Vec::new()),
+                _ => Values::Absent,
             },
         };
     };
@@ -88,11 +90,13 @@ pub(super) fn string_values<'a>(args: &'a Value, key: &str, noun: &str) -> Value
 }
 
 /// The violations of a `scope` check (`scope` is "path scope" or "domain scope", `noun`
-/// "paths" or "URLs") over the arguments `keys`: `check(key, value)` of each string value in
-/// order, and for an argument [`string_values`] cannot read, that it cannot be checked.
+/// "paths" or "URLs") over the arguments `keys` (their names, and whether each must be
+/// present): `check(key, value)` of each string value in order, and for an argument
+/// [`string_values`] cannot read, or a required one absent in every spelling, that it cannot
+/// be checked.
 pub(super) fn violations(
     args: &Value,
-    keys: &[String],
+    (keys, required): (&[String], bool),
     scope: &str,
     noun: &str,
     mut check: impl FnMut(&str, &str) -> Option<String>,
@@ -103,6 +107,10 @@ pub(super) fn violations(
             Values::Strings(values) => {
                 out.extend(values.into_iter().filter_map(|s| check(key, s)));
             }
+            Values::Absent if required => out.push(format!(
+                "{scope}: argument `{key}` is missing (the rule requires it), so it cannot be checked"
+            )),
+            Values::Absent => {}
             Values::Unchecked(e) => out.push(format!("{scope}: {e}, so it cannot be checked")),
         }
     }
@@ -167,6 +175,7 @@ mod tests {
     fn an_argument_absent_in_every_spelling_or_present_as_named_is_read() {
         let strings = |args: Value, key: &str| match string_values(&args, key, "paths") {
             Values::Strings(v) => v.into_iter().map(String::from).collect::<Vec<_>>(),
+            Values::Absent => Vec::new(),
             other => panic!("{key} in {args}: {other:?}"),
         };
         assert!(strings(json!({"other": "/etc"}), "path").is_empty());
@@ -183,6 +192,33 @@ mod tests {
         );
         let at_cap = json!({ "path": vec!["/x"; MAX_SCOPE_VALUES] });
         assert_eq!(strings(at_cap, "path").len(), MAX_SCOPE_VALUES);
+    }
+
+    /// Attack (found by review): `scope.paths: {arguments: [cwd], roots: [/srv/work]}` on
+    /// `run_command`; the agent leaves `cwd` out and the tool runs in a default directory of
+    /// its own, outside the roots, while the absent argument passed. With `required: true` a
+    /// call missing it in every spelling is held; without, only the arguments present are
+    /// checked (a rule may name arguments only some of its tools take).
+    #[test]
+    fn a_required_argument_left_out_is_held_an_optional_one_is_not() {
+        let args = json!({"command": "cat ~/.ssh/id_rsa"});
+        let keys = vec!["cwd".to_string()];
+        let held = violations(&args, (&keys, true), "path scope", "paths", |_, _| None);
+        assert_eq!(
+            held,
+            [
+                "path scope: argument `cwd` is missing (the rule requires it), so it cannot be checked"
+            ]
+        );
+        let passed = violations(&args, (&keys, false), "path scope", "paths", |_, _| None);
+        assert!(passed.is_empty(), "{passed:?}");
+        // Present, it is checked as ever; required or not.
+        let args = json!({"cwd": "/etc"});
+        let outside = |_: &str, s: &str| Some(format!("{s} is outside"));
+        for required in [true, false] {
+            let found = violations(&args, (&keys, required), "path scope", "paths", outside);
+            assert_eq!(found, ["/etc is outside"]);
+        }
     }
 
     #[test]
@@ -206,7 +242,7 @@ mod tests {
         let mut looked = 0;
         let v = violations(
             &json!({ "path": vec!["/x"; 10_000] }),
-            &["path".into()],
+            (&["path".into()], false),
             "path scope",
             "paths",
             |_, _| {

@@ -21,6 +21,7 @@ action_space:
     - alias: fetch
     - alias: browse
     - alias: send_email
+    - alias: run_command
   remote_agents:
     - alias: payments
       allowed_skills:
@@ -30,7 +31,7 @@ action_space:
 
 /// `read_path` (argument `path`) and `read_files` (the dotted argument `files.path`) are
 /// scoped to `root`, `fetch` to `*.example.com`; `browse` brings untrusted output in,
-/// `send_email` sends data out.
+/// `send_email` sends data out, `run_command` must name its `cwd` (`required`) inside `root`.
 fn rules(root: &str) -> String {
     format!(
         "- tool: read_path
@@ -43,6 +44,8 @@ fn rules(root: &str) -> String {
   untrusted_output: true
 - tool: send_email
   egress: true
+- tool: run_command
+  scope: {{paths: {{arguments: [cwd], roots: [{root}], required: true}}}}
 "
     )
 }
@@ -246,5 +249,39 @@ async fn a_session_mark_past_year_9999_holds_the_call_as_unreadable_not_a_panic(
     );
     // The gateway still answers.
     allowed(&gw, "clean2", "send_email", json!({"to": "x@example.com"})).await;
+    gw.stop().await;
+}
+
+/// Attack (found by review): a scope's argument left out passed, so `run_command` without
+/// `cwd` ran in the tool's own default directory, outside the roots. A scope with
+/// `required: true` holds such a call, naming the argument; one without checks only the
+/// arguments present, as before.
+#[tokio::test]
+async fn a_required_scope_argument_left_out_is_held() {
+    let (gw, root) = gateway().await;
+    let a = held(
+        &gw,
+        "s1",
+        "run_command",
+        json!({"command": "cat ~/.ssh/id_rsa"}),
+    )
+    .await;
+    assert_eq!(a["triggers"], json!(["paths"]), "{a}");
+    assert!(
+        a["reasons"]
+            .to_string()
+            .contains("`cwd` is missing (the rule requires it)"),
+        "{a}"
+    );
+    let inside = root.path().canonicalize().unwrap();
+    let cwd = inside.to_str().unwrap();
+    allowed(
+        &gw,
+        "s1",
+        "run_command",
+        json!({"command": "ls", "cwd": cwd}),
+    )
+    .await;
+    allowed(&gw, "s1", "read_path", json!({})).await;
     gw.stop().await;
 }
