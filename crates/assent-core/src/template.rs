@@ -140,10 +140,11 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-fn resolve(ctx: &TemplateContext<'_>, name: &str) -> String {
+/// The value of variable `name`; `{{tool_args}}` computed once into `args` and copied after.
+fn resolve(ctx: &TemplateContext<'_>, name: &str, args: &mut Option<String>) -> String {
     match name {
         "tool_name" => ctx.tool_name.to_string(),
-        "tool_args" => ctx.args_json(),
+        "tool_args" => args.get_or_insert_with(|| ctx.args_json()).clone(),
         "agent_alias" => ctx.agent_alias.to_string(),
         "agent_id" => ctx.agent_id.to_string(),
         "mcp_server_alias" => ctx.mcp_server_alias.unwrap_or("").to_string(),
@@ -160,30 +161,63 @@ fn resolve(ctx: &TemplateContext<'_>, name: &str) -> String {
     }
 }
 
+/// The most bytes of one rendered text ([`render`]): 64 KiB, past which it is cut and ends in
+/// [`CUT_MARK`]. Found by review: nothing bounded a template's expansion, so a rule repeating
+/// `{{tool_args}}` thousands of times (a replay's candidate fits 24,000 of them) made one
+/// call's message some gigabytes, its arguments canonicalised again for each.
+pub const MAX_RENDERED_BYTES: usize = 64 * 1024;
+
+/// What ends a rendered text cut at [`MAX_RENDERED_BYTES`].
+pub const CUT_MARK: &str = "… (cut: the rendered text is longer than 65536 bytes)";
+
 /// Renders `template`: each `{{ name }}` is replaced by its value (strings as they are, other
 /// JSON values as canonical JSON, missing ones as empty text), control characters made
 /// [`visible`]. Text outside braces is kept as is,
-/// including a lone `{{` with no closing `}}`.
+/// including a lone `{{` with no closing `}}`. At most [`MAX_RENDERED_BYTES`] (cut on a
+/// character boundary, then [`CUT_MARK`]); nothing past the cut is resolved.
 pub fn render(template: &str, ctx: &TemplateContext<'_>) -> String {
-    let mut out = String::with_capacity(template.len() + 32);
+    let mut out = String::with_capacity(template.len().min(MAX_RENDERED_BYTES) + 32);
+    let mut args = None;
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
+        if !push_within(&mut out, &rest[..start]) {
+            return out;
+        }
         let after = &rest[start + 2..];
         match after.find("}}") {
             Some(end) => {
                 // Values come from the call; the template's own text is the policy author's.
-                out.push_str(&visible(&resolve(ctx, after[..end].trim())));
+                let value = resolve(ctx, after[..end].trim(), &mut args);
+                if !push_within(&mut out, &visible(&value)) {
+                    return out;
+                }
                 rest = &after[end + 2..];
             }
             None => {
-                out.push_str(&rest[start..]);
-                rest = "";
+                push_within(&mut out, &rest[start..]);
+                return out;
             }
         }
     }
-    out.push_str(rest);
+    push_within(&mut out, rest);
     out
+}
+
+/// Appends `text` to `out` within [`MAX_RENDERED_BYTES`]; past it, what fits (on a character
+/// boundary) and [`CUT_MARK`], and `false`.
+fn push_within(out: &mut String, text: &str) -> bool {
+    let room = MAX_RENDERED_BYTES.saturating_sub(out.len());
+    if text.len() <= room {
+        out.push_str(text);
+        return true;
+    }
+    let mut end = room;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&text[..end]);
+    out.push_str(CUT_MARK);
+    false
 }
 
 /// The message used when no template is given: names the tool (and server) and its arguments,
@@ -219,6 +253,23 @@ mod tests {
             mcp_server_alias: Some("broker"),
             tool_args_json: None,
         }
+    }
+
+    /// Attack (found by review): a rule repeating `{{tool_args}}` ten thousand times over a
+    /// call of 64 KiB of arguments rendered 640 MB for one message. The text is cut at
+    /// `MAX_RENDERED_BYTES` on a character boundary and says so; a short one is whole.
+    #[test]
+    fn a_template_repeating_the_arguments_is_cut_at_the_bound() {
+        let a = json!({"note": "é".repeat(32 * 1024)});
+        let c = ctx(&a);
+        let out = render(&"{{tool_args}}".repeat(10_000), &c);
+        assert!(out.ends_with(CUT_MARK), "{}", &out[out.len() - 80..]);
+        assert!(out.len() <= MAX_RENDERED_BYTES + CUT_MARK.len(), "{}", out.len());
+        assert!(out.len() > MAX_RENDERED_BYTES - 4, "{}", out.len());
+        // Long template text alone is cut the same way; short text is untouched.
+        let out = render(&"x".repeat(MAX_RENDERED_BYTES + 1), &c);
+        assert_eq!(out.len(), MAX_RENDERED_BYTES + CUT_MARK.len());
+        assert_eq!(render("{{tool_args.note}}", &ctx(&json!({"note": "hi"}))), "hi");
     }
 
     #[test]
