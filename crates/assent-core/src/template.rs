@@ -264,12 +264,19 @@ mod tests {
         let c = ctx(&a);
         let out = render(&"{{tool_args}}".repeat(10_000), &c);
         assert!(out.ends_with(CUT_MARK), "{}", &out[out.len() - 80..]);
-        assert!(out.len() <= MAX_RENDERED_BYTES + CUT_MARK.len(), "{}", out.len());
+        assert!(
+            out.len() <= MAX_RENDERED_BYTES + CUT_MARK.len(),
+            "{}",
+            out.len()
+        );
         assert!(out.len() > MAX_RENDERED_BYTES - 4, "{}", out.len());
         // Long template text alone is cut the same way; short text is untouched.
         let out = render(&"x".repeat(MAX_RENDERED_BYTES + 1), &c);
         assert_eq!(out.len(), MAX_RENDERED_BYTES + CUT_MARK.len());
-        assert_eq!(render("{{tool_args.note}}", &ctx(&json!({"note": "hi"}))), "hi");
+        assert_eq!(
+            render("{{tool_args.note}}", &ctx(&json!({"note": "hi"}))),
+            "hi"
+        );
     }
 
     #[test]

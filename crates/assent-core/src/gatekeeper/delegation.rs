@@ -23,8 +23,9 @@ const TRIGGER_SKILL_UNNAMED: &str = "skill_unnamed";
 /// canonical hash is what an approval of the delegation binds.
 ///
 /// Errors: those of [`ToolCall::new`], and [`CanonicalError::AmbiguousKey`] (key
-/// `skill_args.<key>`) for `skill_args` holding both a dotted key and the nested path of that
-/// name, or [`CanonicalError::FoldedAmbiguousKey`] (key and nested path under `skill_args.`)
+/// `skill_args.<key>`, or `input.<key>`) for `skill_args` or `input` holding both a dotted key
+/// and the nested path of that name, or [`CanonicalError::FoldedAmbiguousKey`] (key and nested
+/// path under `skill_args.` or `input.`)
 /// when that nested path is spelt in another case or Unicode form: a skill's condition is read from `skill_args` as its root, literal key first, while
 /// the remote skill reads the nested value (found by review: `{"order.amount": 5, "order":
 /// {"amount": 50000}}` passed a skill's `order.amount > 100` approval unasked).
@@ -34,28 +35,35 @@ pub fn delegation_call(
     skill_id: Option<&str>,
     skill_args: Option<serde_json::Value>,
 ) -> Result<ToolCall, CanonicalError> {
+    unambiguous_under("input", &input)?;
     let mut args = serde_json::json!({ "input": input });
     if let Some(s) = skill_id {
         args["skill_id"] = s.into();
     }
     if let Some(a) = skill_args {
-        // Named where they are (found by review: the folded case named the key without its
-        // `skill_args.` prefix, as if it were one of the call's own arguments).
-        crate::canonical::check_unambiguous(&a).map_err(|e| match e {
-            CanonicalError::AmbiguousKey { key } => CanonicalError::AmbiguousKey {
-                key: format!("skill_args.{key}"),
-            },
-            CanonicalError::FoldedAmbiguousKey { key, nested } => {
-                CanonicalError::FoldedAmbiguousKey {
-                    key: format!("skill_args.{key}"),
-                    nested: format!("skill_args.{nested}"),
-                }
-            }
-            other => other,
-        })?;
+        unambiguous_under("skill_args", &a)?;
         args["skill_args"] = a;
     }
     ToolCall::new(format!("delegate.{target}"), None, args)
+}
+
+/// [`crate::canonical::check_unambiguous`] of `value`, the delegation's `input` or
+/// `skill_args`, the keys it names put under `prefix` (found by review: the folded case named
+/// the key without its `skill_args.` prefix, as if it were one of the call's own arguments).
+/// `input` is checked too (found by review: `{"order.amount": 50000, "order": {"amount": 1}}`
+/// passed a reference's `parent.input.order.amount > 100` approval, which reads the nested
+/// value, while the sub-agent was shown both).
+fn unambiguous_under(prefix: &str, value: &serde_json::Value) -> Result<(), CanonicalError> {
+    crate::canonical::check_unambiguous(value).map_err(|e| match e {
+        CanonicalError::AmbiguousKey { key } => CanonicalError::AmbiguousKey {
+            key: format!("{prefix}.{key}"),
+        },
+        CanonicalError::FoldedAmbiguousKey { key, nested } => CanonicalError::FoldedAmbiguousKey {
+            key: format!("{prefix}.{key}"),
+            nested: format!("{prefix}.{nested}"),
+        },
+        other => other,
+    })
 }
 
 impl<'a> Composed<'a> {

@@ -196,6 +196,33 @@ action_space:
     assert_says(&b, "message", "skill_args.order.amount");
 }
 
+/// Found by review: a reference's condition reads `parent.input.order.amount` through the
+/// nested objects, so an `input` of `{"order.amount": 50000, "order": {"amount": 1}}` showed
+/// it a 1 and passed unasked, while the sub-agent was given both. Such an `input` is refused,
+/// naming the key under `input.`.
+#[tokio::test]
+async fn a_dotted_input_key_cannot_hide_a_value_from_the_references_condition() {
+    let agents = r#"
+metadata: {id: bot, name: Bot}
+action_space:
+  local_agents:
+    - alias: executor
+      source: agents/executor.agf.yaml
+      approval:
+        condition: {args_match: {parent.input.order.amount: {gt: 100}}}
+"#;
+    let gw = serve_policy(agents, &policy("acme.delegation.dotted-input-v1", "[]")).await;
+    let call = |input: Value| json!({"target": "executor", "input": input});
+    let (s, _) = delegate(&gw, call(json!({"order": {"amount": 50000}}))).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "the nested amount is held");
+    let (s, _) = delegate(&gw, call(json!({"order": {"amount": 1}}))).await;
+    assert_eq!(s, StatusCode::OK);
+    let hidden = json!({"order.amount": 50000, "order": {"amount": 1}});
+    let (s, b) = delegate(&gw, call(hidden)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_says(&b, "message", "input.order.amount");
+}
+
 /// `bot`'s plan `pid`, created, submitted and approved by the operator: it runs calls.
 async fn approved_plan(gw: &Gw) -> String {
     let pid = uuid();
