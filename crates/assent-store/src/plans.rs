@@ -317,7 +317,8 @@ pub(crate) type RecordedIds = (Option<String>, Option<String>, Option<String>);
 /// nor the step named with it ([`plan_block`]): a reviewer never sees the call as a step of
 /// such a plan, and its cancellation never reaches it. The plan's agent is recorded so that
 /// the plan's stop reaches the call whatever the delegations are by then ([`held_under`],
-/// [`plan_of_call`]); none for a plan that does not exist yet.
+/// [`plan_of_call`]); none for a plan that does not exist yet. A step named without a plan is
+/// not recorded either.
 pub(crate) fn recorded_ids(
     tx: Conn<'_>,
     key: &SealKey,
@@ -326,8 +327,11 @@ pub(crate) fn recorded_ids(
     plan_id: Option<&str>,
     step_id: Option<&str>,
 ) -> db::Result<RecordedIds> {
+    // A step named without its plan is not recorded (found by review: it was, and shown as
+    // the Confirm's target and trace step, so an agent naming an approved plan's step alone
+    // had its call read as that step of the plan).
     let Some(id) = plan_id else {
-        return Ok((None, step_id.map(str::to_string), None));
+        return Ok((None, None, None));
     };
     let owner = match read_plan(tx, key, id)? {
         Some(p) if !plan_gates(agent, followed, &p.agent) => return Ok((None, None, None)),

@@ -295,3 +295,23 @@ async fn a_call_row_made_unreadable_in_the_database_does_not_keep_its_plan_from_
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
     gw.stop().await;
 }
+
+/// Found by review: a call naming a plan's step without the plan had that step recorded, and
+/// shown as its Confirm's target and trace step, so a reviewer read any call as a step of an
+/// approved plan (a plan named beside it is checked; a step alone was not). A step named
+/// without its plan is not recorded.
+#[tokio::test]
+async fn a_step_named_without_its_plan_is_not_shown_as_the_calls_step() {
+    let gw = serve().await;
+    let (pid, step) = (uuid(), uuid());
+    approved_plan(&gw, &pid).await;
+    let body = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
+                      "arguments": {"amount": 900, "to": "mallory"}, "step_id": step});
+    let (s, h) = gw.post("/v1/tool-calls", BOT, body).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{h}");
+    let c = crate::plans::mplp(&gw, h["approval_id"].as_str().unwrap()).await;
+    assert_ne!(c["target_id"].as_str(), Some(step.as_str()), "{c}");
+    assert!(c["trace"]["attributes"].get("step_id").is_none(), "{c}");
+    assert!(c["trace"]["attributes"].get("plan_id").is_none(), "{c}");
+    gw.stop().await;
+}
