@@ -193,11 +193,18 @@ fn shown_call_hash(a: &ApprovalRecord) -> Option<&str> {
 /// among its `allowed_replies` only when no passkey is required (a reply cannot carry an
 /// assertion, issue 14 §4) and it shows the whole call, nothing masked ([`shows_whole`]).
 /// `extra_context.call_hash` and the hash in `summary_detailed` only when nothing is masked
-/// ([`shown_call_hash`]).
+/// ([`shown_call_hash`]). `extensions.assent.deadline` (RFC 3339) is when the default decision
+/// applies; a wait longer than [`MAX_TIMEOUT_SECONDS`] is announced as that, its real length in
+/// `extensions.assent.timeout_seconds` and `summary_normal`.
 pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
     let level = a.terms.risk_tier.risk_level();
     let deadline = a.announced_deadline();
-    let timeout = ((deadline - a.requested_at + 999) / 1000).clamp(1, 86_400);
+    // The schema's `timeout_seconds` stops at a day; a rule may wait a week. The real wait is
+    // never understated: the texts say it, and `extensions.assent` carries it and the
+    // deadline (found by review: a two-day wait was announced as one day, "then it
+    // proceeds", and a client applied the default a day before the gateway did).
+    let wait = ((deadline - a.requested_at + 999) / 1000).max(1);
+    let timeout = wait.min(MAX_TIMEOUT_SECONDS);
     let (action, consequence, summary) = texts(a);
     let r = a.redactor();
     let offers_accept = !a.terms.require_passkey
@@ -219,7 +226,7 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "reversibility": if a.terms.irreversible { "irreversible" } else { "reversible" },
             "allowed_replies": if offers_accept { json!(["accept", "reject"]) } else { json!(["reject"]) },
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
-            "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
+            "summary_normal": cut(&format!("{action} Risk {level}. Waiting {wait} seconds; then {}.",
                 if a.terms.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), TEXT_MAX),
             "summary_detailed": cut(&format!("{} Why: {}.{}", summary, reasons.join("; "),
                 hash.map(|h| format!(" Call hash {h}.")).unwrap_or_default()), TEXT_MAX),
@@ -230,14 +237,23 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
     if let Some(h) = hash {
         ev["extra_context"]["call_hash"] = json!(h);
     }
+    ev["extensions"]["assent"]["deadline"] = json!(rfc3339(deadline));
+    if wait > MAX_TIMEOUT_SECONDS {
+        ev["extensions"]["assent"]["timeout_seconds"] = json!(wait);
+    }
     if let Some(s) = &a.escalation_schedule {
-        ev["extensions"] = json!({"assent": {"escalation": {
+        ev["extensions"]["assent"]["escalation"] = json!({
             "steps": s.steps.iter().map(|st| json!({"at": rfc3339(st.at), "approvers": st.approvers}))
                 .collect::<Vec<_>>(),
-            "deadline": rfc3339(deadline)}}});
+            "deadline": rfc3339(deadline)});
     }
     ev
 }
+
+/// The largest `timeout_seconds` an AAEP event may carry (its schema's maximum): one day.
+/// A longer wait is announced as this, its real length in `extensions.assent.timeout_seconds`
+/// and its end in `extensions.assent.deadline` ([`awaiting_confirmation`]).
+pub const MAX_TIMEOUT_SECONDS: i64 = 86_400;
 
 /// `aaep:agent.progress.updated` announcing that pending approval `a` took escalation step
 /// `a.escalation_steps` at `at` (Unix ms; issues 10 §5, 14 §3): AAEP has no timeout-extension
@@ -418,7 +434,7 @@ fn shown_choice(choice: &Value) -> Value {
 /// with invisible and control characters as `\uXXXX` escapes ([`visible`]): a right-to-left
 /// override or a terminal escape reaches no operator's client raw.
 pub fn awaiting_clarification(c: &Clarification) -> Value {
-    let timeout = ((c.expires_at - c.requested_at + 999) / 1000).clamp(1, 86_400);
+    let timeout = ((c.expires_at - c.requested_at + 999) / 1000).clamp(1, MAX_TIMEOUT_SECONDS);
     let question = visible(&c.question);
     let mut body = json!({
         "type": "aaep:agent.awaiting.clarification", "urgency": "critical",

@@ -283,3 +283,36 @@ async fn each_step_of_an_escalation_chain_is_announced_with_its_new_deadline() {
     assert_eq!(taken, [json!(true), json!(true)], "{rec}");
     assert_eq!(rec["schedule"]["deadline"], deadline.as_str());
 }
+
+/// Found by review: a rule may wait up to a week, but `timeout_seconds` (its schema stops at a
+/// day) announced a two-day wait as 86,400 s, "Waiting 86400 seconds; then it is rejected",
+/// and a client following AAEP §6.4 applied the default a day before the gateway did. The
+/// event still validates, and its texts and `extensions.assent` give the real wait and the
+/// deadline the approval itself reports.
+#[tokio::test]
+async fn a_wait_longer_than_a_day_is_announced_with_its_real_length_and_deadline() {
+    let gov = policy(
+        "acme.test.two-days-v1",
+        "- tool: quick\n  approval: true\n  timeout_seconds: 172800\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, &gov).await;
+    let (_sub, mut sse) = gw.listen().await;
+    let id = gw.pending("quick", json!({})).await;
+    let ev = sse.expect(AWAITING).await.data;
+    assert_valid(&core("agent.awaiting.confirmation"), &ev, "a two-day wait");
+    assert_eq!(ev["timeout_seconds"], 86_400, "{ev}");
+    assert_eq!(
+        ev["extensions"]["assent"]["timeout_seconds"], 172_800,
+        "{ev}"
+    );
+    let (s, a) = gw.approval(&id, OP).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(
+        ev["extensions"]["assent"]["deadline"], a["expires_at"],
+        "{ev}"
+    );
+    let normal = ev["summary_normal"].as_str().unwrap();
+    assert!(normal.contains("Waiting 172800 seconds"), "{normal}");
+    gw.stop().await;
+}
