@@ -550,9 +550,19 @@ fn read_events_after(
 }
 
 /// One `aaep_events` row (`seq, event_id, type, critical, data`), its `sequence_number` set.
+/// A `data` that is no JSON object (the store writes only objects: the row was edited) is
+/// passed on as `{"damaged": …}`, logged, so the streams go past it (found by review: setting
+/// its `sequence_number` panicked, ending every stream that reached it, again at each resume).
 fn stored_event(r: &db::Row<'_>) -> db::Result<aaep::StoredEvent> {
     let seq: i64 = r.get(0)?;
     let mut v: Value = json_or_default(r, 4)?;
+    if !v.is_object() {
+        tracing::error!(
+            seq,
+            "an AAEP event row's data is not a JSON object: passed on as damaged"
+        );
+        v = json!({"damaged": "the stored event is not a JSON object"});
+    }
     v["sequence_number"] = json!(seq);
     Ok(aaep::StoredEvent {
         seq,

@@ -163,3 +163,35 @@ fn a_bare_subscription_left_by_a_dead_gateway_is_swept_exactly_once_across_repli
         assert_eq!(closes, 1);
     });
 }
+
+/// Found by review: an AAEP event row whose `data` was edited to a JSON array or string made
+/// setting its `sequence_number` panic, ending every stream that reached it, again at each
+/// resume from before it. It is passed on marked damaged, and the events after it follow.
+#[test]
+fn an_event_row_edited_to_no_json_object_is_passed_on_damaged_not_a_panic() {
+    use assent_store::params;
+    crate::both_in_dirs(|db, dir| {
+        let s = crate::open(dir, db);
+        let sub = s.subscription(&bare(&s, 1_000)).unwrap().unwrap();
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        let insert = "INSERT INTO aaep_events (event_id, type, critical, at, data) VALUES (?1, 'aaep:agent.state.changed', ?3, 2000, ?2)";
+        for (i, data) in ["[1]", "\"text\"", r#"{"type": "aaep:agent.state.changed"}"#]
+            .iter()
+            .enumerate()
+        {
+            c.execute(insert, params![format!("evt_{i:032}"), *data, false])
+                .unwrap();
+        }
+        let got = s.events_after(&sub, 0, 10).unwrap();
+        assert_eq!(got.len(), 3, "{got:?}");
+        for e in &got[..2] {
+            assert_eq!(
+                e.data["damaged"], "the stored event is not a JSON object",
+                "{e:?}"
+            );
+            assert_eq!(e.data["sequence_number"], e.seq);
+        }
+        assert_eq!(got[2].data["type"], "aaep:agent.state.changed");
+    });
+}
