@@ -85,7 +85,20 @@ pub fn plain_line(text: &str, max_chars: usize, cut_mark: &str) -> String {
 /// being shown: a control character or a default-ignorable code point.
 fn acts_on_display(c: char) -> bool {
     // U+2028 and U+2029 break lines where a client honours them (found by review).
-    c.is_control() || is_default_ignorable(c) || matches!(c, '\u{2028}' | '\u{2029}')
+    c.is_control() || is_invisible(c) || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// Whether `c` is shown as nothing or formats the text around it: a default-ignorable code
+/// point ([`is_default_ignorable`]) or any other format character (General_Category `Cf`, from
+/// `unicode-properties`: the interlinear annotation marks U+FFF9–U+FFFB, the Arabic number
+/// signs U+0600–U+0605, the Egyptian hieroglyph format controls…). Found by review: those
+/// outside the default-ignorable list passed raw, and a terminal drawing them with no width
+/// let an agent's padding of `"  \u{fffb}"` runs, never more than two blanks in a row, push
+/// a fake card field to the start of a line; a tool named `delete_repo\u{fffb}` looked like
+/// `delete_repo`.
+pub fn is_invisible(c: char) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory as _};
+    is_default_ignorable(c) || (!c.is_ascii() && c.general_category() == GeneralCategory::Format)
 }
 
 /// Whether `c` is a default-ignorable code point (Unicode's `Default_Ignorable_Code_Point`,
@@ -354,7 +367,7 @@ mod tests {
 
 #[cfg(test)]
 mod visible_tests {
-    use super::{plain_line, visible, visible_json, visible_json_pretty};
+    use super::{is_invisible, plain_line, visible, visible_json, visible_json_pretty};
     use serde_json::Value;
 
     #[test]
@@ -397,6 +410,33 @@ mod visible_tests {
         // Visible text around them, and characters that are merely rare, stay as they are.
         assert_eq!(visible("Zürich 日本 😀 \u{2065}"), "Zürich 日本 😀 \\u2065");
         assert_eq!(visible("\u{e1000}"), "\u{e1000}");
+    }
+
+    /// Attack (found by review): format characters outside the default-ignorable list (the
+    /// interlinear annotation marks, the Arabic number signs, the Egyptian hieroglyph format
+    /// controls…) passed raw, drawn with no width by common terminals: padding of `"  \u{fffb}"`
+    /// runs, never more than two blanks in a row, escaped the card's blank-run marking and
+    /// pushed a fake field to the start of a line. Every format character is escaped now.
+    #[test]
+    fn every_format_character_becomes_a_visible_escape() {
+        for c in [
+            '\u{fff9}', '\u{fffb}', '\u{0600}', '\u{0605}', '\u{06dd}', '\u{070f}', '\u{08e2}',
+        ] {
+            assert!(is_invisible(c), "{:04x}", c as u32);
+            let shown = visible(&format!("a{c}")).into_owned();
+            assert_eq!(shown, format!("a\\u{:04x}", c as u32));
+        }
+        for c in ['\u{110bd}', '\u{13430}'] {
+            assert!(
+                visible(&c.to_string()).starts_with("\\ud8"),
+                "{:x}",
+                c as u32
+            );
+        }
+        // Letters, marks and symbols are not format characters.
+        for c in ['a', 'é', '\u{0301}', '日', '😀', '\u{0627}'] {
+            assert!(!is_invisible(c), "{c}");
+        }
     }
 
     /// A remote party's error kept as one line: newlines, carriage returns, a right-to-left

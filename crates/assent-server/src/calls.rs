@@ -183,7 +183,7 @@ pub(crate) fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
     }
     // Nor for an invisible or bidirectional one (found by review): a tool named
     // `transfer<U+200B>` or with a right-to-left override looks like another on every card.
-    if v.chars().any(assent_core::template::is_default_ignorable) {
+    if v.chars().any(assent_core::template::is_invisible) {
         return Err(ApiError::bad_request(format!(
             "{what} must not contain invisible or bidirectional formatting characters"
         )));

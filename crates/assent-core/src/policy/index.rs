@@ -165,7 +165,7 @@ impl RuleIndex {
 
 /// Tool name `name` as a dispatcher that ignores case, compatibility forms and stray
 /// characters may read it: NFKC, without control and invisible characters
-/// ([`crate::template::is_default_ignorable`]), lower-cased as [`crate::canonical::folded_key`]
+/// ([`crate::template::is_invisible`]), lower-cased as [`crate::canonical::folded_key`]
 /// does, without surrounding whitespace. Borrowed, at the cost of one byte scan, when `name`
 /// is already so: printable ASCII without upper case nor surrounding spaces, the common case.
 pub(crate) fn folded_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
@@ -175,7 +175,7 @@ pub(crate) fn folded_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
         return std::borrow::Cow::Borrowed(name);
     }
     use unicode_normalization::UnicodeNormalization as _;
-    let kept = |c: &char| !c.is_control() && !crate::template::is_default_ignorable(*c);
+    let kept = |c: &char| !c.is_control() && !crate::template::is_invisible(*c);
     let normal: String = name.nfkc().filter(kept).collect();
     let folded = crate::canonical::folded_key(&normal);
     std::borrow::Cow::Owned(folded.trim().to_string())

@@ -8,7 +8,7 @@
 
 use super::raw::{ConfigError, RawPrincipal, at};
 use assent_core::policy::Registry;
-use assent_core::template::is_default_ignorable;
+use assent_core::template::is_invisible;
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -218,7 +218,7 @@ pub const RESERVED_NAME_PREFIXES: [&str; 4] = [
 ];
 
 /// Why `name` may not be a principal's name, if it may not: it is empty, longer than 256
-/// bytes, has a control or invisible character ([`is_default_ignorable`]: two names that look
+/// bytes, has a control or invisible character ([`is_invisible`]: two names that look
 /// the same would be two actors), or starts with one of [`RESERVED_NAME_PREFIXES`] (found by
 /// review: a principal named `system:expiry` or `user-of:bot` was mixed up with those actors
 /// in the audit trail and when consent is withdrawn).
@@ -229,10 +229,7 @@ fn name_ok(name: &str) -> Result<(), String> {
             "principal `{shown}`: its name is not 1 to 256 bytes"
         ));
     }
-    if name
-        .chars()
-        .any(|c| c.is_control() || is_default_ignorable(c))
-    {
+    if name.chars().any(|c| c.is_control() || is_invisible(c)) {
         return Err(format!(
             "principal `{shown}`: its name has a control or invisible character"
         ));
@@ -251,15 +248,15 @@ fn name_ok(name: &str) -> Result<(), String> {
 
 /// Whether `n` may be a single sign-on name (a configured `sso`, and the name claim's value
 /// a sign-in gives, `crate::dashboard::oidc`): 1 to 200 bytes without whitespace, control or
-/// invisible characters ([`is_default_ignorable`]: bidi controls, zero-width characters…).
+/// invisible characters ([`is_invisible`]: bidi controls, zero-width characters…).
 pub(crate) fn sso_name_ok(n: &str) -> bool {
-    let odd = |c: char| c.is_control() || c.is_whitespace() || is_default_ignorable(c);
+    let odd = |c: char| c.is_control() || c.is_whitespace() || is_invisible(c);
     !n.is_empty() && n.len() <= 200 && !n.chars().any(odd)
 }
 
 /// Principal `r`'s `sso` name, or why it may not have it: operators only, 1 to 200 bytes (the
 /// longest name a sign-in accepts) without whitespace, control or invisible characters
-/// ([`is_default_ignorable`]: one would never match the name the provider sends, and the link
+/// ([`is_invisible`]: one would never match the name the provider sends, and the link
 /// would fail unseen), not
 /// itself starting with `oidc:` (the name claim's value is written bare; the session is
 /// `oidc:<value>`).

@@ -183,6 +183,10 @@ async fn an_id_with_a_terminal_escape_sequence_is_refused() {
         // override) on every card.
         ("tool", "read\u{200b}", "invisible or bidirectional"),
         ("session_id", "s\u{202e}1", "invisible or bidirectional"),
+        // A format character outside the default-ignorable list, drawn with no width
+        // (found by review: `read<U+FFFB>` passed and looked like `read`).
+        ("tool", "read\u{fffb}", "invisible or bidirectional"),
+        ("tool", "read\u{0600}", "invisible or bidirectional"),
     ] {
         let mut body = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {}});
         body[field] = json!(value);

@@ -5,7 +5,7 @@
 
 use crate::args::{Remote, ToolsCmd};
 use crate::remote::{connect, print_list};
-use crate::render::{canonical, inert, one_line};
+use crate::render::{canonical, inert, one_line, shown};
 use anyhow::{Result, bail};
 use assent_api::Client;
 use assent_api::tools::{ReviewStatus, ToolPin, ToolReview};
@@ -43,8 +43,10 @@ fn review_block(t: &ToolReview) -> String {
         "changed"
     };
     // Every value is made inert on its own: a line break in an upstream's definition (a
-    // property name holding `\n` becomes a diff path) must not start a line of the review.
-    let v = inert;
+    // property name holding `\n` becomes a diff path) must not start a line of the review;
+    // and blank runs are marked (found by review: a description padded with thousands of
+    // spaces pushed an instruction off screen, or a fake `+ /path:` line to a line start).
+    let v = shown;
     let mut out = format!(
         "{}  {}/{} ({what}, seen {} by {})\n",
         v(&t.id),
@@ -72,7 +74,10 @@ struct PatchOp {
 }
 
 /// One review's JSON-Patch diff as `- path: old` / `+ path: new` lines, the old value looked
-/// up in the pinned definition.
+/// up in the pinned definition by the operation's JSON Pointer (RFC 6901: `~1` is `/`, `~0`
+/// is `~`). Found by review: it was looked up as a dotted path, literal key first, so a
+/// changed `file.path` property showed the old value of the nested `file`/`path` one, and a
+/// change read as no change.
 fn diff_lines(t: &ToolReview, out: &mut String) {
     let ops: Vec<PatchOp> = t
         .diff
@@ -81,13 +86,8 @@ fn diff_lines(t: &ToolReview, out: &mut String) {
         .unwrap_or_default();
     let pinned = t.pinned.as_ref().unwrap_or(&Value::Null);
     for PatchOp { op, path, value } in &ops {
-        let old = assent_core::arg_path::lookup(
-            pinned,
-            path.trim_start_matches('/').replace('/', ".").as_str(),
-        )
-        .map(canonical)
-        .unwrap_or_default();
-        let (path, old, new) = (inert(path), inert(&old), inert(&canonical(value)));
+        let old = pinned.pointer(path).map(canonical).unwrap_or_default();
+        let (path, old, new) = (shown(path), shown(&old), shown(&canonical(value)));
         match op.as_str() {
             "remove" => out.push_str(&format!("  - {path}: {old}\n")),
             "add" => out.push_str(&format!("  + {path}: {new}\n")),
