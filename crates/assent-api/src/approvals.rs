@@ -35,7 +35,8 @@ pub struct Approval {
     pub device_id: Option<String>,
     /// The call as proposed.
     pub call: Call,
-    /// SHA-256 (lowercase hex) of `canonical`.
+    /// SHA-256 (lowercase hex) of `canonical` (not of the `canonical` shown to its agent of a
+    /// held tool result not yet released, whose `preview` is masked: `HeldResult::preview`).
     pub call_hash: String,
     /// RFC 8785 canonical JSON of the call.
     pub canonical: String,

@@ -180,20 +180,27 @@ fn resolve(ctx: &TemplateContext<'_>, name: &str, args: &mut Option<String>) -> 
 /// call's message some gigabytes, its arguments canonicalised again for each.
 pub const MAX_RENDERED_BYTES: usize = 64 * 1024;
 
-/// What ends a rendered text cut at [`MAX_RENDERED_BYTES`].
-pub const CUT_MARK: &str = "… (cut: the rendered text is longer than 65536 bytes)";
+/// What ends a rendered text cut at its bound ([`render_within`]).
+pub const CUT_MARK: &str = "… (cut: the rendered text is too long to show)";
 
 /// Renders `template`: each `{{ name }}` is replaced by its value (strings as they are, other
 /// JSON values as canonical JSON, missing ones as empty text), control characters made
 /// [`visible`]. Text outside braces is kept as is,
-/// including a lone `{{` with no closing `}}`. At most [`MAX_RENDERED_BYTES`] (cut on a
-/// character boundary, then [`CUT_MARK`]); nothing past the cut is resolved.
+/// including a lone `{{` with no closing `}}`. At most [`MAX_RENDERED_BYTES`]
+/// ([`render_within`]).
 pub fn render(template: &str, ctx: &TemplateContext<'_>) -> String {
-    let mut out = String::with_capacity(template.len().min(MAX_RENDERED_BYTES) + 32);
+    render_within(template, ctx, MAX_RENDERED_BYTES)
+}
+
+/// [`render`] in at most `max` bytes: past them the text is cut on a character boundary and
+/// ends in [`CUT_MARK`]; nothing past the cut is resolved, and a value is cut to the room left
+/// before it is made [`visible`].
+pub fn render_within(template: &str, ctx: &TemplateContext<'_>, max: usize) -> String {
+    let mut out = String::with_capacity(template.len().min(max) + 32);
     let mut args = None;
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
-        if !push_within(&mut out, &rest[..start]) {
+        if !push_within(&mut out, &rest[..start], max) {
             return out;
         }
         let after = &rest[start + 2..];
@@ -201,34 +208,71 @@ pub fn render(template: &str, ctx: &TemplateContext<'_>) -> String {
             Some(end) => {
                 // Values come from the call; the template's own text is the policy author's.
                 let value = resolve(ctx, after[..end].trim(), &mut args);
-                if !push_within(&mut out, &visible(&value)) {
+                // One byte past the room, so a value that does not fit is still cut and marked.
+                let room = max.saturating_sub(out.len()).saturating_add(1);
+                if !push_within(&mut out, &visible(head(&value, room)), max) {
                     return out;
                 }
                 rest = &after[end + 2..];
             }
             None => {
-                push_within(&mut out, &rest[start..]);
+                push_within(&mut out, &rest[start..], max);
                 return out;
             }
         }
     }
-    push_within(&mut out, rest);
+    push_within(&mut out, rest, max);
     out
 }
 
-/// Appends `text` to `out` within [`MAX_RENDERED_BYTES`]; past it, what fits (on a character
+/// Each of `templates` [`render_within`] the bytes `left` of a budget they share, which each
+/// text's length uses up; once it is spent, the rest become one last text saying how many
+/// were left out. A verdict's side effects and rollback notes, one per covering rule, share
+/// one budget of [`MAX_RENDERED_BYTES`] (found by review: the bound was per text, and a
+/// candidate policy of thousands of rules each with `side_effects: "{{tool_args}}"` rendered
+/// hundreds of MB for one call).
+pub fn render_shared(
+    templates: &[&str],
+    ctx: &TemplateContext<'_>,
+    left: &mut usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, t) in templates.iter().enumerate() {
+        if *left == 0 {
+            out.push(format!(
+                "… ({} more not shown: the texts are too long)",
+                templates.len() - i
+            ));
+            break;
+        }
+        let text = render_within(t, ctx, *left);
+        *left = left.saturating_sub(text.len().max(1));
+        out.push(text);
+    }
+    out
+}
+
+/// The first `max` bytes of `text`, fewer to end on a character boundary.
+fn head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Appends `text` to `out` within `max` bytes; past them, what fits (on a character
 /// boundary) and [`CUT_MARK`], and `false`.
-fn push_within(out: &mut String, text: &str) -> bool {
-    let room = MAX_RENDERED_BYTES.saturating_sub(out.len());
+fn push_within(out: &mut String, text: &str, max: usize) -> bool {
+    let room = max.saturating_sub(out.len());
     if text.len() <= room {
         out.push_str(text);
         return true;
     }
-    let mut end = room;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    out.push_str(&text[..end]);
+    out.push_str(head(text, room));
     out.push_str(CUT_MARK);
     false
 }

@@ -317,8 +317,8 @@ pub(crate) type RecordedIds = (Option<String>, Option<String>, Option<String>);
 /// nor the step named with it ([`plan_block`]): a reviewer never sees the call as a step of
 /// such a plan, and its cancellation never reaches it. The plan's agent is recorded so that
 /// the plan's stop reaches the call whatever the delegations are by then ([`held_under`],
-/// [`plan_of_call`]); none for a plan that does not exist yet. A step named without a plan is
-/// not recorded either.
+/// [`plan_of_call`]); none for a plan that does not exist yet. A step named without a plan, or
+/// with one that does not exist, is not recorded.
 pub(crate) fn recorded_ids(
     tx: Conn<'_>,
     key: &SealKey,
@@ -338,7 +338,10 @@ pub(crate) fn recorded_ids(
         Some(p) => Some(p.agent),
         None => None,
     };
-    Ok((Some(id.to_string()), step_id.map(str::to_string), owner))
+    // A step of a plan that does not exist is no step of anything (found by review: a made-up
+    // plan id beside another plan's step showed the call as that step).
+    let step = owner.as_ref().and(step_id.map(str::to_string));
+    Ok((Some(id.to_string()), step, owner))
 }
 
 /// The gatekeeper duty of seed 000 for `agent`'s tool call that names `plan_id` and/or

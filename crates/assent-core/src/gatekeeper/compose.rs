@@ -15,7 +15,7 @@ use crate::quorum::{Quorum, merge};
 use crate::redact::Redactor;
 use crate::risk::RiskTier;
 use crate::session_risk::{Effects, escalations};
-use crate::template::{TemplateContext, default_message, render};
+use crate::template::{TemplateContext, default_message, render, render_shared};
 use crate::triggers::{
     Escalation, Observations, PriorCall, domain_violations, path_violations, threshold_triggers,
 };
@@ -366,15 +366,23 @@ impl<'a> Composed<'a> {
                 Some((a, x)) => (a, x.as_ref(), None),
                 None => (ctx.tool_args, self.extra.as_ref(), ctx.tool_args_json),
             };
+            // `{{tool_args}}` canonicalised once for every text of the verdict, not once per
+            // rule (found by review: a replay, which passes none, canonicalised the arguments
+            // again for each of thousands of rules' notes).
+            let args_text = match tool_args_json {
+                Some(_) => None,
+                None => crate::canonical::canonical_value(tool_args).ok(),
+            };
             let ctx = TemplateContext {
                 agent_alias: self.sub_alias.as_deref().unwrap_or(ctx.agent_alias),
                 tool_args,
-                tool_args_json,
+                tool_args_json: tool_args_json.or(args_text.as_deref()),
                 extra,
                 ..ctx
             };
-            side_effects = self.side_effects.iter().map(|t| render(t, &ctx)).collect();
-            rollback = self.rollback.iter().map(|t| render(t, &ctx)).collect();
+            let mut left = crate::template::MAX_RENDERED_BYTES;
+            side_effects = render_shared(&self.side_effects, &ctx, &mut left);
+            rollback = render_shared(&self.rollback, &ctx, &mut left);
             message = self.message(agent, &ctx);
         }
         let mut terms = ApprovalTerms {

@@ -104,6 +104,11 @@ pub(super) fn violations(
     let mut out = Vec::new();
     for key in keys {
         match string_values(args, key, noun) {
+            // An empty list names no target either (found by review: `"cwd": []` passed a
+            // required `cwd`, and a lenient tool ran in its default directory).
+            Values::Strings(values) if values.is_empty() && required => out.push(format!(
+                "{scope}: argument `{key}` holds no {noun} (the rule requires it), so it cannot be checked"
+            )),
             Values::Strings(values) => {
                 out.extend(values.into_iter().filter_map(|s| check(key, s)));
             }
@@ -211,6 +216,17 @@ mod tests {
             ]
         );
         let passed = violations(&args, (&keys, false), "path scope", "paths", |_, _| None);
+        assert!(passed.is_empty(), "{passed:?}");
+        // An empty list is no target either: held when required, passed when not.
+        let empty = json!({"cwd": []});
+        let held = violations(&empty, (&keys, true), "path scope", "paths", |_, _| None);
+        assert_eq!(
+            held,
+            [
+                "path scope: argument `cwd` holds no paths (the rule requires it), so it cannot be checked"
+            ]
+        );
+        let passed = violations(&empty, (&keys, false), "path scope", "paths", |_, _| None);
         assert!(passed.is_empty(), "{passed:?}");
         // Present, it is checked as ever; required or not.
         let args = json!({"cwd": "/etc"});

@@ -2,7 +2,7 @@
 //! one way to its author and another way to the gatekeeper; each was found by review and is
 //! now a load error or the reading the author meant.
 
-use crate::kit::{AGENT, GOV, bot_policy, kind, load_err, reg_plus};
+use crate::kit::{AGENT, GOV, bot_policy, kind, load_err, reg_plus, verdict};
 use assent_core::VerdictKind;
 use assent_core::condition::{MAX_GROUPS, MAX_LIST_ITEMS, MAX_PATTERNS};
 use serde_json::json;
@@ -157,4 +157,36 @@ fn patterns_compiling_to_more_than_the_loads_budget_are_refused() {
     );
     let plain = bot_policy("a.deny-v1", &rules(&|i| format!("^/etc/{i}")));
     reg_plus(AGENT, "d.yaml", &plain);
+}
+
+/// Attack (found by review): each rendered text was bounded, not a verdict's texts together;
+/// a candidate policy of 2,000 rules covering `wipe`, each with `side_effects` and `rollback`
+/// of `{{tool_args}}`, rendered 4,000 copies of the arguments for one call (hundreds of MB
+/// over padded ones, on the one replay turn). The notes share one budget of
+/// `MAX_RENDERED_BYTES`; past it one note says how many were left out.
+#[test]
+fn thousands_of_rules_notes_share_one_rendering_budget() {
+    use assent_core::template::MAX_RENDERED_BYTES;
+    let rule = "      - tool: wipe\n        side_effects: \"{{tool_args}}\"\n        rollback: \"undo {{tool_args}}\"\n";
+    let r = reg_plus(
+        AGENT,
+        "many.yaml",
+        &bot_policy("a.many-notes-v1", &rule.repeat(2_000)),
+    );
+    let v = verdict(&r, "wipe", None, json!({"blob": "x".repeat(16 * 1024)}));
+    let notes = v.terms.side_effects.iter().chain(&v.terms.rollback);
+    let bytes: usize = notes.map(String::len).sum();
+    assert!(bytes < MAX_RENDERED_BYTES + 1_024, "{bytes}");
+    assert!(
+        v.terms.side_effects.len() < 10,
+        "{}",
+        v.terms.side_effects.len()
+    );
+    let last = v.terms.side_effects.last().unwrap();
+    assert!(last.contains("more not shown"), "{last}");
+    assert!(
+        v.terms.rollback[0].contains("2000 more not shown"),
+        "{:?}",
+        v.terms.rollback
+    );
 }

@@ -313,5 +313,13 @@ async fn a_step_named_without_its_plan_is_not_shown_as_the_calls_step() {
     assert_ne!(c["target_id"].as_str(), Some(step.as_str()), "{c}");
     assert!(c["trace"]["attributes"].get("step_id").is_none(), "{c}");
     assert!(c["trace"]["attributes"].get("plan_id").is_none(), "{c}");
+    // Nor beside a made-up plan id (found by review of that fix).
+    let body = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
+                      "arguments": {"amount": 901, "to": "mallory"}, "plan_id": uuid(), "step_id": step});
+    let (s, h) = gw.post("/v1/tool-calls", BOT, body).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{h}");
+    let c = crate::plans::mplp(&gw, h["approval_id"].as_str().unwrap()).await;
+    assert_ne!(c["target_id"].as_str(), Some(step.as_str()), "{c}");
+    assert!(c["trace"]["attributes"].get("step_id").is_none(), "{c}");
     gw.stop().await;
 }

@@ -273,6 +273,18 @@ async fn a_required_scope_argument_left_out_is_held() {
             .contains("`cwd` is missing (the rule requires it)"),
         "{a}"
     );
+    // An empty list names no directory either (found by review of that fix).
+    let a = held(
+        &gw,
+        "s1",
+        "run_command",
+        json!({"command": "ls", "cwd": []}),
+    )
+    .await;
+    assert!(
+        a["reasons"].to_string().contains("`cwd` holds no paths"),
+        "{a}"
+    );
     let inside = root.path().canonicalize().unwrap();
     let cwd = inside.to_str().unwrap();
     allowed(
