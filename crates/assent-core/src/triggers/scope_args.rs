@@ -206,28 +206,20 @@ mod tests {
     /// checked (a rule may name arguments only some of its tools take).
     #[test]
     fn a_required_argument_left_out_is_held_an_optional_one_is_not() {
-        let args = json!({"command": "cat ~/.ssh/id_rsa"});
         let keys = vec!["cwd".to_string()];
-        let held = violations(&args, (&keys, true), "path scope", "paths", |_, _| None);
-        assert_eq!(
-            held,
-            [
-                "path scope: argument `cwd` is missing (the rule requires it), so it cannot be checked"
-            ]
-        );
-        let passed = violations(&args, (&keys, false), "path scope", "paths", |_, _| None);
-        assert!(passed.is_empty(), "{passed:?}");
-        // An empty list is no target either: held when required, passed when not.
-        let empty = json!({"cwd": []});
-        let held = violations(&empty, (&keys, true), "path scope", "paths", |_, _| None);
-        assert_eq!(
-            held,
-            [
-                "path scope: argument `cwd` holds no paths (the rule requires it), so it cannot be checked"
-            ]
-        );
-        let passed = violations(&empty, (&keys, false), "path scope", "paths", |_, _| None);
-        assert!(passed.is_empty(), "{passed:?}");
+        // Left out, or an empty list (no target either): held when required, passed when not.
+        for (args, why) in [
+            (json!({"command": "cat ~/.ssh/id_rsa"}), "is missing"),
+            (json!({"cwd": []}), "holds no paths"),
+        ] {
+            let held = violations(&args, (&keys, true), "path scope", "paths", |_, _| None);
+            let want = format!(
+                "path scope: argument `cwd` {why} (the rule requires it), so it cannot be checked"
+            );
+            assert_eq!(held, [want]);
+            let passed = violations(&args, (&keys, false), "path scope", "paths", |_, _| None);
+            assert!(passed.is_empty(), "{passed:?}");
+        }
         // Present, it is checked as ever; required or not.
         let args = json!({"cwd": "/etc"});
         let outside = |_: &str, s: &str| Some(format!("{s} is outside"));
