@@ -487,8 +487,15 @@ fn lone_no_or_late(
     roles: Option<&[String]>,
 ) -> Result<(), DecideError> {
     let name = approval_event_name(s.event);
-    if let (Event::Cancel, Some(_), ApprovalStatus::Pending) = (s.event, roles, rec.status)
-        && let Err(why) = approval::operator_may_cancel(rec.terms.quorum.as_ref())
+    // Who fits no group of the quorum in force may not vote, so may not cancel (found by
+    // review: one rule's escalation widened the approvers past another rule's quorum groups).
+    let fits = |roles: &[String]| rec.quorum_tally().is_none_or(|(q, _)| q.qualifies(roles));
+    if let (Event::Cancel, Some(roles), ApprovalStatus::Pending) = (s.event, roles, rec.status)
+        && let Err(why) = approval::operator_may_cancel(rec.terms.quorum.as_ref()).and_then(|()| {
+            fits(roles)
+                .then_some(())
+                .ok_or("operator fits no quorum group")
+        })
     {
         let data = json!({"decision": name, "why": why, "quorum": rec.terms.quorum});
         s.audit(tx, "decision.refused", data)?;

@@ -89,7 +89,8 @@ fn an_escalated_approval_is_decided_until_its_schedules_deadline() {
 
 /// The attack: with `deny: quorum`, one operator's deny vote leaves the approval pending; their
 /// cancel must not settle it alone (refused, audited `decision.refused`). The agent's own
-/// cancel stays allowed; so does an operator's under a quorum whose one deny settles.
+/// cancel stays allowed; so does an operator's under a quorum whose one deny settles, if they
+/// fit one of its groups.
 #[test]
 fn an_operators_cancel_under_deny_quorum_is_refused() {
     both_stores(|_, s| {
@@ -130,6 +131,25 @@ fn an_operators_cancel_under_deny_quorum_is_refused() {
             .quorum;
         let other = hold(s, "s2", &call, &v, 1_000, 60_000).id;
         let rec = s.cancel_as(&other, &olaf, None, 5_000).unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Cancelled);
+        // Found by review: approvers widened (another covering rule's escalation added
+        // `intern`) beyond the quorum's groups. The intern may not vote, so may not cancel.
+        v.terms.approvers = vec!["ops".into(), "intern".into()];
+        let widened = hold(s, "s3", &call, &v, 1_000, 60_000).id;
+        let interns = vec!["intern".to_string()];
+        let ivy = Canceller::Operator {
+            name: "ivy",
+            roles: &interns,
+        };
+        let cancel = s.cancel_as(&widened, &ivy, None, 6_000);
+        assert!(
+            matches!(cancel, Err(DecideError::NotApprover(_))),
+            "{cancel:?}"
+        );
+        assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
+        let vote = s.decide(&widened, &DecisionInput::deny(None), "ivy", &interns, 6_000);
+        assert!(vote.is_err(), "{vote:?}");
+        let rec = s.cancel_as(&widened, &olaf, None, 7_000).unwrap();
         assert_eq!(rec.status, ApprovalStatus::Cancelled);
     });
 }
