@@ -180,6 +180,10 @@ fn resolve(ctx: &TemplateContext<'_>, name: &str, args: &mut Option<String>) -> 
 /// call's message some gigabytes, its arguments canonicalised again for each.
 pub const MAX_RENDERED_BYTES: usize = 64 * 1024;
 
+/// The most bytes of one side-effect or rollback note ([`render_shared`]): 4 KiB, so that one
+/// note quoting a large argument does not use up the budget its rule's other notes share.
+pub const MAX_NOTE_BYTES: usize = 4 * 1024;
+
 /// What ends a rendered text cut at its bound ([`render_within`]).
 pub const CUT_MARK: &str = "… (cut: the rendered text is too long to show)";
 
@@ -225,9 +229,9 @@ pub fn render_within(template: &str, ctx: &TemplateContext<'_>, max: usize) -> S
     out
 }
 
-/// Each of `templates` [`render_within`] the bytes `left` of a budget they share, which each
-/// text's length uses up; once it is spent, the rest become one last text saying how many
-/// were left out. A verdict's side effects and rollback notes, one per covering rule, share
+/// Each of `templates` [`render_within`] [`MAX_NOTE_BYTES`] and the bytes `left` of a budget
+/// they share, which each text's length uses up; once it is spent, the rest become one last
+/// text saying how many were left out. A verdict's side effects and rollback notes, one per covering rule, share
 /// one budget of [`MAX_RENDERED_BYTES`] (found by review: the bound was per text, and a
 /// candidate policy of thousands of rules each with `side_effects: "{{tool_args}}"` rendered
 /// hundreds of MB for one call).
@@ -245,7 +249,7 @@ pub fn render_shared(
             ));
             break;
         }
-        let text = render_within(t, ctx, *left);
+        let text = render_within(t, ctx, (*left).min(MAX_NOTE_BYTES));
         *left = left.saturating_sub(text.len().max(1));
         out.push(text);
     }

@@ -166,12 +166,13 @@ fn compose<'a>(
     let mut verdict = Composed::default();
     verdict.add_declaration(agent, call, mode)?;
     let rules = reg.covering_rules(agent, &call.tool, call.server.as_deref());
-    // Tighten only: a policy that applies only because the agent's own file references it
-    // (its owner's choice, not governance's) may not loosen what a policy whose selector picks
-    // the agent says of the call (its duties, passkey, default, timeout, who decides).
-    let governed = rules.iter().any(|(p, _)| p.selector.selects(agent));
+    // Tighten only: a policy that applies only because of what the agent's own file says (it
+    // references the policy, or declares the namespace or labels the policy selects) may not
+    // loosen what a policy whose selector picks the agent by id says of the call (its duties,
+    // passkey, default, timeout, who decides): `Selector::governs`.
+    let governed = rules.iter().any(|(p, _)| p.selector.governs(agent));
     for (p, r) in rules {
-        let loosens = !governed || p.selector.selects(agent);
+        let loosens = !governed || p.selector.governs(agent);
         verdict.add_rule(&p.file, r, ctx, obs, loosens)?;
     }
     hold_lookalikes(reg, agent, call, &mut verdict);

@@ -223,6 +223,17 @@ impl Selector {
         }
         format!("{{{}}}", parts.join(", "))
     }
+    /// Whether this selector picks `agent` on the operators' word alone, so that its policy
+    /// may loosen what others say of the agent's calls: it [`Selector::selects`] the agent and
+    /// names no `namespace` nor `labels`, which the agent's own file declares. A policy picked
+    /// by them only tightens, as one the agent's file references (found by review: a team
+    /// adding `labels: {env: sandbox}` to its own agent file put it under the sandbox's
+    /// relaxed policy, whose approving default and short timeout then approved its R4 calls).
+    /// The agent id is the operators' (each principal's key is bound to one).
+    pub fn governs(&self, agent: &Agent) -> bool {
+        self.namespace.is_none() && self.labels.is_empty() && self.selects(agent)
+    }
+
     /// Whether this selector picks `agent`.
     pub fn selects(&self, agent: &Agent) -> bool {
         if self.is_empty() {

@@ -176,9 +176,10 @@ fn thousands_of_rules_notes_share_one_rendering_budget() {
     let v = verdict(&r, "wipe", None, json!({"blob": "x".repeat(16 * 1024)}));
     let notes = v.terms.side_effects.iter().chain(&v.terms.rollback);
     let bytes: usize = notes.map(String::len).sum();
-    assert!(bytes < MAX_RENDERED_BYTES + 1_024, "{bytes}");
+    assert!(bytes < MAX_RENDERED_BYTES + 4_096, "{bytes}");
+    // At most 4 KiB a note: some sixteen of them, then the one saying the rest were left out.
     assert!(
-        v.terms.side_effects.len() < 10,
+        v.terms.side_effects.len() < 20,
         "{}",
         v.terms.side_effects.len()
     );
@@ -189,4 +190,57 @@ fn thousands_of_rules_notes_share_one_rendering_budget() {
         "{:?}",
         v.terms.rollback
     );
+}
+
+/// Attack (found by review): a team adds `labels: {env: sandbox}` to its own agent file, and
+/// the sandbox's relaxed policy (selected by that label: approving default, 5 s timeout, no
+/// passkey or duties, `dev` may decide) loosened what the policy selecting the agent by id
+/// says of its R4 `wipe`: approved by its timeout after 5 s, or by a `dev`. A policy picked
+/// by the agent's own namespace or labels only tightens; picked by id, it may loosen.
+#[test]
+fn an_agent_labelling_itself_into_a_relaxed_policy_loosens_nothing() {
+    let gov = |sandbox_selector: &str| {
+        format!(
+            r#"policies:
+  - id: a.strict-v1
+    selector: {{agents: [treasury_bot]}}
+    rules:
+      - tool: wipe
+        risk_tier: R4
+        approvers: [finance]
+  - id: a.sandbox-v1
+    selector: {sandbox_selector}
+    rules:
+      - tool: "*"
+        timeout_seconds: 5
+        default_decision: approve
+        require_passkey: false
+        separation_of_duties: false
+        approvers: [dev]
+"#
+        )
+    };
+    let labelled = AGENT.replace(
+        "labels: {team: treasury}",
+        "labels: {team: treasury, env: sandbox}",
+    );
+    assert_ne!(labelled, AGENT);
+    let r = reg_plus(&labelled, "teams.yaml", &gov("{labels: {env: sandbox}}"));
+    let v = verdict(&r, "wipe", None, json!({}));
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert!(
+        v.terms.require_passkey && v.terms.separation_of_duties,
+        "{v:?}"
+    );
+    assert_eq!(
+        v.terms.default_decision,
+        assent_core::approval::DefaultDecision::Reject
+    );
+    assert_eq!(v.terms.approvers, ["finance"]);
+    assert_ne!(v.timeout_seconds, Some(5));
+    // Picked by id, the operators chose it: it loosens as before.
+    let r = reg_plus(&labelled, "teams.yaml", &gov("{agents: [treasury_bot]}"));
+    let v = verdict(&r, "wipe", None, json!({}));
+    assert!(!v.terms.require_passkey, "{v:?}");
+    assert_eq!(v.timeout_seconds, Some(5));
 }

@@ -88,7 +88,8 @@ async fn an_agent_cancelling_big_calls_in_a_loop_cannot_make_an_approval_listing
 /// tab), History and every card read their lists whole. They read summaries, without the
 /// calls' arguments and with messages cut (`pay`'s message template quotes its `to`, which
 /// the agent makes ~240 KiB): the queue shows every pending call in a page of a few KiB,
-/// History every call, and a card its own whole arguments and message and its similar calls.
+/// History every call, and a card its own whole arguments, its message (rendered to at most
+/// 64 KiB) and its similar calls.
 #[tokio::test]
 async fn the_dashboard_lists_big_calls_without_reading_their_arguments() {
     let gw = serve().await;
@@ -110,10 +111,14 @@ async fn the_dashboard_lists_big_calls_without_reading_their_arguments() {
     let card = gw
         .dashboard_page(&format!("/ui/approvals/{}", waiting[5]), &cookie)
         .await;
+    // The message quoting it is cut at 64 KiB, saying so; the arguments are shown whole.
     assert!(
-        card.contains(&format!("Pay 700 to {to}?")),
-        "the card's message is whole"
+        card.contains(&format!("Pay 700 to {}", &to[..60 * 1024])),
+        "the card's message"
     );
+    assert!(!card.contains(&format!("Pay 700 to {to}?")));
+    assert!(card.contains("cut: the rendered text is too long to show"));
+    assert!(card.contains(&to), "the card shows its arguments whole");
     let history = gw.dashboard_page("/ui/history", &cookie).await;
     assert!(
         done.iter()
