@@ -390,7 +390,11 @@ impl AppState {
                 format!("{}{s}", crate::config::oidc::NAME_PREFIX),
             ]
         });
-        let aka = aka.chain(p.slack_user_id.iter().cloned());
+        // Its own name signed in unlinked by single sign-on is the same person, as the bare
+        // name is for `oidc:NAME` above (found by review: `oidc:alice@x` voting first, then
+        // the key of principal `alice@x`, counted one person twice toward a quorum).
+        let unlinked = format!("{}{}", crate::config::oidc::NAME_PREFIX, p.name);
+        let aka = aka.chain(p.slack_user_id.iter().cloned()).chain([unlinked]);
         (p.owns.clone(), aka.collect())
     }
 

@@ -587,6 +587,28 @@ async fn a_vote_cast_before_the_link_counts_the_person_once() {
     gw.stop().await;
 }
 
+/// Attack (found by review): a person signed in unlinked by single sign-on as
+/// `oidc:carol@example.com` votes, then votes again with the key of a principal named
+/// `carol@example.com`: the gateway reads `oidc:X` and `X` as one person the other way round,
+/// so this way round the second vote is refused too.
+#[tokio::test]
+async fn a_vote_under_the_unlinked_sso_name_counts_its_bare_named_principal_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    let (gw, id) = linked_pay_held(dir.path(), rules).await;
+    let mut all = (*gw.state.principals()).clone();
+    all.push(crate::kit::operator("carol@example.com", &["finance"]));
+    gw.state
+        .swap_live(Live::new((*gw.state.registry()).clone(), all));
+    let (carol, csrf) = sso_session(&gw, "oidc:carol@example.com", (&["finance"], &["fin"]));
+    let s = decide(&gw, &id, &carol, &csrf).await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    let (s, b) = gw.decide(&id, "carol@example.com-key", "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "ALREADY_VOTED");
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+    gw.stop().await;
+}
+
 /// Attack (found by review): the provider names olga `Olga@Example.com` while her principal
 /// says `sso: olga@example.com`; signed in unlinked she would own nothing and vote beside
 /// her key. A name matching an `sso` only without case or surrounding space signs no one in.

@@ -205,9 +205,21 @@ struct Served {
 /// [`write_config`] (with `extra`) over a fresh directory and a free port, then [`serve`].
 fn served(extra: &str) -> Served {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port, extra);
-    let server = serve(&cfg, port);
+    // A port free when [`free_port`] looked can be taken before the gateway binds it (any
+    // test's outgoing connection draws its local port from the same range): a gateway that
+    // exits before it answers is started again on another port, at most three times (seen in
+    // CI: "server did not start").
+    let mut tries = 0;
+    let (port, cfg, server) = loop {
+        let port = free_port();
+        let cfg = write_config(dir.path(), port, extra);
+        match start(serve_cmd(&cfg), port, None) {
+            Ok(server) => break (port, cfg, server),
+            Err(why) if tries < 2 => eprintln!("port {port}: {why}; again on another port"),
+            Err(why) => panic!("{why}"),
+        }
+        tries += 1;
+    };
     Served {
         data: dir.path().join("data"),
         dir,
@@ -300,19 +312,40 @@ fn serve_with(cmd: Command, port: u16) -> Server {
 
 /// [`serve_with`], its readiness checked from the local address `from` when given.
 fn serve_checked_from(cmd: Command, port: u16, from: Option<std::net::IpAddr>) -> Server {
-    let child = spawn_quiet(cmd);
+    start(cmd, port, from).unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// Spawns `cmd` ([`spawn_quiet`]) and waits up to 20 s for it to answer on `port` (asked from
+/// `from` when given); `Err` saying so when it exited first (the port taken, a bad config) or
+/// never answered.
+fn start(cmd: Command, port: u16, from: Option<std::net::IpAddr>) -> Result<Server, String> {
+    let mut child = spawn_quiet(cmd);
     let url = format!("http://127.0.0.1:{port}");
-    wait_healthy_from(
-        &url,
-        from,
-        Duration::from_secs(20),
-        Duration::from_millis(50),
-    );
-    let mut child = child;
-    if let Some(status) = child.try_wait().unwrap() {
-        panic!("the gateway on port {port} exited ({status}) yet something answered there");
+    let client = reqwest::blocking::Client::builder()
+        .local_address(from)
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let begun = Instant::now();
+    while client.get(format!("{url}/healthz")).send().is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Err(format!(
+                "the gateway on port {port} exited ({status}) before it answered"
+            ));
+        }
+        if begun.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("server did not start".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
-    Server { child, url }
+    if let Some(status) = child.try_wait().unwrap() {
+        return Err(format!(
+            "the gateway on port {port} exited ({status}) yet something answered there"
+        ));
+    }
+    Ok(Server { child, url })
 }
 
 /// `assent mcp --agent helper --server up EXTRA… -- python3 -c UPSTREAM` against the gateway
