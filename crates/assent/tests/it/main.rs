@@ -287,16 +287,22 @@ fn wait_healthy(url: &str, limit: Duration, step: Duration) {
 /// [`wait_healthy`], its requests sent from the local address `from` when given (a gateway
 /// counts connections per client address, and notices a closed one only a moment later).
 fn wait_healthy_from(url: &str, from: Option<std::net::IpAddr>, limit: Duration, step: Duration) {
-    let client = reqwest::blocking::Client::builder()
-        .local_address(from)
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let client = health_client(from);
     let start = Instant::now();
     while client.get(format!("{url}/healthz")).send().is_err() {
         assert!(start.elapsed() < limit, "server did not start");
         std::thread::sleep(step);
     }
+}
+
+/// The client that asks a gateway's `/healthz`, from the local address `from` when given, and
+/// keeping no connection open between its requests.
+fn health_client(from: Option<std::net::IpAddr>) -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .local_address(from)
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
 }
 
 /// `assent serve` on `config` (listening on `port`) with alice's operator key, once healthy.
@@ -321,11 +327,7 @@ fn serve_checked_from(cmd: Command, port: u16, from: Option<std::net::IpAddr>) -
 fn start(cmd: Command, port: u16, from: Option<std::net::IpAddr>) -> Result<Server, String> {
     let mut child = spawn_quiet(cmd);
     let url = format!("http://127.0.0.1:{port}");
-    let client = reqwest::blocking::Client::builder()
-        .local_address(from)
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let client = health_client(from);
     let begun = Instant::now();
     while client.get(format!("{url}/healthz")).send().is_err() {
         if let Some(status) = child.try_wait().unwrap() {
