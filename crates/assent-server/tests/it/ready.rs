@@ -154,15 +154,27 @@ async fn readyz_is_checked_at_most_once_a_second_however_often_it_is_asked() {
     let gw = serve().await;
     gw.with_store(|s| s.set_busy_timeout(std::time::Duration::from_millis(200)))
         .unwrap();
-    assert_eq!(readyz(&gw).await.0, StatusCode::OK);
-    let other = block_writes(&gw.data_dir);
-    // Within the second: the shared answer, not a new check (which would say locked).
-    let probes = (0..10).map(|_| gw.req("GET", "/readyz", None, None));
-    for (s, b) in futures::future::join_all(probes).await {
-        assert_eq!((s, &b["status"]), (StatusCode::OK, &Value::from("ready")));
+    // Taking the write lock (on PostgreSQL a connection of its own) may itself outlast the
+    // second on a loaded machine (seen in CI): a round that did is tried again (`readyz`
+    // starts each with a fresh check), so the assertion is made only within its second.
+    for round in 1..=3 {
+        let checked = std::time::Instant::now();
+        assert_eq!(readyz(&gw).await.0, StatusCode::OK);
+        let other = block_writes(&gw.data_dir);
+        // Within the second: the shared answer, not a new check (which would say locked).
+        let probes = (0..10).map(|_| gw.req("GET", "/readyz", None, None));
+        let answers = futures::future::join_all(probes).await;
+        if checked.elapsed() >= std::time::Duration::from_millis(900) {
+            assert!(round < 3, "three rounds each took longer than a second");
+            continue;
+        }
+        for (s, b) in answers {
+            assert_eq!((s, &b["status"]), (StatusCode::OK, &Value::from("ready")));
+        }
+        assert_eq!(readyz(&gw).await.0, StatusCode::SERVICE_UNAVAILABLE);
+        drop(other);
+        break;
     }
-    assert_eq!(readyz(&gw).await.0, StatusCode::SERVICE_UNAVAILABLE);
-    drop(other);
     gw.stop().await;
 }
 
