@@ -101,6 +101,15 @@ pub fn is_invisible(c: char) -> bool {
     is_default_ignorable(c) || (!c.is_ascii() && c.general_category() == GeneralCategory::Format)
 }
 
+/// The first character of `text` that is a control character or [`is_invisible`], written for
+/// an error message: `U+200B at byte 8`. `None` when there is none. For refusals of names and
+/// ids, so the person fixing one learns which character they cannot see.
+pub fn first_hidden(text: &str) -> Option<String> {
+    text.char_indices()
+        .find(|(_, c)| c.is_control() || is_invisible(*c))
+        .map(|(at, c)| format!("U+{:04X} at byte {at}", u32::from(c)))
+}
+
 /// Whether `c` is a default-ignorable code point (Unicode's `Default_Ignorable_Code_Point`,
 /// DerivedCoreProperties.txt, Unicode 15.1): rendered as nothing — the soft hyphen, combining
 /// grapheme joiner, Arabic letter mark, Hangul fillers, Mongolian and other variation
@@ -415,7 +424,9 @@ mod tests {
 
 #[cfg(test)]
 mod visible_tests {
-    use super::{is_invisible, plain_line, visible, visible_json, visible_json_pretty};
+    use super::{
+        first_hidden, is_invisible, plain_line, visible, visible_json, visible_json_pretty,
+    };
     use serde_json::Value;
 
     #[test]
@@ -501,5 +512,25 @@ mod visible_tests {
         assert_eq!(plain_line("ééé", 3, "…"), "ééé");
         assert_eq!(plain_line("", 0, "…"), "");
         assert_eq!(plain_line("x", 0, "…"), "…");
+    }
+
+    /// A refused name says which character the operator cannot see, and where: the first
+    /// control or invisible one, by its code point and byte offset.
+    #[test]
+    fn first_hidden_names_the_first_unseen_character_and_its_byte() {
+        assert_eq!(first_hidden("alice"), None);
+        assert_eq!(first_hidden("Zürich 日本"), None);
+        assert_eq!(
+            first_hidden("ali\u{200b}ce").as_deref(),
+            Some("U+200B at byte 3")
+        );
+        assert_eq!(
+            first_hidden("é\t\u{202e}").as_deref(),
+            Some("U+0009 at byte 2")
+        );
+        assert_eq!(
+            first_hidden("x\u{e0065}").as_deref(),
+            Some("U+E0065 at byte 1")
+        );
     }
 }

@@ -177,15 +177,17 @@ pub(crate) fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
     // No id or name has a use for a control character, and one shown on an operator's
     // terminal (`assent pending`, `watch`) could move the cursor or rewrite the card.
     if v.chars().any(char::is_control) {
+        let hidden = assent_core::template::first_hidden(v).unwrap_or_default();
         return Err(ApiError::bad_request(format!(
-            "{what} must not contain control characters"
+            "{what} must not contain control or invisible characters ({hidden})"
         )));
     }
     // Nor for an invisible or bidirectional one (found by review): a tool named
     // `transfer<U+200B>` or with a right-to-left override looks like another on every card.
     if v.chars().any(assent_core::template::is_invisible) {
+        let hidden = assent_core::template::first_hidden(v).unwrap_or_default();
         return Err(ApiError::bad_request(format!(
-            "{what} must not contain invisible or bidirectional formatting characters"
+            "{what} must not contain invisible or bidirectional formatting characters ({hidden})"
         )));
     }
     Ok(())

@@ -8,7 +8,7 @@
 
 use super::raw::{ConfigError, RawPrincipal, at};
 use assent_core::policy::Registry;
-use assent_core::template::is_invisible;
+use assent_core::template::{first_hidden, is_invisible};
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -229,9 +229,9 @@ fn name_ok(name: &str) -> Result<(), String> {
             "principal `{shown}`: its name is not 1 to 256 bytes"
         ));
     }
-    if name.chars().any(|c| c.is_control() || is_invisible(c)) {
+    if let Some(hidden) = first_hidden(name) {
         return Err(format!(
-            "principal `{shown}`: its name has a control or invisible character"
+            "principal `{shown}`: its name has a control or invisible character ({hidden})"
         ));
     }
     let reserved = RESERVED_NAME_PREFIXES.iter().find(|p| {

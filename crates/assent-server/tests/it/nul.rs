@@ -171,22 +171,42 @@ async fn a_nul_in_a_path_query_or_form_field_is_refused_before_any_handler() {
 /// Attack (found by review): terminal spoofing. An agent's session id or tool name holding an
 /// escape sequence or a carriage return would be printed raw on the operator's terminal by
 /// `assent pending` and `watch`, rewriting the card (for example the arguments line). No id
-/// has a use for a control character: refused, naming the field.
+/// has a use for a control character: refused, naming the field and the character.
 #[tokio::test]
 async fn an_id_with_a_terminal_escape_sequence_is_refused() {
     let gw = serve().await;
     for (field, value, says) in [
-        ("session_id", "s1\u{1b}[2A\r", "control characters"),
-        ("tool", "read\u{9b}", "control characters"),
-        ("run_id", "r\n1", "control characters"),
+        (
+            "session_id",
+            "s1\u{1b}[2A\r",
+            "characters (U+001B at byte 2)",
+        ),
+        ("tool", "read\u{9b}", "characters (U+009B at byte 4)"),
+        ("run_id", "r\n1", "characters (U+000A at byte 1)"),
         // Found by review: a name that looks like another (`read<U+200B>`, a right-to-left
         // override) on every card.
-        ("tool", "read\u{200b}", "invisible or bidirectional"),
-        ("session_id", "s\u{202e}1", "invisible or bidirectional"),
+        (
+            "tool",
+            "read\u{200b}",
+            "bidirectional formatting characters (U+200B at byte 4)",
+        ),
+        (
+            "session_id",
+            "s\u{202e}1",
+            "bidirectional formatting characters (U+202E at byte 1)",
+        ),
         // A format character outside the default-ignorable list, drawn with no width
         // (found by review: `read<U+FFFB>` passed and looked like `read`).
-        ("tool", "read\u{fffb}", "invisible or bidirectional"),
-        ("tool", "read\u{0600}", "invisible or bidirectional"),
+        (
+            "tool",
+            "read\u{fffb}",
+            "bidirectional formatting characters (U+FFFB at byte 4)",
+        ),
+        (
+            "tool",
+            "read\u{0600}",
+            "bidirectional formatting characters (U+0600 at byte 4)",
+        ),
     ] {
         let mut body = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {}});
         body[field] = json!(value);

@@ -332,12 +332,15 @@ fn a_principal_name_that_is_empty_invisible_or_reserved_stops_check_and_start_up
         (&long, "its name is not 1 to 256 bytes"),
         (
             r"ali\u200bce",
-            "its name has a control or invisible character",
+            "its name has a control or invisible character (U+200B at byte 3)",
         ),
-        (r"bob\t", "its name has a control or invisible character"),
+        (
+            r"bob\t",
+            "its name has a control or invisible character (U+0009 at byte 3)",
+        ),
         (
             r"eve\u202e",
-            "its name has a control or invisible character",
+            "its name has a control or invisible character (U+202E at byte 3)",
         ),
         ("system:expiry", "its name starts with `system:`"),
         ("SYSTEM:sighup", "its name starts with `system:`"),
