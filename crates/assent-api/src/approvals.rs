@@ -348,7 +348,8 @@ pub struct DecisionRequest {
     /// Widen the grant to every call of the tool, not only this `call_hash`.
     #[serde(default)]
     pub whole_tool: bool,
-    /// Confirms a discouraged `workspace` scope on an R3/R4 tool.
+    /// Confirms a discouraged scope on an R3/R4 tool: `workspace`, or a duration longer than a
+    /// `session` grant may last (`session_grant_max_seconds`, default 24 h).
     #[serde(default)]
     pub confirm_workspace: bool,
     /// Edited arguments (approve only): re-canonicalised, re-hashed and gated again.
@@ -543,7 +544,8 @@ struct BatchDecisionWire {
     /// Widen each grant to every call of the tool.
     #[serde(default)]
     whole_tool: bool,
-    /// Confirms a discouraged `workspace` scope on an R3/R4 tool.
+    /// Confirms a discouraged scope on an R3/R4 tool: `workspace`, or a duration longer than a
+    /// `session` grant may last (`session_grant_max_seconds`, default 24 h).
     #[serde(default)]
     confirm_workspace: bool,
     /// A passkey assertion (one ceremony signs one approval).

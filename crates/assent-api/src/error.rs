@@ -144,7 +144,8 @@ pub const URI_TOO_LONG: &str = "URI_TOO_LONG";
 pub const UNSUPPORTED_MEDIA_TYPE: &str = "UNSUPPORTED_MEDIA_TYPE";
 /// 422: a status the edge gave a body without one of ours.
 pub const UNPROCESSABLE: &str = "UNPROCESSABLE";
-/// 422: scope `workspace` on an R3/R4 tool needs `confirm_workspace: true`.
+/// 422: scope `workspace`, or a duration longer than `session_grant_max_seconds`, on an R3/R4
+/// tool needs `confirm_workspace: true`.
 pub const WORKSPACE_NEEDS_CONFIRMATION: &str = "WORKSPACE_NEEDS_CONFIRMATION";
 /// 422: a clarification response of a kind the question does not accept.
 pub const WRONG_KIND: &str = "WRONG_KIND";

@@ -53,26 +53,42 @@ pub enum ScopeRefusal {
         "an irreversible action is approved once, with explicit consent each time (seed 001): no session, duration or workspace scope"
     )]
     Irreversible,
-    /// `workspace` on an R3/R4 approval without the explicit confirmation flag (the tier).
-    #[error("scope `workspace` on a {0} tool needs explicit confirmation")]
-    WorkspaceNeedsConfirmation(RiskTier),
+    /// `workspace`, or a duration longer than a `session` grant may last, on an R3/R4
+    /// approval without the explicit confirmation flag (the tier and the scope as written).
+    #[error("scope `{scope}` on a {tier} tool needs explicit confirmation")]
+    WorkspaceNeedsConfirmation {
+        /// The approval's risk tier.
+        tier: RiskTier,
+        /// The scope asked for, as written on the wire (`workspace`, `30d`).
+        scope: String,
+    },
 }
 
-/// Whether `scope` is discouraged for an approval of `tier`: `workspace` on R3 or R4. Such a
-/// grant needs explicit confirmation and is stored marked `discouraged`.
-pub fn workspace_discouraged(scope: GrantScope, tier: RiskTier) -> bool {
-    scope == GrantScope::Workspace && tier >= RiskTier::R3
+/// Whether `scope` is discouraged for an approval of `tier`: `workspace` on R3 or R4, or a
+/// duration longer than `session_max_ms` (the longest a `session` grant lives,
+/// `session_grant_max_seconds`, in ms) there. Such a grant needs explicit confirmation and is
+/// stored marked `discouraged`. Found by review: a `366d` grant, agent-bound like `workspace`
+/// and as lasting, passed without the confirmation seed 002 asks for "always" on R3+.
+pub fn workspace_discouraged(scope: GrantScope, tier: RiskTier, session_max_ms: i64) -> bool {
+    let lasting = match scope {
+        GrantScope::Workspace => true,
+        GrantScope::Duration(s) => crate::approval::millis(s) > session_max_ms,
+        _ => false,
+    };
+    lasting && tier >= RiskTier::R3
 }
 
 /// Checks the scope (and whether arguments were edited) a decision on `held` asks for, in this
 /// order: a Confirm whose target is not a tool call takes scope `once` and no edit; an
-/// irreversible action takes no grant scope; `workspace` on R3/R4 needs `confirm_workspace`.
-/// `Ok` says whether the scope is discouraged ([`workspace_discouraged`]).
+/// irreversible action takes no grant scope; `workspace`, or a duration past `session_max_ms`,
+/// on R3/R4 needs `confirm_workspace`. `Ok` says whether the scope is discouraged
+/// ([`workspace_discouraged`]).
 pub fn check_scope(
     held: &Held<'_>,
     scope: GrantScope,
     edited: bool,
     confirm_workspace: bool,
+    session_max_ms: i64,
 ) -> Result<bool, ScopeRefusal> {
     if held.target_type != "other" && (scope != GrantScope::Once || edited) {
         return Err(ScopeRefusal::ConfirmTarget(held.target_type.to_string()));
@@ -80,9 +96,12 @@ pub fn check_scope(
     if held.irreversible && scope.is_grant() {
         return Err(ScopeRefusal::Irreversible);
     }
-    let discouraged = workspace_discouraged(scope, held.risk_tier);
+    let discouraged = workspace_discouraged(scope, held.risk_tier, session_max_ms);
     if discouraged && !confirm_workspace {
-        return Err(ScopeRefusal::WorkspaceNeedsConfirmation(held.risk_tier));
+        return Err(ScopeRefusal::WorkspaceNeedsConfirmation {
+            tier: held.risk_tier,
+            scope: scope.to_wire(),
+        });
     }
     Ok(discouraged)
 }
@@ -206,6 +225,13 @@ mod tests {
         let r3 = call(RiskTier::R3, false);
         let r2 = call(RiskTier::R2, false);
         let confirm_target = || Err(ScopeRefusal::ConfirmTarget("plan".into()));
+        const DAY_MS: i64 = 86_400_000;
+        let needs = |tier, scope: &str| {
+            Err(ScopeRefusal::WorkspaceNeedsConfirmation {
+                tier,
+                scope: scope.into(),
+            })
+        };
         // (held, scope, edited, confirm_workspace, expected)
         let cases = [
             (&plan, GrantScope::Session, false, false, confirm_target()),
@@ -224,21 +250,64 @@ mod tests {
                 GrantScope::Workspace,
                 false,
                 false,
-                Err(ScopeRefusal::WorkspaceNeedsConfirmation(RiskTier::R3)),
+                needs(RiskTier::R3, "workspace"),
             ),
             (&r3, GrantScope::Workspace, false, true, Ok(true)),
             (&r3, GrantScope::Session, false, false, Ok(false)),
             (&r2, GrantScope::Workspace, false, false, Ok(false)),
+            // Attack (found by review): a year-long timed grant on R3 is as lasting as
+            // `workspace` and needs the same confirmation; one a session could last does not.
+            (
+                &r3,
+                GrantScope::Duration(366 * 86_400),
+                false,
+                false,
+                needs(RiskTier::R3, "366d"),
+            ),
+            (
+                &r3,
+                GrantScope::Duration(86_401),
+                false,
+                false,
+                needs(RiskTier::R3, "86401s"),
+            ),
+            (
+                &r3,
+                GrantScope::Duration(366 * 86_400),
+                false,
+                true,
+                Ok(true),
+            ),
+            (&r3, GrantScope::Duration(86_400), false, false, Ok(false)),
+            (
+                &r2,
+                GrantScope::Duration(366 * 86_400),
+                false,
+                false,
+                Ok(false),
+            ),
         ];
         for (i, (held, scope, edited, confirm, expected)) in cases.into_iter().enumerate() {
             assert_eq!(
-                check_scope(held, scope, edited, confirm),
+                check_scope(held, scope, edited, confirm, DAY_MS),
                 expected,
                 "case {i}"
             );
         }
-        assert!(workspace_discouraged(GrantScope::Workspace, RiskTier::R4));
-        assert!(!workspace_discouraged(GrantScope::Session, RiskTier::R4));
+        assert!(workspace_discouraged(
+            GrantScope::Workspace,
+            RiskTier::R4,
+            DAY_MS
+        ));
+        assert!(!workspace_discouraged(
+            GrantScope::Session,
+            RiskTier::R4,
+            DAY_MS
+        ));
+        // The bound is the configured session maximum, not a fixed day.
+        let hour = GrantScope::Duration(3_601);
+        assert!(workspace_discouraged(hour, RiskTier::R4, 3_600_000));
+        assert!(!workspace_discouraged(hour, RiskTier::R4, DAY_MS));
     }
 
     #[test]

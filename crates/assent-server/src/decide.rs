@@ -49,7 +49,7 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
         DecideError::AlreadyVoted(_) => {
             ApiError::new(StatusCode::CONFLICT, code::ALREADY_VOTED, e.to_string())
         }
-        DecideError::WorkspaceNeedsConfirmation(_) => ApiError::new(
+        DecideError::WorkspaceNeedsConfirmation { .. } => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "WORKSPACE_NEEDS_CONFIRMATION",
             e.to_string(),

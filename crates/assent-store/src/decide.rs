@@ -21,7 +21,7 @@ use crate::votes::{self, Cast, VoteInput};
 use assent_core::approval::{
     self, AlreadyDecided, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope,
 };
-use assent_core::decision::{self, ScopeRefusal};
+use assent_core::decision;
 use assent_core::duties;
 use serde_json::json;
 
@@ -193,21 +193,7 @@ impl Store {
             if let Some(e) = edited {
                 crate::decision_input::edit_of_held(&rec, e)?;
             }
-            let held = decision::Held {
-                target_type: &rec.target_type,
-                irreversible: rec.terms.irreversible,
-                risk_tier: rec.terms.risk_tier,
-            };
-            let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
-            let discouraged =
-                decision::check_scope(&held, scope, edited.is_some(), confirm_workspace).map_err(
-                    |e| match e {
-                        ScopeRefusal::WorkspaceNeedsConfirmation(t) => {
-                            DecideError::WorkspaceNeedsConfirmation(t.to_string())
-                        }
-                        e => DecideError::Invalid(e.to_string()),
-                    },
-                )?;
+            let discouraged = crate::decision_input::scope_on_held(&rec, input, scope)?;
             let mplp_status = settle(**tx, &s, &rec, next, scope, edited)?;
             if approval::mints_token(event) {
                 let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);

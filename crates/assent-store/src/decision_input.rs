@@ -6,6 +6,7 @@
 use crate::error::DecideError;
 use crate::record::{ApprovalRecord, EditedCall};
 use assent_core::approval::{DecisionKind, GrantScope};
+use assent_core::decision::{self, ScopeRefusal};
 use assent_core::grant::{self, GrantTerms};
 
 /// An operator decision with the seed 002 options.
@@ -139,13 +140,43 @@ pub(crate) fn grant_terms(
     now: i64,
 ) -> Option<GrantTerms> {
     let whole_tool = d.is_some_and(|d| d.whole_tool);
-    let max = d.and_then(|d| d.session_grant_max_ms);
-    grant::terms(
-        scope,
-        whole_tool,
-        now,
-        max.unwrap_or(grant::DEFAULT_SESSION_GRANT_MAX_MS),
-    )
+    grant::terms(scope, whole_tool, now, session_max_ms(d))
+}
+
+/// How long a `session` grant of decision `d` may live, in ms: its
+/// [`DecisionInput::session_grant_max_ms`] or else [`grant::DEFAULT_SESSION_GRANT_MAX_MS`].
+/// Also the longest timed grant an R3/R4 approval takes without `confirm_workspace`
+/// ([`assent_core::decision::workspace_discouraged`]).
+pub(crate) fn session_max_ms(d: Option<&DecisionInput>) -> i64 {
+    d.and_then(|d| d.session_grant_max_ms)
+        .unwrap_or(grant::DEFAULT_SESSION_GRANT_MAX_MS)
+}
+
+/// Whether decision `d`'s `scope` on `rec` is discouraged, or why the store refuses it
+/// ([`decision::check_scope`], under the session maximum of [`session_max_ms`]): `Invalid` for
+/// a Confirm target or an irreversible action taking a grant, `WorkspaceNeedsConfirmation` for
+/// a lasting scope on R3/R4 without `confirm_workspace`.
+pub(crate) fn scope_on_held(
+    rec: &ApprovalRecord,
+    d: Option<&DecisionInput>,
+    scope: GrantScope,
+) -> Result<bool, DecideError> {
+    let held = decision::Held {
+        target_type: &rec.target_type,
+        irreversible: rec.terms.irreversible,
+        risk_tier: rec.terms.risk_tier,
+    };
+    let edited = d.is_some_and(|d| d.edited.is_some());
+    let confirm = d.is_some_and(|d| d.confirm_workspace);
+    decision::check_scope(&held, scope, edited, confirm, session_max_ms(d)).map_err(|e| match e {
+        ScopeRefusal::WorkspaceNeedsConfirmation { tier, scope } => {
+            DecideError::WorkspaceNeedsConfirmation {
+                tier: tier.to_string(),
+                scope,
+            }
+        }
+        e => DecideError::Invalid(e.to_string()),
+    })
 }
 
 /// Refuses an operator's edit `e` that is not the held call's tool and server with the edit's

@@ -56,11 +56,18 @@ pub enum DecideError {
     /// quorum of distinct people (issue 14 §1); audited as `decision.refused`.
     #[error("`{0}` has already voted on this approval; a quorum counts each person once")]
     AlreadyVoted(String),
-    /// `workspace` scope on an R3/R4 tool without the explicit confirmation flag.
+    /// `workspace` scope, or a timed one outlasting a `session` grant, on an R3/R4 tool
+    /// without the explicit confirmation flag (the tier, the scope as written).
     #[error(
-        "scope `workspace` on a {0} tool is discouraged and needs explicit confirmation (confirm_workspace: true, or --yes-workspace)"
+        "scope `{scope}` on a {tier} tool is discouraged and needs explicit confirmation (confirm_workspace: true, or --yes-workspace): it lets the agent make the call without asking {}",
+        if scope == "workspace" { "until the grant is revoked" } else { "for longer than a session grant may last" }
     )]
-    WorkspaceNeedsConfirmation(String),
+    WorkspaceNeedsConfirmation {
+        /// The approval's risk tier (`R3`).
+        tier: String,
+        /// The scope asked for, as written (`workspace`, `30d`).
+        scope: String,
+    },
     /// `PASSKEY_REQUIRED` (403): the approval needs a passkey-signed approval (issue 14 §4)
     /// and none came, or the one that came is not the decider's or not for this approval,
     /// call and decision (why, here); audited as `decision.refused`.

@@ -389,7 +389,8 @@ pub(crate) struct NewGrant<'a> {
     pub terms: grant::GrantTerms,
     /// Widened from the exact call to every call of the tool.
     pub whole_tool: bool,
-    /// `workspace` on an R3/R4 tool ([`assent_core::decision::workspace_discouraged`]).
+    /// `workspace`, or a timed scope outlasting a `session` grant, on an R3/R4 tool
+    /// ([`assent_core::decision::workspace_discouraged`]).
     pub discouraged: bool,
     /// What stood behind the decision, as the server says it
     /// ([`crate::DecisionInput::decider_key`]: the binding of the operator key it was made

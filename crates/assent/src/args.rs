@@ -176,7 +176,7 @@ pub(crate) enum Cmd {
         /// Let the grant cover every call of the tool, not only these exact arguments.
         #[arg(long = "whole-tool")]
         whole_tool: bool,
-        /// Confirm a workspace grant on an R3/R4 tool (discouraged).
+        /// Confirm a workspace grant, or one timed past `session_grant_max_seconds`, on R3/R4.
         #[arg(long = "yes-workspace")]
         yes_workspace: bool,
         /// Approve with these arguments instead (a JSON object; one id only). The gatekeeper

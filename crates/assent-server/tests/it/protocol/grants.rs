@@ -3,7 +3,7 @@
 //! on an R3 tool needs explicit confirmation; bad scopes are refused.
 
 use super::env::env;
-use crate::kit::{BOT, OP, assert_answer, assert_error, token_of};
+use crate::kit::{BOT, OP, assert_answer, assert_error, assert_says, token_of};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -139,4 +139,49 @@ async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmat
         .decide_with(&id, OP, json!({"decision": "deny", "scope": "session"}))
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+/// Attack (found by review): "always for workspace" on an R3 tool needs explicit confirmation
+/// (seed 002), but a timed grant of `366d` — bound to the agent and its tool like `workspace`,
+/// in every session, for a year — passed without it and was not marked discouraged. A timed
+/// grant longer than a `session` grant may last (24 h here) now needs the same confirmation,
+/// and is recorded `discouraged`; one within it does not.
+#[tokio::test]
+async fn a_year_long_timed_grant_on_r3_needs_the_workspace_confirmation() {
+    let e = env().await;
+    let gw = &e.gw;
+    let id = gw.held("s1", "deploy", json!({"env": "prod"})).await;
+    for scope in ["366d", "25h"] {
+        let decision = json!({"decision": "approve", "scope": scope, "whole_tool": true});
+        let (s, b) = gw.decide_with(&id, OP, decision).await;
+        assert_error(
+            s,
+            &b,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "WORKSPACE_NEEDS_CONFIRMATION",
+        );
+        assert_says(&b, "message", &format!("scope `{scope}` on a R3 tool"));
+        assert_eq!(gw.as_agent(&id).await["status"], "pending");
+    }
+    let decision = json!({"decision": "approve", "scope": "366d", "confirm_workspace": true});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, g) = gw.get("/v1/grants", OP).await;
+    let g = &g["grants"][0];
+    assert_eq!(
+        (g["discouraged"].as_bool(), g["scope"].as_str()),
+        (Some(true), Some("366d"))
+    );
+    // A day or less is a grant a session could have been: no confirmation, not discouraged.
+    let id = gw.held("s2", "deploy", json!({"env": "staging"})).await;
+    let decision = json!({"decision": "approve", "scope": "24h"});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, g) = gw.get("/v1/grants", OP).await;
+    let day = g["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["scope"] == "1d");
+    assert_eq!(day.unwrap()["discouraged"], false, "{g}");
 }
