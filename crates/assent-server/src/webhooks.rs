@@ -331,12 +331,12 @@ fn approval_out(a: &ApprovalRecord) -> Value {
         "rollback": a.terms.rollback.iter().map(|x| cut(&r.text(x))).collect::<Vec<_>>(),
         "requested_at": rfc3339(a.requested_at), "expires_at": rfc3339(a.expires_at),
         "decided_by": last.map(|d| d.actor.clone()),
-        "reason": last.and_then(|d| d.reason.as_deref().map(|x| r.text(x))),
+        "reason": last.and_then(|d| d.reason.as_deref().map(|x| cut(&r.text(x)))),
         "scope": a.scope,
         "approvers": a.terms.approvers,
         "quorum": a.quorum_tally().map(|(_, t)| t.describe()),
         "votes": a.votes.iter().map(|v| json!({"by": v.principal, "decision": v.decision,
-            "at": rfc3339(v.at), "reason": v.reason.as_deref().map(|x| r.text(x))}))
+            "at": rfc3339(v.at), "reason": v.reason.as_deref().map(|x| cut(&r.text(x)))}))
             .collect::<Vec<_>>(),
         // Not empty: the row is not as the gateway wrote it (it cannot be approved).
         "damaged": a.damaged,

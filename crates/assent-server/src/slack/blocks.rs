@@ -166,8 +166,16 @@ impl Texts {
     fn of(a: &ApprovalRecord) -> Texts {
         let r = a.redactor();
         let effects: Vec<String> = a.terms.side_effects.iter().map(|x| r.text(x)).collect();
+        // A message a template rendered blank is the summary (as the AAEP and MPLP views
+        // show it): Slack refuses an empty or blank text (`invalid_blocks`), and found by
+        // review, an agent whose argument filled `{{tool_args.note}}` with nothing stalled
+        // every approval's Slack message behind its retries.
+        let message = match a.terms.message.trim().is_empty() {
+            true => r.summary(&a.call),
+            false => r.text(&a.terms.message),
+        };
         Texts {
-            message: r.text(&a.terms.message),
+            message,
             // Shown as the dashboard shows them (found by review): control, bidi and
             // invisible characters as `\uXXXX` escapes, so the card cannot hide text.
             args: visible_arguments(&r.arguments(&a.call.arguments)),

@@ -11,7 +11,8 @@
 //! cursor's lease posts, so replicas post each message once. A failed call is retried after
 //! 1 s, doubling (or after the `Retry-After` of Slack's `429` when longer, at most 60
 //! s), [`MAX_ATTEMPTS`] times in all, then recorded as a dead letter (`GET
-//! /v1/webhooks/dead-letters`, webhook `slack:bot`). A message always shows the approval as
+//! /v1/webhooks/dead-letters`, webhook `slack:bot`); a message Slack refuses for good
+//! ([`api::REFUSED_FOR_GOOD`]) is dead-lettered at its first answer. A message always shows the approval as
 //! it is when sent, so a late or repeated update is harmless.
 
 use crate::config::slack::Slack;
@@ -93,7 +94,7 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
         };
         match send(st, slack, &rec.kind, &a).await {
             Ok(()) => return advance(st, holder, rec.seq).await,
-            Err(e) if attempt >= MAX_ATTEMPTS => break (attempt, e.why),
+            Err(e) if e.for_good || attempt >= MAX_ATTEMPTS => break (attempt, e.why),
             Err(e) => {
                 tracing::warn!(approval_id = %id, attempt, error = %e, "slack: message not sent; retrying");
                 // Slack's rate limit (`429`) says when to come back: sooner is refused again.

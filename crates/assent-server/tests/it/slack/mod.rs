@@ -10,6 +10,7 @@ mod config;
 mod error_text;
 mod redacted;
 mod refusals;
+mod refused;
 mod votes;
 mod webhook_mode;
 
