@@ -33,8 +33,9 @@ fn status_after(kind: &str) -> Option<&'static str> {
 /// Every plan's stored status must be what its newest `plan.*` record left it, and every
 /// plan a record names must have its row (the gateway deletes no plan). Records name their
 /// plan in `data.plan_id` (since the change that made every plan record name it; a plan
-/// whose records all predate it, or were archived, is not compared). Linear in plans and
-/// plan records.
+/// whose records all predate it, or were archived by a run before retention carried each
+/// plan's newest record, `retention_carry::carry_plans`, is not compared). Linear in plans
+/// and plan records.
 pub(crate) fn plans(conn: Conn<'_>, out: &mut Vec<Found>) -> db::Result<()> {
     let mut newest: HashMap<String, (i64, String)> = HashMap::new();
     conn.prepare_cached(

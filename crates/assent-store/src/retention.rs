@@ -657,10 +657,7 @@ fn commit(
             m.last_seq
         )));
     }
-    crate::retention_carry::carry_passkeys(tx, m)?;
-    crate::retention_carry::carry_tools(tx, m)?;
-    crate::retention_carry::carry_takeovers(tx, m, key)?;
-    crate::sealing_marker::carry(tx, m, key)?;
+    crate::retention_carry::carry_all(tx, m, key)?;
     crate::archived_approvals::record(**tx, (m, entries))?;
     let gone = tx.execute(
         "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",

@@ -1,7 +1,7 @@
 //! What a retention run (`retention.rs`) writes again at the chain's end before it deletes
 //! the records it archived, so that what still stands stays recorded in the live chain: the
-//! registrations of standing passkeys, the records of standing tool pins and reviews, and
-//! the recorded take-overs of audit keys.
+//! registrations of standing passkeys, the records of standing tool pins and reviews, the
+//! newest record of each MPLP plan, and the recorded take-overs of audit keys.
 
 use crate::archive::Manifest;
 use crate::audit;
@@ -11,6 +11,18 @@ use crate::integrity_pins;
 use crate::params;
 use assent_core::checkpoint::Checkpoint;
 use ed25519_dalek::{SigningKey, VerifyingKey};
+
+/// Everything a run writes again before it deletes the records `m` covers, in this order:
+/// standing passkeys' registrations, standing tool pins' and reviews' records, each plan's
+/// newest record, recorded take-overs (signed by `key`), and the settlements' sealing marker
+/// ([`crate::sealing_marker::carry`]).
+pub(crate) fn carry_all(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(), StoreError> {
+    carry_passkeys(tx, m)?;
+    carry_tools(tx, m)?;
+    carry_plans(tx, m)?;
+    carry_takeovers(tx, m, key)?;
+    crate::sealing_marker::carry(tx, m, key)
+}
 
 /// Before the records `m` covers are deleted: each record among them that vouches for a
 /// standing tool pin or review (the newest `tool.pinned` / `tool.accepted` of a pin that still
@@ -23,7 +35,7 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 /// after a run that carried (before, a review row planted as accepted and dated before the
 /// cut-off passed, and the relay called its definition). Nothing to do when no tool record
 /// is due.
-pub(crate) fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
     let any: Option<i64> = tx
         .query_row(
             "SELECT seq FROM audit WHERE seq >= ?1 AND seq <= ?2 AND kind IN ('tool.pinned', 'tool.accepted', 'tool.rejected', 'tool.new', 'tool.changed') LIMIT 1",
@@ -51,6 +63,63 @@ pub(crate) fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreErro
     Ok(())
 }
 
+/// The kinds of audit record that move an MPLP plan (`integrity_plans::status_after`).
+const PLAN_KINDS: &str = "'plan.created', 'plan.updated', 'plan.submitted', 'plan.approved', 'plan.rejected', 'plan.cancelled'";
+
+/// Before the records `m` covers are deleted: the newest `plan.*` record of each plan, when it
+/// is among them, is written again at the chain's end (same kind, actor and data, plus
+/// `carried_from` and `carried_at`, kept through later carries), so `assent audit verify`
+/// compares every plan's row with its newest record after any number of runs (the gateway
+/// deletes no plan). Found by review: once a plan's records were archived its row was compared
+/// with nothing, and a cancelled plan's approved row put back whole, seal and all, lifted the
+/// block on calls naming its steps unseen. Linear in the plan records of `m` and after it.
+fn carry_plans(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    // A plan record's data is its MPLP event, naming the plan in `data.plan_id`.
+    let plan_of = |data: &str| {
+        let event = serde_json::from_str::<serde_json::Value>(data).ok()?;
+        crate::audit::text_at(&event["data"], "plan_id")
+    };
+    let archived: Vec<(i64, i64, String, String, String)> = crate::sql::rows(
+        **tx,
+        &format!(
+            "SELECT seq, at, kind, actor, data FROM audit WHERE kind IN ({PLAN_KINDS}) AND seq >= ?1 AND seq <= ?2 ORDER BY seq"
+        ),
+        params![m.first_seq, m.last_seq],
+        db::tuple,
+    )?;
+    if archived.is_empty() {
+        return Ok(());
+    }
+    let later: Vec<String> = crate::sql::rows(
+        **tx,
+        &format!("SELECT data FROM audit WHERE kind IN ({PLAN_KINDS}) AND seq > ?1"),
+        params![m.last_seq],
+        |r| r.get(0),
+    )?;
+    let later: std::collections::HashSet<String> =
+        later.iter().filter_map(|d| plan_of(d)).collect();
+    // The newest archived record of each plan with no record after the run's range.
+    let mut newest: std::collections::BTreeMap<String, (i64, i64, String, String, String)> =
+        Default::default();
+    for rec in archived {
+        match plan_of(&rec.4) {
+            Some(id) if !later.contains(&id) => newest.insert(id, rec),
+            _ => None,
+        };
+    }
+    let mut carried: Vec<_> = newest.into_values().collect();
+    carried.sort_by_key(|r| r.0);
+    for (seq, at, kind, actor, data) in carried {
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
+            continue;
+        };
+        d.entry("carried_at").or_insert(at.into());
+        d.entry("carried_from").or_insert(seq.into());
+        audit::append(**tx, m.archived_at, &kind, None, &actor, &d.into())?;
+    }
+    Ok(())
+}
+
 /// Before the records `m` covers are deleted: each `audit.key_replaced` record among them (a
 /// recorded take-over, `checkpoint::take_over`) is written again at the chain's end (same
 /// actor and data, plus `carried_from` and `carried_at`: the original record's `seq` and
@@ -60,11 +129,7 @@ pub(crate) fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreErro
 /// judges the replaced key's checkpoints under it (`key_ranges.rs`). Found by review: the
 /// record was archived with the old ones, after which the replaced key could take the
 /// database back through an `audit-key-replaces` naming the new key.
-pub(crate) fn carry_takeovers(
-    tx: &db::Tx<'_>,
-    m: &Manifest,
-    key: &SigningKey,
-) -> Result<(), StoreError> {
+fn carry_takeovers(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(), StoreError> {
     let found: Vec<(i64, i64, String, String)> = crate::sql::rows(
         **tx,
         "SELECT seq, at, actor, data FROM audit WHERE kind = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
@@ -89,7 +154,7 @@ pub(crate) fn carry_takeovers(
 /// written again at the chain's end (same actor and data, plus `carried_from`: the archived
 /// record's `seq`), so `assent audit verify` always finds a standing registration in the live
 /// chain and never has to excuse a passkey by the row's own (forgeable) `created_at`.
-pub(crate) fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
     let regs: Vec<(i64, String, String)> = crate::sql::rows(
         **tx,
         "SELECT seq, actor, data FROM audit WHERE kind = 'passkey.registered' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
