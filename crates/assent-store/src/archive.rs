@@ -203,14 +203,7 @@ pub(crate) fn check_exports_under(
         };
         // Not a regular file (a FIFO would be waited on), or unreadable: a finding, not an
         // I/O error of the command (found by review).
-        let rep = match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => Err(StoreError::Invalid(
-                "it is a symbolic link (refused: an export is read only inside its archive directory)".into(),
-            )),
-            Ok(m) if m.is_file() => verify_export(&path, key),
-            Ok(_) => Err(StoreError::Invalid("it is not a regular file".into())),
-            Err(e) => Err(io(&path)(e)),
-        };
+        let rep = export_in_dir(&path).and_then(|f| verify_export_from(f, &path, key));
         let rep = match rep {
             Ok(rep) => rep,
             Err(e) => {
@@ -350,6 +343,39 @@ fn read_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<bool> 
 /// [`ExportReport::problem`].
 pub fn verify_export(path: &Path, key: &VerifyingKey) -> Result<ExportReport, StoreError> {
     let f = std::fs::File::open(path).map_err(io(path))?;
+    verify_export_from(f, path, key)
+}
+
+/// The export at `path` inside an archive directory, opened for [`verify_export_from`]: not
+/// through a symbolic link (`O_NOFOLLOW`), never waiting on a FIFO (`O_NONBLOCK`), and a
+/// regular file by the handle's own `fstat`, so what was checked is what is read. Found by
+/// review: the path was checked with `lstat` and then opened again, following a link swapped
+/// in between (a FIFO hung the run; a link to a copy elsewhere was reported as in the
+/// archive directory).
+fn export_in_dir(path: &Path) -> Result<std::fs::File, StoreError> {
+    use rustix::fs::{Mode, OFlags};
+    let how = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let f = match rustix::fs::open(path, how, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(StoreError::Invalid(
+                "it is a symbolic link (refused: an export is read only inside its archive directory)".into(),
+            ));
+        }
+        Err(e) => return Err(io(path)(e.into())),
+    };
+    match f.metadata().map_err(io(path))?.is_file() {
+        true => Ok(f),
+        false => Err(StoreError::Invalid("it is not a regular file".into())),
+    }
+}
+
+/// [`verify_export`] over `f`, the export opened from `path` (named in errors).
+fn verify_export_from(
+    f: std::fs::File,
+    path: &Path,
+    key: &VerifyingKey,
+) -> Result<ExportReport, StoreError> {
     let mut r = std::io::BufReader::new(f);
     let mut buf = Vec::new();
     let mut lines = Sha256::new();

@@ -243,6 +243,16 @@ fn audit_verify_refuses_an_export_that_is_a_symlink_out_of_the_archive_dir() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("symbolic link"), "{err}");
+    // Nor is a named pipe in its place waited on (the export is opened without following a
+    // link and without blocking, then judged by its own handle: found by review, a link
+    // swapped in between a check by path and the open was followed).
+    std::fs::remove_file(&f).unwrap();
+    let made = Command::new("mkfifo").arg(&f).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    let out = audit_verify(&data, &["--archive-dir", archive.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
 }
 
 /// The same on PostgreSQL: `archive`, `verify` and `verify-export` through `--config` and its
