@@ -38,7 +38,9 @@ pub mod tokens;
 pub mod tools;
 pub mod trace;
 
+mod bearer;
 pub mod kit;
+pub use bearer::bearer_credential;
 pub mod schema;
 
 pub use client::{

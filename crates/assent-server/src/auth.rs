@@ -52,18 +52,13 @@ impl FromRequestParts<AppState> for Redeemer {
     }
 }
 
-/// The key of an `Authorization: Bearer KEY` header (`bearer` also accepted, surrounding
-/// spaces trimmed), if the request carries a non-empty one.
+/// The key of an `Authorization: Bearer KEY` header ([`assent_api::bearer_credential`]: the
+/// scheme in any case, surrounding spaces trimmed), if the request carries a non-empty one.
 pub fn bearer_key(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
+        .and_then(assent_api::bearer_credential)
 }
 
 /// The principal whose key is `key` (compared by SHA-256, in constant time with every

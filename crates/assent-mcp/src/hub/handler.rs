@@ -62,8 +62,8 @@ impl HubHandler {
             .get::<http::request::Parts>()
             .and_then(|p| p.headers.get(http::header::AUTHORIZATION))
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(|k| k.trim().to_string())
+            .and_then(assent_api::bearer_credential)
+            .map(str::to_string)
             .ok_or_else(|| {
                 McpError::invalid_request("send the agent's key as Authorization: Bearer KEY", None)
             })

@@ -206,6 +206,10 @@ impl Upstream {
                 }
             }
             Started::Failed(e) => {
+                // One plain line (found by review): an HTTP upstream's JSON-RPC error message
+                // at start-up, up to a mebibyte with newlines, forged lines in the log.
+                let e =
+                    assent_core::template::plain_line(&format!("{e:#}"), MAX_TOLD_CHARS, "… (cut)");
                 tracing::error!(upstream = %alias, error = %e, "MCP upstream failed to start");
                 Self::failed("failed to start (the gateway's log says why)".into())
             }

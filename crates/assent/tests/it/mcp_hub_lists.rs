@@ -259,11 +259,44 @@ fn forging_lists() -> String {
 /// characters.
 #[test]
 fn an_upstreams_error_message_cannot_forge_lines_in_the_gateways_log() {
+    let log = forger_log(&forging_lists(), |url| {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let client = hub_client(url, KEY).await;
+            let list = client.peer().list_tools(None).await.unwrap();
+            assert!(list.tools.is_empty(), "{list:?}");
+            client.cancel().await.unwrap();
+        });
+        true
+    });
+    assert!(log.contains("upstream tools/list failed"), "{log}");
+}
+
+/// Attack (found by review): the same forgery in an upstream's answer to `initialize`, which
+/// the hub logged raw as why the upstream failed to start (an HTTP upstream's JSON-RPC error
+/// message may be a mebibyte). It is one plain line too.
+#[test]
+fn an_upstreams_start_up_error_cannot_forge_lines_in_the_gateways_log() {
+    let program = r#"import json,sys
+m=json.loads(sys.stdin.readline())
+f="down\n2026-12-06T00:00:00.000000Z  INFO assent_server::decide: forged approval decided by alice\x1b[2J"+"x"*65536
+print(json.dumps({"jsonrpc":"2.0","id":m["id"],"error":{"code":-32603,"message":f}}), flush=True)
+sys.stdin.read()
+"#;
+    let log = forger_log(program, |_| false);
+    assert!(log.contains("MCP upstream failed to start"), "{log}");
+}
+
+/// The log of a gateway whose hub fronts upstream `forger` (the Python `program` over stdio),
+/// after `act` (given the gateway's URL; `false` to wait, at most 20 s, for the upstream's
+/// start-up failure to be logged instead); asserting that no line of it was forged: none
+/// starts with the forged time, none holds a terminal escape, none is 4,000 bytes or more.
+fn forger_log(program: &str, act: impl FnOnce(&str) -> bool) -> String {
     use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let port = crate::free_port();
     let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: forger\n      allowed_tools: [hello]\n";
-    let command = serde_json::to_string(&["python3", "-c", &forging_lists()]).unwrap();
+    let command = serde_json::to_string(&["python3", "-c", program]).unwrap();
     let upstreams = format!("mcp_upstreams:\n  forger: {{command: {command}}}\n");
     let cfg = crate::write_agent_config(dir.path(), port, (agent, KEY), &upstreams);
     let log_path = dir.path().join("serve.log");
@@ -275,17 +308,20 @@ fn an_upstreams_error_message_cannot_forge_lines_in_the_gateways_log() {
         .unwrap();
     let url = format!("http://127.0.0.1:{port}");
     crate::wait_healthy(&url, Duration::from_secs(20), Duration::from_millis(50));
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let client = hub_client(&url, KEY).await;
-        let list = client.peer().list_tools(None).await.unwrap();
-        assert!(list.tools.is_empty(), "{list:?}");
-        client.cancel().await.unwrap();
-    });
+    if !act(&url) {
+        let failed = || {
+            std::fs::read_to_string(&log_path)
+                .unwrap()
+                .contains("failed to start")
+        };
+        let start = std::time::Instant::now();
+        while !failed() && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let log = std::fs::read_to_string(&log_path).unwrap();
-    assert!(log.contains("upstream tools/list failed"), "{log}");
     assert!(!log.contains('\u{1b}'), "a terminal escape reached the log");
     for line in log.lines() {
         assert!(
@@ -294,4 +330,5 @@ fn an_upstreams_error_message_cannot_forge_lines_in_the_gateways_log() {
         );
         assert!(line.len() < 4_000, "a line of {} bytes", line.len());
     }
+    log
 }
