@@ -417,6 +417,19 @@ fn login_form(
     r
 }
 
+/// Whether the browser says a request came from a page of this origin, or says nothing: its
+/// `Sec-Fetch-Site` (which no page can set) is absent (a non-browser client, an old browser),
+/// `same-origin`, or `none` (typed or bookmarked). Found by review: the sign-in form's
+/// double-submit cookie is not separated by port (RFC 6265 §8.5), so over http a page on
+/// another port of the same host (a dev server an agent started on `localhost:3000`) could
+/// plant the cookie and post a matching form with an operator key of its own, signing the
+/// operator's browser in as that operator; its request is `same-site`.
+fn from_this_origin(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .is_none_or(|v| matches!(v.as_bytes(), b"same-origin" | b"none"))
+}
+
 /// `POST /ui/login` (`key`, `csrf`): an operator's key starts a session; an agent's key or an
 /// unknown one is refused (`401`, the form again). Failed sign-ins count toward the same
 /// throttle as the API's (`429` once an address or key prefix used up its allowance).
@@ -442,7 +455,7 @@ pub(crate) async fn login(
         .get(&headers, LOGIN_COOKIE.0)
         .unwrap_or("");
     let sent = f.get("csrf").map(String::as_str).unwrap_or("");
-    if expected.is_empty() || !same(expected, sent) {
+    if expected.is_empty() || !same(expected, sent) || !from_this_origin(&headers) {
         return forbidden(
             "The sign-in form expired or did not come from this dashboard. Reload it and sign in again.",
         );

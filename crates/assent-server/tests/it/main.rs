@@ -17,6 +17,7 @@ mod checkpoints;
 mod config_attacks;
 mod dashboard_edge;
 mod dashboard_forgery;
+mod dashboard_origin;
 mod dashboard_sessions;
 mod decide_guards;
 mod decide_holes;
