@@ -19,13 +19,20 @@ fn loopback(url: &url::Url) -> bool {
 
 /// `s` parsed when it is an https URL ([`private_transport`]: http on loopback) without
 /// credentials, query or fragment — the provider and Slack endpoints (`oidc.issuer`,
-/// `oidc.redirect_url`, `slack.api_url`); else why not, naming the setting `what`.
+/// `oidc.redirect_url`, `slack.api_url`); else why not, naming the setting `what`. A URL with
+/// credentials is not repeated in the error (found by review: `https://:SECRET@host`, a
+/// password without a user name, passed, and a refused one was echoed into the log).
 pub(crate) fn web_url(what: &str, s: &str) -> Result<url::Url, String> {
     let u = url::Url::parse(s).map_err(|e| format!("{what} `{s}` is not a URL: {e}"))?;
     let ok_scheme = u.scheme() == "https" || (u.scheme() == "http" && loopback(&u));
-    if !ok_scheme || u.query().is_some() || u.fragment().is_some() || !u.username().is_empty() {
+    let credentials = !u.username().is_empty() || u.password().is_some();
+    if !ok_scheme || u.query().is_some() || u.fragment().is_some() || credentials {
+        let shown = match credentials {
+            true => "(not shown: it holds credentials)".to_string(),
+            false => format!("`{s}`"),
+        };
         return Err(format!(
-            "{what} `{s}` must be an https URL (http only on loopback) without credentials, query or fragment"
+            "{what} {shown} must be an https URL (http only on loopback) without credentials, query or fragment"
         ));
     }
     Ok(u)
