@@ -10,6 +10,9 @@ use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
+mod fold;
+pub(crate) use fold::{Walk, check_unambiguous, folded_key, folded_walk};
+
 /// A proposed tool call: what an agent wants to run.
 ///
 /// `tool` is the tool's name (a local tool is named by its Agent Format alias), `server` the
@@ -256,81 +259,6 @@ impl CanonicalCall {
     }
 }
 
-/// Refuses arguments where a top-level key with a dot (`a.b`) and the nested path `a.b` both
-/// hold a value: [`crate::arg_path::lookup`] reads the literal key first, and a tool the
-/// nested one, so an agent could show the policy a harmless value and run another. The nested
-/// path is matched as a case-insensitive decoder matches it ([`folded_walk`]; found by review:
-/// `{"req.path": "/ok", "Req": {"path": "/etc/shadow"}}` passed). Only keys with a dot are
-/// walked. Also applied to every other object a condition is read from as its root (a
-/// delegation's `skill_args`).
-pub(crate) fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
-    let Some(m) = arguments.as_object() else {
-        return Ok(());
-    };
-    for key in m.keys().filter(|k| k.contains('.')) {
-        if let Walk::Found(nested, _) = folded_walk(arguments, key) {
-            return Err(if nested == *key {
-                CanonicalError::AmbiguousKey { key: key.clone() }
-            } else {
-                CanonicalError::FoldedAmbiguousKey {
-                    key: key.clone(),
-                    nested,
-                }
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Where [`folded_walk`] of a dotted path ends.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Walk<'a> {
-    /// The path leads to the value, through the real keys (and indexes) joined by dots.
-    Found(String, &'a Value),
-    /// A prefix of the path (its real keys joined by dots) holds the value, which the next
-    /// part cannot enter: not an object, or an array and the part not one of its indexes.
-    Stopped(String, &'a Value),
-    /// An object on the way has no key of the next part's name in any spelling (or the root
-    /// is not an object).
-    Absent,
-}
-
-/// Follows the dotted path `key` (`req.files.0.path`) from `root` through nested objects and
-/// arrays (a numeric part indexes an array) as a decoder that ignores case and compatibility
-/// forms does: each part matched by the key of that name, else by the key [`folded_key`]
-/// folds alike (one at most in a checked call: [`ToolCall::new`] refuses two). Never reads a
-/// literal key with a dot.
-pub(crate) fn folded_walk<'a>(root: &'a Value, key: &str) -> Walk<'a> {
-    if !root.is_object() {
-        return Walk::Absent;
-    }
-    let mut cur = root;
-    let mut found: Vec<&str> = Vec::new();
-    for part in key.split('.') {
-        let next = match cur {
-            Value::Object(m) => match m.get_key_value(part).or_else(|| {
-                let want = folded_key(part);
-                m.iter().find(|(k, _)| folded_key(k) == want)
-            }) {
-                Some((k, v)) => Some((k.as_str(), v)),
-                None => return Walk::Absent,
-            },
-            Value::Array(a) => part
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| a.get(i))
-                .map(|v| (part, v)),
-            _ => None,
-        };
-        let Some((k, v)) = next else {
-            return Walk::Stopped(found.join("."), cur);
-        };
-        found.push(k);
-        cur = v;
-    }
-    Walk::Found(found.join("."), cur)
-}
-
 /// Largest integer magnitude a double holds exactly (2^53).
 const MAX_EXACT: u64 = 1 << 53;
 
@@ -384,22 +312,6 @@ fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
         _ => {}
     }
     Ok(())
-}
-
-/// The name `key` stands for to a decoder that ignores case and compatibility forms: NFKC,
-/// then lower case, then the two simple case foldings lower-casing misses (final sigma `ς` is
-/// `σ`, the iota subscript U+0345 is `ι`: Go's `EqualFold` folds them so; found by review).
-/// ASCII keys, the common case, are only lower-cased (and not copied when already lower case).
-pub(crate) fn folded_key(key: &str) -> Cow<'_, str> {
-    if !key.is_ascii() {
-        use unicode_normalization::UnicodeNormalization as _;
-        let lower = key.nfkc().collect::<String>().to_lowercase();
-        Cow::Owned(lower.replace('ς', "σ").replace('\u{345}', "ι"))
-    } else if key.bytes().any(|b| b.is_ascii_uppercase()) {
-        Cow::Owned(key.to_ascii_lowercase())
-    } else {
-        Cow::Borrowed(key)
-    }
 }
 
 /// SHA-256 of `bytes` as 64 lowercase hex characters.
