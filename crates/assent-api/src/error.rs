@@ -144,6 +144,10 @@ pub const URI_TOO_LONG: &str = "URI_TOO_LONG";
 pub const UNSUPPORTED_MEDIA_TYPE: &str = "UNSUPPORTED_MEDIA_TYPE";
 /// 422: a status the edge gave a body without one of ours.
 pub const UNPROCESSABLE: &str = "UNPROCESSABLE";
+/// 409: the rules in force, changed since the call was held, ask more of it than it was held
+/// under (a deny, a higher tier, a passkey, a quorum, separation of duties, other approvers);
+/// the approval may still be denied.
+pub const RULES_TIGHTENED: &str = "RULES_TIGHTENED";
 /// 422: scope `workspace`, or a duration longer than `session_grant_max_seconds`, on an R3/R4
 /// tool needs `confirm_workspace: true`.
 pub const WORKSPACE_NEEDS_CONFIRMATION: &str = "WORKSPACE_NEEDS_CONFIRMATION";

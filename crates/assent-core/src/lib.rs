@@ -41,6 +41,7 @@ pub mod redeem;
 pub mod replay;
 pub mod result_link;
 pub mod risk;
+pub mod rules_now;
 pub mod session_risk;
 pub mod stamp;
 pub mod suggest;

@@ -70,6 +70,9 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
         DecideError::SessionChanged => {
             ApiError::new(StatusCode::CONFLICT, code::SESSION_CHANGED, e.to_string())
         }
+        DecideError::RulesTightened(_) => {
+            ApiError::new(StatusCode::CONFLICT, code::RULES_TIGHTENED, e.to_string())
+        }
         DecideError::Store(e) => ApiError::unavailable(e),
     }
 }
@@ -132,6 +135,10 @@ async fn decision_input(
     };
     let duties = st.duties_of(name);
     let (decider_owns, decider_aka) = duties.clone();
+    // An edit was re-gated under the rules in force, against the held terms.
+    let rules_stand = edited
+        .is_none()
+        .then(|| crate::edits::rules_stand(st, roles));
     Ok(DecisionInput {
         passkey,
         kind: Some(b.decision),
@@ -148,6 +155,7 @@ async fn decision_input(
         in_client: None,
         reply_token: None,
         still_stands: Some(still_stands(st, who, duties)),
+        rules_stand,
         session_grant_max_ms: Some(st.settings.session_grant_max_ms),
         session_seen,
         calls_seen,

@@ -183,15 +183,7 @@ fn regate(
         &seen.observations(),
     );
     let escalates = rec.terms.escalation.as_ref().map(|e| e.roles());
-    let original = Original {
-        risk_tier: rec.terms.risk_tier,
-        irreversible: rec.terms.irreversible,
-        triggers: &rec.terms.triggers,
-        quorum: rec.terms.quorum.as_ref(),
-        escalates: escalates.as_deref().unwrap_or_default(),
-        require_passkey: rec.terms.require_passkey,
-        separation_of_duties: rec.terms.separation_of_duties,
-    };
+    let original = original_of(rec, escalates.as_deref().unwrap_or_default());
     let raised = if rec.terms.triggers.iter().any(|t| t == "cost") {
         assent_core::edit::raised_costs(reg, &rec.agent, &rec.call, c.call())
     } else {
@@ -228,4 +220,46 @@ fn regate(
         },
         v.terms.output_bytes,
     ))
+}
+
+/// Held approval `rec` as an edit or the rules in force now are measured against it, with
+/// `escalates` the roles its escalation may add.
+fn original_of<'a>(rec: &'a ApprovalRecord, escalates: &'a [String]) -> Original<'a> {
+    Original {
+        risk_tier: rec.terms.risk_tier,
+        irreversible: rec.terms.irreversible,
+        triggers: &rec.terms.triggers,
+        quorum: rec.terms.quorum.as_ref(),
+        escalates,
+        require_passkey: rec.terms.require_passkey,
+        separation_of_duties: rec.terms.separation_of_duties,
+    }
+}
+
+/// What the store asks of an approving decision by an operator holding `roles`, under the
+/// decision's write lock ([`assent_store::RulesStand`]): when the rules in force then are not
+/// the policy set the approval was held under (its recorded `policy_set_sha256`), the held
+/// plain tool call is evaluated under them without the session's history, and
+/// [`assent_core::rules_now::tightened`] says whether they now ask more of it than it was held
+/// under. Targets (plans, contexts) and derived calls (results, delegations, MPLP) are not
+/// asked: their rules are not a tool call's. Unchanged rules cost one comparison.
+pub(crate) fn rules_stand(st: &AppState, roles: &[String]) -> assent_store::RulesStand {
+    let (st, roles) = (st.clone(), roles.to_vec());
+    assent_store::RulesStand(std::sync::Arc::new(move |rec: &ApprovalRecord| {
+        let live = st.live();
+        let reg = &live.registry;
+        let derived = assent_core::redeem::DERIVED_PREFIXES
+            .iter()
+            .any(|p| rec.call.tool.starts_with(p));
+        let same = rec.policy_set_sha256.as_deref() == Some(reg.policy_set_sha256.as_str());
+        if same || derived || rec.target_type != "other" {
+            return None;
+        }
+        let arguments = rec.canonical_arguments();
+        let seen = assent_core::triggers::Observations::none(now_ms());
+        let v = evaluate_in(reg, &rec.agent, &rec.call, Some(&arguments), &seen);
+        let escalates = rec.terms.escalation.as_ref().map(|e| e.roles());
+        let held = original_of(rec, escalates.as_deref().unwrap_or_default());
+        assent_core::rules_now::tightened(&held, &v, &roles)
+    }))
 }

@@ -413,6 +413,14 @@ fn as_the_caller_read(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
     }
+    if let Some(why) = crate::decision_input::rules_refusal(s.input, rec) {
+        s.audit(
+            tx,
+            "decision.refused",
+            json!({"decision": name, "why": why}),
+        )?;
+        return Err(DecideError::RulesTightened(why));
+    }
     if let Some(t) = s.input.and_then(|d| d.reply_token.as_deref())
         && rec.reply_token.as_deref() != Some(t)
     {

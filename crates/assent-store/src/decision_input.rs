@@ -68,6 +68,12 @@ pub struct DecisionInput {
     /// had withdrawn that key's consent, and its token stayed redeemable. `None`: not asked
     /// (the agent's user in the client, the store's own callers).
     pub still_stands: Option<StillStands>,
+    /// Why the rules in force, changed since the approval was held, refuse approving it as it
+    /// was held (`None`: they do not): asked by the store of the locked row inside the
+    /// decision's write transaction, for an approving decision only, and answered by the
+    /// server from the rules in force at that moment (`assent_core::rules_now::tightened`).
+    /// A refusal is `RulesTightened`, audited `decision.refused`. `None`: not asked.
+    pub rules_stand: Option<RulesStand>,
     /// How long a `session` grant this decision creates stands, in milliseconds
     /// (`session_grant_max_seconds` of the configuration): it lapses that long after it is
     /// created ([`assent_core::grant::terms`]). `None`: the default,
@@ -103,6 +109,27 @@ impl std::fmt::Debug for StillStands {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("StillStands")
     }
+}
+
+/// The answer [`RulesStand`] gives of an approval being approved: why the rules in force
+/// refuse it, or `None`.
+pub type RulesAnswer = dyn Fn(&ApprovalRecord) -> Option<String> + Send + Sync;
+
+/// The question [`DecisionInput::rules_stand`] asks of the approval being approved.
+#[derive(Clone)]
+pub struct RulesStand(pub std::sync::Arc<RulesAnswer>);
+
+impl std::fmt::Debug for RulesStand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RulesStand")
+    }
+}
+
+/// Why approving `rec` by decision `d` is refused by the rules in force
+/// ([`DecisionInput::rules_stand`]); `None` for a deny, or when not asked or not refused.
+pub(crate) fn rules_refusal(d: Option<&DecisionInput>, rec: &ApprovalRecord) -> Option<String> {
+    let d = d.filter(|d| d.kind == Some(DecisionKind::Approve))?;
+    d.rules_stand.as_ref().and_then(|f| (f.0)(rec))
 }
 
 impl StillStands {

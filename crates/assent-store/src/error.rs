@@ -99,6 +99,11 @@ pub enum DecideError {
         "the session took in more since this decision was checked against it (its risk may have risen): nothing was decided; read the approval again and decide again"
     )]
     SessionChanged,
+    /// `RULES_TIGHTENED` (409): the rules in force, changed since the approval was held, ask
+    /// more of the call than it was held under ([`crate::DecisionInput::rules_stand`]; why);
+    /// audited as `decision.refused`, nothing approved. A deny is still taken.
+    #[error("{0}")]
+    RulesTightened(String),
     #[error(transparent)]
     /// The store failed; nothing changed.
     Store(#[from] StoreError),
@@ -183,6 +188,7 @@ impl crate::db::Settles for DecideError {
                 | DecideError::PasskeyRequired(_)
                 | DecideError::PlanStopped { .. }
                 | DecideError::SessionChanged
+                | DecideError::RulesTightened(_)
         )
     }
 }

@@ -54,6 +54,7 @@ mod ready;
 mod receipts;
 mod redact_rendered;
 mod reload;
+mod reload_tightened;
 mod reload_window;
 mod replay_candidates;
 mod review_core;

@@ -327,7 +327,11 @@ async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id
     let (s, b) = check(&gw, BOT, "bot", vec![read_file(GENUINE), evil], json!({})).await;
     assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
     assert_says(&b, "message", "tools[1].name");
-    assert_says(&b, "message", "control characters");
+    assert_says(
+        &b,
+        "message",
+        "control or invisible characters (U+001B at byte 1)",
+    );
     let redeem = json!({"token": "x", "tool": "read_file", "server": "fs", "arguments": {},
                         "device_id": format!("d\u{202e}{}", "1".repeat(300))});
     let (s, b) = gw.post("/v1/tokens/redeem", BOT, redeem).await;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The operator key (alice, finance) and the agent key (bot) of [`principals`].
-const OP: &str = "alice-key";
+pub(crate) const OP: &str = "alice-key";
 const BOT: &str = "bot-key";
 
 /// A governance file with no rule for `read` (so it is allowed).
@@ -80,7 +80,7 @@ async fn reloadable(dir: &Path, config: &str, gov: &str) -> (Gw, PathBuf) {
 
 /// The gateway most tests start from: [`everyone`] under [`gov_allowing_read`], reloadable
 /// (the temporary directory, the gateway and its `conf` directory).
-async fn reloadable_by_everyone() -> (tempfile::TempDir, Gw, PathBuf) {
+pub(crate) async fn reloadable_by_everyone() -> (tempfile::TempDir, Gw, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
     (dir, gw, conf)
@@ -120,7 +120,7 @@ async fn refused_in_assent_yaml(gw: &Gw) -> Value {
 }
 
 /// `POST /v1/reload` with `key`, which must succeed: the answer.
-async fn reloaded(gw: &Gw, key: &str) -> Value {
+pub(crate) async fn reloaded(gw: &Gw, key: &str) -> Value {
     let (s, b) = reload(gw, key).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     b

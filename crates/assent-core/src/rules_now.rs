@@ -1,0 +1,123 @@
+//! Whether a held call may still be approved as it was held, under rules changed since (a
+//! reload, or a restart with other agent or governance files): the approval keeps the terms
+//! it was held under (who decides, its quorum, its timeout), but an approval may not give the
+//! call less than the rules in force now ask of it. Pure; the store asks it inside the
+//! decision's write transaction, through the server, with the rules in force at that moment.
+
+use crate::approval::may_decide;
+use crate::edit::{Original, more_approval};
+use crate::gatekeeper::{Verdict, VerdictKind};
+
+/// Why held call `held` may not be approved by an operator holding `roles` under the rules in
+/// force now, `now` being its verdict under them (evaluated without the session's history:
+/// what the files ask of the call itself); `None` when it may. It may not when the rules now
+/// deny it, hold it at a higher tier or as irreversible where it was not, need more of its
+/// approval than it was held under ([`more_approval`]: a quorum, a passkey, separation of
+/// duties), or name approvers whose roles the operator lacks. Found by review: a reload that
+/// made a tool need a passkey, a quorum or a deny left its calls already held approvable by
+/// one operator under the old terms, and their tokens redeemed. A verdict that asks less
+/// (the rules loosened) takes nothing away from the held terms, which the store checks too.
+pub fn tightened(held: &Original<'_>, now: &Verdict, roles: &[String]) -> Option<String> {
+    let t = &now.terms;
+    let why = if now.kind == VerdictKind::Deny {
+        format!("deny it ({})", t.message)
+    } else if t.risk_tier > held.risk_tier || (t.irreversible && !held.irreversible) {
+        let irreversible = if t.irreversible { ", irreversible" } else { "" };
+        format!(
+            "hold it at {}{irreversible} (it was held at {})",
+            t.risk_tier.as_str(),
+            held.risk_tier.as_str()
+        )
+    } else if let more = more_approval(held, now)
+        && !more.is_empty()
+    {
+        format!("need {} for it", more.join(", "))
+    } else if now.kind == VerdictKind::Confirm && !may_decide(&t.approvers, roles) {
+        format!(
+            "name approvers ({}) whose roles you lack",
+            t.approvers.join(", ")
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the rules in force now, changed since this call was held, {why}: it cannot be approved as held; deny it, and the agent may propose it again"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Registry;
+    use crate::risk::RiskTier;
+    use crate::triggers::Observations;
+    use crate::{ToolCall, evaluate_in};
+    use serde_json::json;
+
+    const AGENT: &str =
+        "metadata: {id: a}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+
+    /// `pay`'s verdict under a governance policy of one rule for it (`rule`: its YAML keys).
+    fn verdict(rule: &str) -> Verdict {
+        let gov = format!(
+            "policies:\n  - id: t.rules-v1\n    selector: {{agents: [\"*\"]}}\n    rules:\n      - {{tool: pay, {rule}}}\n"
+        );
+        let files = [("a.agf.yaml".to_string(), AGENT.to_string())];
+        let reg = Registry::load(&files, &[("g.yaml".into(), gov)]).unwrap();
+        let call = ToolCall::new("pay", None, json!({"amount": 5})).unwrap();
+        evaluate_in(&reg, "a", &call, None, &Observations::none(0))
+    }
+
+    /// A held R2 call approvable by `finance`, with no quorum, passkey or separation of duties.
+    fn held() -> Original<'static> {
+        Original {
+            risk_tier: RiskTier::R2,
+            irreversible: false,
+            triggers: &[],
+            quorum: None,
+            escalates: &[],
+            require_passkey: false,
+            separation_of_duties: false,
+        }
+    }
+
+    /// Attack (found by review): a reload made `pay` need a passkey (or a quorum, or a deny),
+    /// and a call held before it was approved by one operator under the old terms. Each way the
+    /// rules in force may now ask more is named; the same rules, or looser ones, take nothing.
+    #[test]
+    fn rules_that_now_ask_more_of_a_held_call_refuse_its_approval() {
+        let finance = ["finance".to_string()];
+        let same = verdict("risk_tier: R2, approvers: [finance]");
+        assert_eq!(tightened(&held(), &same, &finance), None);
+        let looser = verdict("risk_tier: R1");
+        assert_eq!(tightened(&held(), &looser, &finance), None);
+        for (rule, says) in [
+            (
+                "deny: {args_match: {amount: {gt: 1}}}",
+                "was held, deny it (",
+            ),
+            (
+                "risk_tier: R4, approvers: [finance]",
+                "hold it at R4 (it was held at R2)",
+            ),
+            (
+                "risk_tier: R2, irreversible: true, approvers: [finance]",
+                "irreversible",
+            ),
+            (
+                "risk_tier: R2, require_passkey: true, approvers: [finance]",
+                "need a passkey",
+            ),
+            (
+                "risk_tier: R2, approvers: [ops]",
+                "name approvers (ops) whose roles you lack",
+            ),
+        ] {
+            let why = tightened(&held(), &verdict(rule), &finance).unwrap_or_default();
+            assert!(
+                why.contains(says) && why.contains("deny it, and the agent may propose it again"),
+                "{rule}: {why}"
+            );
+        }
+    }
+}

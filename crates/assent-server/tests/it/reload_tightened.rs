@@ -1,0 +1,66 @@
+//! A reload that makes the rules ask more of a tool than its calls already held were held
+//! under: those calls may be denied, not approved as held (`409 RULES_TIGHTENED`).
+
+use crate::kit::{assert_error, assert_says, policy};
+use crate::reload::{OP, reloadable_by_everyone, reloaded};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// Attack (found by review): a call was held under rules asking one finance approver; a
+/// reload then made `pay` need a passkey (or denied it outright), yet one operator holding the
+/// old approver role approved the call held before, with no passkey, and its token redeemed.
+/// The approval now says which rule in force asks more and is refused, audited
+/// `decision.refused`; a deny is still taken; a reload asking nothing more of the call leaves
+/// it approvable.
+#[tokio::test]
+async fn a_call_held_before_a_reload_tightened_its_rules_cannot_be_approved_as_held() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let pay = |n: i64| json!({"amount": n, "to": "acme"});
+    let (first, second, third) = (
+        gw.held("s1", "pay", pay(500)).await,
+        gw.held("s1", "pay", pay(600)).await,
+        gw.held("s1", "pay", pay(700)).await,
+    );
+    // Another rule for another tool: nothing more is asked of `pay`.
+    let gov = "- tool: pay\n  approvers: [finance]\n- tool: read\n  approval: true\n";
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", gov)).unwrap();
+    reloaded(&gw, OP).await;
+    let (s, b) = gw.decide(&first, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    for (rule, says) in [
+        ("  require_passkey: true\n", "need a passkey for it"),
+        ("  deny: {args_match: {amount: {gt: 100}}}\n", "deny it ("),
+    ] {
+        let gov = format!("- tool: pay\n  approvers: [finance]\n{rule}");
+        std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
+        reloaded(&gw, OP).await;
+        let (s, b) = gw.decide(&second, OP, "approve").await;
+        assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+        assert_says(&b, "message", says);
+        assert_eq!(gw.as_agent(&second).await["status"], "pending");
+    }
+    let refused = gw.sql().text(
+        "SELECT data FROM audit WHERE kind = 'decision.refused' ORDER BY seq DESC LIMIT 1",
+        &[],
+    );
+    assert!(
+        refused.contains("changed since this call was held"),
+        "{refused}"
+    );
+    let (s, b) = gw.decide(&second, OP, "deny").await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("rejected")),
+        "{b}"
+    );
+    // Nor with a grant's scope.
+    let (s, b) = gw
+        .decide_with(
+            &third,
+            OP,
+            json!({"decision": "approve", "scope": "session"}),
+        )
+        .await;
+    assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+    gw.stop().await;
+}
