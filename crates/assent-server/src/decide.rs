@@ -426,6 +426,8 @@ pub(crate) async fn user_decision(
             "this approval needs an operator: no rule allows in-client approval, or it is R3/R4, or it names approver roles",
         ));
     }
+    // Read before the rules are asked again, for the check under the write lock.
+    let stands = in_client_stands(&st, &caller.principal, &agent);
     let session_seen = match kind {
         DecisionKind::Approve => match crate::edits::in_client_still_allowed(&st, &rec).await? {
             Some(seen) => Some(seen),
@@ -448,6 +450,7 @@ pub(crate) async fn user_decision(
             .or(Some("in the MCP client".into())),
         in_client: Some(agent.clone()),
         decider_key: Some(caller.principal.vote_key_binding()),
+        still_stands: Some(stands),
         ..Default::default()
     };
     if let Some(seen) = session_seen {
@@ -458,6 +461,32 @@ pub(crate) async fn user_decision(
         .map_err(|e| decide_error(e, "the agent's user"))?;
     st.decided(&rec);
     Ok(Body(approval_body(&rec, None)))
+}
+
+/// What the store asks of the agent's user's decision under its write lock
+/// ([`assent_store::StillStands`]): whether the agent principal `p` (acting for `agent`) still
+/// has the key the request authenticated with, and the policy set is still the one in force
+/// when this was built (the rules were asked again under it). Found by review: the in-client
+/// door alone had no such check, so a decision made with an agent key a reload removed, or
+/// under rules a reload tightened, committed after the reload's withdrawal and kept its token.
+fn in_client_stands(
+    st: &AppState,
+    p: &crate::config::Principal,
+    agent: &str,
+) -> assent_store::StillStands {
+    let (st, name, binding) = (st.clone(), p.name.clone(), p.vote_key_binding());
+    let (agent, rules) = (agent.to_string(), st.live().registry.policy_set_sha256.clone());
+    assent_store::StillStands(std::sync::Arc::new(move || {
+        let live = st.live();
+        let same_agent = |p: &crate::config::Principal| {
+            matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if *agent_id == agent)
+        };
+        live.registry.policy_set_sha256 == rules
+            && live
+                .principals
+                .iter()
+                .any(|p| p.name == name && same_agent(p) && p.vote_key_binding() == binding)
+    }))
 }
 
 /// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending

@@ -404,7 +404,7 @@ fn as_the_caller_read(
             "the approval was not held for in-client approval by this agent's user"
         }
         Some(d) if d.still_stands.as_ref().is_some_and(|f| !f.holds()) => {
-            "the operator's key, roles or sign-in changed after the request was authenticated (a reload): their consent is withdrawn"
+            "the decider's key, roles or sign-in (or, in the client, the rules) changed after the request was authenticated (a reload): their consent is withdrawn"
         }
         _ => "",
     };
