@@ -475,12 +475,13 @@ fn in_client_stands(
     agent: &str,
 ) -> assent_store::StillStands {
     let (st, name, binding) = (st.clone(), p.name.clone(), p.vote_key_binding());
-    let (agent, rules) = (agent.to_string(), st.live().registry.policy_set_sha256.clone());
+    let (agent, rules) = (
+        agent.to_string(),
+        st.live().registry.policy_set_sha256.clone(),
+    );
     assent_store::StillStands(std::sync::Arc::new(move || {
         let live = st.live();
-        let same_agent = |p: &crate::config::Principal| {
-            matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if *agent_id == agent)
-        };
+        let same_agent = |p: &crate::config::Principal| matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if *agent_id == agent);
         live.registry.policy_set_sha256 == rules
             && live
                 .principals

@@ -123,6 +123,27 @@ fn serve(st: &AppState, digest: &str, superseded: Option<String>) {
     st.store.serve_config(Some(&[digest]));
 }
 
+/// `Ok` when `digest`, which an operator's reload of this superseded replica (`why`) would put
+/// in force, is the newest generation: the replica catches up. Else refused: an operator's
+/// reload here is authenticated by the older principals this replica still has, and adopting
+/// its file would supersede the newer configuration (found by review: an operator the newer
+/// file removed reloaded a replica whose file still listed them, and their key worked again on
+/// every replica). Adopting on purpose takes the host: SIGHUP, or `serve --adopt-config`.
+async fn catching_up(st: &AppState, digest: &str, why: &str) -> Result<(), NotReloaded> {
+    let d = digest.to_string();
+    let standing = st
+        .store_task(move |s| s.config_standing(&d))
+        .await
+        .map_err(|e| NotReloaded::Store(e.message))?
+        .map_err(|e| NotReloaded::Store(e.to_string()))?;
+    match standing {
+        ConfigStanding::Newest { .. } => Ok(()),
+        _ => Err(NotReloaded::Superseded(format!(
+            "{why}; an operator's reload of this replica may only load that configuration, and its file is another (to put this file in force on purpose, send the replica SIGHUP or restart it with --adopt-config)"
+        ))),
+    }
+}
+
 /// Registers `digest` (with `adopt`) as the newest generation; the caller puts it in force.
 /// Errors: refused (another live replica serves another configuration: the sentence names it,
 /// for the operator) or the store failed.
@@ -189,6 +210,7 @@ pub(crate) enum NotReloaded {
 pub(crate) async fn reloading<'a>(
     st: &'a AppState,
     live: &Live,
+    by_operator: bool,
 ) -> Result<Recorded<'a>, NotReloaded> {
     let unchanged = Recorded { st, switch: None };
     if !st.generation.enforced() {
@@ -208,6 +230,11 @@ pub(crate) async fn reloading<'a>(
             ))),
             None => Ok(unchanged),
         };
+    }
+    // Superseded because the database lost this replica's record, no newer one is known.
+    match &superseded {
+        Some(why) if by_operator && why != REREGISTER_FAILED => catching_up(st, &new, why).await?,
+        _ => {}
     }
     // Armed from here: a reload cancelled while its configuration is being recorded leaves
     // the replica superseded and its store writing under the configuration in force alone

@@ -166,7 +166,8 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     // behind).
     let slack_users = cfg.slack_users();
     let live = Live::new(cfg.registry, principals).with_slack_users(slack_users);
-    let recorded = crate::generations::reloading(st, &live).await?;
+    let by_operator = matches!(by, Trigger::Operator(_));
+    let recorded = crate::generations::reloading(st, &live, by_operator).await?;
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});

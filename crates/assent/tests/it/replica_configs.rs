@@ -211,6 +211,29 @@ fn a_replica_with_an_older_configuration_neither_serves_nor_withdraws_the_newer_
         (503, Some("CONFIG_SUPERSEDED")),
         "{v}"
     );
+    // Attack (found by review): A, superseded, still authenticates with its older principals;
+    // an operator's reload of a third file there (one listing a principal the configuration in
+    // force left out) would make it the newest and supersede B. Refused, saying how to adopt
+    // it on purpose; B keeps serving.
+    let third = older.replace(
+        "principals:\n",
+        &format!(
+            "principals:\n  - {{name: mallory, kind: operator, roles: [finance-admin], key_sha256: \"{}\"}}\n",
+            crate::hex_sha256("mallory-key-0123456789abcdef0123")
+        ),
+    );
+    std::fs::write(&newer, third).unwrap();
+    let (s, v) = post(&a2.url, "/v1/reload", OP_KEY, json!({}));
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (503, Some("CONFIG_SUPERSEDED")),
+        "{v}"
+    );
+    assert!(
+        v["message"].as_str().unwrap().contains("--adopt-config"),
+        "{v}"
+    );
+    wait_ready_as(&b2.url, None);
     // A reload giving A the configuration in force has it serve again.
     std::fs::write(&newer, &older).unwrap();
     let (s, v) = post(&a2.url, "/v1/reload", OP_KEY, json!({}));
