@@ -170,7 +170,8 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     let recorded = crate::generations::reloading(st, &live, by_operator).await?;
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
-        "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
+        "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart,
+        "principals": what_changed(&old.principals, live.principals.as_slice(), &answer)});
     let audited = {
         let (actor, gone) = (actor.clone(), gone.clone());
         st.store_task(move |s| {
@@ -300,6 +301,62 @@ fn describe(
 
 /// Whether `a` and `b` are the same principal in every field (key digest, kind, roles, agent,
 /// owned agents): compared whole, so a field added to [`Principal`] is compared too.
+/// What the reload described by `answer` did to each principal it added or changed, by name,
+/// for its `config.reloaded` record: an added one's kind and roles; a changed one's roles added
+/// and removed, and which of its key, kind, single sign-on name, Slack account and owned
+/// agents changed. Found by review: the record named who changed, not how, so "alice gained
+/// admin" read the same as "alice's key was replaced". Keys are never written, not even hashed.
+fn what_changed(old: &[Principal], new: &[Principal], answer: &Reloaded) -> serde_json::Value {
+    let find = |list: &[Principal], n: &str| list.iter().find(|p| p.name == n).cloned();
+    let roles = |p: &Principal| p.roles().map(<[String]>::to_vec).unwrap_or_default();
+    let mut out = serde_json::Map::new();
+    for n in &answer.added {
+        if let Some(p) = find(new, n) {
+            let kind = kind_name(&p.kind);
+            out.insert(n.clone(), json!({"added": kind, "roles": roles(&p)}));
+        }
+    }
+    for n in &answer.changed {
+        let (Some(a), Some(b)) = (find(old, n), find(new, n)) else {
+            continue;
+        };
+        let (ra, rb) = (roles(&a), roles(&b));
+        let gained: Vec<&String> = rb.iter().filter(|r| !ra.contains(r)).collect();
+        let lost: Vec<&String> = ra.iter().filter(|r| !rb.contains(r)).collect();
+        let mut changed = Vec::new();
+        for (what, differs) in [
+            ("key", a.key_sha256 != b.key_sha256),
+            // An operator's roles are its kind's; another kind changed is named whole.
+            (
+                "kind",
+                kind_name(&a.kind) != kind_name(&b.kind) || (ra.is_empty() && a.kind != b.kind),
+            ),
+            ("sso", a.sso != b.sso),
+            ("slack_user_id", a.slack_user_id != b.slack_user_id),
+            ("owns", a.owns != b.owns),
+        ] {
+            if differs {
+                changed.push(what);
+            }
+        }
+        out.insert(
+            n.clone(),
+            json!({"roles_added": gained, "roles_removed": lost, "changed": changed}),
+        );
+    }
+    out.into()
+}
+
+/// `operator`, `agent` or `executor`.
+fn kind_name(k: &crate::config::PrincipalKind) -> &'static str {
+    use crate::config::PrincipalKind as K;
+    match k {
+        K::Operator { .. } => "operator",
+        K::Agent { .. } => "agent",
+        K::Executor { .. } => "executor",
+    }
+}
+
 fn same_principal(a: &Principal, b: &Principal) -> bool {
     format!("{a:?}") == format!("{b:?}")
 }

@@ -218,19 +218,39 @@ async fn a_reload_revokes_a_removed_agent_key_at_once() {
     assert_eq!(gw.get("/v1/whoami", "olaf-key").await.0, StatusCode::OK);
 }
 
+/// Also (found by review): the `config.reloaded` record named who changed, not how, so a
+/// key replaced read the same as a role added. It says what changed for each, never the key.
 #[tokio::test]
 async fn a_reload_that_changes_a_key_refuses_the_old_key_and_accepts_the_new() {
     let (_dir, gw, conf) = reloadable_by_everyone().await;
     let rotated = principals(&[
-        ("alice", "kind: operator, roles: [finance]", OP),
+        ("alice", "kind: operator, roles: [finance, admin]", OP),
         ("bot", "kind: agent, agent_id: bot", "bot-key-2"),
+        ("carl", "kind: operator, roles: [ops]", "carl-key"),
     ]);
     write_config(&conf, &rotated);
     let b = reloaded(&gw, OP).await;
-    assert_eq!(b["changed"], json!(["bot"]));
+    assert_eq!(b["changed"], json!(["alice", "bot"]));
     assert_eq!(b["removed"], json!(["olaf"]));
     assert_eq!(read(&gw, BOT).await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(read(&gw, "bot-key-2").await.0, StatusCode::OK);
+    let record = gw.sql().text(
+        "SELECT data FROM audit WHERE kind = 'config.reloaded' ORDER BY seq DESC LIMIT 1",
+        &[],
+    );
+    let record: Value = serde_json::from_str(&record).unwrap();
+    let how = &record["principals"];
+    assert_eq!(
+        how["carl"],
+        json!({"added": "operator", "roles": ["ops"]}),
+        "{record}"
+    );
+    let alice = json!({"roles_added": ["admin"], "roles_removed": [], "changed": []});
+    assert_eq!(how["alice"], alice, "{record}");
+    let bot = json!({"roles_added": [], "roles_removed": [], "changed": ["key"]});
+    assert_eq!(how["bot"], bot, "{record}");
+    let key_hash = hex::encode(Sha256::digest(b"bot-key-2"));
+    assert!(!record.to_string().contains(&key_hash), "{record}");
 }
 
 #[tokio::test]
