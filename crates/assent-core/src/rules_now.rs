@@ -7,18 +7,39 @@
 use crate::approval::may_decide;
 use crate::edit::{Original, more_approval};
 use crate::gatekeeper::{Verdict, VerdictKind};
+use crate::verdict::ApprovalTerms;
 
-/// Why held call `held` may not be approved by an operator holding `roles` under the rules in
+/// Why a call held under `held` (its approval's terms) may not be approved under the rules in
 /// force now, `now` being its verdict under them (evaluated without the session's history:
 /// what the files ask of the call itself); `None` when it may. It may not when the rules now
 /// deny it, hold it at a higher tier or as irreversible where it was not, need more of its
 /// approval than it was held under ([`more_approval`]: a quorum, a passkey, separation of
-/// duties), or name approvers whose roles the operator lacks. Found by review: a reload that
-/// made a tool need a passkey, a quorum or a deny left its calls already held approvable by
-/// one operator under the old terms, and their tokens redeemed. A verdict that asks less
-/// (the rules loosened) takes nothing away from the held terms, which the store checks too.
-pub fn tightened(held: &Original<'_>, now: &Verdict, roles: &[String]) -> Option<String> {
+/// duties), or — for an operator holding `roles` (`None`: its timeout, or the agent's user)
+/// — name approvers, with every role their escalation may add, none of whose roles the
+/// operator holds. Found by review: a reload that made a tool need a passkey, a quorum or a
+/// deny left its calls already held approvable by one operator, or by their timeout, under the
+/// old terms, and their tokens redeemed. A verdict that asks less (the rules loosened) takes
+/// nothing away from the held terms, which are checked too.
+pub fn tightened(held: &ApprovalTerms, now: &Verdict, roles: Option<&[String]>) -> Option<String> {
+    let escalates = held
+        .escalation
+        .as_ref()
+        .map(|e| e.roles())
+        .unwrap_or_default();
+    let original = Original {
+        risk_tier: held.risk_tier,
+        irreversible: held.irreversible,
+        triggers: &held.triggers,
+        quorum: held.quorum.as_ref(),
+        escalates: &escalates,
+        require_passkey: held.require_passkey,
+        separation_of_duties: held.separation_of_duties,
+    };
     let t = &now.terms;
+    let mut approvers = t.approvers.clone();
+    if !approvers.is_empty() {
+        approvers.extend(t.escalation.iter().flat_map(|e| e.roles()));
+    }
     let why = if now.kind == VerdictKind::Deny {
         format!("deny it ({})", t.message)
     } else if t.risk_tier > held.risk_tier || (t.irreversible && !held.irreversible) {
@@ -28,11 +49,14 @@ pub fn tightened(held: &Original<'_>, now: &Verdict, roles: &[String]) -> Option
             t.risk_tier.as_str(),
             held.risk_tier.as_str()
         )
-    } else if let more = more_approval(held, now)
+    } else if let more = more_approval(&original, now)
         && !more.is_empty()
     {
         format!("need {} for it", more.join(", "))
-    } else if now.kind == VerdictKind::Confirm && !may_decide(&t.approvers, roles) {
+    } else if let Some(roles) = roles
+        && now.kind == VerdictKind::Confirm
+        && !may_decide(&approvers, roles)
+    {
         format!(
             "name approvers ({}) whose roles you lack",
             t.approvers.join(", ")
@@ -49,7 +73,6 @@ pub fn tightened(held: &Original<'_>, now: &Verdict, roles: &[String]) -> Option
 mod tests {
     use super::*;
     use crate::policy::Registry;
-    use crate::risk::RiskTier;
     use crate::triggers::Observations;
     use crate::{ToolCall, evaluate_in};
     use serde_json::json;
@@ -68,32 +91,30 @@ mod tests {
         evaluate_in(&reg, "a", &call, None, &Observations::none(0))
     }
 
-    /// A held R2 call approvable by `finance`, with no quorum, passkey or separation of duties.
-    fn held() -> Original<'static> {
-        Original {
-            risk_tier: RiskTier::R2,
-            irreversible: false,
-            triggers: &[],
-            quorum: None,
-            escalates: &[],
-            require_passkey: false,
-            separation_of_duties: false,
-        }
-    }
-
     /// Attack (found by review): a reload made `pay` need a passkey (or a quorum, or a deny),
     /// and a call held before it was approved by one operator under the old terms. Each way the
     /// rules in force may now ask more is named; the same rules, or looser ones, take nothing.
     #[test]
     fn rules_that_now_ask_more_of_a_held_call_refuse_its_approval() {
         let finance = ["finance".to_string()];
+        let finance = Some(&finance[..]);
+        let held = verdict("risk_tier: R2, approvers: [finance]").terms;
         let same = verdict("risk_tier: R2, approvers: [finance]");
-        assert_eq!(tightened(&held(), &same, &finance), None);
+        assert_eq!(tightened(&held, &same, finance), None);
         let looser = verdict("risk_tier: R1");
-        assert_eq!(tightened(&held(), &looser, &finance), None);
+        assert_eq!(tightened(&held, &looser, finance), None);
+        // Its timeout, or the agent's user, is asked about no approver role; nor is a role
+        // the new rules' escalation adds lacking (found by review: an escalated approver was
+        // refused after any change of the files).
+        let others = verdict("risk_tier: R2, approvers: [ops]");
+        assert_eq!(tightened(&held, &others, None), None);
+        let escalated = verdict(
+            "risk_tier: R2, approvers: [ops], escalation: [{after: 1m, approvers: [finance]}]",
+        );
+        assert_eq!(tightened(&held, &escalated, finance), None);
         for (rule, says) in [
             (
-                "deny: {args_match: {amount: {gt: 1}}}",
+                "deny: {condition: {args_match: {amount: {gt: 1}}}}",
                 "was held, deny it (",
             ),
             (
@@ -113,7 +134,7 @@ mod tests {
                 "name approvers (ops) whose roles you lack",
             ),
         ] {
-            let why = tightened(&held(), &verdict(rule), &finance).unwrap_or_default();
+            let why = tightened(&held, &verdict(rule), finance).unwrap_or_default();
             assert!(
                 why.contains(says) && why.contains("deny it, and the agent may propose it again"),
                 "{rule}: {why}"

@@ -494,9 +494,6 @@ async fn decide_reply(
     let via = assent_store::Via::channel("aaep");
     let who = crate::decide::Decider::new(p, roles, via.clone());
     input.still_stands = Some(crate::decide::still_stands(st, &who, duties));
-    if input.edited.is_none() {
-        input.rules_stand = Some(crate::edits::rules_stand(st, roles));
-    }
     input.decider_key = Some(p.vote_key_binding());
     input.via = Some(via);
     input.reply_token = Some(token.to_string());

@@ -109,9 +109,9 @@ async fn decision_input(
             (Some(e), limit, Some(seen))
         }
     };
-    let (session_seen, calls_seen) = match session_seen {
-        Some(s) => (Some(s.risk), s.calls),
-        None => (None, None),
+    let (session_seen, calls_seen, checked_under) = match session_seen {
+        Some(s) => (Some(s.risk), s.calls, Some(s.rules)),
+        None => (None, None, None),
     };
     let passkey = match (b.passkey, id) {
         (None, _) => None,
@@ -135,10 +135,6 @@ async fn decision_input(
     };
     let duties = st.duties_of(name);
     let (decider_owns, decider_aka) = duties.clone();
-    // An edit was re-gated under the rules in force, against the held terms.
-    let rules_stand = edited
-        .is_none()
-        .then(|| crate::edits::rules_stand(st, roles));
     Ok(DecisionInput {
         passkey,
         kind: Some(b.decision),
@@ -155,10 +151,10 @@ async fn decision_input(
         in_client: None,
         reply_token: None,
         still_stands: Some(still_stands(st, who, duties)),
-        rules_stand,
         session_grant_max_ms: Some(st.settings.session_grant_max_ms),
         session_seen,
         calls_seen,
+        checked_under,
     })
 }
 
@@ -465,28 +461,23 @@ pub(crate) async fn user_decision(
 
 /// What the store asks of the agent's user's decision under its write lock
 /// ([`assent_store::StillStands`]): whether the agent principal `p` (acting for `agent`) still
-/// has the key the request authenticated with, and the policy set is still the one in force
-/// when this was built (the rules were asked again under it). Found by review: the in-client
-/// door alone had no such check, so a decision made with an agent key a reload removed, or
-/// under rules a reload tightened, committed after the reload's withdrawal and kept its token.
+/// has the key the request authenticated with. Found by review: the in-client door alone had
+/// no such check, so a decision made with an agent key a reload removed committed after the
+/// reload's withdrawal and kept its token. (An approval's rules, asked again, are held to the
+/// policy set they were asked under by [`assent_store::DecisionInput::checked_under`].)
 fn in_client_stands(
     st: &AppState,
     p: &crate::config::Principal,
     agent: &str,
 ) -> assent_store::StillStands {
     let (st, name, binding) = (st.clone(), p.name.clone(), p.vote_key_binding());
-    let (agent, rules) = (
-        agent.to_string(),
-        st.live().registry.policy_set_sha256.clone(),
-    );
+    let agent = agent.to_string();
     assent_store::StillStands(std::sync::Arc::new(move || {
-        let live = st.live();
         let same_agent = |p: &crate::config::Principal| matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if *agent_id == agent);
-        live.registry.policy_set_sha256 == rules
-            && live
-                .principals
-                .iter()
-                .any(|p| p.name == name && same_agent(p) && p.vote_key_binding() == binding)
+        st.live()
+            .principals
+            .iter()
+            .any(|p| p.name == name && same_agent(p) && p.vote_key_binding() == binding)
     }))
 }
 

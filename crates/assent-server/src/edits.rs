@@ -35,6 +35,7 @@ pub(crate) async fn edit(
     let checked = Seen {
         risk: seen.risk,
         calls: seen.calls,
+        rules: live.registry.policy_set_sha256.clone(),
     };
     Ok((edited, limit, checked))
 }
@@ -58,6 +59,7 @@ pub(crate) async fn in_client_still_allowed(
         return Ok(Some(Seen {
             risk: seen.risk,
             calls: seen.calls,
+            rules: live.registry.policy_set_sha256.clone(),
         }));
     }
     let arguments = rec.canonical_arguments();
@@ -76,6 +78,7 @@ pub(crate) async fn in_client_still_allowed(
     Ok(allowed.then_some(Seen {
         risk: seen.risk,
         calls: seen.calls,
+        rules: live.registry.policy_set_sha256.clone(),
     }))
 }
 
@@ -103,6 +106,8 @@ pub(crate) struct Seen {
     pub risk: SessionRisk,
     /// The agent's recent calls as counted ([`SessionNow::calls`]).
     pub calls: Option<CallsSeen>,
+    /// The policy set it was re-gated under ([`DecisionInput::checked_under`]).
+    pub rules: String,
 }
 
 impl Seen {
@@ -110,6 +115,7 @@ impl Seen {
     pub(crate) fn into_input(self, input: &mut DecisionInput) {
         input.session_seen = Some(self.risk);
         input.calls_seen = self.calls;
+        input.checked_under = Some(self.rules);
     }
 }
 
@@ -234,32 +240,4 @@ fn original_of<'a>(rec: &'a ApprovalRecord, escalates: &'a [String]) -> Original
         require_passkey: rec.terms.require_passkey,
         separation_of_duties: rec.terms.separation_of_duties,
     }
-}
-
-/// What the store asks of an approving decision by an operator holding `roles`, under the
-/// decision's write lock ([`assent_store::RulesStand`]): when the rules in force then are not
-/// the policy set the approval was held under (its recorded `policy_set_sha256`), the held
-/// plain tool call is evaluated under them without the session's history, and
-/// [`assent_core::rules_now::tightened`] says whether they now ask more of it than it was held
-/// under. Targets (plans, contexts) and derived calls (results, delegations, MPLP) are not
-/// asked: their rules are not a tool call's. Unchanged rules cost one comparison.
-pub(crate) fn rules_stand(st: &AppState, roles: &[String]) -> assent_store::RulesStand {
-    let (st, roles) = (st.clone(), roles.to_vec());
-    assent_store::RulesStand(std::sync::Arc::new(move |rec: &ApprovalRecord| {
-        let live = st.live();
-        let reg = &live.registry;
-        let derived = assent_core::redeem::DERIVED_PREFIXES
-            .iter()
-            .any(|p| rec.call.tool.starts_with(p));
-        let same = rec.policy_set_sha256.as_deref() == Some(reg.policy_set_sha256.as_str());
-        if same || derived || rec.target_type != "other" {
-            return None;
-        }
-        let arguments = rec.canonical_arguments();
-        let seen = assent_core::triggers::Observations::none(now_ms());
-        let v = evaluate_in(reg, &rec.agent, &rec.call, Some(&arguments), &seen);
-        let escalates = rec.terms.escalation.as_ref().map(|e| e.roles());
-        let held = original_of(rec, escalates.as_deref().unwrap_or_default());
-        assent_core::rules_now::tightened(&held, &v, &roles)
-    }))
 }

@@ -284,6 +284,7 @@ impl AppState {
         settings: Settings,
     ) -> Self {
         store.set_delegations(registry.delegations().clone());
+        store.set_rules(Arc::new(registry.clone()));
         let store = Arc::new(store);
         // `ASSENT_STORE_EXECUTOR=off` (`Store::runs_batches`): calls run on the blocking pool,
         // as before the executor (for measuring it; not a configuration setting).
@@ -348,6 +349,7 @@ impl AppState {
         // The store's plan checks take the delegations of the agent files in force too.
         self.store
             .set_delegations(live.registry.delegations().clone());
+        self.store.set_rules(live.registry.clone());
         let mut slot = self.live.write().unwrap_or_else(|e| e.into_inner());
         std::mem::replace(&mut *slot, Arc::new(live))
     }

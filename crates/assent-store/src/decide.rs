@@ -169,8 +169,11 @@ impl Store {
         ];
         let keys = keys.map(|k| self.seal_key(k));
         self.write(|tx| {
+            // Read under the write lock: a reload's swap is before or after this decision.
+            let rules = self.rules();
             let s = Settle {
                 delegations: &self.delegations(),
+                rules: rules.as_deref(),
                 plans: &keys[3],
                 id,
                 seal: &keys[0],
@@ -253,6 +256,8 @@ struct Settle<'a> {
     delegations: &'a assent_core::policy::Delegations,
     /// The key of plan seals ([`plans::read_plan`]).
     plans: &'a crate::seal::SealKey,
+    /// The rules in force ([`Store::set_rules`]).
+    rules: Option<&'a assent_core::policy::Registry>,
     event: Event,
     input: Option<&'a DecisionInput>,
     reason: Option<&'a str>,
@@ -343,7 +348,7 @@ fn admit(
     }
     lone_no_or_late(tx, s, &rec, roles)?;
     if approving {
-        no_approval_without_consent(tx, s, &rec, held)?;
+        no_approval_without_consent(tx, s, (&rec, roles), held)?;
     }
     if let Event::Decide(kind) = s.event
         && roles.is_some()
@@ -412,14 +417,6 @@ fn as_the_caller_read(
         let data = json!({"decision": name, "why": why});
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
-    }
-    if let Some(why) = crate::decision_input::rules_refusal(s.input, rec) {
-        s.audit(
-            tx,
-            "decision.refused",
-            json!({"decision": name, "why": why}),
-        )?;
-        return Err(DecideError::RulesTightened(why));
     }
     if let Some(t) = s.input.and_then(|d| d.reply_token.as_deref())
         && rec.reply_token.as_deref() != Some(t)
@@ -518,13 +515,25 @@ fn lone_no_or_late(
 ///   review: an operator approved a held call of a cancelled plan; its token redeemed nothing).
 /// - a decision re-gated against the session that moved since ([`DecisionInput::session_seen`],
 ///   [`crate::session_risk::moved_since`]): `SessionChanged`.
+/// - first, a call the rules in force ask more of than it was held under, or a decision
+///   re-gated under other rules than those in force, for an operator holding `roles`
+///   ([`crate::decision_input::rules_refusal`]): `RulesTightened`.
 fn no_approval_without_consent(
     tx: Conn<'_>,
     s: &Settle<'_>,
-    rec: &ApprovalRecord,
+    (rec, roles): (&ApprovalRecord, Option<&[String]>),
     held: Option<crate::approval_seal::Holding>,
 ) -> Result<(), DecideError> {
     let name = approval_event_name(s.event);
+    let asked = (s.input, roles);
+    if let Some(why) = crate::decision_input::rules_refusal(s.rules, rec, asked, s.now) {
+        s.audit(
+            tx,
+            "decision.refused",
+            json!({"decision": name, "why": why}),
+        )?;
+        return Err(DecideError::RulesTightened(why));
+    }
     let t = &rec.terms;
     // Nor one whose session took in more since it was held, read again here: the sweep's
     // check ran in its own transaction before (found by review: a result landing between).

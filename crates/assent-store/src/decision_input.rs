@@ -68,12 +68,12 @@ pub struct DecisionInput {
     /// had withdrawn that key's consent, and its token stayed redeemable. `None`: not asked
     /// (the agent's user in the client, the store's own callers).
     pub still_stands: Option<StillStands>,
-    /// Why the rules in force, changed since the approval was held, refuse approving it as it
-    /// was held (`None`: they do not): asked by the store of the locked row inside the
-    /// decision's write transaction, for an approving decision only, and answered by the
-    /// server from the rules in force at that moment (`assent_core::rules_now::tightened`).
-    /// A refusal is `RulesTightened`, audited `decision.refused`. `None`: not asked.
-    pub rules_stand: Option<RulesStand>,
+    /// The policy set (`Registry::policy_set_sha256`) an approving decision was re-gated under
+    /// by its caller: an operator's edit, the agent's user's decision in the client. Inside the
+    /// decision's write transaction the store refuses it when the rules in force then are
+    /// another (`RulesTightened`; found by review: a reload landing between the re-gate and
+    /// the write had it approved under the old rules). `None`: not re-gated.
+    pub checked_under: Option<String>,
     /// How long a `session` grant this decision creates stands, in milliseconds
     /// (`session_grant_max_seconds` of the configuration): it lapses that long after it is
     /// created ([`assent_core::grant::terms`]). `None`: the default,
@@ -111,25 +111,37 @@ impl std::fmt::Debug for StillStands {
     }
 }
 
-/// The answer [`RulesStand`] gives of an approval being approved: why the rules in force
-/// refuse it, or `None`.
-pub type RulesAnswer = dyn Fn(&ApprovalRecord) -> Option<String> + Send + Sync;
-
-/// The question [`DecisionInput::rules_stand`] asks of the approval being approved.
-#[derive(Clone)]
-pub struct RulesStand(pub std::sync::Arc<RulesAnswer>);
-
-impl std::fmt::Debug for RulesStand {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RulesStand")
+/// Why the rules in force (`rules`, [`crate::Store::set_rules`]) refuse approving `rec` by
+/// decision `d` at `now` for an operator holding `roles` (`None`: its timeout, or the agent's
+/// user): a decision re-gated under another policy set than the one in force
+/// ([`DecisionInput::checked_under`]); a plain tool call
+/// held under another one that they now ask more of ([`assent_core::rules_now::tightened`],
+/// the call evaluated without the session's history). Targets (plans, contexts) and derived
+/// calls (results, delegations, MPLP) are not asked: their rules are not a tool call's.
+/// `None` when nothing refuses it, and when no rules were set.
+pub(crate) fn rules_refusal(
+    rules: Option<&assent_core::policy::Registry>,
+    rec: &ApprovalRecord,
+    (d, roles): (Option<&DecisionInput>, Option<&[String]>),
+    now: i64,
+) -> Option<String> {
+    let reg = rules?;
+    let in_force = reg.policy_set_sha256.as_str();
+    if let Some(under) = d.and_then(|d| d.checked_under.as_deref()) {
+        return (under != in_force).then(|| {
+            "the rules in force changed while this decision was checked against them: nothing was decided; decide again".to_string()
+        });
     }
-}
-
-/// Why approving `rec` by decision `d` is refused by the rules in force
-/// ([`DecisionInput::rules_stand`]); `None` for a deny, or when not asked or not refused.
-pub(crate) fn rules_refusal(d: Option<&DecisionInput>, rec: &ApprovalRecord) -> Option<String> {
-    let d = d.filter(|d| d.kind == Some(DecisionKind::Approve))?;
-    d.rules_stand.as_ref().and_then(|f| (f.0)(rec))
+    let derived = assent_core::redeem::DERIVED_PREFIXES
+        .iter()
+        .any(|p| rec.call.tool.starts_with(p));
+    if rec.policy_set_sha256.as_deref() == Some(in_force) || derived || rec.target_type != "other" {
+        return None;
+    }
+    let arguments = rec.canonical_arguments();
+    let seen = assent_core::triggers::Observations::none(now);
+    let v = assent_core::evaluate_in(reg, &rec.agent, &rec.call, Some(&arguments), &seen);
+    assent_core::rules_now::tightened(&rec.terms, &v, roles)
 }
 
 impl StillStands {

@@ -146,10 +146,15 @@ impl Store {
             return Ok(true);
         }
         let delegations = self.delegations();
-        Ok(
-            crate::decide::stopped_plan(tx, rec, held, (plans, &delegations))?.is_some()
-                || crate::session_risk::took_in_since_held(tx, rec)?,
-        )
+        // Nor one the rules in force, changed since it was held, ask more of (found by review:
+        // a reload making the tool deny it or need a passkey left its approving default).
+        let rules = self.rules();
+        let now = crate::kit::now_ms();
+        let tightened =
+            crate::decision_input::rules_refusal(rules.as_deref(), rec, (None, None), now);
+        Ok(tightened.is_some()
+            || crate::decide::stopped_plan(tx, rec, held, (plans, &delegations))?.is_some()
+            || crate::session_risk::took_in_since_held(tx, rec)?)
     }
 }
 

@@ -137,7 +137,7 @@ pub use audit::Via;
 pub use clarifications::MAX_CLARIFICATIONS_LISTED;
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;
-pub use decision_input::{RulesStand, StillStands};
+pub use decision_input::StillStands;
 pub use error::{DecideError, RedeemError, StoreError};
 pub use events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
 pub use insights::Insights;

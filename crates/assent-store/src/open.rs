@@ -132,6 +132,7 @@ impl Store {
             replaced,
             _data_lock: data_lock,
             delegations: Default::default(),
+            rules: Default::default(),
             serving: Default::default(),
         };
         // Written on the store's connection itself, not through `Store::write`, which

@@ -41,6 +41,9 @@ pub struct Store {
     /// Whose plans stop whose calls: the agent files' declared local delegations in force
     /// ([`Store::set_delegations`]; none until set).
     pub(crate) delegations: std::sync::RwLock<Arc<assent_core::policy::Delegations>>,
+    /// The agent and governance rules in force ([`Store::set_rules`]; none until set): what a
+    /// call held under other rules is asked again against before it is approved.
+    pub(crate) rules: std::sync::RwLock<Option<Arc<assent_core::policy::Registry>>>,
     /// The configuration this process serves, checked by every write
     /// ([`Store::serve_config`]; none until set).
     pub(crate) serving: crate::config_serving::Serving,
@@ -62,6 +65,20 @@ impl Store {
     /// [`crate::seal::SealKeys`]).
     pub(crate) fn seal_key(&self, what: crate::seal::Sealed) -> crate::seal::SealKey {
         self.seal_keys.get(what)
+    }
+
+    /// Puts `rules`, the agent and governance rules in force, in force for the store's last
+    /// check of an approval (an operator's, the agent's user's, or its timeout's): a call
+    /// held under another policy set is evaluated again under these, and not approved as held
+    /// when they ask more of it ([`assent_core::rules_now::tightened`]). The server sets it at
+    /// start and at every reload, with the delegations.
+    pub fn set_rules(&self, rules: Arc<assent_core::policy::Registry>) {
+        *self.rules.write().unwrap_or_else(|e| e.into_inner()) = Some(rules);
+    }
+
+    /// The rules in force ([`Store::set_rules`]).
+    pub(crate) fn rules(&self) -> Option<Arc<assent_core::policy::Registry>> {
+        self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The delegations in force ([`Store::set_delegations`]).

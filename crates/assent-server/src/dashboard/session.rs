@@ -417,17 +417,41 @@ fn login_form(
     r
 }
 
-/// Whether the browser says a request came from a page of this origin, or says nothing: its
-/// `Sec-Fetch-Site` (which no page can set) is absent (a non-browser client, an old browser),
-/// `same-origin`, or `none` (typed or bookmarked). Found by review: the sign-in form's
-/// double-submit cookie is not separated by port (RFC 6265 §8.5), so over http a page on
-/// another port of the same host (a dev server an agent started on `localhost:3000`) could
-/// plant the cookie and post a matching form with an operator key of its own, signing the
-/// operator's browser in as that operator; its request is `same-site`.
-fn from_this_origin(headers: &HeaderMap) -> bool {
-    headers
-        .get("sec-fetch-site")
-        .is_none_or(|v| matches!(v.as_bytes(), b"same-origin" | b"none"))
+/// Whether a sign-in came from a page of the dashboard's own origin, as the browser says it:
+/// its `Sec-Fetch-Site` (which no page can set), when sent, is `same-origin` or `none` (typed
+/// or bookmarked); and its `Origin`, when sent, is not `null` and names this host and port
+/// (the request's `Host`, or `public_url`'s). A client that sends neither (not a browser)
+/// passes. Found by review: the sign-in form's double-submit cookie is not separated by port
+/// (RFC 6265 §8.5), so over http a page on another port of the same host (a dev server an
+/// agent started) could plant the cookie and post a matching form with an operator key of its
+/// own, signing the operator's browser in as that operator; browsers send no `Sec-Fetch-*` to
+/// a plain-http address other than `localhost`, but send `Origin` with every form `POST`.
+fn from_this_origin(st: &AppState, headers: &HeaderMap) -> bool {
+    let site = headers.get("sec-fetch-site").map(|v| v.as_bytes());
+    if site.is_some_and(|v| v != b"same-origin" && v != b"none") {
+        return false;
+    }
+    let Some(origin) = headers.get(axum::http::header::ORIGIN) else {
+        return true;
+    };
+    let authority = |u: &str| {
+        url::Url::parse(u).ok().and_then(|u| {
+            let host = u.host_str()?.to_ascii_lowercase();
+            Some(match u.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            })
+        })
+    };
+    let Some(from) = origin.to_str().ok().and_then(authority) else {
+        return false; // `null`, or not a URL
+    };
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_ascii_lowercase);
+    let public = st.public_url.as_deref().and_then(authority);
+    host.as_deref() == Some(from.as_str()) || public.as_deref() == Some(from.as_str())
 }
 
 /// `POST /ui/login` (`key`, `csrf`): an operator's key starts a session; an agent's key or an
@@ -455,7 +479,7 @@ pub(crate) async fn login(
         .get(&headers, LOGIN_COOKIE.0)
         .unwrap_or("");
     let sent = f.get("csrf").map(String::as_str).unwrap_or("");
-    if expected.is_empty() || !same(expected, sent) || !from_this_origin(&headers) {
+    if expected.is_empty() || !same(expected, sent) || !from_this_origin(&st, &headers) {
         return forbidden(
             "The sign-in form expired or did not come from this dashboard. Reload it and sign in again.",
         );

@@ -49,10 +49,9 @@ pub struct Failed {
 /// over about half a minute, and every other approval's message waited behind them on the
 /// bot's one cursor. (Auth and channel errors are kept retrying: fixing the configuration
 /// mends them.)
-pub const REFUSED_FOR_GOOD: [&str; 9] = [
+pub const REFUSED_FOR_GOOD: [&str; 8] = [
     "invalid_blocks",
     "invalid_blocks_format",
-    "invalid_arguments",
     "msg_too_long",
     "msg_blocks_too_long",
     "no_text",

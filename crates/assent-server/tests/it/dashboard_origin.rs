@@ -1,5 +1,5 @@
 //! Where a dashboard sign-in may come from: a page of the dashboard's own origin, by the
-//! browser's own word (`Sec-Fetch-Site`), or a client that says nothing.
+//! browser's own word (`Sec-Fetch-Site`, `Origin`), or a client that says nothing.
 
 use crate::kit::{OP, serve};
 use reqwest::StatusCode;
@@ -35,6 +35,18 @@ async fn a_sign_in_posted_from_another_origin_of_the_site_is_refused() {
             "{site}: {text}"
         );
     }
+    // Over plain http to another address than `localhost` browsers send no `Sec-Fetch-Site`,
+    // but send `Origin` with the form (found by review): another port's, or `null`, is refused.
+    let other_port = format!(
+        "http://127.0.0.1:{}",
+        gw.url.rsplit(':').next().unwrap().parse::<u16>().unwrap() ^ 1
+    );
+    for origin in [other_port.as_str(), "null", "http://evil.example"] {
+        let r = gw.dashboard_sign_in_with(OP, &[("origin", origin)]).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{origin}");
+    }
+    let r = gw.dashboard_sign_in_with(OP, &[("origin", &gw.url)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
     for site in [Some("same-origin"), Some("none"), None] {
         let headers: Vec<(&str, &str)> = site.map(|s| ("sec-fetch-site", s)).into_iter().collect();
         let r = gw.dashboard_sign_in_with(OP, &headers).await;

@@ -146,6 +146,8 @@ async fn bad_ranges_are_400_naming_the_parameter_and_agents_are_refused() {
 /// A call of `tool` by bot held 5 s ago and approved by alice now, in the store of `gw`; with
 /// `allowed`, also an outright allow of the same call.
 fn approved_and_allowed(gw: &crate::kit::Gw, tool: &str, allowed: bool) {
+    // Held under the rules in force (an undeclared tool they would deny if asked again).
+    let rules = gw.state.registry().policy_set_sha256.clone();
     gw.with_store(|s| {
         let reg =
             assent_core::policy::Registry::load(&[("a".into(), crate::kit::AGENTS.into())], &[])
@@ -155,7 +157,8 @@ fn approved_and_allowed(gw: &crate::kit::Gw, tool: &str, allowed: bool) {
         let call = CanonicalCall::new(ToolCall::new(tool, None, json!({})).unwrap()).unwrap();
         let now = assent_server::state::now_ms();
         let ttl = |_: &Verdict| 60_000;
-        let p = Proposal::for_call("bot", "s1", &call, now - 5_000, &ttl, u64::MAX);
+        let mut p = Proposal::for_call("bot", "s1", &call, now - 5_000, &ttl, u64::MAX);
+        p.policy_set_sha256 = Some(&rules);
         let id = s.create_approval(&p, &v).unwrap().id;
         s.decide(&id, &DecisionInput::approve(), "alice", &[], now)
             .unwrap();

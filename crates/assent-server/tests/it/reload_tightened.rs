@@ -29,7 +29,10 @@ async fn a_call_held_before_a_reload_tightened_its_rules_cannot_be_approved_as_h
     assert_eq!(s, StatusCode::OK, "{b}");
     for (rule, says) in [
         ("  require_passkey: true\n", "need a passkey for it"),
-        ("  deny: {args_match: {amount: {gt: 100}}}\n", "deny it ("),
+        (
+            "  deny: {condition: {args_match: {amount: {gt: 100}}}}\n",
+            "deny it (",
+        ),
     ] {
         let gov = format!("- tool: pay\n  approvers: [finance]\n{rule}");
         std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
@@ -62,5 +65,48 @@ async fn a_call_held_before_a_reload_tightened_its_rules_cannot_be_approved_as_h
         )
         .await;
     assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+    gw.stop().await;
+}
+
+/// Attack (found by review): the same reload did not reach a held call's approving default:
+/// nobody answered, its timeout approved it under the old terms, and a token was minted. Its
+/// timeout now rejects it when the rules in force ask more of it.
+#[tokio::test]
+async fn a_reload_that_tightens_the_rules_leaves_no_approving_default_to_a_held_call() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let write = |rule: &str| {
+        let gov = format!(
+            "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 2\n  default_decision: approve\n{rule}"
+        );
+        std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
+    };
+    write("");
+    reloaded(&gw, OP).await;
+    let held = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let control = gw
+        .held("s2", "pay", json!({"amount": 501, "to": "acme"}))
+        .await;
+    write("  deny: {condition: {args_match: {amount: 500}}}\n");
+    reloaded(&gw, OP).await;
+    let settled = |id: String| {
+        let gw = &gw;
+        async move {
+            for _ in 0..100 {
+                let a = gw.as_agent(&id).await;
+                if a["status"] != "pending" {
+                    return a;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("{id} was not settled by its timeout");
+        }
+    };
+    let (a, c) = (settled(held).await, settled(control).await);
+    assert_eq!(a["status"], "expired", "{a}");
+    assert!(a["approval_token"].is_null(), "a token was minted: {a}");
+    // The call the new rule does not deny keeps its approving default.
+    assert!(c["approval_token"].is_object(), "{c}");
     gw.stop().await;
 }
