@@ -107,6 +107,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(62, "0062_audit_voided"),
     migration!(63, "0063_enrolment_seal"),
     migration!(64, "0064_ceremony_seal"),
+    migration!(65, "0065_audit_plans"),
 ];
 
 /// The schema version this binary writes (the last migration's number).
