@@ -147,6 +147,20 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Vec<String>), String
             ));
         }
     };
+    // A governance rule's `approval` and `deny` objects take only these keys (found by review:
+    // `deny: {args_match: …}`, the condition without its `condition:`, loaded as `deny: true`
+    // and denied every call of the tool).
+    for (what, v) in [("approval", &rr.approval), ("deny", &rr.deny)] {
+        let extra = v.as_ref().and_then(Value::as_object).and_then(|m| {
+            m.keys()
+                .find(|k| !matches!(k.as_str(), "condition" | "message_template"))
+        });
+        if let Some(k) = extra {
+            return Err(format!(
+                "{what}: unknown key `{k}` (expected condition, message_template; a condition goes under `condition:`)"
+            ));
+        }
+    }
     let approval = rr.approval.as_ref().map(ApprovalSpec::parse).transpose()?;
     let deny = match rr.deny.as_ref().map(ApprovalSpec::parse).transpose() {
         Ok(Some(ApprovalSpec::Exempt)) | Ok(None) => None,

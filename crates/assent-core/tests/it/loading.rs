@@ -60,6 +60,28 @@ fn bad_files_name_file_line_and_reason() {
         "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R9\n",
     );
     assert!(e.contains("unknown risk_tier `R9`"), "{e}");
+    // Found by review: a deny's condition written without `condition:` loaded as `deny: true`
+    // and denied every call of the tool; a key `deny` or `approval` does not take is refused.
+    for (what, body) in [
+        ("deny", "{args_match: {amount: 500}}"),
+        ("approval", "{conditon: {}}"),
+    ] {
+        let e = load_err(
+            AGENT,
+            &format!(
+                "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        {what}: {body}\n"
+            ),
+        );
+        let key = if what == "deny" {
+            "args_match"
+        } else {
+            "conditon"
+        };
+        assert!(
+            e.starts_with("g.yaml:4:") && e.contains(&format!("{what}: unknown key `{key}`")),
+            "{e}"
+        );
+    }
     let e = load_err("metadata: [1", GOV);
     assert!(e.starts_with("a.agf.yaml:"), "{e}");
     // Attack (a mistake an attacker waits for): a selector glob that does not compile
