@@ -123,23 +123,36 @@ fn serve(st: &AppState, digest: &str, superseded: Option<String>) {
     st.store.serve_config(Some(&[digest]));
 }
 
-/// `Ok` when `digest`, which an operator's reload of this superseded replica (`why`) would put
-/// in force, is the newest generation: the replica catches up. Else refused: an operator's
-/// reload here is authenticated by the older principals this replica still has, and adopting
-/// its file would supersede the newer configuration (found by review: an operator the newer
-/// file removed reloaded a replica whose file still listed them, and their key worked again on
-/// every replica). Adopting on purpose takes the host: SIGHUP, or `serve --adopt-config`.
-async fn catching_up(st: &AppState, digest: &str, why: &str) -> Result<(), NotReloaded> {
-    let d = digest.to_string();
+/// `Ok` when an operator's reload may put `new` in force in place of `current`: `current` is
+/// the newest generation as the database says now (not as the watch last saw it, up to 2 s
+/// before: found by review), or, if another replica superseded it (`why`, the watch's
+/// reason, when it saw), `new` is that newest one: the replica catches up. Refused otherwise:
+/// an operator's reload here is authenticated by the older principals this replica still has,
+/// and adopting its file would supersede the newer configuration (found by review: an
+/// operator the newer file removed reloaded a replica whose file still listed them, and
+/// their key worked again on every replica). When the database lost this replica's record
+/// ([`REREGISTER_FAILED`]) and knows no newer one, the file is put in force. Adopting on
+/// purpose takes the host: SIGHUP, or `serve --adopt-config`.
+async fn catching_up(
+    st: &AppState,
+    (current, new): (&str, &str),
+    why: Option<&str>,
+) -> Result<(), NotReloaded> {
+    let (c, n) = (current.to_string(), new.to_string());
     let standing = st
-        .store_task(move |s| s.config_standing(&d))
+        .store_task(move |s| {
+            Ok::<_, assent_store::StoreError>((s.config_standing(&c)?, s.config_standing(&n)?))
+        })
         .await
         .map_err(|e| NotReloaded::Store(e.message))?
         .map_err(|e| NotReloaded::Store(e.to_string()))?;
+    let lost = why == Some(REREGISTER_FAILED);
     match standing {
-        ConfigStanding::Newest { .. } => Ok(()),
+        (ConfigStanding::Newest { .. }, _) | (_, ConfigStanding::Newest { .. }) => Ok(()),
+        (ConfigStanding::Unknown, ConfigStanding::Unknown) if lost => Ok(()),
         _ => Err(NotReloaded::Superseded(format!(
-            "{why}; an operator's reload of this replica may only load that configuration, and its file is another (to put this file in force on purpose, send the replica SIGHUP or restart it with --adopt-config)"
+            "{}; an operator's reload of this replica may only load that configuration, and its file is another (to put this file in force on purpose, send the replica SIGHUP or restart it with --adopt-config)",
+            why.unwrap_or("another replica put a newer configuration in force")
         ))),
     }
 }
@@ -232,9 +245,8 @@ pub(crate) async fn reloading<'a>(
         };
     }
     // Superseded because the database lost this replica's record, no newer one is known.
-    match &superseded {
-        Some(why) if by_operator && why != REREGISTER_FAILED => catching_up(st, &new, why).await?,
-        _ => {}
+    if by_operator {
+        catching_up(st, (&current, &new), superseded.as_deref()).await?;
     }
     // Armed from here: a reload cancelled while its configuration is being recorded leaves
     // the replica superseded and its store writing under the configuration in force alone

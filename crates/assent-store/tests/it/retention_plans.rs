@@ -3,16 +3,15 @@
 //! `audit verify` compares every plan's row with its newest record after any number of runs.
 
 use super::retention::verify;
+use super::retention_tools::archive;
 use super::{open, pay, proposal};
 use assent_core::approval::Canceller;
 use assent_core::gatekeeper::Verdict;
 use assent_core::{CanonicalCall, ToolCall};
 use assent_store::Store;
-use assent_store::retention::ARCHIVE_DIR;
 use assent_store::{ConfirmTarget, Proposal, Proposed};
 use serde_json::json;
 
-const DAY: i64 = 86_400_000;
 const PLAN: &str = "6f1a3c7e-2b4d-4e8f-9a1b-3c5d7e9f1a2b";
 
 /// Plan [`PLAN`] of `bot`, created and submitted on day 0 and its Confirm approved by alice.
@@ -40,22 +39,6 @@ fn approved_plan(s: &Store) {
     let approve = assent_store::DecisionInput::approve();
     s.decide(&approval.id, &approve, "alice", &[], 3_000)
         .unwrap();
-}
-
-/// A retention run on `day` keeping 5 days, after a note on `day`.
-fn archive(s: &Store, dir: &std::path::Path, day: i64) {
-    s.append_audit("note", None, "test", &json!({}), day * DAY)
-        .unwrap();
-    s.archive_audit(
-        &dir.join(ARCHIVE_DIR),
-        (day - 5) * DAY,
-        1_000,
-        day * DAY,
-        None,
-        None,
-    )
-    .unwrap()
-    .expect("records were due");
 }
 
 /// Attack (found by review): a database writer keeps a copy of an approved plan's row, and

@@ -54,7 +54,7 @@ fn pinned_and_archived(dir: &std::path::Path, db: &Database, day: i64) -> Store 
 }
 
 /// A retention run on `day` keeping 5 days, after a note on `day` (never the newest record).
-fn archive(s: &Store, dir: &std::path::Path, day: i64) {
+pub(super) fn archive(s: &Store, dir: &std::path::Path, day: i64) {
     s.append_audit("note", None, "test", &json!({}), day * DAY)
         .unwrap();
     s.archive_audit(
