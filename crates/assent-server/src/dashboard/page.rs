@@ -7,8 +7,12 @@ use askama::Template;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 
-/// Headers every dashboard response carries: no caching, no framing, no referrer (a
-/// single-use link must not leak), scripts and styles only from the gateway itself.
+/// Headers every dashboard response carries: no caching, no framing, no referrer to another
+/// origin (a single-use link must not leak), scripts and styles only from the gateway itself.
+/// `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null` with
+/// the dashboard's own form `POST`s, and the sign-in refuses a `null` origin
+/// (`session::from_this_origin`, which a page of another origin cannot pass by choosing
+/// `no-referrer` for itself).
 pub(crate) fn secured(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
@@ -20,7 +24,7 @@ pub(crate) fn secured(mut r: Response) -> Response {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(
