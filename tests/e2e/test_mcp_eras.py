@@ -123,6 +123,22 @@ def operator(gw, *args):
     return r.stdout
 
 
+_MARKERS = set()
+
+
+def fresh_marker():
+    """A marker no other test of this module uses and that no other marker, with the digits the
+    tests append, contains: "7" and then four digits that are not 7. The tests find their calls
+    by substring ("marker in line"), and the legacy upstream needs digits: with plain random
+    five-digit markers, "93502" + "2" = "935022" contained the marker "35022", and one test
+    counted another's upstream call as its own."""
+    while True:
+        marker = "7" + "".join(random.choice("012345689") for _ in range(4))
+        if marker not in _MARKERS:
+            _MARKERS.add(marker)
+            return marker
+
+
 def upstream_calls(gw, marker):
     """The calls the modern upstream ran whose line carries `marker` (its CALL_LOG)."""
     lines = gw["log"].read_text().splitlines() if gw["log"].exists() else []
@@ -379,7 +395,7 @@ CLIENTS = {"python-modern": python_modern, "python-legacy": python_legacy, "type
 @pytest.mark.parametrize("path", ["hub", "stdio"])
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_era_matrix(gw, client, path, alias):
-    marker = str(random.randint(10_000, 99_999))
+    marker = fresh_marker()
     seen = asyncio.run(CLIENTS[client](gw, path, alias, marker))
     gw["results"][f"{client} | {path} | {alias}"] = seen
     assert all(seen[k] is True for k in ("allowed", "approved", "denied", "resumed")), seen
@@ -399,7 +415,7 @@ def test_in_client_approval_asks_a_modern_client_in_an_input_required_result(gw,
     callback and retries with the answer, which assent relays as the user's decision for the
     approval named in `requestState`, then runs exactly that call."""
     _, held, args = names(path, "modern")
-    marker = str(random.randint(10_000, 99_999))
+    marker = fresh_marker()
     asked = []
 
     async def answer(_ctx, params):
@@ -500,7 +516,7 @@ def test_progress_and_cancellation_reach_a_held_call_on_the_modern_revision(gw, 
     (stdio proxy every second here; the hub every 10 s), and a client that gives up on the
     call (its read timeout fires) cancels the approval: it is never forwarded."""
     _, held, args = names(path, "modern")
-    marker = str(random.randint(10_000, 99_999))
+    marker = fresh_marker()
     progress = []
 
     async def on_progress(p, total, message):
@@ -546,7 +562,7 @@ def test_a_changed_tool_is_held_for_review_on_the_modern_revision(gw):
     """Tool pinning with a modern client through the stdio proxy: after the upstream changed
     `echo`'s description, the client still sees the pinned one, and a call waits for the
     review; rejected, it is answered TOOL_DENIED and never reaches the upstream."""
-    marker = str(random.randint(10_000, 99_999))
+    marker = fresh_marker()
 
     def changed():
         p = stdio_params(gw, "modern")
