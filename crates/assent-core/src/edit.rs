@@ -7,6 +7,7 @@ use crate::approval::may_decide;
 use crate::gatekeeper::{TRIGGER_DENY_UNEVALUABLE, Verdict, VerdictKind};
 use crate::quorum::{DenyRule, Quorum, QuorumGroup};
 use crate::risk::RiskTier;
+use crate::verdict::ApprovalTerms;
 
 /// What the held call was, as the edit is measured against it.
 #[derive(Debug, Clone, Copy)]
@@ -27,6 +28,24 @@ pub struct Original<'a> {
     /// Whether the held call's approval keeps its agent's owners and the person it acts for
     /// out (separation of duties).
     pub separation_of_duties: bool,
+}
+
+impl<'a> Original<'a> {
+    /// The held call as its approval's `terms` (an [`ApprovalTerms`] kept with the approval)
+    /// describe it, with `escalates` the roles its escalation steps add (the caller keeps
+    /// them: `terms.escalation.map(|e| e.roles())`, empty when it has none). One constructor
+    /// for an edit's re-gate and for [`crate::rules_now::tightened`].
+    pub fn of(terms: &'a ApprovalTerms, escalates: &'a [String]) -> Self {
+        Original {
+            risk_tier: terms.risk_tier,
+            irreversible: terms.irreversible,
+            triggers: &terms.triggers,
+            quorum: terms.quorum.as_ref(),
+            escalates,
+            require_passkey: terms.require_passkey,
+            separation_of_duties: terms.separation_of_duties,
+        }
+    }
 }
 
 /// Why an edit was refused; the server maps each to a `422` (`403` for [`NeedsRole`]).

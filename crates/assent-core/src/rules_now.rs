@@ -26,15 +26,7 @@ pub fn tightened(held: &ApprovalTerms, now: &Verdict, roles: Option<&[String]>) 
         .as_ref()
         .map(|e| e.roles())
         .unwrap_or_default();
-    let original = Original {
-        risk_tier: held.risk_tier,
-        irreversible: held.irreversible,
-        triggers: &held.triggers,
-        quorum: held.quorum.as_ref(),
-        escalates: &escalates,
-        require_passkey: held.require_passkey,
-        separation_of_duties: held.separation_of_duties,
-    };
+    let original = Original::of(held, &escalates);
     let t = &now.terms;
     let mut approvers = t.approvers.clone();
     if !approvers.is_empty() {

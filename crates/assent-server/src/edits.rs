@@ -189,7 +189,7 @@ fn regate(
         &seen.observations(),
     );
     let escalates = rec.terms.escalation.as_ref().map(|e| e.roles());
-    let original = original_of(rec, escalates.as_deref().unwrap_or_default());
+    let original = Original::of(&rec.terms, escalates.as_deref().unwrap_or_default());
     let raised = if rec.terms.triggers.iter().any(|t| t == "cost") {
         assent_core::edit::raised_costs(reg, &rec.agent, &rec.call, c.call())
     } else {
@@ -226,18 +226,4 @@ fn regate(
         },
         v.terms.output_bytes,
     ))
-}
-
-/// Held approval `rec` as an edit or the rules in force now are measured against it, with
-/// `escalates` the roles its escalation may add.
-fn original_of<'a>(rec: &'a ApprovalRecord, escalates: &'a [String]) -> Original<'a> {
-    Original {
-        risk_tier: rec.terms.risk_tier,
-        irreversible: rec.terms.irreversible,
-        triggers: &rec.terms.triggers,
-        quorum: rec.terms.quorum.as_ref(),
-        escalates,
-        require_passkey: rec.terms.require_passkey,
-        separation_of_duties: rec.terms.separation_of_duties,
-    }
 }
