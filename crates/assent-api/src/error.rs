@@ -146,7 +146,8 @@ pub const UNSUPPORTED_MEDIA_TYPE: &str = "UNSUPPORTED_MEDIA_TYPE";
 pub const UNPROCESSABLE: &str = "UNPROCESSABLE";
 /// 409: the rules in force, changed since the call was held, ask more of it than it was held
 /// under (a deny, a higher tier, a passkey, a quorum, separation of duties, other approvers);
-/// the approval may still be denied.
+/// the approval may still be denied. Also of a redemption: the token of a call approved before
+/// the change does not run it (the token stays unused).
 pub const RULES_TIGHTENED: &str = "RULES_TIGHTENED";
 /// 422: scope `workspace`, or a duration longer than `session_grant_max_seconds`, on an R3/R4
 /// tool needs `confirm_workspace: true`.

@@ -25,7 +25,9 @@ use tracing::Instrument;
 /// `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`, `403 TOKEN_MISMATCH`,
 /// `409 PLAN_STOPPED` (the call's plan was stopped since), `409 SETTLEMENT_UNSEALED` (the
 /// approval's terms or settlement, or the grant that let its call through or that grant's
-/// source call, were changed in the database behind the gateway's back), `503`.
+/// source call, were changed in the database behind the gateway's back), `409
+/// RULES_TIGHTENED` (the rules in force, changed since the call was held, ask more of it),
+/// `503`.
 fn redeem_error(e: RedeemError) -> ApiError {
     match e {
         RedeemError::Invalid => {
@@ -51,6 +53,10 @@ fn redeem_error(e: RedeemError) -> ApiError {
         }
         RedeemError::Unsealed => {
             let code = assent_api::error::SETTLEMENT_UNSEALED;
+            ApiError::new(StatusCode::CONFLICT, code, e.to_string())
+        }
+        RedeemError::RulesTightened(_) => {
+            let code = assent_api::error::RULES_TIGHTENED;
             ApiError::new(StatusCode::CONFLICT, code, e.to_string())
         }
         RedeemError::Store(e) => ApiError::unavailable(e),

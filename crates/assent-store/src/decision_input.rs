@@ -132,16 +132,76 @@ pub(crate) fn rules_refusal(
             "the rules in force changed while this decision was checked against them: nothing was decided; decide again".to_string()
         });
     }
+    let why = asked_more(reg, rec, roles, now)?;
+    Some(format!(
+        "the rules in force now, changed since this call was held, {why}: it cannot be approved as held; deny it, and the agent may propose it again"
+    ))
+}
+
+/// What the rules `reg` ask more of approval `rec`'s call, as it would run (the operator's
+/// edit, else as proposed), than it was held under ([`assent_core::rules_now::tightened`] for
+/// an operator holding `roles`), when `rec` was held under another policy set than `reg`'s;
+/// `None` for the same set, a target (plan, context) or a derived call (result, delegation,
+/// MPLP), whose rules are not a tool call's.
+fn asked_more(
+    reg: &assent_core::policy::Registry,
+    rec: &ApprovalRecord,
+    roles: Option<&[String]>,
+    now: i64,
+) -> Option<String> {
     let derived = assent_core::redeem::DERIVED_PREFIXES
         .iter()
         .any(|p| rec.call.tool.starts_with(p));
-    if rec.policy_set_sha256.as_deref() == Some(in_force) || derived || rec.target_type != "other" {
+    let same = rec.policy_set_sha256.as_deref() == Some(reg.policy_set_sha256.as_str());
+    if same || derived || rec.target_type != "other" {
         return None;
     }
-    let arguments = rec.canonical_arguments();
+    let (call, arguments) = match &rec.edited {
+        Some(e) => {
+            let mut call = rec.call.clone();
+            call.arguments = e.arguments.clone();
+            (call, e.canonical_arguments.clone())
+        }
+        None => (rec.call.clone(), rec.canonical_arguments()),
+    };
     let seen = assent_core::triggers::Observations::none(now);
-    let v = assent_core::evaluate_in(reg, &rec.agent, &rec.call, Some(&arguments), &seen);
+    let v = assent_core::evaluate_in(reg, &rec.agent, &call, Some(&arguments), &seen);
     assent_core::rules_now::tightened(&rec.terms, &v, roles)
+}
+
+/// `Ok` unless the rules in force (`rules`, [`crate::Store::set_rules`]) ask more of approval
+/// `aid`'s call, as it would run, than it was held and approved under
+/// ([`RedeemError::RulesTightened`]): a token minted before a reload or a restart that denied
+/// the tool, raised its tier or made it need a passkey or a quorum does not run the call
+/// (found by review: such tokens redeemed until they expired). One read of the approval's
+/// `policy_set_sha256` when the rules have not changed since it was held; its whole row when
+/// they have. Called by the redemption last, once the token is known to be the presenter's,
+/// unused and unexpired, and the approval's terms' seal held (`tokens.rs`).
+pub(crate) fn redeem_refusal(
+    tx: crate::db::Conn<'_>,
+    rules: Option<&assent_core::policy::Registry>,
+    aid: &str,
+    now: i64,
+) -> Result<(), crate::RedeemError> {
+    use crate::db::OptionalExtension;
+    let Some(reg) = rules else { return Ok(()) };
+    let store = |e: crate::db::DbError| crate::RedeemError::Store(e.into());
+    let held_under: Option<Option<String>> = tx
+        .prepare_cached("SELECT policy_set_sha256 FROM confirm_context WHERE approval_id = ?1")
+        .and_then(|mut q| q.query_row(crate::params![aid], |r| r.get(0)).optional())
+        .map_err(store)?;
+    if held_under.flatten().as_deref() == Some(reg.policy_set_sha256.as_str()) {
+        return Ok(());
+    }
+    let rec = crate::record::read_approval(tx, aid)
+        .map_err(store)?
+        .ok_or(crate::RedeemError::Invalid)?;
+    match asked_more(reg, &rec, None, now) {
+        Some(why) => Err(crate::RedeemError::RulesTightened(format!(
+            "the rules in force now, changed since this call was approved, {why}: its token no longer runs it; the agent may propose it again"
+        ))),
+        None => Ok(()),
+    }
 }
 
 impl StillStands {

@@ -167,6 +167,11 @@ pub enum RedeemError {
         "the approval's terms or settlement, or the grant that let its call through or that grant's source call, do not hold their seal: they were changed in the database behind the gateway's back, so nothing vouches for the consent this token was minted under"
     )]
     Unsealed,
+    /// `RULES_TIGHTENED` (409): the rules in force, changed since the approval was held, ask
+    /// more of its call than it was held and approved under (why:
+    /// [`assent_core::rules_now::tightened`]); the token stays unused.
+    #[error("{0}")]
+    RulesTightened(String),
     #[error(transparent)]
     /// The store failed; the token was not consumed.
     Store(#[from] StoreError),

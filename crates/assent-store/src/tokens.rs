@@ -261,13 +261,15 @@ impl Store {
             self.seal_key(Sealed::Settlement),
         );
         let terms = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Plan));
-        let grants = self.seal_key(Sealed::Grant);
+        let (grants, rules) = (self.seal_key(Sealed::Grant), self.rules());
         self.write(|tx| {
             let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
                 let aid = c.aid.clone();
                 let plan = |tx: Conn<'_>| plan_runs(tx, &aid, (&terms, delegations));
-                let origins_run =
-                    |tx: Conn<'_>| origin_plans_run(tx, &aid, &grants, (&terms, delegations));
+                let origins_run = |tx: Conn<'_>| {
+                    origin_plans_run(tx, &aid, &grants, (&terms, delegations))?;
+                    crate::decision_input::redeem_refusal(tx, rules.as_deref(), &aid, now)
+                };
                 let plans = (plan, origins_run);
                 consume(**tx, c, &presented, (&seals.0, &seals.1), plans)
             });

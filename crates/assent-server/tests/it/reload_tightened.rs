@@ -110,3 +110,61 @@ async fn a_reload_that_tightens_the_rules_leaves_no_approving_default_to_a_held_
     assert!(c["approval_token"].is_object(), "{c}");
     gw.stop().await;
 }
+
+/// Attack (found by review): a call approved before a reload kept its token, and the token
+/// redeemed after the reload denied the tool (or made it need a passkey) until it expired: the
+/// agent ran a call the rules in force forbid by holding on to its token. Redeeming it now is
+/// `409 RULES_TIGHTENED`, audited `token.refused`, the token left unused; a token whose call
+/// the new rules ask nothing more of still redeems.
+#[tokio::test]
+async fn a_token_approved_before_a_reload_denied_its_call_does_not_run_it() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let pay = |n: i64| json!({"amount": n, "to": "acme"});
+    let approved = |id: String| {
+        let gw = &gw;
+        async move {
+            let (s, b) = gw.decide(&id, OP, "approve").await;
+            assert_eq!(s, StatusCode::OK, "{b}");
+            crate::kit::token_of(&gw.as_agent(&id).await)
+        }
+    };
+    let denied = approved(gw.held("s1", "pay", pay(500)).await).await;
+    let passkey = approved(gw.held("s1", "pay", pay(250)).await).await;
+    let untouched = approved(gw.held("s1", "pay", pay(150)).await).await;
+    let (s, b) = gw.redeem(&untouched, "pay", pay(150), None).await;
+    assert_eq!(
+        s,
+        StatusCode::OK,
+        "a reload asking nothing more of the call: {b}"
+    );
+    for (rule, token, n, says) in [
+        (
+            "  deny: {condition: {args_match: {amount: {gt: 300}}}}\n",
+            &denied,
+            500,
+            "deny it (",
+        ),
+        (
+            "  require_passkey: true\n",
+            &passkey,
+            250,
+            "need a passkey for it",
+        ),
+    ] {
+        let gov = format!("- tool: pay\n  approvers: [finance]\n{rule}");
+        std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
+        reloaded(&gw, OP).await;
+        let (s, b) = gw.redeem(token, "pay", pay(n), None).await;
+        assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+        assert_says(&b, "message", says);
+    }
+    let refused = gw.sql().text(
+        "SELECT data FROM audit WHERE kind = 'token.refused' ORDER BY seq DESC LIMIT 1",
+        &[],
+    );
+    assert!(
+        refused.contains("changed since this call was approved"),
+        "{refused}"
+    );
+    gw.stop().await;
+}
