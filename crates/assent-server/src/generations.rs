@@ -80,7 +80,7 @@ pub fn digest(
 
 /// The digest of the configuration `st` has in force now ([`digest`]): `live` with the
 /// single sign-on and restart-only settings it was started with.
-fn digest_of(st: &AppState, live: &Live) -> String {
+pub(crate) fn digest_of(st: &AppState, live: &Live) -> String {
     let oidc = st.oidc.as_ref().map(|o| &o.config);
     digest(live, oidc, st.generation.settings())
 }
@@ -197,6 +197,34 @@ pub(crate) async fn register_at_start(st: &AppState) -> std::io::Result<()> {
         .map_err(std::io::Error::other)?;
     serve(st, &digest, None);
     tracing::info!(generation, adopted = adopt, "configuration generation");
+    Ok(())
+}
+
+/// At start-up, once the configuration is registered: records `config.loaded` (actor
+/// `system:start`) when the configuration in force (its policy set and its digest: principals,
+/// agents, policies, sign-on, restart-only settings) is not the one the audit chain recorded
+/// last ([`assent_store::Store::record_config_loaded`]), with how many agents, policies and
+/// principals it has and this replica's name, and logs a warning when it changed. Found by
+/// review: a restart with other files changed the rules in force, or who may approve, with no
+/// trace in the audit chain (a reload was recorded). Errors (stopping start-up): the store
+/// failed, so a change could not be recorded.
+pub(crate) async fn record_loaded(st: &AppState) -> std::io::Result<()> {
+    let live = st.live();
+    let reg = &live.registry;
+    let data = json!({"policy_set_sha256": reg.policy_set_sha256,
+        "agents": reg.agents.len(), "policies": reg.policies().len(),
+        "principals": live.principals.len(), "config_digest": digest_of(st, &live),
+        "replica": replica_name()});
+    let recorded = st
+        .store_task(move |s| s.record_config_loaded(data, "system:start", now_ms()))
+        .await
+        .map_err(|e| std::io::Error::other(e.message))?
+        .map_err(|e| std::io::Error::other(format!("config.loaded was not recorded: {e}")))?;
+    if let Some(d) = recorded.filter(|d| d["changed"] == true) {
+        tracing::warn!(policy_set_sha256 = %reg.policy_set_sha256,
+            previous_policy_set_sha256 = %d["previous_policy_set_sha256"],
+            "the configuration in force is not the one the audit chain recorded last: files changed while the gateway was stopped (recorded as config.loaded)");
+    }
     Ok(())
 }
 

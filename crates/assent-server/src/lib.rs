@@ -241,6 +241,7 @@ pub async fn run_with(
         None => None,
     };
     generations::register_at_start(&state).await?;
+    generations::record_loaded(&state).await?;
     close_orphan_subscriptions(&state).await;
     withdraw_orphan_votes(&state).await?;
     revoke_orphan_grants(&state).await?;

@@ -169,6 +169,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     let by_operator = matches!(by, Trigger::Operator(_));
     let recorded = crate::generations::reloading(st, &live, by_operator).await?;
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
+        "config_digest": crate::generations::digest_of(st, &live),
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart,
         "principals": what_changed(&old.principals, live.principals.as_slice(), &answer)});

@@ -303,6 +303,50 @@ impl Store {
         self.write(|tx| Ok(append(**tx, now, kind, approval_id, actor, data)?))
     }
 
+    /// Appends `config.loaded` by `actor` at `now` (Unix ms) when the configuration a server
+    /// puts in force at start-up, `data` (a JSON object with its `policy_set_sha256`, its
+    /// `config_digest` — principals, agents, policies, sign-on and restart-only settings — and
+    /// what else the server adds), is not the one the chain recorded last (the newest
+    /// `config.loaded` or `config.reloaded` record: either field differs, or is missing there),
+    /// or when the chain records none yet and holds records (a fresh database has nothing to
+    /// attribute to other rules). The record adds `previous_policy_set_sha256`,
+    /// `previous_config_digest` (`null` when none is recorded) and `changed` (`false` for the
+    /// first record of a chain, the baseline). Read beside the writer first and again in the
+    /// write transaction (two replicas starting at once record it once); a start with the same
+    /// configuration writes nothing. Found by review: a reload was recorded, but a restart with
+    /// other files changed the rules in force, or who may approve, with no trace in the chain.
+    /// Returns what it recorded (`None`: nothing). Errors: `data` lacks either field; the
+    /// store's.
+    pub fn record_config_loaded(
+        &self,
+        data: Value,
+        actor: &str,
+        now: i64,
+    ) -> Result<Option<Value>, StoreError> {
+        let text = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(policy_set), Some(digest)) = (text("policy_set_sha256"), text("config_digest"))
+        else {
+            return Err(StoreError::Invalid(
+                "config.loaded data holds a policy_set_sha256 and a config_digest".into(),
+            ));
+        };
+        let now_is = (policy_set.as_str(), digest.as_str());
+        if self.aside(|c| config_due(c, now_is))?.is_none() {
+            return Ok(None);
+        }
+        self.write(|tx| {
+            let Some(previous) = config_due(**tx, now_is)? else {
+                return Ok(None);
+            };
+            let mut data = data.clone();
+            data["changed"] = (!previous.is_null()).into();
+            data["previous_policy_set_sha256"] = previous["policy_set_sha256"].clone();
+            data["previous_config_digest"] = previous["config_digest"].clone();
+            append(**tx, now, "config.loaded", None, actor, &data)?;
+            Ok(Some(data))
+        })
+    }
+
     /// Verifies the audit chain ([`verify`]) in one read snapshot beside the writer
     /// (`Store::aside`: on SQLite a connection of its own, on Postgres a read session), so
     /// a scan of the whole history never holds the writer's connection. Found by review: it
@@ -312,6 +356,31 @@ impl Store {
     pub fn verify_audit(&self) -> Result<VerifyReport, StoreError> {
         self.aside(verify)
     }
+}
+
+/// Whether a start whose configuration is `now_is` (`(policy_set_sha256, config_digest)`) is
+/// to record itself ([`Store::record_config_loaded`]): `Some` with the newest `config.loaded`
+/// or `config.reloaded` record's data when either differs from it (or is missing there),
+/// `Some(null)` when the chain records none but holds records, else `None`. Read by the
+/// partial index `audit_config` (migration 0066).
+fn config_due(c: Conn<'_>, (policy_set, digest): (&str, &str)) -> db::Result<Option<Value>> {
+    let newest: Option<String> = c
+        .prepare_cached(
+            "SELECT data FROM audit WHERE kind IN ('config.loaded', 'config.reloaded') ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![], |r| r.get(0))
+        .optional()?;
+    if let Some(d) = newest {
+        let d: Value = serde_json::from_str(&d).unwrap_or_default();
+        let same = text_at(&d, "policy_set_sha256").as_deref() == Some(policy_set)
+            && text_at(&d, "config_digest").as_deref() == Some(digest);
+        return Ok((!same).then_some(d));
+    }
+    let any: Option<i64> = c
+        .prepare_cached("SELECT seq FROM audit LIMIT 1")?
+        .query_row(params![], |r| r.get(0))
+        .optional()?;
+    Ok(any.map(|_| Value::Null))
 }
 
 /// The `data` column (JSON text) of an audit row; `null` when it is not JSON.

@@ -5,6 +5,7 @@
 
 use crate::error::DecideError;
 use crate::record::{ApprovalRecord, EditedCall};
+use assent_core::ToolCall;
 use assent_core::approval::{DecisionKind, GrantScope};
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::grant::{self, GrantTerms};
@@ -114,11 +115,10 @@ impl std::fmt::Debug for StillStands {
 /// Why the rules in force (`rules`, [`crate::Store::set_rules`]) refuse approving `rec` by
 /// decision `d` at `now` for an operator holding `roles` (`None`: its timeout, or the agent's
 /// user): a decision re-gated under another policy set than the one in force
-/// ([`DecisionInput::checked_under`]); a plain tool call
+/// ([`DecisionInput::checked_under`]); a call
 /// held under another one that they now ask more of ([`assent_core::rules_now::tightened`],
-/// the call evaluated without the session's history). Targets (plans, contexts) and derived
-/// calls (results, delegations, MPLP) are not asked: their rules are not a tool call's.
-/// `None` when nothing refuses it, and when no rules were set.
+/// the call evaluated without the session's history, each kind as it was gated:
+/// [`asked_more`]). `None` when nothing refuses it, and when no rules were set.
 pub(crate) fn rules_refusal(
     rules: Option<&assent_core::policy::Registry>,
     rec: &ApprovalRecord,
@@ -141,21 +141,53 @@ pub(crate) fn rules_refusal(
 /// What the rules `reg` ask more of approval `rec`'s call, as it would run (the operator's
 /// edit, else as proposed), than it was held under ([`assent_core::rules_now::tightened`] for
 /// an operator holding `roles`), when `rec` was held under another policy set than `reg`'s;
-/// `None` for the same set, a target (plan, context) or a derived call (result, delegation,
-/// MPLP), whose rules are not a tool call's.
+/// `None` for the same set. Each kind is asked as it was gated: an MPLP Confirm target (a
+/// plan, a context) with [`assent_core::evaluate_target`], a delegation (`delegate.…`) with
+/// [`assent_core::evaluate_delegation`], a held result (`result.…`) by the call whose result
+/// it is, with [`assent_core::evaluate_in`], as every tool call. Found by review: they were
+/// left out, so a reload that denied a tool still released its calls' held results, and one
+/// that denied `mplp.plan` or a delegation still let those held before it be approved.
 fn asked_more(
     reg: &assent_core::policy::Registry,
     rec: &ApprovalRecord,
     roles: Option<&[String]>,
     now: i64,
 ) -> Option<String> {
-    let derived = assent_core::redeem::DERIVED_PREFIXES
-        .iter()
-        .any(|p| rec.call.tool.starts_with(p));
-    let same = rec.policy_set_sha256.as_deref() == Some(reg.policy_set_sha256.as_str());
-    if same || derived || rec.target_type != "other" {
+    if rec.policy_set_sha256.as_deref() == Some(reg.policy_set_sha256.as_str()) {
         return None;
     }
+    let seen = assent_core::triggers::Observations::none(now);
+    let (agent, args) = (&rec.agent, rec.canonical_arguments());
+    let v = if rec.target_type != "other" {
+        assent_core::evaluate_target(reg, agent, &rec.call, Some(&args))
+    } else if rec.call.tool.starts_with("delegate.") {
+        assent_core::evaluate_delegation(reg, agent, &rec.call, Some(&args), &seen)
+    } else if rec.call.tool.starts_with("result.") {
+        // The call whose result is held, as the release asks of it (`HeldResult.call`); a
+        // result whose call cannot be read is refused as the rules denying it.
+        let call = serde_json::from_value::<ToolCall>(rec.call.arguments["call"].clone());
+        let Ok(call) = call else {
+            return Some("deny it (its call cannot be read)".into());
+        };
+        let Ok(args) = assent_core::canonical::canonical_value(&call.arguments) else {
+            return Some("deny it (its call's arguments cannot be read)".into());
+        };
+        assent_core::evaluate_in(reg, agent, &call, Some(&args), &seen)
+    } else if assent_core::redeem::is_derived(&rec.call.tool) {
+        return None;
+    } else {
+        return tool_call_asked_more(reg, rec, roles, &seen);
+    };
+    assent_core::rules_now::tightened(&rec.terms, &v, roles)
+}
+
+/// [`asked_more`] of a plain tool call, as it would run: the operator's edit, else as proposed.
+fn tool_call_asked_more(
+    reg: &assent_core::policy::Registry,
+    rec: &ApprovalRecord,
+    roles: Option<&[String]>,
+    seen: &assent_core::triggers::Observations<'_>,
+) -> Option<String> {
     let (call, arguments) = match &rec.edited {
         Some(e) => {
             let mut call = rec.call.clone();
@@ -164,39 +196,45 @@ fn asked_more(
         }
         None => (rec.call.clone(), rec.canonical_arguments()),
     };
-    let seen = assent_core::triggers::Observations::none(now);
-    let v = assent_core::evaluate_in(reg, &rec.agent, &call, Some(&arguments), &seen);
+    let v = assent_core::evaluate_in(reg, &rec.agent, &call, Some(&arguments), seen);
     assent_core::rules_now::tightened(&rec.terms, &v, roles)
 }
 
 /// `Ok` unless the rules in force (`rules`, [`crate::Store::set_rules`]) ask more of approval
 /// `aid`'s call, as it would run, than it was held and approved under
 /// ([`RedeemError::RulesTightened`]): a token minted before a reload or a restart that denied
-/// the tool, raised its tier or made it need a passkey or a quorum does not run the call
-/// (found by review: such tokens redeemed until they expired). One read of the approval's
-/// `policy_set_sha256` when the rules have not changed since it was held; its whole row when
-/// they have. Called by the redemption last, once the token is known to be the presenter's,
-/// unused and unexpired, and the approval's terms' seal held (`tokens.rs`).
+/// the tool, raised its tier, made it need a passkey or a quorum, or named approvers none of
+/// the roles that could approve it as held hold (its approvers and its escalation's: who
+/// decided is not asked, so an approval by one who holds the new role too is refused as well;
+/// fail closed) does not run the call (found by review: such tokens redeemed until they
+/// expired). The policy-set hash it was held under is the one the approval's seal holds over
+/// (`terms`, [`crate::approval_seal::holding`]; found by review: read again from
+/// `confirm_context`, a writer on PostgreSQL could flip it to today's between the reads); its
+/// whole row is read only when the rules changed since. Called by the redemption last, once the
+/// token is known to be the presenter's, unused and unexpired, and its plan running
+/// (`tokens.rs`); a seal that does not hold is `Unsealed`.
 pub(crate) fn redeem_refusal(
     tx: crate::db::Conn<'_>,
     rules: Option<&assent_core::policy::Registry>,
-    aid: &str,
+    (terms, aid): (&crate::seal::SealKey, &str),
     now: i64,
 ) -> Result<(), crate::RedeemError> {
-    use crate::db::OptionalExtension;
     let Some(reg) = rules else { return Ok(()) };
     let store = |e: crate::db::DbError| crate::RedeemError::Store(e.into());
-    let held_under: Option<Option<String>> = tx
-        .prepare_cached("SELECT policy_set_sha256 FROM confirm_context WHERE approval_id = ?1")
-        .and_then(|mut q| q.query_row(crate::params![aid], |r| r.get(0)).optional())
-        .map_err(store)?;
-    if held_under.flatten().as_deref() == Some(reg.policy_set_sha256.as_str()) {
+    let held = crate::approval_seal::holding(tx, terms, aid)
+        .map_err(store)?
+        .ok_or(crate::RedeemError::Unsealed)?;
+    let held_under = held.policy_set().map(str::to_string);
+    if held_under.as_deref() == Some(reg.policy_set_sha256.as_str()) {
         return Ok(());
     }
-    let rec = crate::record::read_approval(tx, aid)
+    let mut rec = crate::record::read_approval(tx, aid)
         .map_err(store)?
         .ok_or(crate::RedeemError::Invalid)?;
-    match asked_more(reg, &rec, None, now) {
+    rec.policy_set_sha256 = held_under;
+    let mut could_approve = rec.terms.approvers.clone();
+    could_approve.extend(rec.terms.escalation.iter().flat_map(|e| e.roles()));
+    match asked_more(reg, &rec, Some(&could_approve), now) {
         Some(why) => Err(crate::RedeemError::RulesTightened(format!(
             "the rules in force now, changed since this call was approved, {why}: its token no longer runs it; the agent may propose it again"
         ))),

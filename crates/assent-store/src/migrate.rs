@@ -108,6 +108,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(63, "0063_enrolment_seal"),
     migration!(64, "0064_ceremony_seal"),
     migration!(65, "0065_audit_plans"),
+    migration!(66, "0066_audit_config"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -254,8 +254,7 @@ impl Store {
             Presenter::Agent(a) => (a, false),
             Presenter::Executor { name, .. } => (name, true),
         };
-        // A refusal is audited and commits (`RedeemError: Settles`); a store failure rolls
-        // back.
+        // A refusal is audited and commits (`RedeemError: Settles`); a store failure, not.
         let seals = (
             self.seal_key(Sealed::Token),
             self.seal_key(Sealed::Settlement),
@@ -268,7 +267,8 @@ impl Store {
                 let plan = |tx: Conn<'_>| plan_runs(tx, &aid, (&terms, delegations));
                 let origins_run = |tx: Conn<'_>| {
                     origin_plans_run(tx, &aid, &grants, (&terms, delegations))?;
-                    crate::decision_input::redeem_refusal(tx, rules.as_deref(), &aid, now)
+                    let (rules, held) = (rules.as_deref(), (&terms.0, aid.as_str()));
+                    crate::decision_input::redeem_refusal(tx, rules, held, now)
                 };
                 let plans = (plan, origins_run);
                 consume(**tx, c, &presented, (&seals.0, &seals.1), plans)

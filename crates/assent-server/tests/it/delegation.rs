@@ -414,3 +414,30 @@ async fn cancelling_an_orchestrators_plan_voids_the_tokens_of_a_delegates_grant_
     );
     gw.stop().await;
 }
+
+/// Attack (found by review): a reload that froze delegations to a sub-agent (a governance
+/// `deny` on `delegate.helper`) left a delegation held before it approvable, and the
+/// sub-agent ran. Asked again as a delegation under the rules in force, its approval is `409
+/// RULES_TIGHTENED`.
+#[tokio::test]
+async fn a_delegation_held_before_a_reload_denied_it_cannot_be_approved() {
+    let (dir, gw) = reloadable(&orchestrating_bot()).await;
+    let rules = |rule: &str| {
+        let gov = policy(
+            "acme.test.rules-v1",
+            &format!("- tool: delegate.helper\n{rule}"),
+        );
+        std::fs::write(dir.path().join("conf/gov.yaml"), gov).unwrap();
+    };
+    rules("  approval: true\n");
+    reload_bot(&gw, &dir, &orchestrating_bot()).await;
+    let (s, b) = delegate(&gw, json!({"target": "helper", "input": {"task": "sell"}})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let held = crate::kit::approval_id(&b);
+    rules("  deny: {message_template: frozen}\n");
+    reload_bot(&gw, &dir, &orchestrating_bot()).await;
+    let (s, b) = gw.decide(&held, OP, "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+    assert_says(&b, "message", "deny it (frozen)");
+    gw.stop().await;
+}

@@ -57,6 +57,7 @@ mod reload;
 mod reload_tightened;
 mod reload_window;
 mod replay_candidates;
+mod restart_rules;
 mod review_core;
 mod scope_shapes;
 mod sealed;

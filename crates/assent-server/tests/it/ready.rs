@@ -133,6 +133,8 @@ async fn readyz_never_names_the_database_files_path() {
         return;
     }
     let gw = serve().await;
+    // Started (start-up reads the database: moved away before, it stops the gateway).
+    assert!(gw.raw("GET", "/healthz", None).await.status().is_success());
     let db = gw.state.store.db_path().to_path_buf();
     let away = db.with_extension("moved");
     std::fs::rename(&db, &away).unwrap();

@@ -114,7 +114,8 @@ async fn a_reload_that_tightens_the_rules_leaves_no_approving_default_to_a_held_
 /// Attack (found by review): a call approved before a reload kept its token, and the token
 /// redeemed after the reload denied the tool (or made it need a passkey) until it expired: the
 /// agent ran a call the rules in force forbid by holding on to its token. Redeeming it now is
-/// `409 RULES_TIGHTENED`, audited `token.refused`, the token left unused; a token whose call
+/// `409 RULES_TIGHTENED`, audited `token.refused`, the token left unused — also when the rules
+/// now name approvers none of the roles that could approve it as held hold; a token whose call
 /// the new rules ask nothing more of still redeems.
 #[tokio::test]
 async fn a_token_approved_before_a_reload_denied_its_call_does_not_run_it() {
@@ -131,27 +132,35 @@ async fn a_token_approved_before_a_reload_denied_its_call_does_not_run_it() {
     let denied = approved(gw.held("s1", "pay", pay(500)).await).await;
     let passkey = approved(gw.held("s1", "pay", pay(250)).await).await;
     let untouched = approved(gw.held("s1", "pay", pay(150)).await).await;
+    let elsewhere = approved(gw.held("s1", "pay", pay(160)).await).await;
+    // Another rule for another tool: nothing more is asked of `pay`.
+    let gov = "- tool: pay\n  approvers: [finance]\n- tool: read\n  approval: true\n";
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", gov)).unwrap();
+    reloaded(&gw, OP).await;
     let (s, b) = gw.redeem(&untouched, "pay", pay(150), None).await;
-    assert_eq!(
-        s,
-        StatusCode::OK,
-        "a reload asking nothing more of the call: {b}"
-    );
+    assert_eq!(s, StatusCode::OK, "a reload asking nothing more: {b}");
     for (rule, token, n, says) in [
         (
-            "  deny: {condition: {args_match: {amount: {gt: 300}}}}\n",
+            "  approvers: [finance]\n  deny: {condition: {args_match: {amount: {gt: 300}}}}\n",
             &denied,
             500,
             "deny it (",
         ),
         (
-            "  require_passkey: true\n",
+            "  approvers: [finance]\n  require_passkey: true\n",
             &passkey,
             250,
             "need a passkey for it",
         ),
+        // Approved by a finance operator; only ops may approve it now.
+        (
+            "  approvers: [ops]\n",
+            &elsewhere,
+            160,
+            "name approvers (ops)",
+        ),
     ] {
-        let gov = format!("- tool: pay\n  approvers: [finance]\n{rule}");
+        let gov = format!("- tool: pay\n{rule}");
         std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
         reloaded(&gw, OP).await;
         let (s, b) = gw.redeem(token, "pay", pay(n), None).await;
@@ -166,5 +175,69 @@ async fn a_token_approved_before_a_reload_denied_its_call_does_not_run_it() {
         refused.contains("changed since this call was approved"),
         "{refused}"
     );
+    gw.stop().await;
+}
+
+/// Attack (found by review): the check above left out held results, delegations and plan
+/// Confirms. A result held over its `output_bytes` limit before a reload denied its call was
+/// still released by one operator; now its release is `409 RULES_TIGHTENED` (the call whose
+/// result it is, asked under the rules in force), while a result whose call the new rules
+/// still allow is released.
+#[tokio::test]
+async fn a_result_held_before_a_reload_denied_its_call_is_not_released() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let write = |rule: &str| {
+        let gov = format!(
+            "- tool: pay\n  approvers: [finance]\n  thresholds: {{output_bytes: 100}}\n{rule}"
+        );
+        std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
+    };
+    write("");
+    reloaded(&gw, OP).await;
+    let held = |n: i64| {
+        let gw = &gw;
+        async move {
+            let report = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
+                "arguments": {"amount": n, "to": "acme"}, "output_bytes": 5000,
+                "result_sha256": "ab".repeat(32)});
+            let (s, b) = gw.post("/v1/tool-results", crate::kit::BOT, report).await;
+            assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+            crate::kit::approval_id(&b)
+        }
+    };
+    let (denied, allowed) = (held(500).await, held(150).await);
+    write("  deny: {condition: {args_match: {amount: {gt: 300}}}}\n");
+    reloaded(&gw, OP).await;
+    let (s, b) = gw.decide(&denied, OP, "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+    assert_says(&b, "message", "deny it (");
+    let (s, b) = gw.decide(&allowed, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    gw.stop().await;
+}
+
+/// The same for an MPLP Confirm on a plan (found by review): a reload that made plans need
+/// the finance role kept a plan submitted before it approvable by an operator without it;
+/// asked again as a Confirm target under the rules in force, it is `409 RULES_TIGHTENED`.
+#[tokio::test]
+async fn a_plan_submitted_before_a_reload_named_its_approvers_is_not_approved_by_others() {
+    use crate::plans::{plan, uuid};
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let pid = uuid();
+    let (s, p) = gw
+        .create_plan(plan(&pid, &[(&uuid(), "Pay the bill")]))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, r) = gw.submit_plan(&pid).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let confirm = crate::kit::approval_id(&r);
+    let gov = "- tool: pay\n  approvers: [finance]\n- tool: mplp.plan\n  approvers: [finance]\n";
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", gov)).unwrap();
+    reloaded(&gw, OP).await;
+    let (s, b) = gw.decide(&confirm, "olaf-key", "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+    assert_says(&b, "message", "whose roles you lack");
+    let (s, b) = gw.decide(&confirm, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "an operator the rules name: {b}");
     gw.stop().await;
 }
