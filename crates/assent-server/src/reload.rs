@@ -181,7 +181,6 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         })
         .await
     };
-    st.refresh_extension().await;
     let failed = match audited {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e.to_string()),
@@ -190,8 +189,11 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     if let Some(why) = failed {
         return Err(ReloadError::Store(why));
     }
+    // At once after the record (found by review: a store round trip in between let a
+    // redemption or decision recorded after `config.reloaded` be judged by the old rules).
     st.swap_live(live);
     recorded.in_force();
+    st.refresh_extension().await;
     if let Err(why) = second_pass(st, &gone, &actor).await {
         answer.warnings.push(why);
     }
