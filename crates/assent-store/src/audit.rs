@@ -371,9 +371,13 @@ fn config_due(c: Conn<'_>, (policy_set, digest): (&str, &str)) -> db::Result<Opt
         .query_row(params![], |r| r.get(0))
         .optional()?;
     if let Some(d) = newest {
-        let d: Value = serde_json::from_str(&d).unwrap_or_default();
+        // Unreadable: recorded as changed from a damaged record, never as a baseline.
+        let d: Value = serde_json::from_str(&d).unwrap_or_else(|_| json!({"damaged": true}));
+        // A record from before `config_digest` was recorded is compared by its policy set.
+        let digest_then = text_at(&d, "config_digest");
         let same = text_at(&d, "policy_set_sha256").as_deref() == Some(policy_set)
-            && text_at(&d, "config_digest").as_deref() == Some(digest);
+            && digest_then.as_deref().is_none_or(|then| then == digest)
+            && d.get("damaged").is_none();
         return Ok((!same).then_some(d));
     }
     let any: Option<i64> = c

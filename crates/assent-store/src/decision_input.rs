@@ -158,7 +158,8 @@ fn asked_more(
     }
     let seen = assent_core::triggers::Observations::none(now);
     let (agent, args) = (&rec.agent, rec.canonical_arguments());
-    let v = if rec.target_type != "other" {
+    // A Confirm on a target, whatever its type (`other` included: its tool is `mplp.other`).
+    let v = if rec.target_type != "other" || rec.call.tool.starts_with("mplp.") {
         assent_core::evaluate_target(reg, agent, &rec.call, Some(&args))
     } else if rec.call.tool.starts_with("delegate.") {
         assent_core::evaluate_delegation(reg, agent, &rec.call, Some(&args), &seen)
@@ -173,8 +174,6 @@ fn asked_more(
             return Some("deny it (its call's arguments cannot be read)".into());
         };
         assent_core::evaluate_in(reg, agent, &call, Some(&args), &seen)
-    } else if assent_core::redeem::is_derived(&rec.call.tool) {
-        return None;
     } else {
         return tool_call_asked_more(reg, rec, roles, &seen);
     };
@@ -203,38 +202,37 @@ fn tool_call_asked_more(
 /// `Ok` unless the rules in force (`rules`, [`crate::Store::set_rules`]) ask more of approval
 /// `aid`'s call, as it would run, than it was held and approved under
 /// ([`RedeemError::RulesTightened`]): a token minted before a reload or a restart that denied
-/// the tool, raised its tier, made it need a passkey or a quorum, or named approvers none of
-/// the roles that could approve it as held hold (its approvers and its escalation's: who
-/// decided is not asked, so an approval by one who holds the new role too is refused as well;
-/// fail closed) does not run the call (found by review: such tokens redeemed until they
-/// expired). The policy-set hash it was held under is the one the approval's seal holds over
-/// (`terms`, [`crate::approval_seal::holding`]; found by review: read again from
-/// `confirm_context`, a writer on PostgreSQL could flip it to today's between the reads); its
-/// whole row is read only when the rules changed since. Called by the redemption last, once the
-/// token is known to be the presenter's, unused and unexpired, and its plan running
-/// (`tokens.rs`); a seal that does not hold is `Unsealed`.
+/// the tool, raised its tier or made it need a passkey, a quorum or separation of duties does
+/// not run the call (found by review: such tokens redeemed until they expired). Who approved
+/// is not asked again: rules naming other approvers leave a token approved before them (by
+/// an operator the rules then named, or after them, by one they name) standing. `held_under`
+/// is the policy-set hash the approval's seal held over when the redemption checked it
+/// ([`crate::approval_seal::Holding::policy_set`], under the row's lock; found by review: read
+/// again from `confirm_context`, a writer on PostgreSQL could flip it between the reads); the
+/// approval's row is read only when it is not the set in force, and its call must be the one
+/// its sealed canonical text says (`Unsealed` else; found by review: a tool renamed `mplp.x`
+/// or arguments rewritten in the database were judged instead). Called by the redemption last,
+/// once the token is known to be the presenter's, unused and unexpired, its settlement sealed
+/// and its plan running (`tokens.rs`).
 pub(crate) fn redeem_refusal(
     tx: crate::db::Conn<'_>,
     rules: Option<&assent_core::policy::Registry>,
-    (terms, aid): (&crate::seal::SealKey, &str),
+    (held_under, aid): (Option<&str>, &str),
     now: i64,
 ) -> Result<(), crate::RedeemError> {
     let Some(reg) = rules else { return Ok(()) };
     let store = |e: crate::db::DbError| crate::RedeemError::Store(e.into());
-    let held = crate::approval_seal::holding(tx, terms, aid)
-        .map_err(store)?
-        .ok_or(crate::RedeemError::Unsealed)?;
-    let held_under = held.policy_set().map(str::to_string);
-    if held_under.as_deref() == Some(reg.policy_set_sha256.as_str()) {
+    if held_under == Some(reg.policy_set_sha256.as_str()) {
         return Ok(());
     }
     let mut rec = crate::record::read_approval(tx, aid)
         .map_err(store)?
         .ok_or(crate::RedeemError::Invalid)?;
-    rec.policy_set_sha256 = held_under;
-    let mut could_approve = rec.terms.approvers.clone();
-    could_approve.extend(rec.terms.escalation.iter().flat_map(|e| e.roles()));
-    match asked_more(reg, &rec, Some(&could_approve), now) {
+    if !rec.call_intact() {
+        return Err(crate::RedeemError::Unsealed);
+    }
+    rec.policy_set_sha256 = held_under.map(str::to_string);
+    match asked_more(reg, &rec, None, now) {
         Some(why) => Err(crate::RedeemError::RulesTightened(format!(
             "the rules in force now, changed since this call was approved, {why}: its token no longer runs it; the agent may propose it again"
         ))),

@@ -100,7 +100,7 @@ pub enum DecideError {
     )]
     SessionChanged,
     /// `RULES_TIGHTENED` (409): the rules in force, changed since the approval was held, ask
-    /// more of the call than it was held under ([`crate::DecisionInput::rules_stand`]; why);
+    /// more of the call than it was held under ([`assent_core::rules_now::tightened`]; why);
     /// audited as `decision.refused`, nothing approved. A deny is still taken.
     #[error("{0}")]
     RulesTightened(String),

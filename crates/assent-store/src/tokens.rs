@@ -10,6 +10,7 @@ mod origin;
 pub(crate) mod sealed;
 mod verified;
 
+use self::origin::{origin_plans_run, plan_runs};
 use self::sealed::GrantSeal;
 pub use self::verified::VerifiedToken;
 use crate::audit;
@@ -260,14 +261,22 @@ impl Store {
             self.seal_key(Sealed::Settlement),
         );
         let terms = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Plan));
-        let (grants, rules) = (self.seal_key(Sealed::Grant), self.rules());
+        let grants = self.seal_key(Sealed::Grant);
         self.write(|tx| {
+            // Under the write lock (found by review: read before it, a redemption waiting on
+            // the writer while a reload was recorded was judged by the old rules).
+            let rules = self.rules();
             let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
                 let aid = c.aid.clone();
-                let plan = |tx: Conn<'_>| plan_runs(tx, &aid, (&terms, delegations));
+                let sealed = std::cell::OnceCell::new();
+                let plan = |tx: Conn<'_>| {
+                    let _ = sealed.set(plan_runs(tx, &aid, (&terms, delegations))?);
+                    Ok(())
+                };
                 let origins_run = |tx: Conn<'_>| {
                     origin_plans_run(tx, &aid, &grants, (&terms, delegations))?;
-                    let (rules, held) = (rules.as_deref(), (&terms.0, aid.as_str()));
+                    let held = sealed.get().ok_or(RedeemError::Unsealed)?.as_deref();
+                    let (rules, held) = (rules.as_deref(), (held, aid.as_str()));
                     crate::decision_input::redeem_refusal(tx, rules, held, now)
                 };
                 let plans = (plan, origins_run);
@@ -520,50 +529,6 @@ fn claims(
         scope,
         iat: iat.div_euclid(1000),
         exp: exp.div_euclid(1000),
-    }
-}
-
-/// [`plan_runs`] for each call whose grant let approval `aid`'s call through
-/// ([`origin::grant_origins`], whose rows must hold their seal under `grant_key`, else
-/// `Unsealed`): a token minted under a grant made from a call held under a plan does not
-/// outlive that plan's stop either, even when the source call's plan ids were cleared so that
-/// the stop did not find and revoke the grant (found by review). Checked by [`consume`] once
-/// the token is known unused and its grants standing (a revoked grant voids it first).
-fn origin_plans_run(
-    tx: Conn<'_>,
-    aid: &str,
-    grant_key: &SealKey,
-    with: (&(SealKey, SealKey), &Delegations),
-) -> Result<(), RedeemError> {
-    let origins = origin::grant_origins(tx, grant_key, aid)
-        .map_err(|e| RedeemError::Store(e.into()))?
-        .map_err(|_| RedeemError::Unsealed)?;
-    origins.iter().try_for_each(|o| plan_runs(tx, o, with))
-}
-
-/// `Ok` unless approval `aid` was held under a plan that no longer runs calls
-/// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
-/// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
-/// tokens redeemable). Checked by [`consume`] once the token is known to be the presenter's,
-/// before its other refusals (a stopped plan's tokens are voided, so `Used` would hide why).
-/// The approval's terms must hold
-/// their seal under `keys.0` ([`crate::plans::plan_of_call`] reads the plan ids the stop
-/// reaches the call by from that check), else `Unsealed` (found by review: clearing `plan_id` or
-/// `plan_owner` in `confirm_context` released an approved call's token from its plan's stop).
-fn plan_runs(
-    tx: Conn<'_>,
-    aid: &str,
-    (keys, delegations): (&(SealKey, SealKey), &Delegations),
-) -> Result<(), RedeemError> {
-    use crate::plans::CallPlan;
-    let plan = crate::plans::plan_of_call(tx, aid, (&keys.0, &keys.1, delegations))
-        .map_err(|e| RedeemError::Store(e.into()))?;
-    match plan {
-        CallPlan::Unsealed => Err(RedeemError::Unsealed),
-        plan => match plan.stopped() {
-            Some((plan_id, status)) => Err(RedeemError::PlanStopped { plan_id, status }),
-            None => Ok(()),
-        },
     }
 }
 

@@ -114,9 +114,9 @@ async fn a_reload_that_tightens_the_rules_leaves_no_approving_default_to_a_held_
 /// Attack (found by review): a call approved before a reload kept its token, and the token
 /// redeemed after the reload denied the tool (or made it need a passkey) until it expired: the
 /// agent ran a call the rules in force forbid by holding on to its token. Redeeming it now is
-/// `409 RULES_TIGHTENED`, audited `token.refused`, the token left unused — also when the rules
-/// now name approvers none of the roles that could approve it as held hold; a token whose call
-/// the new rules ask nothing more of still redeems.
+/// `409 RULES_TIGHTENED`, audited `token.refused`, the token left unused; a token whose call
+/// the new rules ask nothing more of still redeems, as does one approved after the change
+/// (found by review: an approval made under new approvers was refused for ever).
 #[tokio::test]
 async fn a_token_approved_before_a_reload_denied_its_call_does_not_run_it() {
     let (_dir, gw, conf) = reloadable_by_everyone().await;
@@ -152,13 +152,6 @@ async fn a_token_approved_before_a_reload_denied_its_call_does_not_run_it() {
             250,
             "need a passkey for it",
         ),
-        // Approved by a finance operator; only ops may approve it now.
-        (
-            "  approvers: [ops]\n",
-            &elsewhere,
-            160,
-            "name approvers (ops)",
-        ),
     ] {
         let gov = format!("- tool: pay\n{rule}");
         std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
@@ -175,6 +168,24 @@ async fn a_token_approved_before_a_reload_denied_its_call_does_not_run_it() {
         refused.contains("changed since this call was approved"),
         "{refused}"
     );
+    // Who approved is not asked again: approved by a finance operator, only ops may approve
+    // it now, and its token still redeems; a call approved by ops after the change, too.
+    let ops = "- tool: pay\n  approvers: [ops]\n";
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", ops)).unwrap();
+    reloaded(&gw, OP).await;
+    let (s, b) = gw.redeem(&elsewhere, "pay", pay(160), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let late = gw.held("s2", "pay", pay(170)).await;
+    let finance = "- tool: pay\n  approvers: [finance]\n";
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", finance)).unwrap();
+    reloaded(&gw, OP).await;
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", ops)).unwrap();
+    reloaded(&gw, OP).await;
+    let (s, b) = gw.decide(&late, "olaf-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let token = crate::kit::token_of(&gw.as_agent(&late).await);
+    let (s, b) = gw.redeem(&token, "pay", pay(170), None).await;
+    assert_eq!(s, StatusCode::OK, "approved under the rules in force: {b}");
     gw.stop().await;
 }
 
@@ -239,5 +250,50 @@ async fn a_plan_submitted_before_a_reload_named_its_approvers_is_not_approved_by
     assert_says(&b, "message", "whose roles you lack");
     let (s, b) = gw.decide(&confirm, OP, "approve").await;
     assert_eq!(s, StatusCode::OK, "an operator the rules name: {b}");
+    gw.stop().await;
+}
+
+/// The same for an MPLP Confirm whose target type is `other` (its tool `mplp.other`; found by
+/// review: only plans and contexts were asked again): a reload denying `mplp.other` leaves the
+/// Confirms held before it unapprovable.
+#[tokio::test]
+async fn a_confirm_on_another_target_held_before_a_reload_denied_it_cannot_be_approved() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let confirm = json!({"agent": "bot", "session_id": "s1", "target_type": "other",
+        "target_id": crate::plans::uuid(), "reason": "May I?", "target": {"name": "x"}});
+    let (s, r) = gw.post("/v1/confirms", crate::kit::BOT, confirm).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let held = crate::kit::approval_id(&r);
+    let gov = "- tool: pay\n  approvers: [finance]\n- tool: mplp.other\n  deny: {message_template: frozen}\n";
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", gov)).unwrap();
+    reloaded(&gw, OP).await;
+    let (s, b) = gw.decide(&held, OP, "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
+    assert_says(&b, "message", "deny it (frozen)");
+    gw.stop().await;
+}
+
+/// Attack (found by review): with the rules changed since a call was approved, its redemption
+/// judged the call as the database's `tool` and `arguments` columns said, which no seal
+/// covers: renamed `mplp.x`, the call was taken for a derived one and not asked again, and its
+/// token ran the denied call. A call that is not its sealed canonical text redeems nothing
+/// (`409 SETTLEMENT_UNSEALED`).
+#[tokio::test]
+async fn a_call_renamed_in_the_database_is_not_judged_by_its_new_name_at_redemption() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let pay = json!({"amount": 500, "to": "acme"});
+    let id = gw.held("s1", "pay", pay.clone()).await;
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let token = crate::kit::token_of(&gw.as_agent(&id).await);
+    let gov = "- tool: pay\n  approvers: [finance]\n  deny: {message_template: frozen}\n";
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", gov)).unwrap();
+    reloaded(&gw, OP).await;
+    gw.sql().exec(
+        "UPDATE approvals SET tool = 'mplp.x' WHERE id = ?1",
+        &[crate::backend::Param::Text(id.clone())],
+    );
+    let (s, b) = gw.redeem(&token, "pay", pay, None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "SETTLEMENT_UNSEALED");
     gw.stop().await;
 }

@@ -4,11 +4,15 @@
 //! (`grants_revoke.rs`, `withdraw_plan_consent`); that revocation finds the grants by the plan ids
 //! recorded with their calls, which a database writer can clear (the call's seal then fails,
 //! and the grant covers no new call, but tokens it minted before were still redeemable: found
-//! by review). The redemption checks the source call's plan itself ([`grant_origins`]).
+//! by review). The redemption checks the source call's plan itself ([`grant_origins`]), as
+//! it checks its own call's ([`plan_runs`], which also gives the policy set the call was held
+//! under, as its seal holds it).
 
 use crate::db::{self, Conn};
+use crate::error::RedeemError;
 use crate::seal::SealKey;
 use crate::tokens::sealed::{SEALED_COLUMNS, StoredGrantSeal};
+use assent_core::policy::Delegations;
 
 /// The approval ids whose calls made the grants that let approval `aid`'s call through, other
 /// than `aid` itself, read from the sealed approving decision (`grant:<gid>`) and
@@ -47,4 +51,52 @@ pub(crate) fn grant_origins(
         }
     }
     Ok(Ok(out))
+}
+
+/// [`plan_runs`] for each call whose grant let approval `aid`'s call through
+/// ([`origin::grant_origins`], whose rows must hold their seal under `grant_key`, else
+/// `Unsealed`): a token minted under a grant made from a call held under a plan does not
+/// outlive that plan's stop either, even when the source call's plan ids were cleared so that
+/// the stop did not find and revoke the grant (found by review). Checked by `tokens.rs`'s `consume` once
+/// the token is known unused and its grants standing (a revoked grant voids it first).
+pub(super) fn origin_plans_run(
+    tx: Conn<'_>,
+    aid: &str,
+    grant_key: &SealKey,
+    with: (&(SealKey, SealKey), &Delegations),
+) -> Result<(), RedeemError> {
+    let origins = grant_origins(tx, grant_key, aid)
+        .map_err(|e| RedeemError::Store(e.into()))?
+        .map_err(|_| RedeemError::Unsealed)?;
+    origins
+        .iter()
+        .try_for_each(|o| plan_runs(tx, o, with).map(drop))
+}
+
+/// The policy-set hash approval `aid` was held under, as its seal holds it
+/// ([`crate::approval_seal::Holding::policy_set`]), unless it was held under a plan that no
+/// longer runs calls (`PlanStopped`: found by review, cancelling a plan left its approved
+/// calls' tokens redeemable) or its terms do not hold their seal under `keys.0`, from which the
+/// plan ids the stop reaches the call by are read (`Unsealed`: found by review, clearing
+/// `plan_id` in `confirm_context` released a token from its plan's stop). Checked by
+/// `tokens.rs`'s `consume` once the token is the presenter's, before its other refusals.
+pub(super) fn plan_runs(
+    tx: Conn<'_>,
+    aid: &str,
+    (keys, delegations): (&(SealKey, SealKey), &Delegations),
+) -> Result<Option<String>, RedeemError> {
+    use crate::plans::CallPlan;
+    let store = |e: db::DbError| RedeemError::Store(e.into());
+    let held = crate::approval_seal::holding(tx, &keys.0, aid).map_err(store)?;
+    let held_under = held
+        .as_ref()
+        .and_then(|h| h.policy_set().map(str::to_string));
+    let plan = crate::plans::plan_of_held(tx, held, (&keys.1, delegations)).map_err(store)?;
+    match plan {
+        CallPlan::Unsealed => Err(RedeemError::Unsealed),
+        plan => match plan.stopped() {
+            Some((plan_id, status)) => Err(RedeemError::PlanStopped { plan_id, status }),
+            None => Ok(held_under),
+        },
+    }
 }
