@@ -84,8 +84,9 @@ pub(super) struct ChildTransport {
 }
 
 impl ChildTransport {
-    /// Starts `prog` with `args` and extra environment `env`, its stdin and stdout piped (its
-    /// stderr the gateway's). Errors: it cannot be started.
+    /// Starts `prog` with `args` and extra environment `env`, its stdin and stdout piped, and
+    /// its stderr piped into the gateway's log line by line ([`log_stderr`]). Errors: it
+    /// cannot be started.
     pub(super) fn spawn(
         prog: &str,
         args: &[String],
@@ -102,9 +103,12 @@ impl ChildTransport {
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(log_stderr(stderr, prog.to_string()));
+        }
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the upstream's stdio was not piped"));
         };
@@ -463,5 +467,46 @@ fn passes(text: &[u8], refuse: &Refusals, replies: &Replies) -> bool {
             false
         }
         Line::Request(_) | Line::Other => true,
+    }
+}
+
+/// The most characters of one stderr line of an upstream the log keeps ([`log_stderr`]).
+const MAX_STDERR_CHARS: usize = 1000;
+
+/// Writes each line the upstream started as `prog` writes to its stderr into the gateway's log
+/// (`info`, with `upstream_command`), as one plain line of at most [`MAX_STDERR_CHARS`]
+/// characters ([`assent_core::template::plain_line`]: controls, newlines and bidirectional
+/// marks as spaces); the rest of a longer line is read and dropped, so an endless line holds
+/// no more than that in memory. Until the stderr closes. Found by review: the upstream's stderr
+/// was the gateway's, so a hostile upstream wrote lines shaped like the gateway's own (a
+/// forged "approval decided by alice") and terminal escapes into its log.
+async fn log_stderr(stderr: tokio::process::ChildStderr, prog: String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut line: Vec<u8> = Vec::new();
+    let cap = MAX_STDERR_CHARS * 4;
+    let emit = |line: &[u8]| {
+        let text = String::from_utf8_lossy(line);
+        let text = assent_core::template::plain_line(&text, MAX_STDERR_CHARS, "… (cut)");
+        tracing::info!(upstream_command = %prog, "upstream stderr: {text}");
+    };
+    loop {
+        let buf = match reader.fill_buf().await {
+            Ok(b) if !b.is_empty() => b,
+            _ => break,
+        };
+        let newline = buf.iter().position(|&b| b == b'\n');
+        let chunk = &buf[..newline.unwrap_or(buf.len())];
+        let room = cap.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = newline.map_or(buf.len(), |i| i + 1);
+        reader.consume(used);
+        if newline.is_some() {
+            emit(&line);
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        emit(&line);
     }
 }
