@@ -108,7 +108,7 @@ mod tests {
         for (rule, says) in [
             (
                 "deny: {condition: {args_match: {amount: {gt: 1}}}}",
-                "was held, deny it (",
+                "deny it (denied by governance rule",
             ),
             (
                 "risk_tier: R4, approvers: [finance]",

@@ -174,10 +174,16 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart,
         "principals": what_changed(&old.principals, live.principals.as_slice(), &answer)});
     let audited = {
-        let (actor, gone) = (actor.clone(), gone.clone());
+        let (actor, gone, rules) = (actor.clone(), gone.clone(), live.registry.clone());
         st.store_task(move |s| {
             let record = ("config.reloaded", &data);
-            s.revoke_and_audit(&gone, &actor, WITHDRAWN, record, now_ms())
+            s.revoke_and_audit(&gone, &actor, WITHDRAWN, record, now_ms())?;
+            // The store's checks take the new rules from its next write on, in this task
+            // (found by review: set after it answered, a decision or redemption written after
+            // `config.reloaded` in the same group commit was judged by the old rules).
+            s.set_delegations(rules.delegations().clone());
+            s.set_rules(rules);
+            Ok::<_, assent_store::StoreError>(())
         })
         .await
     };
@@ -187,10 +193,11 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         Err(e) => Some(format!("{e:?}")),
     };
     if let Some(why) = failed {
+        // Not in force: the store's rules go back (a group commit that failed after the write).
+        st.store.set_delegations(old.registry.delegations().clone());
+        st.store.set_rules(old.registry.clone());
         return Err(ReloadError::Store(why));
     }
-    // At once after the record (found by review: a store round trip in between let a
-    // redemption or decision recorded after `config.reloaded` be judged by the old rules).
     st.swap_live(live);
     recorded.in_force();
     st.refresh_extension().await;
