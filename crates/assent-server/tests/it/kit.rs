@@ -198,9 +198,15 @@ pub async fn start_custom(
     let mut state = AppState::new(store, reg, principals, settings);
     customize(&mut state);
     let served = Loopback::start(state.clone()).await.unwrap();
+    let http = reqwest::Client::new();
+    // Start-up (its sweeps and reads of the store) is over, done or failed, before a test
+    // goes on: one that took the database's lock at once raced it (found on PostgreSQL: a
+    // test's `LOCK TABLE audit` stalled start-up's read of the audit chain, and so its own
+    // first request). A request is served only after start-up.
+    let _ = http.get(format!("{}/healthz", served.url)).send().await;
     Gw {
         url: served.url.clone(),
-        http: reqwest::Client::new(),
+        http,
         served,
         state,
         data_dir: dir.to_path_buf(),
