@@ -181,7 +181,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
             // The store's checks take the new rules from its next write on, in this task
             // (found by review: set after it answered, a decision or redemption written after
             // `config.reloaded` in the same group commit was judged by the old rules).
-            put_rules(s, rules);
+            s.set_rules(rules);
             Ok::<_, assent_store::StoreError>(())
         })
         .await
@@ -193,7 +193,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     };
     if let Some(why) = failed {
         // Not in force: the store's rules go back (a group commit that failed after the write).
-        put_rules(&st.store, old.registry.clone());
+        st.store.set_rules(old.registry.clone());
         return Err(ReloadError::Store(why));
     }
     st.swap_live(live);
@@ -455,13 +455,6 @@ fn fallen_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Vec<
         }
     }
     out
-}
-
-/// Puts `rules` (and their delegations) in force for `store`'s own checks
-/// ([`assent_store::Store::set_rules`]).
-fn put_rules(store: &assent_store::Store, rules: std::sync::Arc<assent_core::policy::Registry>) {
-    store.set_delegations(rules.delegations().clone());
-    store.set_rules(rules);
 }
 
 /// The reload's second pass ([`sign_out`], after the swap), tried three times (found by

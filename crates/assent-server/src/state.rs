@@ -283,7 +283,6 @@ impl AppState {
         principals: Vec<Principal>,
         settings: Settings,
     ) -> Self {
-        store.set_delegations(registry.delegations().clone());
         store.set_rules(Arc::new(registry.clone()));
         let store = Arc::new(store);
         // `ASSENT_STORE_EXECUTOR=off` (`Store::runs_batches`): calls run on the blocking pool,
@@ -346,9 +345,6 @@ impl AppState {
     /// Puts `live` in force for every clone of this state at once (the next request reads
     /// it; requests that read the old one finish with it) and returns the old one.
     pub fn swap_live(&self, live: Live) -> Arc<Live> {
-        // The store's plan checks take the delegations of the agent files in force too.
-        self.store
-            .set_delegations(live.registry.delegations().clone());
         self.store.set_rules(live.registry.clone());
         let mut slot = self.live.write().unwrap_or_else(|e| e.into_inner());
         std::mem::replace(&mut *slot, Arc::new(live))

@@ -252,7 +252,7 @@ struct Settle<'a> {
     settled: &'a crate::seal::SealKey,
     /// The store's event renderer.
     env: &'a dyn crate::events::Envelopes,
-    /// The delegations in force ([`Store::set_delegations`]).
+    /// The delegations in force ([`Store::set_rules`]).
     delegations: &'a assent_core::policy::Delegations,
     /// The key of plan seals ([`plans::read_plan`]).
     plans: &'a crate::seal::SealKey,

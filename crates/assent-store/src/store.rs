@@ -39,7 +39,7 @@ pub struct Store {
     /// it exclusively, [`crate::kit::DataDirLock`]); `None` on Postgres.
     pub(crate) _data_lock: Option<crate::kit::DataDirLock>,
     /// Whose plans stop whose calls: the agent files' declared local delegations in force
-    /// ([`Store::set_delegations`]; none until set).
+    /// ([`Store::set_rules`]; none until set).
     pub(crate) delegations: std::sync::RwLock<Arc<assent_core::policy::Delegations>>,
     /// The agent and governance rules in force ([`Store::set_rules`]; none until set): what a
     /// call held under other rules is asked again against before it is approved.
@@ -50,29 +50,30 @@ pub struct Store {
 }
 
 impl Store {
-    /// Puts `d`, the declared local delegations of the agent files in force, in force for the
-    /// plan checks of decisions, the expiry sweep and grant coverage (as redemption takes them
-    /// per call): a plan that runs no calls stops its delegates' held calls too, whether or
-    /// not a plan agent was recorded with the call (found by review: those checks used no
-    /// delegation, so a delegate's call naming a plan registered after it was held could be
-    /// approved, or approved by its timeout, while the plan was a draft). The server sets it
-    /// at start and at every reload.
-    pub fn set_delegations(&self, d: assent_core::policy::Delegations) {
-        *self.delegations.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(d);
-    }
-
     /// The key of `what` rows of this store (derived from its audit key when it opened:
     /// [`crate::seal::SealKeys`]).
     pub(crate) fn seal_key(&self, what: crate::seal::Sealed) -> crate::seal::SealKey {
         self.seal_keys.get(what)
     }
 
-    /// Puts `rules`, the agent and governance rules in force, in force for the store's last
-    /// check of an approval (an operator's, the agent's user's, or its timeout's): a call
-    /// held under another policy set is evaluated again under these, and not approved as held
-    /// when they ask more of it ([`assent_core::rules_now::tightened`]). The server sets it at
-    /// start and at every reload, with the delegations.
+    /// Puts `rules`, the agent and governance rules in force, in force for the store's checks,
+    /// in one step:
+    /// - its declared local delegations ([`assent_core::policy::Registry::delegations`]) for the
+    ///   plan checks of decisions, the expiry sweep and grant coverage (as redemption takes them
+    ///   per call): a plan that runs no calls stops its delegates' held calls too, whether or
+    ///   not a plan agent was recorded with the call (found by review: those checks used no
+    ///   delegation, so a delegate's call naming a plan registered after it was held could be
+    ///   approved, or approved by its timeout, while the plan was a draft);
+    /// - the rules themselves for the store's last check of an approval (an operator's, the
+    ///   agent's user's, or its timeout's) and of a redemption: a call held under another
+    ///   policy set is evaluated again under these, and not approved or run as held when they
+    ///   ask more of it ([`assent_core::rules_now::tightened`]).
+    ///
+    /// The server sets it at start and at every reload (inside the task that writes the
+    /// reload's `config.reloaded` record).
     pub fn set_rules(&self, rules: Arc<assent_core::policy::Registry>) {
+        *self.delegations.write().unwrap_or_else(|e| e.into_inner()) =
+            Arc::new(rules.delegations().clone());
         *self.rules.write().unwrap_or_else(|e| e.into_inner()) = Some(rules);
     }
 
@@ -81,7 +82,7 @@ impl Store {
         self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The delegations in force ([`Store::set_delegations`]).
+    /// The delegations in force ([`Store::set_rules`]).
     pub(crate) fn delegations(&self) -> Arc<assent_core::policy::Delegations> {
         self.delegations
             .read()

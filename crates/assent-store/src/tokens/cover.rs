@@ -92,7 +92,7 @@ pub(crate) struct GrantCall<'a> {
     pub call_hash: &'a str,
     /// Unix milliseconds.
     pub now: i64,
-    /// The delegations in force ([`crate::Store::set_delegations`]): whose plans stop it.
+    /// The delegations in force ([`crate::Store::set_rules`]): whose plans stop it.
     pub delegations: &'a assent_core::policy::Delegations,
     /// The key of plan seals ([`crate::plans::read_plan`]).
     pub plans: &'a crate::seal::SealKey,

@@ -54,10 +54,10 @@ pub(crate) fn grant_origins(
 }
 
 /// [`plan_runs`] for each call whose grant let approval `aid`'s call through
-/// ([`origin::grant_origins`], whose rows must hold their seal under `grant_key`, else
-/// `Unsealed`): a token minted under a grant made from a call held under a plan does not
-/// outlive that plan's stop either, even when the source call's plan ids were cleared so that
-/// the stop did not find and revoke the grant (found by review). Checked by `tokens.rs`'s `consume` once
+/// ([`grant_origins`], whose rows must hold their seal under `grant_key`, else `Unsealed`):
+/// a token minted under a grant made from a call held under a plan does not outlive that
+/// plan's stop either, even when the source call's plan ids were cleared so that the stop did
+/// not find and revoke the grant (found by review). Checked by `tokens.rs`'s `consume` once
 /// the token is known unused and its grants standing (a revoked grant voids it first).
 pub(super) fn origin_plans_run(
     tx: Conn<'_>,
