@@ -308,10 +308,12 @@ impl Store {
     /// `config_digest` — principals, agents, policies, sign-on and restart-only settings — and
     /// what else the server adds), is not the one the chain recorded last (the newest
     /// `config.loaded` or `config.reloaded` record: either field differs, or is missing there),
-    /// or when the chain records none yet and holds records (a fresh database has nothing to
-    /// attribute to other rules). The record adds `previous_policy_set_sha256`,
+    /// or when the chain records none yet (a fresh database's first start, or a chain from
+    /// before these records). The record adds `previous_policy_set_sha256`,
     /// `previous_config_digest` (`null` when none is recorded) and `changed` (`false` for the
-    /// first record of a chain, the baseline). Read beside the writer first and again in the
+    /// first record of a chain, the baseline). Found by review: a fresh database's first start
+    /// recorded nothing, so its first restart with other files was recorded as the baseline,
+    /// not as a change. Retention carries the newest of these records (`retention_carry.rs`). Read beside the writer first and again in the
     /// write transaction (two replicas starting at once record it once); a start with the same
     /// configuration writes nothing. Found by review: a reload was recorded, but a restart with
     /// other files changed the rules in force, or who may approve, with no trace in the chain.
@@ -361,7 +363,7 @@ impl Store {
 /// Whether a start whose configuration is `now_is` (`(policy_set_sha256, config_digest)`) is
 /// to record itself ([`Store::record_config_loaded`]): `Some` with the newest `config.loaded`
 /// or `config.reloaded` record's data when either differs from it (or is missing there),
-/// `Some(null)` when the chain records none but holds records, else `None`. Read by the
+/// `Some(null)` when the chain records none, else `None`. Read by the
 /// partial index `audit_config` (migration 0066).
 fn config_due(c: Conn<'_>, (policy_set, digest): (&str, &str)) -> db::Result<Option<Value>> {
     let newest: Option<String> = c
@@ -380,11 +382,8 @@ fn config_due(c: Conn<'_>, (policy_set, digest): (&str, &str)) -> db::Result<Opt
             && d.get("damaged").is_none();
         return Ok((!same).then_some(d));
     }
-    let any: Option<i64> = c
-        .prepare_cached("SELECT seq FROM audit LIMIT 1")?
-        .query_row(params![], |r| r.get(0))
-        .optional()?;
-    Ok(any.map(|_| Value::Null))
+    // None recorded (a fresh chain, or one from before these records): the baseline.
+    Ok(Some(Value::Null))
 }
 
 /// The `data` column (JSON text) of an audit row; `null` when it is not JSON.

@@ -209,10 +209,10 @@ pub fn init(dir: &Path) -> Result<Initialised, StoreError> {
     })
 }
 
-/// [`init`] for the store of a config: refused when a key would be made while `database`
-/// already holds audit records — it was served under keys that are not in `dir` (a new
-/// replica's host, or keys lost), and a new key set would be one the other replicas ignore
-/// ([`missing_keys`]) — or, with none yet, another key set's claim ([`claimed_by`]).
+/// [`init`] for the store of a config: refused when a key would be made while `database` is
+/// claimed by another key set ([`claimed_by`], named in the refusal) or already holds audit
+/// records — it was served under keys that are not in `dir` (a new replica's host, or keys
+/// lost), and a new key set would be one the other replicas ignore ([`missing_keys`]).
 /// `assent keys init --keys-dir DIR` remains the way to make a key for such a database
 /// knowingly. Errors: that refusal (`Invalid`); those of [`init`] and of reading
 /// the database.
@@ -220,27 +220,35 @@ pub fn init_for(dir: &Path, database: &Database) -> Result<Initialised, StoreErr
     let Some(file) = first_missing(dir)? else {
         return init(dir);
     };
-    if holds_audit_records(database)? {
-        return Err(missing_keys(dir, file, true));
-    }
+    let served = holds_audit_records(database)?;
     let ours = checkpoint::read_key(dir)?.map(|k| checkpoint::public_key_hex(&k.verifying_key()));
+    // The claim first, so the refusal names the key set to copy.
     if let Some(theirs) = claimed_by(database)?
         && ours.as_ref() != Some(&theirs)
     {
-        return Err(claimed(dir, &theirs));
+        return Err(claimed(dir, &theirs, served));
+    }
+    if served {
+        return Err(missing_keys(dir, file, true));
     }
     init(dir)
 }
 
-/// The refusal of [`init_for`] when the database holds no audit record yet but the claim of
-/// audit key `theirs` (64 hex): the first start of another key set claimed it, and a start
-/// under new keys would be refused naming that key. Found by review: `keys init --config`
+/// The refusal of [`init_for`] when the database is claimed by audit key `theirs` (64 hex),
+/// not this directory's: the first start of a gateway under that key set claimed it, and a
+/// gateway under new keys is refused on it. `served`: it holds audit records too (that first
+/// start records its configuration, `config.loaded`). Found by review: `keys init --config`
 /// checked only for audit records, so over a database claimed but not yet written to it made
-/// keys that the start then refused.
-fn claimed(dir: &Path, theirs: &str) -> StoreError {
+/// keys that the start then refused; and the refusal over one written to named no key set.
+fn claimed(dir: &Path, theirs: &str, served: bool) -> StoreError {
     let d = dir.display();
+    let held = if served {
+        "the database holds audit records and is claimed by audit key"
+    } else {
+        "the database holds no audit record yet, but it is claimed by audit key"
+    };
     StoreError::Invalid(format!(
-        "keys_dir {d}: no keys made: the database holds no audit record yet, but it is claimed by audit key {theirs} (the first start of a gateway under that key set claimed it), and a gateway under new keys is refused on it. Copy keys_dir (token.key and audit.key) from the replica that claimed it; only if that key set is lost for good, make keys knowingly with `assent keys init --keys-dir {d}` and write {theirs} into {d}/{AUDIT_KEY_REPLACES_FILE} (owned by the user assent runs as, writable by no one else)"
+        "keys_dir {d}: no keys made: {held} {theirs} (the first start of a gateway under that key set claimed it), and a gateway under new keys is refused on it: copy keys_dir (token.key and audit.key) from the replica that claimed it; only if that key set is lost for good, make keys knowingly with `assent keys init --keys-dir {d}` and write {theirs} into {d}/{AUDIT_KEY_REPLACES_FILE} (owned by the user assent runs as, writable by no one else)"
     ))
 }
 

@@ -1,7 +1,8 @@
 //! What a retention run (`retention.rs`) writes again at the chain's end before it deletes
 //! the records it archived, so that what still stands stays recorded in the live chain: the
 //! registrations of standing passkeys, the records of standing tool pins and reviews, the
-//! newest record of each MPLP plan, and the recorded take-overs of audit keys.
+//! newest record of each MPLP plan, the recorded take-overs of audit keys, and the newest
+//! record of the configuration put in force.
 
 use crate::archive::Manifest;
 use crate::audit;
@@ -14,14 +15,47 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 
 /// Everything a run writes again before it deletes the records `m` covers, in this order:
 /// standing passkeys' registrations, standing tool pins' and reviews' records, each plan's
-/// newest record, recorded take-overs (signed by `key`), and the settlements' sealing marker
-/// ([`crate::sealing_marker::carry`]).
+/// newest record, recorded take-overs (signed by `key`), the newest configuration record, and
+/// the settlements' sealing marker ([`crate::sealing_marker::carry`]).
 pub(crate) fn carry_all(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(), StoreError> {
     carry_passkeys(tx, m)?;
     carry_tools(tx, m)?;
     carry_plans(tx, m)?;
     carry_takeovers(tx, m, key)?;
+    carry_config(tx, m)?;
     crate::sealing_marker::carry(tx, m, key)
+}
+
+/// Before the records `m` covers are deleted: the chain's newest `config.loaded` or
+/// `config.reloaded` record, when it is among them, is written again at the chain's end (same
+/// kind, actor and data, plus `carried_from` and `carried_at`, kept through later carries),
+/// so a start compares its configuration with the one last put in force
+/// ([`crate::Store::record_config_loaded`]) after any number of runs. Found by review: once
+/// that record was archived, a restart with other rules found no configuration recorded and
+/// wrote its own as the chain's baseline (`changed: false`), hiding the change.
+fn carry_config(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let newest: Option<(i64, i64, String, String, String)> = tx
+        .query_row(
+            "SELECT seq, at, kind, actor, data FROM audit WHERE kind IN ('config.loaded', 'config.reloaded') ORDER BY seq DESC LIMIT 1",
+            params![],
+            db::tuple,
+        )
+        .optional()?;
+    let Some((seq, at, kind, actor, data)) = newest else {
+        return Ok(());
+    };
+    if seq < m.first_seq || seq > m.last_seq {
+        return Ok(());
+    }
+    // An unreadable record is carried as such, so the next start still counts it as changed.
+    let mut d = match serde_json::from_str(&data) {
+        Ok(serde_json::Value::Object(d)) => d,
+        _ => serde_json::Map::from_iter([("damaged".to_string(), data.into())]),
+    };
+    d.entry("carried_at").or_insert(at.into());
+    d.entry("carried_from").or_insert(seq.into());
+    audit::append(**tx, m.archived_at, &kind, None, &actor, &d.into())?;
+    Ok(())
 }
 
 /// Before the records `m` covers are deleted: each record among them that vouches for a

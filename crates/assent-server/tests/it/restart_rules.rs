@@ -24,8 +24,8 @@ async fn start(dir: &Path, gov: &str, mallory: bool) -> Gw {
 /// approve (an operator `mallory` holding finance), and left no trace in the tamper-evident
 /// record; only a reload was audited. A start whose configuration (policy set, or digest of
 /// principals, agents and policies) is not the one the chain recorded last now appends
-/// `config.loaded` with both; a start with the same configuration appends nothing; the first
-/// record of a chain is its baseline (`changed: false`).
+/// `config.loaded` with both; a start with the same configuration appends nothing; a fresh
+/// database's first start records the chain's baseline (`changed: false`).
 #[tokio::test]
 async fn a_restart_with_another_configuration_is_recorded_in_the_audit_chain() {
     let dir = tempfile::tempdir().unwrap();
@@ -79,8 +79,11 @@ async fn a_restart_with_another_configuration_is_recorded_in_the_audit_chain() {
     assert_eq!(
         summary,
         [
-            // The first start of a fresh database records nothing; the second is the baseline.
-            (h(1), Value::Null, json!(false), json!(4)),
+            // The first start of a fresh database is the baseline (found by review: it
+            // recorded nothing, so the change to the looser rules was a baseline too).
+            (h(0), Value::Null, json!(false), json!(4)),
+            (h(1), h(0), json!(true), json!(4)),
+            // The same looser rules again: nothing. Back to the first rules: a change.
             (h(0), h(1), json!(true), json!(4)),
             // The same policy set, another operator.
             (h(0), h(0), json!(true), json!(5)),

@@ -42,6 +42,7 @@ mod replica_clocks;
 mod replicas;
 mod retention;
 mod retention_approvals;
+mod retention_config;
 mod retention_plans;
 mod retention_published;
 mod retention_tools;

@@ -362,12 +362,13 @@ fn a_backup_does_not_sign_a_chain_rewritten_under_the_checkpoint_file() {
     assert!(!out_file.exists());
 }
 
-/// Attack (found by review): a fresh database of another gateway — its key set's claim at
-/// record 0, no audit record — was restored without `--force` (no checkpoint of a record to
-/// be "signed by another key", no head to cover), and the next start refused it as another
-/// key set's: the operator's database had been replaced first. The claim now counts as
-/// signed by another key: refused, naming both keys, nothing restored; `--force` restores
-/// it, and the gateway refuses it until the other gateway's keys are put back.
+/// Attack (found by review): a fresh database of another gateway — then only its key set's
+/// claim at record 0, no audit record — was restored without `--force` (no checkpoint of a
+/// record to be "signed by another key", no head to cover), and the next start refused it as
+/// another key set's: the operator's database had been replaced first. The claim counts as
+/// signed by another key; a first start now also records its configuration (`config.loaded`,
+/// checkpointed under that key). Refused, naming both keys, nothing restored; `--force`
+/// restores it, and the gateway refuses it until the other gateway's keys are put back.
 #[test]
 fn another_gateways_fresh_database_is_not_restored_without_force() {
     let b = served("");
@@ -376,7 +377,7 @@ fn another_gateways_fresh_database_is_not_restored_without_force() {
     ok(&backup(&b.cfg, &fresh));
     let records = sqlite(&fresh, &[], "SELECT count(*) FROM audit;");
     let claims = sqlite(&fresh, &[], "SELECT count(*) FROM audit_checkpoints;");
-    assert_eq!((records.trim(), claims.trim()), ("0", "1"));
+    assert_eq!((records.trim(), claims.trim()), ("1", "2"));
     let key_of = crate::keys_guard::audit_key_of;
     let a = tempfile::tempdir().unwrap();
     let data_a = a.path().join("data");
@@ -387,7 +388,7 @@ fn another_gateways_fresh_database_is_not_restored_without_force() {
         data_a.to_str().unwrap(),
     ]));
     let out = restore(&data_a, &fresh, &[]);
-    refused(&out, &["claimed", &key_of(&b.data), &key_of(&data_a)]);
+    refused(&out, &["signed by", &key_of(&b.data), &key_of(&data_a)]);
     assert!(!data_a.join("assent.db").exists());
     let out = restore(&data_a, &fresh, &["--force"]);
     ok(&out);

@@ -189,7 +189,8 @@ fn a_link_planted_as_the_temporary_key_file_is_not_written_through() {
 /// held audit records, so over a database that a gateway under key set A had claimed but not
 /// yet written to it made a new key set, which every start then refused. It now refuses up
 /// front, naming A's audit key and both ways on (copy A's keys, or `audit-key-replaces`),
-/// and makes no key.
+/// and makes no key; so too once A's first start recorded its configuration there
+/// (`config.loaded`), which it now does.
 fn keys_init_over_a_claim_only(extra: &str, env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
