@@ -77,6 +77,46 @@ pub(crate) fn sso_vote_key(id: &str, groups: &[String], provider: &str) -> Strin
     format!("{SSO_VOTE}{text}")
 }
 
+/// What a newer sign-in of a single sign-on identity makes of a binding of its
+/// ([`regrouped`]).
+pub(crate) struct Regrouped {
+    /// The binding with the newer sign-in's groups in place of those it keeps.
+    pub(crate) key: String,
+    /// Whether a role the kept groups map to under `oidc` now is one the newer groups do not
+    /// map to: what a single decision (which keeps no roles) is weighed by.
+    pub(crate) lost_role: bool,
+}
+
+/// The start every binding of single sign-on identity `id` has ([`sso_vote_key`]: the JSON
+/// object's first member is the identity, as a JSON string, followed by a comma).
+pub(crate) fn sso_binding_prefix(id: &str) -> String {
+    let id = serde_json::to_string(id).unwrap_or_default();
+    format!("{SSO_VOTE}{{\"id\":{id},")
+}
+
+/// `key` weighed by `groups`, the groups a newer sign-in of identity `id` through provider
+/// `provider` mapped under `oidc`, when `key` is a single sign-on binding ([`SSO_VOTE`]) of
+/// that identity and provider; `None` for any other binding (another identity's or
+/// provider's, a key's, a channel's, an unreadable one). What that sign-in weighs the
+/// identity's earlier decisions by (`dashboard::oidc::regroup`).
+pub(crate) fn regrouped(
+    key: &str,
+    (id, provider): (&str, &str),
+    groups: &[String],
+    oidc: &crate::config::oidc::OidcConfig,
+) -> Option<Regrouped> {
+    let v: SsoVote = serde_json::from_str(key.strip_prefix(SSO_VOTE)?).ok()?;
+    if v.id != id || v.provider.as_deref() != Some(provider) {
+        return None;
+    }
+    let now = oidc.roles_for(groups);
+    let lost_role = oidc.roles_for(&v.groups).iter().any(|r| !now.contains(r));
+    Some(Regrouped {
+        key: sso_vote_key(id, groups, provider),
+        lost_role,
+    })
+}
+
 /// Whether a quorum vote still stands at start-up: cast by `voter` with `roles` and the
 /// binding `key` (see [`crate::decide::Decider::key`]), under the principals `live` and the single sign-on
 /// configuration `oidc` now in force.

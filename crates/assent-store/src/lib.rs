@@ -55,6 +55,7 @@ mod archived_approvals;
 pub mod audit;
 pub mod auth_failures;
 mod batch;
+mod bound_outstanding;
 pub mod checkpoint;
 mod clarifications;
 pub mod config_generations;

@@ -331,6 +331,44 @@ impl Store {
         })?)
     }
 
+    /// Ends the single sign-on sessions of `operator` (an `oidc:` name) for which `stands`,
+    /// given the session's [`SsoGrant`], is false (on every replica at once); a row whose grant
+    /// cannot be read ends too. How many. What a newer sign-in of that person does first
+    /// (the server's `dashboard::oidc::regroup`): a session keeps the groups of its own
+    /// sign-in and maps them again on every request, so without this a group the provider
+    /// took away stood in the person's older sessions until they expired. Errors: the store's.
+    pub fn end_sso_sessions_unless(
+        &self,
+        operator: &str,
+        stands: impl Fn(&SsoGrant) -> bool,
+    ) -> Result<usize, StoreError> {
+        let rows: Vec<(String, String)> = crate::sql::rows(
+            self.lock().conn(),
+            "SELECT id_sha256, roles FROM ui_sessions WHERE operator = ?1 AND kind = 'oidc'",
+            params![operator],
+            crate::db::tuple,
+        )?;
+        let ends =
+            |roles: &str| serde_json::from_str::<SsoGrant>(roles).map_or(true, |g| !stands(&g));
+        let ended: Vec<String> = rows
+            .into_iter()
+            .filter(|(_, roles)| ends(roles))
+            .map(|(id, _)| id)
+            .collect();
+        if ended.is_empty() {
+            return Ok(0);
+        }
+        self.write_unannounced(|tx| {
+            for id in &ended {
+                tx.execute(
+                    "DELETE FROM ui_sessions WHERE id_sha256 = ?1",
+                    [id.as_str()],
+                )?;
+            }
+            Ok::<_, StoreError>(ended.len())
+        })
+    }
+
     /// Ends the session stored under `id_sha256` (on every replica at once).
     pub fn end_ui_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         check_digest(id_sha256)?;

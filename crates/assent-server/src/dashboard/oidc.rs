@@ -33,7 +33,8 @@
 //!   whatever its outcome (found by review: spent only after a successful sign-in, one cookie
 //!   drove unlimited token requests with junk codes). It redeems the code with the verifier,
 //!   and has the library check the ID token's signature, issuer, audience, expiry and nonce.
-//!   The `roles_claim` groups map to roles ([`OidcConfig::roles_for`]); no role is a `403` and
+//!   The `roles_claim` groups map to roles ([`OidcConfig::roles_for`]); they supersede the
+//!   groups the person's earlier sign-ins decided with ([`regroup`]); no role is a `403` and
 //!   no session. The session is `oidc:<name_claim>` (a prefix no configured principal may
 //!   use) carrying its roles. The callback clears its cookie.
 //!
@@ -64,6 +65,7 @@
 pub mod cookie;
 pub mod fetch;
 pub mod places;
+pub mod regroup;
 
 use super::page::{Message, forbidden, page_with, secured};
 use super::session::{Jar, next_path, set_session_cookie};
@@ -410,6 +412,23 @@ async fn finish(
             "That name belongs to a configured principal.".into(),
         ));
     }
+    // The groups the provider gives the person now supersede those their earlier sign-ins
+    // decided with, a sign-in refused for no role included ([`regroup`]).
+    let id = name.strip_prefix(NAME_PREFIX).unwrap_or(&name);
+    if let Err(why) = regroup::supersede(st, id, grant.groups.clone()).await {
+        tracing::error!(%why, "SSO sign-in refused: what the person's earlier sign-ins decided could not be weighed again");
+        return Err(Refusal::early(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The gateway cannot record a sign-in right now; start again.",
+        ));
+    }
+    if grant.roles.is_empty() {
+        tracing::warn!(subject = %id, "SSO sign-in refused: no role");
+        return Err(forbid(format!(
+            "Your account's `{}` claim maps to no operator role on this gateway.",
+            sso.config.roles_claim
+        )));
+    }
     let roles = grant.roles.clone();
     let (id, _) = sessions::start_sso(st, &name, grant, auth_time)
         .await
@@ -619,9 +638,10 @@ fn authenticated_at(
 }
 
 /// The operator's name (`oidc:` + the `name_claim`'s value) and what its groups grant
-/// ([`OidcConfig::grant_for`]) from verified `claims`; `Err` says why the person may not sign
-/// in (no usable name — one a configured `sso` could not be, [`sso_name_ok`] — an `email`
-/// name the provider does not mark `email_verified: true`, or groups that map to no role).
+/// ([`OidcConfig::grant_for`]: no role when its groups map to none) from verified `claims`;
+/// `Err` says why the person may not sign in (no usable name — one a configured `sso` could
+/// not be, [`sso_name_ok`] — or an `email` name the provider does not mark
+/// `email_verified: true`).
 fn identity(
     c: &OidcConfig,
     claims: &IdTokenClaims<Extra, CoreGenderClaim>,
@@ -673,13 +693,5 @@ fn identity(
             .collect(),
         _ => Vec::new(),
     };
-    let grant = c.grant_for(&groups);
-    if grant.roles.is_empty() {
-        tracing::warn!(subject = %value, "SSO sign-in refused: no role");
-        return Err(format!(
-            "Your account's `{}` claim maps to no operator role on this gateway.",
-            c.roles_claim
-        ));
-    }
-    Ok((format!("{NAME_PREFIX}{value}"), grant))
+    Ok((format!("{NAME_PREFIX}{value}"), c.grant_for(&groups)))
 }

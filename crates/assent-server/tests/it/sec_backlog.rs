@@ -236,7 +236,7 @@ async fn a_stolen_old_session_cannot_remove_passkeys_without_a_fresh_sign_in() {
 
 /// The status of `GET path` with session `cookie`, redirects not followed: `200` signed in,
 /// a redirect to the sign-in form otherwise.
-async fn signed_in_status(gw: &Gw, path: &str, cookie: &str) -> StatusCode {
+pub(crate) async fn signed_in_status(gw: &Gw, path: &str, cookie: &str) -> StatusCode {
     let c = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -8,10 +8,7 @@
 //! subdomain planted is never read; a single sign-on step-up makes the provider authenticate
 //! again (`max_age=0`) and refuses an ID token whose `auth_time` is older than the step-up.
 
-use crate::kit::{Gw, csrf_of, start_tuned};
-use crate::sso::write_config;
-use assent_server::config::Config;
-use assent_server::config::oidc::Sso;
+use crate::kit::{Gw, csrf_of};
 use assent_server::dashboard::oidc::cookie;
 use assent_server::throttle::{RateLimits, Throttle};
 use assent_store::oidc_logins::SignIn;
@@ -23,40 +20,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 mod answers;
+mod gateways;
+pub(crate) use gateways::{gateway, gateway_mapped, gateway_with};
 mod exchanges;
 mod id_tokens;
 pub(crate) mod provider;
-
-/// A gateway whose `oidc` issuer is `p` (groups `fin` → role `finance`), with `customize`
-/// applied to its state.
-pub(crate) async fn gateway(
-    dir: &std::path::Path,
-    p: &Provider,
-    customize: impl FnOnce(&mut assent_server::AppState),
-) -> Gw {
-    gateway_with(dir, p, "", customize).await
-}
-
-/// [`gateway`] with `more` (`, key: value`…) at the end of its `oidc` section.
-pub(crate) async fn gateway_with(
-    dir: &std::path::Path,
-    p: &Provider,
-    more: &str,
-    customize: impl FnOnce(&mut assent_server::AppState),
-) -> Gw {
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let oidc = format!(
-        "oidc: {{issuer: '{}', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {{fin: [finance]}}{more}}}",
-        p.issuer
-    );
-    let cfg = Config::load(&write_config(cfg_dir.path(), &oidc, "")).unwrap();
-    let sso = Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into()).unwrap();
-    start_tuned(dir, |st| {
-        st.oidc = Some(Arc::new(sso));
-        customize(st);
-    })
-    .await
-}
+mod regroup;
 
 /// A browser: no redirects followed, its requests sent from local address `from`.
 pub(crate) fn browser(from: &str) -> reqwest::Client {

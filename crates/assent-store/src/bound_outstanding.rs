@@ -1,0 +1,53 @@
+//! Whether anything outstanding rests on decisions made with a given kind of binding: what a
+//! single sign-on asks before it weighs again what the person's earlier sign-ins decided (the
+//! server's `dashboard::oidc::regroup`), so that a sign-in of someone with nothing
+//! outstanding costs one read beside the writer, not a scan of every vote, grant and token on
+//! it (found by review: a sign-in refused for having no role, repeated in a loop, stalled every
+//! proposal and decision behind those scans).
+
+use crate::error::StoreError;
+use crate::params;
+use crate::store::Store;
+
+/// Rows whose binding column `c` starts with `?1`: by length and text, as both backends
+/// compare it (no `LIKE`, whose `%` and `_` an identity may hold).
+macro_rules! starts {
+    ($c:literal) => {
+        concat!(
+            "substr(",
+            $c,
+            ", 1, length(CAST(?1 AS TEXT))) = CAST(?1 AS TEXT)"
+        )
+    };
+}
+
+/// One row when anything rests on a binding starting with `?1` at `?2` (Unix ms).
+const OUTSTANDING: &str = concat!(
+    "SELECT 1 FROM votes v JOIN approvals a ON a.id = v.approval_id WHERE a.status = 'pending' AND ",
+    starts!("v.key_binding"),
+    " UNION ALL SELECT 1 FROM grants WHERE revoked_at IS NULL AND ",
+    starts!("key_binding"),
+    " UNION ALL SELECT 1 FROM tokens t JOIN decisions d ON d.approval_id = t.approval_id WHERE t.used_at IS NULL AND t.expires_at > ?2 AND ",
+    starts!("d.key_binding"),
+    " UNION ALL SELECT 1 FROM tokens t JOIN votes v ON v.approval_id = t.approval_id WHERE t.used_at IS NULL AND t.expires_at > ?2 AND ",
+    starts!("v.key_binding"),
+    " LIMIT 1"
+);
+
+impl Store {
+    /// Whether, at `now` (Unix ms), a vote on a pending approval, a grant not revoked, or an
+    /// unredeemed unexpired token of an approval decided or voted on was made with a binding
+    /// (`votes`, `grants`, `decisions` `key_binding`) that starts with `prefix`. A superset of
+    /// what [`Store::withdraw_votes`], [`Store::revoke_grants_unless`] and
+    /// [`Store::void_unbacked_tokens`] could take back from those bindings: `false` means
+    /// they have nothing to do. Read in one snapshot beside the writer. Errors: the store's.
+    pub fn binding_outstanding(&self, prefix: &str, now: i64) -> Result<bool, StoreError> {
+        use crate::db::OptionalExtension as _;
+        self.aside(|c| {
+            let row: Option<i64> = c
+                .query_row(OUTSTANDING, params![prefix, now], |r| r.get(0))
+                .optional()?;
+            Ok(row.is_some())
+        })
+    }
+}
