@@ -109,6 +109,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(64, "0064_ceremony_seal"),
     migration!(65, "0065_audit_plans"),
     migration!(66, "0066_audit_config"),
+    migration!(67, "0067_ui_sessions_operator"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

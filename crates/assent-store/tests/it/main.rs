@@ -11,6 +11,7 @@ use serde_json::json;
 
 mod aaep_grace;
 mod batch;
+mod bound_outstanding;
 mod ceremonies;
 mod checkpoint_publish;
 mod checkpoints;

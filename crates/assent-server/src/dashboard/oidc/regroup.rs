@@ -17,11 +17,15 @@
 //!   while the rest runs;
 //! - withdraws its votes on pending approvals whose roles those groups no longer map to
 //!   (`decision.vote_withdrawn`);
-//! - revokes its grants whose approval those groups no longer let it decide (`grant.revoked`);
+//! - revokes its grants made with groups that mapped to a role the new groups do not, or whose
+//!   approval those groups no longer let it decide (`grant.revoked`);
 //! - voids the unredeemed tokens of the approvals whose consent rested on a vote of it that
-//!   no longer stands, or on a single decision of it made with groups that mapped to a role the
-//!   new groups do not (a single decision keeps no roles: any role lost takes it back), or on a
-//!   grant of it revoked above (`token.voided`).
+//!   no longer stands, or on a single decision or grant of it made with groups that mapped to a
+//!   role the new groups do not (a single decision keeps no roles, and a grant's tokens are
+//!   weighed as one: any role lost takes them back), expired grants' included (`token.voided`).
+//!
+//! Roles are those the groups map to under the `roles` map in force; a map changed since a
+//! decision was made is weighed by the restart that changed it (`oidc` is not reloaded).
 //!
 //! Actor `system:sign-in`. Decisions of other people, other identities and other providers are
 //! untouched. The last three run only when a read beside the writer finds something of that
@@ -29,7 +33,9 @@
 //! someone with nothing outstanding (a refused one in a loop among them) stalls no write. A
 //! store error refuses the sign-in (fail closed: the person tries again). Not covered: a
 //! decision another session of the person had in flight when this sign-in ended it may commit
-//! after the weighing (the next sign-in, restart or reload weighs it).
+//! after the weighing (the next sign-in, restart or reload weighs it); votes, grants and
+//! decisions made before their binding was kept (migrations 0038, 0048, 0052) name no
+//! identity, and are weighed by start-up alone.
 //! A person the provider removed entirely never signs in again: what they decided stands until
 //! an operator revokes it, it expires, or a restart or reload changes the map (SECURITY.md).
 
@@ -85,8 +91,11 @@ pub(crate) async fn supersede(
             };
             n += s.withdraw_votes(stands, BY, WHY, now_ms())?;
             let grant_stands = |g: &GrantOrigin| match now_key(g.key_binding.as_deref()) {
-                // As start-up weighs a grant made signed in by single sign-on: some role that
-                // may decide its approval (any operator's: none needed) still mapped.
+                // Any role lost takes it back, as it does the tokens of the calls it let
+                // through (weighed as single decisions, which keep no roles: found by review,
+                // a grant kept while its tokens were voided); else as start-up weighs one:
+                // some role that may decide its approval (any operator's: none) still mapped.
+                Some(r) if r.lost_role => false,
                 Some(r) => g.approvers.as_deref().is_some_and(|a| match a {
                     [] => vote_stands(&live, o, (&g.created_by, &[], Some(&r.key))),
                     some => some.iter().any(|role| {
