@@ -89,7 +89,10 @@ pub(crate) async fn hold_through(st: &AppState, name: &str, holder: &str, delay:
             return true;
         }
         let step = left.min(LEASE / 3);
-        tokio::time::sleep(step).await;
+        // A stopping gateway leaves the wait: the next holder goes on from the cursor.
+        if stopped_within(st, step).await {
+            return false;
+        }
         left -= step;
     }
 }
@@ -148,11 +151,14 @@ async fn worth_a_lease(st: &AppState, name: &str, holder: &str) -> Result<(), Op
     }
 }
 
-/// Follows cursor `name` for `holder` forever: whenever an audit record of `kinds` lies past
-/// it and the lease is held, hands the records in order (100 at a time) to `deliver`, which
-/// delivers one and moves the cursor, answering `false` when the lease was lost (the new
-/// holder goes on from the cursor). Between batches it waits for a change, or 2 s (a holder
-/// that died leaves its lease to run out).
+/// Follows cursor `name` for `holder` until the gateway stops ([`AppState::stopping`]):
+/// whenever an audit record of `kinds` lies past it and the lease is held, hands the records
+/// in order (100 at a time) to `deliver`, which delivers one and moves the cursor, answering
+/// `false` when the lease was lost (the new holder goes on from the cursor). Between batches it
+/// waits for a change, or 2 s (a holder that died leaves its lease to run out). Stopping, it
+/// lets the delivery in flight end — its answer recorded and the cursor moved, so the event is
+/// not sent again after a restart — and begins none more; a backoff's wait
+/// ([`hold_through`]) ends at once, the cursor left where it is.
 ///
 /// A replica that does not hold the lease reads the shared cursor (a read, no transaction)
 /// and follows it; it tries the lease — a write under the database's write lock — only when
@@ -170,6 +176,7 @@ pub(crate) async fn follow<F, Fut>(
     Fut: Future<Output = bool>,
 {
     let mut changes = st.changes.subscribe();
+    let mut stop = st.stopping.subscribe();
     // The cursor as last read: records past it are worth a look (the lease gives the truth).
     let mut seen = match take_lease(st, name, holder).await {
         Some(c) => c,
@@ -178,7 +185,7 @@ pub(crate) async fn follow<F, Fut>(
             _ => 0,
         },
     };
-    loop {
+    while !*stop.borrow() {
         let any = store(st, move |s| s.audit_after(seen, kinds, 1))
             .await
             .is_some_and(|b| !b.is_empty());
@@ -194,7 +201,10 @@ pub(crate) async fn follow<F, Fut>(
             false => None,
         };
         let Some(cursor) = lease else {
-            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
+            tokio::select! {
+                _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()) => {}
+                _ = stop.changed() => {}
+            }
             continue;
         };
         seen = cursor;
@@ -203,10 +213,24 @@ pub(crate) async fn follow<F, Fut>(
             .unwrap_or_default();
         for rec in batch {
             let seq = rec.seq;
-            if !deliver(rec).await {
+            // Stopping: the delivery in flight ended above; none more begins.
+            if *stop.borrow() || !deliver(rec).await {
                 break;
             }
             seen = seq;
         }
+    }
+}
+
+/// Sleeps `d`, or less when the gateway starts stopping ([`AppState::stopping`]): whether it
+/// is stopping.
+async fn stopped_within(st: &AppState, d: Duration) -> bool {
+    let mut stop = st.stopping.subscribe();
+    if *stop.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => *stop.borrow(),
+        _ = stop.changed() => true,
     }
 }

@@ -268,9 +268,7 @@ pub async fn run_with(
     generation.abort();
     streams.abort();
     signer.stop().await;
-    for h in hooks {
-        h.abort();
-    }
+    webhooks::stop(&state, hooks).await;
     webhooks::release(&state, &holder).await;
     // A reload under way (run apart from its request) ends before the replica leaves, and none
     // starts after (found by review: one could record its configuration, or be cut off

@@ -57,6 +57,9 @@ pub struct Shared {
     /// Bumped after every approval state change (also another replica's, heard through
     /// [`crate::replicas`]); the event streams wait on it.
     pub changes: Arc<watch::Sender<u64>>,
+    /// Set `true` when the gateway stops: the webhook and Slack deliveries finish the one in
+    /// flight (its answer recorded), leave their backoff, and end ([`crate::cursor::follow`]).
+    pub(crate) stopping: Arc<watch::Sender<bool>>,
     /// The longest AAEP timeout extension (ms) honoured for an open subscription.
     pub extension: Arc<crate::extension::TimeoutExtension>,
     /// Outgoing webhooks, secrets resolved.
@@ -302,6 +305,7 @@ impl AppState {
             reload: None,
             settings,
             changes: Arc::new(watch::channel(0).0),
+            stopping: Arc::new(watch::channel(false).0),
             extension: Arc::default(),
             webhooks: Arc::default(),
             public_url: None,

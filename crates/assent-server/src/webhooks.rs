@@ -92,6 +92,30 @@ pub async fn spawn(state: AppState, holder: &str) -> Vec<tokio::task::JoinHandle
     tasks
 }
 
+/// How long a stopping gateway waits for the deliveries in flight ([`stop`]): a webhook's
+/// request may take 15 s, a Slack post 15 s and the storing of its reference about 3 s.
+pub const STOP_WAIT: Duration = Duration::from_secs(20);
+
+/// Stops the delivery tasks `tasks` ([`spawn`]) at shutdown: each finishes the delivery in
+/// flight, its answer recorded and its cursor moved, and begins none more
+/// ([`crate::cursor::follow`]); one still running after [`STOP_WAIT`] is aborted. Found by
+/// review: they were aborted mid-send, so an event the receiver had taken (a Slack card
+/// posted, its reference not yet stored) was sent again after the restart — a second card,
+/// the first left with live-looking buttons.
+pub async fn stop(state: &AppState, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    state.stopping.send_replace(true);
+    let deadline = tokio::time::Instant::now() + STOP_WAIT;
+    for task in tasks {
+        let abort = task.abort_handle();
+        if tokio::time::timeout_at(deadline, task).await.is_err() {
+            tracing::warn!(
+                "a delivery still in flight at shutdown was cut off; it is sent again after the restart"
+            );
+            abort.abort();
+        }
+    }
+}
+
 /// Gives up `holder`'s webhook leases (at shutdown, after the tasks were stopped), so another
 /// replica resumes delivery at once instead of after [`LEASE`].
 pub async fn release(state: &AppState, holder: &str) {

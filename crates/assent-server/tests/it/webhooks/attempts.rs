@@ -64,3 +64,40 @@ async fn a_restart_mid_backoff_does_not_reset_the_attempt_count() {
     assert_eq!(failed(), 2, "tried once before the restart, once after");
     gw.stop().await;
 }
+
+/// Attack (found by review): a stopping gateway aborted its delivery tasks mid-send, so an
+/// event the receiver had already taken was sent again after the restart (for the Slack bot:
+/// a second card of one approval, the first left showing live buttons), and a receiver slow
+/// to answer saw every restart as a fresh delivery. A stopping gateway now lets the delivery
+/// in flight end: the receiver holds its answer 1.5 s, the gateway is stopped meanwhile, and
+/// after the restart the event is not sent again — the next one is.
+#[tokio::test]
+async fn a_delivery_in_flight_at_shutdown_ends_and_is_not_sent_again_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv = Receiver::default();
+    *recv.slow.lock().unwrap() = 1;
+    let port = serve_receiver(&recv, 0).await;
+    let gw = hooked(dir.path(), port).await;
+    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let tried = || recv.tried.lock().unwrap().len();
+    until(30, "never attempted", async || tried() >= 1).await;
+    gw.stop().await;
+    assert_eq!(
+        recv.bodies("/hook", 1).await.len(),
+        1,
+        "answered before the stop ended"
+    );
+
+    let gw = hooked(dir.path(), port).await;
+    gw.pending("pay", json!({"amount": 501, "to": "acme"}))
+        .await;
+    let got = recv.bodies("/hook", 2).await;
+    let amounts: Vec<&Value> = got
+        .iter()
+        .map(|b| &b["approval"]["arguments"]["amount"])
+        .collect();
+    assert_eq!(amounts, [&json!(500), &json!(501)], "{got:#?}");
+    assert_eq!(tried(), 2, "the first event was sent once");
+    gw.stop().await;
+}

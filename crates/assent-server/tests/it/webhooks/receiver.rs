@@ -19,7 +19,12 @@ pub(crate) struct Receiver {
     pub(crate) refuse: Arc<Mutex<u32>>,
     /// When each request to /hook came.
     pub(crate) tried: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// How many more requests to /hook are answered only after [`SLOW`].
+    pub(crate) slow: Arc<Mutex<u32>>,
 }
+
+/// How long a slow answer ([`Receiver::slow`]) takes.
+pub(crate) const SLOW: Duration = Duration::from_millis(1500);
 
 impl Receiver {
     /// The bodies received on `path`, once there are `n` of them (within 30 s).
@@ -52,6 +57,15 @@ async fn receive(
     use axum::response::IntoResponse;
     if uri.path() == "/hook" {
         r.tried.lock().unwrap().push(std::time::Instant::now());
+        let slow = {
+            let mut slow = r.slow.lock().unwrap();
+            let now = *slow > 0;
+            *slow = slow.saturating_sub(1);
+            now
+        };
+        if slow {
+            tokio::time::sleep(SLOW).await;
+        }
         let mut busy = r.busy.lock().unwrap();
         if *busy > 0 {
             *busy -= 1;
