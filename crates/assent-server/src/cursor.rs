@@ -86,7 +86,8 @@ pub(crate) async fn hold_through(st: &AppState, name: &str, holder: &str, delay:
             return false;
         }
         if left.is_zero() {
-            return true;
+            // Stopping meanwhile: no new attempt begins (found by review).
+            return !*st.stopping.borrow();
         }
         let step = left.min(LEASE / 3);
         // A stopping gateway leaves the wait: the next holder goes on from the cursor.

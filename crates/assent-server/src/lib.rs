@@ -251,10 +251,18 @@ pub async fn run_with(
     let generation = generations::watch(state.clone());
     let streams = aaep_streams::keep(state.clone());
     let holder = assent_store::random_id("replica_");
+    // A state served again after a stop delivers again.
+    state.stopping.send_replace(false);
     let hooks = webhooks::spawn(state.clone(), &holder).await;
     let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
     let limits = state.limits.clone();
     let app = app(state.clone(), extra);
+    // The deliveries wind down while the connections drain, not after (`webhooks::stop`).
+    let stopping = state.stopping.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.send_replace(true);
+    };
     let res = serve::serve(
         listener,
         private,

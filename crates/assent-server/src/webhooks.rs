@@ -92,13 +92,17 @@ pub async fn spawn(state: AppState, holder: &str) -> Vec<tokio::task::JoinHandle
     tasks
 }
 
-/// How long a stopping gateway waits for the deliveries in flight ([`stop`]): a webhook's
-/// request may take 15 s, a Slack post 15 s and the storing of its reference about 3 s.
-pub const STOP_WAIT: Duration = Duration::from_secs(20);
+/// How long a stopping gateway waits for the deliveries in flight after its connections
+/// drained ([`stop`]): 5 s. They began winding down when the shutdown began, beside the drain's
+/// up to 10 s, so a delivery in flight has 15 s at least — a webhook's request is given 15 s —
+/// and with the hub's 15 s to settle the stop stays within the 30 s a service manager gives it
+/// (`TimeoutStopSec=30s` in `deploy/assent.service`).
+pub const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// Stops the delivery tasks `tasks` ([`spawn`]) at shutdown: each finishes the delivery in
 /// flight, its answer recorded and its cursor moved, and begins none more
-/// ([`crate::cursor::follow`]); one still running after [`STOP_WAIT`] is aborted. Found by
+/// ([`crate::cursor::follow`]; `AppState::stopping`, set by `run_with` when the shutdown
+/// began); one still running [`STOP_WAIT`] after this is called is aborted. Found by
 /// review: they were aborted mid-send, so an event the receiver had taken (a Slack card
 /// posted, its reference not yet stored) was sent again after the restart — a second card,
 /// the first left with live-looking buttons.

@@ -57,8 +57,9 @@ pub struct Hub {
 
 /// How long `assent serve`'s hub waits, as the process ends, for what its calls left on their
 /// way ([`Hub::shutting_down`]): 15 s — past the gateway's 10 s wait for a busy database, and
-/// with the server's 10 s drain of its connections and its last audit checkpoint, within the
-/// 30 s a service manager gives a stop (`TimeoutStopSec=30s` in `deploy/assent.service`).
+/// with the server's 10 s drain of its connections, up to 5 s more for a webhook delivery in
+/// flight and its last audit checkpoint, within the 30 s a service manager gives a stop
+/// (`TimeoutStopSec=30s` in `deploy/assent.service`).
 pub const SHUTDOWN_SETTLE: Duration = Duration::from_secs(15);
 
 /// The JSON-RPC error code of a session or call refused because the gateway is shutting
