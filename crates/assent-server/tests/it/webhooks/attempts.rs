@@ -30,6 +30,19 @@ async fn until(secs: u64, what: &str, mut done: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// A gateway over `dir` with webhook `ops` to `recv` (served on a port of its own) holds a
+/// `pay` call of 500, the receiver is tried once, and the gateway is stopped: the port.
+async fn tried_then_stopped(dir: &std::path::Path, recv: &Receiver) -> u16 {
+    let port = serve_receiver(recv, 0).await;
+    let gw = hooked(dir, port).await;
+    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let tried = || recv.tried.lock().unwrap().len();
+    until(30, "never attempted", async || tried() >= 1).await;
+    gw.stop().await;
+    port
+}
+
 /// Attack (found by review): the attempt count and the backoff lived in the delivering task,
 /// so a restart — or a lease taken over by another replica, or a renewal the store failed
 /// during the backoff — began the event again at attempt 1 with the first wait: a receiver
@@ -42,13 +55,8 @@ async fn a_restart_mid_backoff_does_not_reset_the_attempt_count() {
     let dir = tempfile::tempdir().unwrap();
     let recv = Receiver::default();
     *recv.fail.lock().unwrap() = 100;
-    let port = serve_receiver(&recv, 0).await;
-    let gw = hooked(dir.path(), port).await;
-    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let port = tried_then_stopped(dir.path(), &recv).await;
     let failed = || *recv.failed.lock().unwrap();
-    until(30, "never attempted", async || failed() >= 1).await;
-    gw.stop().await;
     assert_eq!(failed(), 1);
 
     let gw = hooked(dir.path(), port).await;
@@ -76,13 +84,8 @@ async fn a_delivery_in_flight_at_shutdown_ends_and_is_not_sent_again_after_the_r
     let dir = tempfile::tempdir().unwrap();
     let recv = Receiver::default();
     *recv.slow.lock().unwrap() = 1;
-    let port = serve_receiver(&recv, 0).await;
-    let gw = hooked(dir.path(), port).await;
-    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let port = tried_then_stopped(dir.path(), &recv).await;
     let tried = || recv.tried.lock().unwrap().len();
-    until(30, "never attempted", async || tried() >= 1).await;
-    gw.stop().await;
     assert_eq!(
         recv.bodies("/hook", 1).await.len(),
         1,
