@@ -313,8 +313,9 @@ impl Store {
     /// `previous_config_digest` (`null` when none is recorded) and `changed` (`false` for the
     /// first record of a chain, the baseline). Found by review: a fresh database's first start
     /// recorded nothing, so its first restart with other files was recorded as the baseline,
-    /// not as a change. Retention carries the newest of these records (`retention_carry.rs`). Read beside the writer first and again in the
-    /// write transaction (two replicas starting at once record it once); a start with the same
+    /// not as a change. Retention carries the newest of these records (`retention_carry.rs`).
+    /// Read beside the writer first and again in the write transaction (two replicas starting
+    /// at once record it once); a start with the same
     /// configuration writes nothing. Found by review: a reload was recorded, but a restart with
     /// other files changed the rules in force, or who may approve, with no trace in the chain.
     /// Returns what it recorded (`None`: nothing). Errors: `data` lacks either field; the

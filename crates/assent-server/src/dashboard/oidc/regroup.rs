@@ -37,7 +37,7 @@
 //! decisions made before their binding was kept (migrations 0038, 0048, 0052) name no
 //! identity, and are weighed by start-up alone.
 //! A person the provider removed entirely never signs in again: what they decided stands until
-//! an operator revokes it, it expires, or a restart or reload changes the map (SECURITY.md).
+//! an operator revokes it, it expires, or a restart changes the map (SECURITY.md).
 
 use crate::standing::{Regrouped, regrouped, sso_binding_prefix, vote_stands};
 use crate::state::{AppState, now_ms};
