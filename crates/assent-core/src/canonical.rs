@@ -10,8 +10,10 @@ use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
+mod dotted;
 mod fold;
-pub(crate) use fold::{Walk, check_unambiguous, folded_key, folded_walk};
+pub(crate) use dotted::check_unambiguous;
+pub(crate) use fold::{Walk, folded_key, folded_walk};
 
 /// A proposed tool call: what an agent wants to run.
 ///
@@ -77,6 +79,21 @@ pub enum CanonicalError {
         /// The real keys of the nested path it folds to, joined by dots.
         nested: String,
     },
+    /// Two places in the arguments that name one value once every key with a dot is read as a
+    /// path (and names as a case-insensitive decoder reads them), other than a top-level key
+    /// and its nested path: `{"order": {"details.amount": …, "details": {"amount": …}}}`,
+    /// `{"a.b.c": …, "a.b": {"c": …}}`. A policy reads one, a tool or sub-agent expanding
+    /// dotted keys the other (found by review). `path` and `other` are JSON pointers to the
+    /// place reached through a dotted key and to the other.
+    #[error(
+        "argument {path} is ambiguous: read with its dots as a path it names the same value as {other} (a policy reading one while the tool uses the other); rename the key"
+    )]
+    DottedAmbiguousKey {
+        /// JSON pointer to the place reached through a dotted key.
+        path: String,
+        /// JSON pointer to the other place of that name.
+        other: String,
+    },
     /// Two keys of one object that are the same name but for case or Unicode compatibility
     /// form (`amount` and `AMOUNT`; `kind` and `\u{212A}ind`, a Kelvin sign): a policy reads
     /// the one spelt as it names it, while many tools' decoders (Go's `encoding/json`, which
@@ -109,11 +126,13 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
 
 impl ToolCall {
     /// Builds a call, checking that `tool` is not empty, `arguments` is an object, every
-    /// integer is exact as a double, and no top-level key with a dot shadows a nested path.
+    /// integer is exact as a double, and no key with a dot names a place another key names
+    /// ([`check_unambiguous`]).
     ///
     /// Errors: [`CanonicalError::EmptyTool`], [`CanonicalError::ArgumentsNotObject`],
     /// [`CanonicalError::InexactInteger`], [`CanonicalError::AmbiguousKey`],
-    /// [`CanonicalError::FoldedAmbiguousKey`], [`CanonicalError::CaseAmbiguousKey`].
+    /// [`CanonicalError::FoldedAmbiguousKey`], [`CanonicalError::DottedAmbiguousKey`],
+    /// [`CanonicalError::CaseAmbiguousKey`].
     pub fn new(
         tool: impl Into<String>,
         server: Option<String>,

@@ -1,42 +1,10 @@
 //! Dotted argument paths as a decoder that ignores case and compatibility forms reads them
-//! ([`folded_key`], [`folded_walk`]), and the refusal of arguments where a dotted key and the
-//! nested path of that name both hold a value ([`check_unambiguous`]). Part of
-//! [`crate::canonical`]: what a checked [`super::ToolCall`] may hold.
+//! ([`folded_key`], [`folded_walk`]), read by the scope triggers and by
+//! [`super::dotted::check_unambiguous`]. Part of [`crate::canonical`].
 
-use super::CanonicalError;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
-
-/// Refuses arguments where a top-level key with a dot (`a.b`) and the nested path `a.b` both
-/// hold a value: [`crate::arg_path::lookup`] reads the literal key first, and a tool the
-/// nested one, so an agent could show the policy a harmless value and run another. The nested
-/// path is matched as a case-insensitive decoder matches it ([`folded_walk`]; found by review:
-/// `{"req.path": "/ok", "Req": {"path": "/etc/shadow"}}` passed). Only keys with a dot are
-/// walked. Also applied to every other object a condition is read from as its root (a
-/// delegation's `skill_args`).
-pub(crate) fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
-    let Some(m) = arguments.as_object() else {
-        return Ok(());
-    };
-    // One index of each object's folded keys for all the walks (found by review: each walk
-    // folded every key of each object it looked into, so 25,000 dotted keys whose first part
-    // matched none took 6 × 10^8 folds, minutes of a worker thread, in a 320 KiB call).
-    let mut folds = Folds::default();
-    for key in m.keys().filter(|k| k.contains('.')) {
-        if let Walk::Found(nested, _) = walk_in(arguments, key, &mut folds) {
-            return Err(if nested == *key {
-                CanonicalError::AmbiguousKey { key: key.clone() }
-            } else {
-                CanonicalError::FoldedAmbiguousKey {
-                    key: key.clone(),
-                    nested,
-                }
-            });
-        }
-    }
-    Ok(())
-}
 
 /// Where [`folded_walk`] of a dotted path ends.
 #[derive(Debug, PartialEq)]
@@ -135,43 +103,19 @@ pub(crate) fn folded_key(key: &str) -> Cow<'_, str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{Walk, check_unambiguous, folded_walk};
-    use serde_json::{Map, Value, json};
+pub(crate) mod tests {
     use std::cell::Cell;
 
     thread_local! {
         /// How many keys this thread folded ([`super::folded_key`] calls).
-        pub(super) static FOLDS: Cell<usize> = const { Cell::new(0) };
+        pub(crate) static FOLDS: Cell<usize> = const { Cell::new(0) };
     }
 
-    /// Attack (found by review): arguments of 25,000 dotted keys whose first part (`é0`) is
-    /// no key made each walk fold every key of the object: 6 × 10^8 folds, minutes of a worker
-    /// thread for one 320 KiB call, and a few such calls froze the gateway. Each key of an
-    /// object is folded once now, however many walks look into it; the same in a nested
-    /// object every walk enters.
+    /// A walk finds a path through keys in other spellings and through arrays.
     #[test]
-    fn many_dotted_keys_fold_each_key_once_not_once_per_walk() {
-        let n = 25_000;
-        let top: Map<String, Value> = (0..n).map(|i| (format!("\u{e9}{i}.x"), json!(0))).collect();
-        let folds = |v: &Value| {
-            FOLDS.with(|c| c.set(0));
-            assert!(check_unambiguous(v).is_ok());
-            FOLDS.with(Cell::get)
-        };
-        let used = folds(&Value::Object(top));
-        assert!(used <= 2 * n + 10, "{used} folds for {n} keys");
-        let mut inner: Map<String, Value> =
-            (0..n).map(|i| (format!("\u{e9}{i}"), json!(0))).collect();
-        inner.insert("k".into(), json!(1));
-        let mut top: Map<String, Value> = (0..n).map(|i| (format!("a.q{i}"), json!(0))).collect();
-        top.insert("a".into(), Value::Object(inner));
-        let used = folds(&Value::Object(top));
-        assert!(used <= 3 * n + 10, "{used} folds for {n} keys");
-        // Still found in another spelling, and still refused.
-        let v = json!({"req.path": "/ok", "Req": {"PATH": "/etc/shadow"}});
-        assert!(check_unambiguous(&v).is_err());
-        let w = json!({"A": [{"b": 1}]});
+    fn a_walk_follows_other_spellings_and_array_indexes() {
+        use super::{Walk, folded_walk};
+        let w = serde_json::json!({"A": [{"b": 1}]});
         assert!(matches!(folded_walk(&w, "a.0.B"), Walk::Found(p, _) if p == "A.0.b"));
     }
 }

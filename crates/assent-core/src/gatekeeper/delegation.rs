@@ -26,7 +26,9 @@ const TRIGGER_SKILL_UNNAMED: &str = "skill_unnamed";
 /// `skill_args.<key>`, or `input.<key>`) for `skill_args` or `input` holding both a dotted key
 /// and the nested path of that name, or [`CanonicalError::FoldedAmbiguousKey`] (key and nested
 /// path under `skill_args.` or `input.`)
-/// when that nested path is spelt in another case or Unicode form: a skill's condition is read from `skill_args` as its root, literal key first, while
+/// when that nested path is spelt in another case or Unicode form, or
+/// [`CanonicalError::DottedAmbiguousKey`] (JSON pointers from `/skill_args` or `/input`) for
+/// any other pair of places one name reaches: a skill's condition is read from `skill_args` as its root, literal key first, while
 /// the remote skill reads the nested value (found by review: `{"order.amount": 5, "order":
 /// {"amount": 50000}}` passed a skill's `order.amount > 100` approval unasked).
 pub fn delegation_call(
@@ -61,6 +63,10 @@ fn unambiguous_under(prefix: &str, value: &serde_json::Value) -> Result<(), Cano
         CanonicalError::FoldedAmbiguousKey { key, nested } => CanonicalError::FoldedAmbiguousKey {
             key: format!("{prefix}.{key}"),
             nested: format!("{prefix}.{nested}"),
+        },
+        CanonicalError::DottedAmbiguousKey { path, other } => CanonicalError::DottedAmbiguousKey {
+            path: format!("/{prefix}{path}"),
+            other: format!("/{prefix}{other}"),
         },
         other => other,
     })

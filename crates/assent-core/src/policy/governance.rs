@@ -375,7 +375,8 @@ fn partners_of(rule: &Rule, partners: &[(&Rule, &str)]) -> Option<String> {
 /// each rule that needs a quorum and may cover a call with rules that say `default_decision:
 /// approve` ([`QUORUM_DEFAULT_NOTE`]), and one for each rule saying `default_decision:
 /// approve` that may cover a call with other rules whose `thresholds` or `scope` hold it (a
-/// call a trigger holds defaults to reject; the rule's own are warned of by `build_rule`).
+/// call a trigger holds defaults to reject; the rule's own are warned of by `build_rule`) or
+/// that hold at R3/R4 without naming a default (the approving default applies to their calls).
 /// Each names the rule and at most [`PARTNERS_NAMED`] partners (`… and N more`), so a file of
 /// N quorum rules and N approving ones gives N warnings, not N² (found by review: 3,000 and
 /// 3,000 rules made 9 M warnings, gigabytes that killed the gateway on reload). Warnings,
@@ -396,7 +397,21 @@ pub(super) fn pair_warnings(policies: &BTreeMap<String, Policy>) -> Vec<String> 
     let holding: Vec<(&Rule, &str)> = rules()
         .filter(|(r, _)| holds(&r.thresholds, &r.scope))
         .collect();
+    // Found by review: a broad `default_decision: approve` composes onto a call a specific
+    // rule holds at R3/R4 naming no default (read as "reject when omitted"): only rules that
+    // name a default vote on it, so the approving one applies at the high tier's timeout.
+    let silent_high: Vec<(&Rule, &str)> = rules()
+        .filter(|(r, _)| r.default_decision.is_none() && r.risk_tier >= Some(RiskTier::R3))
+        .collect();
     let mut out = Vec::new();
+    for (a, file) in &approving {
+        if let Some(named) = partners_of(a, &silent_high) {
+            out.push(format!(
+                "{file}: {} says `default_decision: approve` and {named} hold at R3 or above naming no default, and they may cover the same call: only rules that name a default vote on it, so their calls are approved at their timeout; say `default_decision: reject` on them to keep a person's say",
+                a.label
+            ));
+        }
+    }
     for (q, file) in rules().filter(|(r, _)| r.quorum.is_some()) {
         if let Some(named) = partners_of(q, &approving) {
             out.push(format!(
@@ -587,6 +602,32 @@ mod tests {
             warned[0].starts_with("g.yaml: a.lenient-v1 rules[0] (line 5) says")
                 && warned[0].contains("b.cost-v1 rules[0] (line 10) (g.yaml)")
                 && warned[0].contains("default on timeout is reject"),
+            "{warned:?}"
+        );
+    }
+
+    /// The trap (found by review): a baseline `{tool: "*", default_decision: approve}` and a
+    /// specific `wire` rule at R3 naming no default: the author reads "reject when omitted",
+    /// but only rules naming a default vote on it, so a held `wire` call is approved at its
+    /// timeout. The load warns at the baseline, naming the R3 rule; one saying `reject` is
+    /// not named.
+    #[test]
+    fn an_approving_default_beside_a_silent_high_tier_rule_is_a_load_warning() {
+        let gov = "policies:
+  - id: a.base-v1
+    selector: {agents: [bot]}
+    rules:
+      - {tool: \"*\", risk_tier: R1, default_decision: approve}
+      - {tool: wire, risk_tier: R3, approvers: [finance]}
+      - {tool: pay, risk_tier: R4, approvers: [finance], default_decision: reject}
+";
+        let reg = Registry::of(AGENT, gov);
+        let warned = reg.warnings_with("hold at R3 or above naming no default");
+        assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
+        assert!(
+            warned[0].starts_with("g.yaml: a.base-v1 rules[0] (line 5) says")
+                && warned[0].contains("a.base-v1 rules[1] (line 6) (g.yaml)")
+                && !warned[0].contains("rules[2]"),
             "{warned:?}"
         );
     }

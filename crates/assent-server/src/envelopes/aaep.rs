@@ -59,25 +59,15 @@ pub fn render(e: &AaepEvent<'_>) -> Value {
     }
 }
 
-/// The AAEP `session_id` of an agent session: the agent's own id when it already matches
-/// `^sess_[A-Za-z0-9]{1,64}$` and is not of the hashed form, else `sess_` + 32 lowercase hex
-/// of SHA-256(agent, NUL, session) — stable, distinct for the same session id of two agents,
-/// and one-to-one (AAEP §3.2.4: unique within a producer). Found by review: a session named
-/// like another's hash (`sess_` + 32 hex) was passed through, so an agent cancelling that
-/// idle name announced `agent.session.cancelled` under the id of its session with a pending
-/// confirmation, and AAEP clients dropped the prompt while its approving default ran on.
+/// The AAEP `session_id` of an agent session: `sess_` + 32 lowercase hex of SHA-256(agent,
+/// NUL, session) — stable, matching `^sess_[A-Za-z0-9]{1,64}$`, and distinct for the same
+/// session id of two agents (AAEP §3.2.4: unique within a producer, and the producer of every
+/// event is the gateway). Found by review, twice: an agent's own id passed through when it
+/// already fitted the pattern, so an agent cancelling an idle session of the same name (the
+/// hashed id of another's session, or a `sess_` name another agent used too) announced
+/// `agent.session.cancelled` under the id of a session with a pending confirmation, and AAEP
+/// clients following §6.8 dropped that prompt while its approving default ran on.
 pub fn session_id(agent: &str, session: &str) -> String {
-    let fits = session.strip_prefix("sess_").is_some_and(|r| {
-        let hashed_form =
-            r.len() == 32 && r.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        !r.is_empty()
-            && r.len() <= 64
-            && r.chars().all(|c| c.is_ascii_alphanumeric())
-            && !hashed_form
-    });
-    if fits {
-        return session.to_string();
-    }
     let h = Sha256::digest(format!("{agent}\0{session}").as_bytes());
     format!("sess_{}", &hex::encode(h)[..32])
 }
@@ -461,12 +451,13 @@ pub fn clarification_resolved(c: &Clarification, at: i64) -> Value {
             "No answer before the timeout; the agent continues without one."
         }
     };
-    envelope(
-        &c.agent,
-        &c.session_id,
-        at,
-        None,
-        json!({"type": "aaep:agent.state.changed", "from_state": "awaiting_input", "to_state": "thinking",
-               "summary_normal": how}),
-    )
+    // Which question this resolves (found by review: without it, a client following §6.8
+    // could take an agent's decoy question timing out for the end of the session's pending
+    // confirmation), as every confirmation's resolution says which it resolves.
+    let body = json!({"type": "aaep:agent.state.changed", "from_state": "awaiting_input",
+        "to_state": "thinking", "summary_normal": how,
+        "extensions": {"assent": {"reply_token": c.reply_token, "clarification_id": c.id}}});
+    let mut ev = envelope(&c.agent, &c.session_id, at, None, body);
+    ev["@context"] = json!([CONTEXT, ASSENT_CONTEXT]);
+    ev
 }

@@ -253,6 +253,40 @@ async fn a_dotted_key_cannot_show_the_policy_one_value_while_the_tool_reads_anot
     gw.stop().await;
 }
 
+/// Attack (found by review): a rule holds `pay` when `order.details.amount` is over 1000; the
+/// agent puts the dotted key one level down, `{"order": {"details.amount": 50000, "details":
+/// {"amount": 1}}}`: the condition read 1 and let the call through, while a tool or sub-agent
+/// expanding dotted keys reads 50000. Refused (400 naming both places), at any depth and
+/// beside a dotted sibling.
+#[tokio::test]
+async fn a_dotted_key_below_the_top_cannot_show_the_policy_one_value_while_the_tool_reads_another()
+{
+    let rule =
+        "- tool: pay\n  approval: {condition: {args_match: {order.details.amount: {gt: 1000}}}}\n";
+    let agent = crate::kit::one_tool_agent("bot", "alias: pay");
+    let gw = crate::kit::serve_policy(&agent, &crate::kit::policy("t.nested-v1", rule)).await;
+    let both = json!({"order": {"details.amount": 50000, "details": {"amount": 1}}});
+    let (s, b) = gw.propose("pay", both).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "/order/details.amount");
+    assert_says(&b, "message", "/order/details/amount");
+    let siblings = json!({"order.details.amount": 1, "order.details": {"amount": 50000}});
+    let (s, b) = gw.propose("pay", siblings).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    let (s, b) = gw
+        .propose("pay", json!({"order": {"details": {"amount": 50000}}}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let (s, b) = gw
+        .propose(
+            "pay",
+            json!({"order": {"details": {"amount": 1}, "note.txt": "x"}}),
+        )
+        .await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    gw.stop().await;
+}
+
 /// Attack: a rule holds `pay` when `amount` is over 1000; the agent sends
 /// `{"amount": 5, "AMOUNT": 5000}`. The policy read 5 and allowed the call, and a tool decoding
 /// with Go's case-folding `encoding/json` (the last key wins) paid 5000. Keys of one object

@@ -31,6 +31,58 @@ async fn a_session_named_like_anothers_aaep_id_cannot_cancel_it_on_the_stream() 
     gw.stop().await;
 }
 
+/// Attack (found by review): agents `bot` and `other` both name a session `sess_run42`, a
+/// name of the AAEP form that was passed through as its AAEP `session_id`; `other` cancelling
+/// its own idle `sess_run42` announced `agent.session.cancelled` under the id of `bot`'s
+/// session with a pending confirmation, which AAEP clients drop (§6.8) while its default runs.
+#[tokio::test]
+async fn an_agent_cancelling_a_session_name_another_agent_uses_cancels_nothing_of_its_on_the_stream()
+ {
+    let gw = serve().await;
+    let (_sub, mut sse) = gw.listen().await;
+    let args = json!({"path": "/tmp/c", "content": "x"});
+    let (s, b) = gw
+        .call("sess_run42", "write_file", args, json!({"server": "fs"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let held = sse.expect(AWAITING).await.data;
+    assert_ne!(held["session_id"], "sess_run42", "{held}");
+    let (s, _) = gw.cancel_session("sess_run42", "other-key").await;
+    assert_eq!(s, StatusCode::OK);
+    let ev = sse.expect("aaep:agent.session.cancelled").await.data;
+    assert_ne!(ev["session_id"], held["session_id"], "{ev}");
+    assert_says(&ev, "summary_normal", "0 pending");
+    let id = b["approval_id"].as_str().unwrap();
+    assert_eq!(gw.status(id).await["status"], "pending");
+    gw.stop().await;
+}
+
+/// Attack (found by review): an agent with a call held in session `s1` (its default on timeout
+/// approving) asks a decoy question in `s1` that times out at once; its resolution,
+/// `agent.state.changed` back to `thinking`, named no question, so a client following §6.8
+/// could take it for the end of the session's pending confirmation. It names the question.
+#[tokio::test]
+async fn a_questions_resolution_names_the_question_it_resolves() {
+    let gw = serve().await;
+    let (_sub, mut sse) = gw.listen().await;
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/c").await;
+    let q = gw
+        .ask(
+            json!({"agent": "bot", "session_id": "s1", "question": "Which folder?",
+            "accepted_response_kinds": ["freetext"], "timeout_seconds": 1}),
+        )
+        .await;
+    let q_token = sse.reply_token("aaep:agent.awaiting.clarification").await;
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_valid(&core("agent.state.changed"), &ev, "state.changed");
+    let named = &ev["extensions"]["assent"];
+    assert_eq!(named["clarification_id"], q.as_str(), "{ev}");
+    assert_eq!(named["reply_token"], q_token.as_str(), "{ev}");
+    assert_ne!(named["reply_token"], token.as_str(), "{ev}");
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn cancelling_a_session_cancels_its_confirmations_and_their_reply_tokens() {
     let gw = serve().await;

@@ -1,0 +1,261 @@
+//! The refusal of arguments in which two places name one value once every key with a dot is
+//! read as a path ([`check_unambiguous`]): a policy reads `order.amount` one way, a tool or
+//! sub-agent that expands dotted keys (or decodes names case-insensitively) another. Part of
+//! [`crate::canonical`]: what a checked [`super::ToolCall`] may hold.
+
+use super::CanonicalError;
+use super::fold::folded_key;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hasher};
+
+/// Refuses `arguments` where two places name one value when every key is read with its dots
+/// as a path and every name as a case-insensitive decoder reads it ([`folded_key`]): a
+/// top-level `order.amount` beside `{"order": {"amount": …}}` (or `{"Order": {"AMOUNT": …}}`),
+/// and at any depth, `{"order": {"details.amount": …, "details": {"amount": …}}}` or
+/// `{"a.b.c": …, "a.b": {"c": …}}`. [`crate::arg_path::lookup`] reads a top-level literal key
+/// first and every other dotted key not at all, while a tool may read the other place, so an
+/// agent could show the policy a harmless value and run another. Found by review: only the
+/// top level was checked, and only against real nested keys, so a dotted key one level down
+/// or beside a dotted sibling passed. A dotted key whose path holds nothing else (`{"a.b": 1,
+/// "a": {"c": 2}}`) is a plain call. Applied to every object a condition is read from as its
+/// root (a delegation's `input` and `skill_args` too).
+///
+/// Errors: [`CanonicalError::AmbiguousKey`] (a top-level dotted key and the nested path of
+/// that name), [`CanonicalError::FoldedAmbiguousKey`] (the same, spelt in another case or
+/// Unicode form), [`CanonicalError::DottedAmbiguousKey`] (any other pair, as JSON pointers).
+/// Cost: one walk of the value, each key folded once per dotted part, and nothing at all
+/// beyond a scan of the keys when no key has a dot.
+pub(crate) fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
+    if !arguments.is_object() || !has_dotted_key(arguments) {
+        return Ok(());
+    }
+    let mut seen = Seen::default();
+    walk(arguments, SEED, false, &mut seen);
+    let clash = seen.clash.or_else(|| {
+        let dotted = &seen.dotted;
+        seen.plain.iter().copied().find(|h| dotted.contains_key(h))
+    });
+    match clash {
+        None => Ok(()),
+        Some(h) => Err(describe(arguments, h)),
+    }
+}
+
+/// The hash of the empty path.
+const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Whether any object in `v` has a key with a dot.
+fn has_dotted_key(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.iter().any(|(k, x)| k.contains('.') || has_dotted_key(x)),
+        Value::Array(a) => a.iter().any(has_dotted_key),
+        _ => false,
+    }
+}
+
+/// The read paths' hashes of one value's places.
+#[derive(Default)]
+struct Seen {
+    /// Places reached through a dotted key, by hash (the value is unused).
+    dotted: HashMap<u64, ()>,
+    /// The hashes of the places reached through none, in document order.
+    plain: Vec<u64>,
+    /// The first hash two places reached through dotted keys share.
+    clash: Option<u64>,
+}
+
+impl Seen {
+    /// Records a place reached by path hash `h` (through a dotted key when `dotted`).
+    fn place(&mut self, h: u64, dotted: bool) {
+        if !dotted {
+            self.plain.push(h);
+        } else if self.dotted.insert(h, ()).is_some() && self.clash.is_none() {
+            self.clash = Some(h);
+        }
+    }
+}
+
+/// `h` extended by one part of a path (a key's dotted part, folded, or an array index).
+fn extend(h: u64, part: &str) -> u64 {
+    let mut s = DefaultHasher::new();
+    s.write_u64(h);
+    s.write(part.as_bytes());
+    s.write_u8(0xff);
+    s.finish()
+}
+
+/// The hash of the path `h` extended by key `k` read with its dots as a path, each part folded.
+fn extend_key(h: u64, k: &str) -> u64 {
+    k.split('.').fold(h, |h, part| extend(h, &folded_key(part)))
+}
+
+/// Records every place under `v` (reached by path hash `h`, through a dotted key when
+/// `dotted`) in `seen`.
+fn walk(v: &Value, h: u64, dotted: bool, seen: &mut Seen) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let (h, dotted) = (extend_key(h, k), dotted || k.contains('.'));
+                seen.place(h, dotted);
+                walk(x, h, dotted, seen);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let h = extend(h, &i.to_string());
+                seen.place(h, dotted);
+                walk(x, h, dotted, seen);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The raw keys and indexes of every place under `v` whose path hashes to `want`, in document
+/// order: the ambiguous pair, read again only once found.
+fn routes(v: &Value, h: u64, route: &mut Vec<String>, want: u64, out: &mut Vec<Vec<String>>) {
+    let mut step = |part: String, h: u64, x: &Value, out: &mut Vec<Vec<String>>| {
+        route.push(part);
+        if h == want {
+            out.push(route.clone());
+        }
+        routes(x, h, route, want, out);
+        route.pop();
+    };
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .for_each(|(k, x)| step(k.clone(), extend_key(h, k), x, out)),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| step(i.to_string(), extend(h, &i.to_string()), x, out)),
+        _ => {}
+    }
+}
+
+/// The error naming the two places of `arguments` whose path hashes to `h`.
+fn describe(arguments: &Value, h: u64) -> CanonicalError {
+    let mut found = Vec::new();
+    routes(arguments, SEED, &mut Vec::new(), h, &mut found);
+    let dotted = |r: &Vec<String>| r.iter().any(|k| k.contains('.'));
+    // The place reached through a dotted key first, then the other.
+    found.sort_by_key(|r| !dotted(r));
+    let (Some(a), Some(b)) = (found.first(), found.get(1)) else {
+        // Two paths whose hashes collide by chance: refused all the same (fail closed).
+        return CanonicalError::DottedAmbiguousKey {
+            path: "/".into(),
+            other: "/".into(),
+        };
+    };
+    match (a.as_slice(), dotted(b)) {
+        ([key], false) => {
+            let nested = b.join(".");
+            if nested == *key {
+                CanonicalError::AmbiguousKey { key: key.clone() }
+            } else {
+                CanonicalError::FoldedAmbiguousKey {
+                    key: key.clone(),
+                    nested,
+                }
+            }
+        }
+        _ => CanonicalError::DottedAmbiguousKey {
+            path: pointer(a),
+            other: pointer(b),
+        },
+    }
+}
+
+/// `route` as a JSON pointer (RFC 6901).
+fn pointer(route: &[String]) -> String {
+    route
+        .iter()
+        .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_unambiguous;
+    use crate::canonical::CanonicalError;
+    use crate::canonical::fold::tests::FOLDS;
+    use serde_json::{Map, Value, json};
+    use std::cell::Cell;
+
+    /// Attack (found by review): arguments of 25,000 dotted keys whose first part (`é0`) is
+    /// no key made each walk fold every key of the object: 6 × 10^8 folds, minutes of a worker
+    /// thread for one 320 KiB call, and a few such calls froze the gateway. Each key is folded
+    /// once per dotted part now, however many keys there are; the same in a nested object.
+    #[test]
+    fn many_dotted_keys_fold_each_key_once_not_once_per_walk() {
+        let n = 25_000;
+        let top: Map<String, Value> = (0..n).map(|i| (format!("\u{e9}{i}.x"), json!(0))).collect();
+        let folds = |v: &Value| {
+            FOLDS.with(|c| c.set(0));
+            assert!(check_unambiguous(v).is_ok());
+            FOLDS.with(Cell::get)
+        };
+        let used = folds(&Value::Object(top));
+        assert!(used <= 2 * n + 10, "{used} folds for {n} keys");
+        let mut inner: Map<String, Value> =
+            (0..n).map(|i| (format!("\u{e9}{i}"), json!(0))).collect();
+        inner.insert("k".into(), json!(1));
+        let mut top: Map<String, Value> = (0..n).map(|i| (format!("a.q{i}"), json!(0))).collect();
+        top.insert("a".into(), Value::Object(inner));
+        let used = folds(&Value::Object(top));
+        assert!(used <= 3 * n + 10, "{used} folds for {n} keys");
+        // Still found in another spelling, and still refused.
+        let v = json!({"req.path": "/ok", "Req": {"PATH": "/etc/shadow"}});
+        assert!(check_unambiguous(&v).is_err());
+    }
+
+    /// Attack (found by review): a rule holds `pay` when `order.details.amount > 1000`; the
+    /// agent sends `{"order": {"details.amount": 50000, "details": {"amount": 1}}}`: the
+    /// condition reads 1, a tool or sub-agent expanding dotted keys 50000. Likewise a dotted
+    /// key beside a dotted sibling (`{"a.b.c": 1, "a.b": {"c": 2}}`), where the condition read
+    /// the literal key and the walk of its path found no `a`. Refused at any depth, naming
+    /// both places.
+    #[test]
+    fn a_dotted_key_below_the_top_or_beside_a_dotted_sibling_is_refused() {
+        let nested = json!({"order": {"details.amount": 50000, "details": {"amount": 1}}});
+        assert_eq!(
+            check_unambiguous(&nested).unwrap_err(),
+            CanonicalError::DottedAmbiguousKey {
+                path: "/order/details.amount".into(),
+                other: "/order/details/amount".into(),
+            }
+        );
+        for v in [
+            json!({"order.details.amount": 1, "order.details": {"amount": 50000}}),
+            json!({"a.b.c": 1, "a": {"b.c": 2}}),
+            json!({"x": [{"p.q": 1, "P": {"q": 2}}]}),
+            json!({"x": {"items.0": 1, "items": [2]}}),
+            json!({"x": {"A.b": 1, "a.B": 2}}),
+        ] {
+            let e = check_unambiguous(&v).unwrap_err();
+            assert!(
+                matches!(e, CanonicalError::DottedAmbiguousKey { .. }),
+                "{v}: {e:?}"
+            );
+            assert!(e.to_string().contains("ambiguous"), "{e}");
+        }
+        // A top-level pair keeps its own error.
+        assert_eq!(
+            check_unambiguous(&json!({"target.device": 1, "target": {"device": 2}})).unwrap_err(),
+            CanonicalError::AmbiguousKey {
+                key: "target.device".into()
+            }
+        );
+        // Dotted keys whose paths hold nothing else are plain calls, at any depth.
+        for v in [
+            json!({"files": {"README.md": "x", "a.txt": "y"}}),
+            json!({"a.b": 1, "a": {"c": 2}}),
+            json!({"x": {"a.b": 1, "a": 5}}),
+            json!({"x": [{"a.b": 1}, {"a": {"b": 2}}]}),
+        ] {
+            assert!(check_unambiguous(&v).is_ok(), "{v}");
+        }
+    }
+}
