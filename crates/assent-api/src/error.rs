@@ -125,6 +125,10 @@ pub const RESULT_RECORDED: &str = "RESULT_RECORDED";
 pub const RESULT_NOT_CLEARED: &str = "RESULT_NOT_CLEARED";
 /// 409: the token's call was held under an MPLP plan that has stopped since.
 pub const PLAN_STOPPED: &str = "PLAN_STOPPED";
+/// 409: the call's MCP tool's definition changed since it was held and awaits an operator's
+/// review: approving it (or redeeming its token) waits until the review is accepted; denying
+/// it is still taken.
+pub const TOOL_UNDER_REVIEW: &str = "TOOL_UNDER_REVIEW";
 /// 409: the approval's session took in more (untrusted output, private data, egress, a
 /// changed tool definition) after the decision was checked against it (an in-client
 /// approval, an operator's edit): nothing was decided; read the approval and decide again.

@@ -29,7 +29,8 @@ use axum::http::StatusCode;
 /// `400`, `409 APPROVAL_DAMAGED` (with `damaged` columns), `409 PLAN_STOPPED` (approving a
 /// call held under a plan that has stopped; the message names the plan), `409 SESSION_CHANGED`
 /// (the session took in more after the decision was re-gated against it: read and decide
-/// again) or `503`.
+/// again), `409 TOOL_UNDER_REVIEW` (approving a call whose MCP tool's changed definition awaits
+/// an operator's review) or `503`.
 pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
     match e {
         DecideError::NotFound => ApiError::not_found("no such approval"),
@@ -66,6 +67,9 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
         }
         DecideError::PlanStopped { .. } => {
             ApiError::new(StatusCode::CONFLICT, code::PLAN_STOPPED, e.to_string())
+        }
+        DecideError::ToolUnderReview { .. } => {
+            ApiError::new(StatusCode::CONFLICT, code::TOOL_UNDER_REVIEW, e.to_string())
         }
         DecideError::SessionChanged => {
             ApiError::new(StatusCode::CONFLICT, code::SESSION_CHANGED, e.to_string())

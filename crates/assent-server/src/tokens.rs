@@ -27,7 +27,7 @@ use tracing::Instrument;
 /// approval's terms or settlement, or the grant that let its call through or that grant's
 /// source call, were changed in the database behind the gateway's back), `409
 /// RULES_TIGHTENED` (the rules in force, changed since the call was held, ask more of it),
-/// `503`.
+/// `409 TOOL_UNDER_REVIEW` (the call's MCP tool's changed definition awaits review), `503`.
 fn redeem_error(e: RedeemError) -> ApiError {
     match e {
         RedeemError::Invalid => {
@@ -53,6 +53,10 @@ fn redeem_error(e: RedeemError) -> ApiError {
         }
         RedeemError::Unsealed => {
             let code = assent_api::error::SETTLEMENT_UNSEALED;
+            ApiError::new(StatusCode::CONFLICT, code, e.to_string())
+        }
+        RedeemError::ToolUnderReview { .. } => {
+            let code = assent_api::error::TOOL_UNDER_REVIEW;
             ApiError::new(StatusCode::CONFLICT, code, e.to_string())
         }
         RedeemError::RulesTightened(_) => {

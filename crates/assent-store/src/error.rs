@@ -91,6 +91,22 @@ pub enum DecideError {
         /// Its status now.
         status: String,
     },
+    /// `TOOL_UNDER_REVIEW` (409): approving a call whose MCP tool's definition changed since
+    /// and awaits an operator's review ([`crate::pins`]: the gateway's review or the agent's
+    /// own); denying it is still taken. Audited as `decision.refused`. Found by review: an
+    /// upstream that changed a tool while a call of it was held had that call approved, shown
+    /// as it was held, and run against the unreviewed definition.
+    #[error(
+        "the definition of {server}/{tool} changed since this call was held and awaits an operator's review ({review}): accept or reject the review first (assent tools pending), or deny the call"
+    )]
+    ToolUnderReview {
+        /// The review's id.
+        review: String,
+        /// The MCP server alias.
+        server: String,
+        /// The tool.
+        tool: String,
+    },
     /// `SESSION_CHANGED` (409): the approval's session took in more (untrusted output,
     /// private data, egress, a changed tool definition) after the caller re-gated the decision
     /// against it ([`crate::DecisionInput::session_seen`]); audited as `decision.refused`,
@@ -167,6 +183,20 @@ pub enum RedeemError {
         "the approval's terms or settlement, or the grant that let its call through or that grant's source call, do not hold their seal: they were changed in the database behind the gateway's back, so nothing vouches for the consent this token was minted under"
     )]
     Unsealed,
+    /// `TOOL_UNDER_REVIEW` (409): the call's MCP tool's definition changed since it was
+    /// approved (or held) and awaits an operator's review; the token stays unused and redeems
+    /// once the review is accepted (found by review, as [`DecideError::ToolUnderReview`]).
+    #[error(
+        "the definition of {server}/{tool} changed and awaits an operator's review ({review}): the token runs nothing until the review is accepted"
+    )]
+    ToolUnderReview {
+        /// The review's id.
+        review: String,
+        /// The MCP server alias.
+        server: String,
+        /// The tool.
+        tool: String,
+    },
     /// `RULES_TIGHTENED` (409): the rules in force, changed since the approval was held, ask
     /// more of its call than it was held and approved under (why:
     /// [`assent_core::rules_now::tightened`]); the token stays unused.
@@ -192,6 +222,7 @@ impl crate::db::Settles for DecideError {
                 | DecideError::SelfApproval(_)
                 | DecideError::PasskeyRequired(_)
                 | DecideError::PlanStopped { .. }
+                | DecideError::ToolUnderReview { .. }
                 | DecideError::SessionChanged
                 | DecideError::RulesTightened(_)
         )

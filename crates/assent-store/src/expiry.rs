@@ -146,7 +146,8 @@ impl Store {
             return Ok(true);
         }
         let delegations = self.delegations();
-        // Nor one the rules in force, changed since it was held, ask more of (found by review:
+        // Nor one whose tool's changed definition awaits review, nor one the rules in force,
+        // changed since it was held, ask more of (found by review:
         // a reload making the tool deny it or need a passkey left its approving default).
         let rules = self.rules();
         let now = crate::kit::now_ms();
@@ -154,6 +155,7 @@ impl Store {
             crate::decision_input::rules_refusal(rules.as_deref(), rec, (None, None), now);
         Ok(tightened.is_some()
             || crate::decide::stopped_plan(tx, rec, held, (plans, &delegations))?.is_some()
+            || crate::decide::under_review(tx, rec)?.is_some()
             || crate::session_risk::took_in_since_held(tx, rec)?)
     }
 }

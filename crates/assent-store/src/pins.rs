@@ -559,6 +559,22 @@ pub(crate) fn pending_review(
         .optional()
 }
 
+/// The pending review `(id, server, tool)` of the MCP tool of approval `aid`'s call that holds
+/// its agent's calls, as [`pending_review`] finds it; `None` for a local tool or none pending.
+/// One primary-key lookup and one index lookup (`tool_reviews_pending`): read at every
+/// redemption.
+pub(crate) fn review_holding_approval(
+    conn: Conn<'_>,
+    aid: &str,
+) -> db::Result<Option<(String, String, String)>> {
+    conn.prepare_cached(
+        "SELECT r.id, r.server, r.tool FROM approvals a JOIN tool_reviews r ON r.server = a.server AND r.tool = a.tool
+         WHERE a.id = ?1 AND r.status = 'pending' AND (r.scope = '' OR r.scope = a.agent) ORDER BY r.seen_at, r.rowid LIMIT 1",
+    )?
+    .query_row(params![aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    .optional()
+}
+
 /// `NoReporter` when `scope` is an agent's or person's scope without a name (the gateway's
 /// own scope has none and needs none).
 pub(crate) fn named_reporter(scope: PinScope<'_>) -> Result<(), PinCheckError> {

@@ -277,7 +277,17 @@ impl Store {
                     origin_plans_run(tx, &aid, &grants, (&terms, delegations))?;
                     let held = sealed.get().ok_or(RedeemError::Unsealed)?.as_deref();
                     let (rules, held) = (rules.as_deref(), (held, aid.as_str()));
-                    crate::decision_input::redeem_refusal(tx, rules, held, now)
+                    crate::decision_input::redeem_refusal(tx, rules, held, now)?;
+                    // Nor while its tool's changed definition awaits review (found by review:
+                    // a token minted before the upstream changed the tool ran the new one).
+                    match crate::pins::review_holding_approval(tx, &aid)? {
+                        Some((review, server, tool)) => Err(RedeemError::ToolUnderReview {
+                            review,
+                            server,
+                            tool,
+                        }),
+                        None => Ok(()),
+                    }
                 };
                 let plans = (plan, origins_run);
                 consume(**tx, c, &presented, (&seals.0, &seals.1), plans)

@@ -407,3 +407,62 @@ async fn a_rug_pull_of_annotations_title_or_icons_alone_is_held_for_review() {
     assert_eq!(b["tools"][0]["state"], "held", "{b}");
     gw.stop().await;
 }
+
+/// `fs`/`write_file` (always held by bot's file) described as `description`.
+fn write_file(description: &str) -> Value {
+    json!({"name": "write_file", "description": description,
+           "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}})
+}
+
+/// Bot's reports `write_file` described as `description`; the review id when it is held.
+async fn report_write(gw: &Gw, description: &str) -> Option<String> {
+    let (s, b) = check(gw, BOT, "bot", vec![write_file(description)], json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    b["tools"][0]["review_id"].as_str().map(str::to_string)
+}
+
+/// Bot's held call of `fs`/`write_file` on `path`; its approval id.
+async fn held_write(gw: &Gw, path: &str) -> String {
+    let body = json!({"agent": "bot", "session_id": "s", "tool": "write_file", "server": "fs",
+                      "arguments": {"path": path}});
+    let (s, b) = gw.post("/v1/tool-calls", BOT, body).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    b["approval_id"].as_str().unwrap().to_string()
+}
+
+/// Attack (rug pull under a held call, found by review): a call of `write_file` is held; the
+/// upstream then changes the tool (the relay reports it, a review opens). The operator's
+/// approval, shown the call as it was held, was taken, and its token redeemed, so the call ran
+/// against the unreviewed definition. Approving it waits for the review (`409
+/// TOOL_UNDER_REVIEW`, audited), denying it does not; a token minted before a change redeems
+/// nothing until the review is accepted.
+#[tokio::test]
+async fn a_held_call_is_not_approved_or_redeemed_while_its_tools_changed_definition_awaits_review()
+{
+    let gw = two_agents().await;
+    assert_eq!(report_write(&gw, GENUINE).await, None);
+    let (first, second) = (held_write(&gw, "/a").await, held_write(&gw, "/b").await);
+    let review = report_write(&gw, INJECTED).await.expect("held for review");
+    let (s, b) = gw.decide(&first, OP, "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOOL_UNDER_REVIEW");
+    assert_says(&b, "message", &review);
+    let (s, b) = gw.decide(&second, OP, "deny").await;
+    assert_answer(s, &b, "status", StatusCode::OK, "rejected");
+    let accept = format!("/v1/tools/reviews/{review}/accept");
+    let (s, b) = gw.post(&accept, OP, json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = gw.decide(&first, OP, "approve").await;
+    assert_answer(s, &b, "status", StatusCode::OK, "approved");
+    // A token minted before the next change runs nothing until that review is accepted.
+    let token = gw.as_agent(&first).await["token"].clone();
+    let review = report_write(&gw, GENUINE).await.expect("held again");
+    let redeem = json!({"token": token, "tool": "write_file", "server": "fs",
+                        "arguments": {"path": "/a"}});
+    let (s, b) = gw.post("/v1/tokens/redeem", BOT, redeem.clone()).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "TOOL_UNDER_REVIEW");
+    let accept = format!("/v1/tools/reviews/{review}/accept");
+    assert_eq!(gw.post(&accept, OP, json!({})).await.0, StatusCode::OK);
+    let (s, b) = gw.post("/v1/tokens/redeem", BOT, redeem).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    gw.stop().await;
+}
