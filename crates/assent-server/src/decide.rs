@@ -428,7 +428,12 @@ pub(crate) async fn user_decision(
     }
     // Read before the rules are asked again, for the check under the write lock.
     let stands = in_client_stands(&st, &caller.principal, &agent);
+    // A settled approval is not asked again (found by review: each re-gate read the agent's
+    // recent calls and decisions, so a loop on one decided approval kept the writer busy);
+    // the store refuses it (`ALREADY_DECIDED`, audited) whatever the session says.
+    let pending = rec.status == assent_core::ApprovalStatus::Pending;
     let session_seen = match kind {
+        DecisionKind::Approve if !pending => None,
         DecisionKind::Approve => match crate::edits::in_client_still_allowed(&st, &rec).await? {
             Some(seen) => Some(seen),
             None => {

@@ -82,25 +82,46 @@ impl Store {
     }
 
     /// Clarifications, newest first, optionally only those with `status`: at most
-    /// [`MAX_CLARIFICATIONS_LISTED`], and whether more matched (older ones left off).
+    /// [`MAX_CLARIFICATIONS_LISTED`], and no more once those read reach `max_bytes` (question,
+    /// context, choices and response, as stored; the first is always listed), and whether more
+    /// matched (older ones left off). Read in one snapshot beside the writer ([`Store::aside`])
+    /// through the index of `(requested_at, id)` or `(status, requested_at, id)` (migration
+    /// 0068): found by review, the list sorted the whole history on the writer, and an agent
+    /// asking large questions that timed out at once grew it by 75 KB a second.
     pub fn list_clarifications(
         &self,
         status: Option<&str>,
+        max_bytes: usize,
     ) -> Result<(Vec<aaep::Clarification>, bool), StoreError> {
-        let guard = self.lock();
-        let conn = guard.conn();
-        let mut ids: Vec<String> = sql::column(
-            conn,
-            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, id DESC LIMIT ?2",
-            params![status, MAX_CLARIFICATIONS_LISTED as i64 + 1],
-        )?;
-        let truncated = ids.len() > MAX_CLARIFICATIONS_LISTED;
-        ids.truncate(MAX_CLARIFICATIONS_LISTED);
-        let mut out = Vec::new();
-        for id in ids {
-            out.extend(read_clarification(conn, "id", &id)?);
-        }
-        Ok((out, truncated))
+        let limit = MAX_CLARIFICATIONS_LISTED as i64 + 1;
+        self.aside(|conn| {
+            let mut ids: Vec<String> = match status {
+                None => sql::column(
+                    conn,
+                    "SELECT id FROM clarifications ORDER BY requested_at DESC, id DESC LIMIT ?1",
+                    params![limit],
+                )?,
+                Some(status) => sql::column(
+                    conn,
+                    "SELECT id FROM clarifications WHERE status = ?1 ORDER BY requested_at DESC, id DESC LIMIT ?2",
+                    params![status, limit],
+                )?,
+            };
+            let mut truncated = ids.len() > MAX_CLARIFICATIONS_LISTED;
+            ids.truncate(MAX_CLARIFICATIONS_LISTED);
+            let (mut out, mut bytes) = (Vec::new(), 0usize);
+            for id in ids {
+                if bytes >= max_bytes && !out.is_empty() {
+                    truncated = true;
+                    break;
+                }
+                if let Some(c) = read_clarification(conn, "id", &id)? {
+                    bytes += listed_bytes(&c);
+                    out.push(c);
+                }
+            }
+            Ok((out, truncated))
+        })
     }
 
     /// Records the answer `response` (already validated against the accepted kinds) by
@@ -170,6 +191,14 @@ impl Store {
 }
 
 /// One clarification, found by column `by` (`id` or `reply_token`) equal to `key`.
+/// About how many bytes clarification `c` adds to a list: its question, context, choices and
+/// response as stored.
+fn listed_bytes(c: &Clarification) -> usize {
+    let choices: usize = c.choices.iter().map(|v| v.to_string().len()).sum();
+    let response = c.response.as_ref().map_or(0, |v| v.to_string().len());
+    c.question.len() + c.context.as_ref().map_or(0, String::len) + choices + response + 200
+}
+
 pub(crate) fn read_clarification(
     conn: Conn<'_>,
     by: &str,

@@ -110,6 +110,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(65, "0065_audit_plans"),
     migration!(66, "0066_audit_config"),
     migration!(67, "0067_ui_sessions_operator"),
+    migration!(68, "0068_history_reads"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

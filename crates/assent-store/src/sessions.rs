@@ -233,12 +233,22 @@ fn cancel_clarifications(
 }
 
 /// Every agent that ever proposed a call or asked a question in `session_id`, sorted
-/// bytewise in Rust (a Postgres `ORDER BY` would follow the database's collation).
+/// bytewise in Rust (a Postgres `ORDER BY` would follow the database's collation). Each part
+/// by an index (found by review: the questions and the calls were scanned whole, inside the
+/// operator's write transaction): approvals and questions by session; the calls by the
+/// index of `(agent, session_id, at)`, one probe per distinct agent, the agents found by
+/// skipping through `(agent, at)` (a loose index scan: a few probes per agent, not a row per
+/// call).
 fn agents_of(conn: Conn<'_>, session_id: &str) -> db::Result<Vec<String>> {
     let mut agents: Vec<String> = sql::column(
         conn,
         "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
-         UNION SELECT agent FROM usage WHERE session_id = ?1",
+         UNION SELECT a FROM (
+           WITH RECURSIVE seen(a) AS (
+             SELECT min(agent) FROM usage
+             UNION ALL SELECT (SELECT min(agent) FROM usage WHERE agent > seen.a) FROM seen WHERE seen.a IS NOT NULL)
+           SELECT a FROM seen WHERE a IS NOT NULL
+             AND EXISTS (SELECT 1 FROM usage u WHERE u.agent = seen.a AND u.session_id = ?1)) called",
         [session_id],
     )?;
     agents.sort();

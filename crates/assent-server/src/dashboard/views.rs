@@ -129,12 +129,12 @@ async fn pending_summaries(st: &AppState) -> Result<Vec<ApprovalRecord>, ApiErro
 async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), ApiError> {
     let expired = Expired::default();
     let found = expired.clone();
+    st.store_call(move |s| found.sweep(s, now_ms())).await?;
+    let bytes = crate::approvals::LIST_PAGE_BYTES;
     let questions = st
-        .store_call(move |s| {
-            found.sweep(s, now_ms())?;
-            s.list_clarifications(Some("pending")).map(|(q, _)| q)
-        })
-        .await?;
+        .store_call_apart(move |s| s.list_clarifications(Some("pending"), bytes))
+        .await?
+        .0;
     st.expired(expired.take());
     let list = pending_summaries(st).await?;
     let count = list.len();

@@ -195,7 +195,7 @@ fn the_clarification_list_says_when_it_left_older_ones_off() {
                 .id
         };
         let ids: Vec<String> = (0..=max).map(ask).collect();
-        let (list, truncated) = s.list_clarifications(None).unwrap();
+        let (list, truncated) = s.list_clarifications(None, usize::MAX).unwrap();
         assert!(truncated);
         assert_eq!(list.len(), max);
         assert_eq!(list[0].id, ids[max], "newest first");
@@ -203,12 +203,48 @@ fn the_clarification_list_says_when_it_left_older_ones_off() {
             list.iter().all(|c| c.id != ids[0]),
             "the oldest is left off"
         );
-        let (answered, truncated) = s.list_clarifications(Some("answered")).unwrap();
+        let (answered, truncated) = s.list_clarifications(Some("answered"), usize::MAX).unwrap();
         assert!(answered.is_empty() && !truncated);
         s.answer_clarification(&ids[0], &serde_json::json!("x"), "alice", 2_000)
             .unwrap()
             .expect("pending");
-        let (answered, truncated) = s.list_clarifications(Some("answered")).unwrap();
+        let (answered, truncated) = s.list_clarifications(Some("answered"), usize::MAX).unwrap();
         assert_eq!((answered.len(), truncated), (1, false));
+    });
+}
+
+/// Found by review: an agent asking questions of 16 KiB with 16 KiB of context, each timing
+/// out at once, grew the list an operator reads by 75 KB a second, and the list answered 500
+/// of them (37 MB) at once. It stops once the questions read reach the byte budget (always
+/// listing the first), and says more matched.
+#[test]
+fn the_clarification_list_stops_at_its_byte_budget() {
+    crate::both_stores(|_, s| {
+        const DAY: i64 = 86_400_000;
+        let kinds = ["freetext".to_string()];
+        let big = "q".repeat(16 * 1024);
+        let context = Some("c".repeat(16 * 1024));
+        for k in 0..10 {
+            let at = 1_000 + k;
+            s.create_clarification(
+                "bot",
+                "s",
+                &big,
+                &kinds,
+                &[],
+                context.as_deref(),
+                at,
+                at + DAY,
+                u64::MAX,
+            )
+            .unwrap()
+            .unwrap();
+        }
+        let (list, truncated) = s.list_clarifications(None, 100 * 1024).unwrap();
+        assert_eq!((list.len(), truncated), (4, true));
+        let (list, truncated) = s.list_clarifications(Some("pending"), 1).unwrap();
+        assert_eq!((list.len(), truncated), (1, true));
+        let (list, truncated) = s.list_clarifications(None, usize::MAX).unwrap();
+        assert_eq!((list.len(), truncated), (10, false));
     });
 }

@@ -358,3 +358,57 @@ fn the_redeemed_record_of_an_approval_is_found_through_an_index() {
         }
     });
 }
+
+/// Found by review: reads an agent or an operator can repeat walked the whole history — the
+/// decisions of the last minute counted at every in-client approval and operator edit (every
+/// approval scanned, on the writer), the clarification list (every question sorted), an
+/// operator's session cancel (every question), a receipt (every grant). Each is served by an
+/// index now (migration 0068).
+#[test]
+fn the_reads_agents_and_operators_repeat_are_found_through_an_index() {
+    both_connected(|db, c| {
+        migrate(c, "db").unwrap();
+        let pg = matches!(db, Database::Postgres { .. });
+        for (look_up, index) in [
+            (
+                "SELECT count(*) FROM decisions d JOIN approvals a ON a.id = d.approval_id WHERE a.agent = 'x' AND d.at >= 5 AND (CAST(NULL AS TEXT) IS NULL OR a.session_id = 's')",
+                "decisions_at",
+            ),
+            (
+                "SELECT id FROM clarifications ORDER BY requested_at DESC, id DESC LIMIT 501",
+                "clarifications_requested",
+            ),
+            (
+                "SELECT id FROM clarifications WHERE status = 'pending' ORDER BY requested_at DESC, id DESC LIMIT 501",
+                "clarifications_status_requested",
+            ),
+            (
+                "SELECT agent FROM clarifications WHERE session_id = 's'",
+                "clarifications_session",
+            ),
+            (
+                "SELECT id FROM grants WHERE approval_id = 'x'",
+                "grants_approval",
+            ),
+        ] {
+            // PostgreSQL plans by its statistics: on empty tables a walk of the primary key
+            // or a sort of a few estimated rows costs less than the index, whatever the
+            // indexes; there the index is checked to exist.
+            let plan: Vec<String> = if pg {
+                let sql = format!("SELECT indexname FROM pg_indexes WHERE indexname = '{index}'");
+                crate::pgkit::column(c, &sql, assent_store::params![])
+            } else {
+                c.query_map(
+                    &format!("EXPLAIN QUERY PLAN {look_up}"),
+                    assent_store::params![],
+                    |r| r.get(3),
+                )
+                .unwrap()
+            };
+            assert!(
+                plan.iter().any(|l| l.contains(index)),
+                "{look_up}: {plan:#?}"
+            );
+        }
+    });
+}
