@@ -49,6 +49,7 @@ mod retention_published;
 mod retention_tools;
 mod sealing_marker;
 mod sec_backlog;
+mod session_cancel;
 mod session_risk;
 mod slack_skew;
 mod store_sql;
