@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 mod dotted;
 mod fold;
-pub(crate) use dotted::check_unambiguous;
+pub(crate) use dotted::{check_unambiguous, reached_through_dotted};
 pub(crate) use fold::{Walk, folded_key, folded_walk};
 
 /// A proposed tool call: what an agent wants to run.

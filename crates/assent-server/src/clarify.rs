@@ -110,8 +110,8 @@ pub(crate) async fn ask(
 }
 
 /// `GET /v1/clarifications[?status=S]` (operators): newest first, at most
-/// [`assent_store::MAX_CLARIFICATIONS_LISTED`] and about [`LIST_PAGE_BYTES`] of questions,
-/// `truncated` when more were left off. `400`
+/// [`assent_store::MAX_CLARIFICATIONS_LISTED`] and, unless `status=pending`, about
+/// [`LIST_PAGE_BYTES`] of questions, `truncated` when more were left off. `400`
 /// naming the parameter for an unknown one or an unknown status (found by review:
 /// `?status=answerd` answered an empty list, and the list was cut at 500 without a word).
 #[utoipa::path(get, path = "/v1/clarifications", operation_id = "list_clarifications", tag = "propose",
@@ -134,10 +134,17 @@ pub(crate) async fn list(
         }
     };
     st.store_call(|s| s.expire_clarifications(now_ms())).await?;
-    // Beside the writer, by an index, at most a page of bytes (found by review: the whole
-    // history was sorted on the writer, and 500 questions of 75 KB answered at once).
+    // Beside the writer, by an index, and past the pending ones at most a page of bytes
+    // (found by review: the whole history was sorted on the writer, and 500 questions of
+    // 75 KB answered at once). The pending ones, each agent's capped by
+    // `max_pending_per_agent`, are all listed (found by review of that bound: one agent's 14
+    // large questions hid every other agent's from the list).
+    let bytes = match status.as_deref() {
+        Some("pending") => usize::MAX,
+        _ => LIST_PAGE_BYTES,
+    };
     let (clarifications, truncated) = st
-        .store_call_apart(move |s| s.list_clarifications(status.as_deref(), LIST_PAGE_BYTES))
+        .store_call_apart(move |s| s.list_clarifications(status.as_deref(), bytes))
         .await?;
     Ok(Body(ClarificationList {
         clarifications,

@@ -112,44 +112,75 @@ fn walk(v: &Value, h: u64, dotted: bool, seen: &mut Seen) {
     }
 }
 
-/// The raw keys and indexes of every place under `v` whose path hashes to `want`, in document
-/// order: the ambiguous pair, read again only once found.
-fn routes(v: &Value, h: u64, route: &mut Vec<String>, want: u64, out: &mut Vec<Vec<String>>) {
-    let mut step = |part: String, h: u64, x: &Value, out: &mut Vec<Vec<String>>| {
-        route.push(part);
-        if h == want {
-            out.push(route.clone());
+/// The raw keys and indexes of the places under `v` whose path hashes to `want`, in document
+/// order, each with whether it passes through a dotted key (`dotted`, for `v` itself): the
+/// first two through a dotted key and the first through none, no more (found by review:
+/// every place of the clashing path was copied, a 120 KB key each, and sorted by scanning
+/// them, a gigabyte for one 250 KB call).
+fn routes(v: &Value, h: u64, dotted: bool, route: &mut Vec<String>, want: u64, out: &mut Found) {
+    let mut step = |part: &str, h: u64, dotted: bool, x: &Value, out: &mut Found| {
+        if out.full() {
+            return;
         }
-        routes(x, h, route, want, out);
+        route.push(part.to_string());
+        if h == want {
+            out.add(route, dotted);
+        }
+        routes(x, h, dotted, route, want, out);
         route.pop();
     };
     match v {
         Value::Object(m) => m
             .iter()
-            .for_each(|(k, x)| step(k.clone(), extend_key(h, k), x, out)),
-        Value::Array(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, x)| step(i.to_string(), extend(h, &i.to_string()), x, out)),
+            .for_each(|(k, x)| step(k, extend_key(h, k), dotted || k.contains('.'), x, out)),
+        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| {
+            let i = i.to_string();
+            step(&i, extend(h, &i), dotted, x, out)
+        }),
         _ => {}
     }
 }
 
-/// The error naming the two places of `arguments` whose path hashes to `h`.
+/// The places [`routes`] keeps: at most two reached through a dotted key, one through none.
+#[derive(Default)]
+struct Found {
+    dotted: Vec<Vec<String>>,
+    plain: Option<Vec<String>>,
+}
+
+impl Found {
+    fn full(&self) -> bool {
+        self.dotted.len() >= 2 || (!self.dotted.is_empty() && self.plain.is_some())
+    }
+    fn add(&mut self, route: &[String], dotted: bool) {
+        if dotted && self.dotted.len() < 2 {
+            self.dotted.push(route.to_vec());
+        } else if !dotted && self.plain.is_none() {
+            self.plain = Some(route.to_vec());
+        }
+    }
+}
+
+/// The error naming the two places of `arguments` whose path hashes to `h`: the first reached
+/// through a dotted key, and the first reached through none, else the second through one.
 fn describe(arguments: &Value, h: u64) -> CanonicalError {
-    let mut found = Vec::new();
-    routes(arguments, SEED, &mut Vec::new(), h, &mut found);
-    let dotted = |r: &Vec<String>| r.iter().any(|k| k.contains('.'));
-    // The place reached through a dotted key first, then the other.
-    found.sort_by_key(|r| !dotted(r));
-    let (Some(a), Some(b)) = (found.first(), found.get(1)) else {
+    let mut found = Found::default();
+    routes(arguments, SEED, false, &mut Vec::new(), h, &mut found);
+    let mut dotted = found.dotted.into_iter();
+    let (Some(a), Some((b, b_dotted))) = (
+        dotted.next(),
+        found
+            .plain
+            .map(|p| (p, false))
+            .or_else(|| dotted.next().map(|d| (d, true))),
+    ) else {
         // Two paths whose hashes collide by chance: refused all the same (fail closed).
         return CanonicalError::DottedAmbiguousKey {
             path: "/".into(),
             other: "/".into(),
         };
     };
-    match (a.as_slice(), dotted(b)) {
+    match (a.as_slice(), b_dotted) {
         ([key], false) => {
             let nested = b.join(".");
             if nested == *key {
@@ -162,9 +193,56 @@ fn describe(arguments: &Value, h: u64) -> CanonicalError {
             }
         }
         _ => CanonicalError::DottedAmbiguousKey {
-            path: pointer(a),
-            other: pointer(b),
+            path: pointer(&a),
+            other: pointer(&b),
         },
+    }
+}
+
+/// The place of `args` that the dotted parts of `key` reach when keys with a dot are read as
+/// paths too (each part matched as [`folded_key`] folds it), through at least one such key:
+/// its JSON pointer. `None` when there is none. What a tool expanding dotted keys reads as
+/// `key` where [`crate::arg_path::path`] and [`super::folded_walk`] find nothing (found by
+/// review: `{"req": {"file.path": "/etc/shadow"}}` was absent to a scope on `req.file.path`
+/// and passed it). Walks only the keys whose parts match the path so far.
+pub(crate) fn reached_through_dotted(args: &Value, key: &str) -> Option<String> {
+    if !has_dotted_key(args) {
+        return None;
+    }
+    let want: Vec<String> = key.split('.').map(|p| folded_key(p).into_owned()).collect();
+    let mut route = Vec::new();
+    reach(args, &want, false, &mut route).then(|| pointer(&route))
+}
+
+/// Whether `v` holds the rest of the path `want` through a dotted key (`dotted`: one was on the
+/// way already), leaving its real keys in `route`.
+fn reach(v: &Value, want: &[String], dotted: bool, route: &mut Vec<String>) -> bool {
+    if want.is_empty() {
+        return dotted;
+    }
+    let enter = |k: &str, x: &Value, n: usize, dotted: bool, route: &mut Vec<String>| {
+        route.push(k.to_string());
+        let hit = reach(x, &want[n..], dotted, route);
+        if !hit {
+            route.pop();
+        }
+        hit
+    };
+    match v {
+        Value::Object(m) => m.iter().any(|(k, x)| {
+            let parts: Vec<&str> = k.split('.').collect();
+            parts.len() <= want.len()
+                && parts
+                    .iter()
+                    .zip(want)
+                    .all(|(p, w)| folded_key(p) == w.as_str())
+                && enter(k, x, parts.len(), dotted || parts.len() > 1, route)
+        }),
+        Value::Array(a) => {
+            let x = want[0].parse::<usize>().ok().and_then(|i| a.get(i));
+            x.is_some_and(|x| enter(&want[0], x, 1, dotted, route))
+        }
+        _ => false,
     }
 }
 
@@ -209,6 +287,40 @@ mod tests {
         // Still found in another spelling, and still refused.
         let v = json!({"req.path": "/ok", "Req": {"PATH": "/etc/shadow"}});
         assert!(check_unambiguous(&v).is_err());
+    }
+
+    /// Every way of splitting `n` parts `x.x.….x` into keys, nested: 2^(n-1) places of one path.
+    fn splittings(n: usize) -> Value {
+        let keys = (1..=n).map(|k| (vec!["x"; k].join("."), k));
+        let m: Map<String, Value> = keys
+            .map(|(key, k)| (key, if k == n { json!(1) } else { splittings(n - k) }))
+            .collect();
+        Value::Object(m)
+    }
+
+    /// Attack (found by review): 8,192 places of one path under a long key: the refusal kept a
+    /// copy of every place's route (the long key in each: a gigabyte for a 250 KB call) and
+    /// sorted them scanning each. It keeps two.
+    #[test]
+    fn many_places_of_one_path_are_refused_keeping_two_routes() {
+        let long = "q".repeat(10_000);
+        let v = json!({ long.clone(): splittings(14) });
+        let e = check_unambiguous(&v).unwrap_err();
+        assert!(
+            matches!(&e, CanonicalError::DottedAmbiguousKey { path, other }
+                if path.starts_with(&format!("/{long}/")) && other.starts_with(&format!("/{long}/"))),
+            "{e:?}"
+        );
+        let mut seen = super::Seen::default();
+        super::walk(&v, super::SEED, false, &mut seen);
+        let mut found = super::Found::default();
+        let h = seen.clash.expect("a clash");
+        super::routes(&v, super::SEED, false, &mut Vec::new(), h, &mut found);
+        assert!(
+            found.dotted.len() <= 2 && found.full(),
+            "{:?}",
+            found.dotted.len()
+        );
     }
 
     /// Attack (found by review): a rule holds `pay` when `order.details.amount > 1000`; the

@@ -13,7 +13,7 @@
 //! call is held without checking any.
 
 use crate::arg_path::lookup;
-use crate::canonical::{Walk, folded_key, folded_walk, type_name};
+use crate::canonical::{Walk, folded_key, folded_walk, reached_through_dotted, type_name};
 use serde_json::Value;
 
 /// The most values of one scope argument (an array of paths or URLs) a call's scope check
@@ -70,7 +70,14 @@ pub(super) fn string_values<'a>(args: &'a Value, key: &str, noun: &str) -> Value
                     "argument `{key}` is missing but the call holds `{at}` as {}, not an object holding the rest of the path",
                     type_name(v)
                 )),
-                _ => Values::Absent,
+                // Found by review: `{"req": {"file.path": "/etc/shadow"}}` was absent to a
+                // scope on `req.file.path`, while a tool expanding dotted keys reads it so.
+                _ => match reached_through_dotted(args, key) {
+                    Some(at) => Values::Unchecked(format!(
+                        "argument `{key}` is missing but the call holds {at}, which a tool expanding dotted keys reads as `{key}`"
+                    )),
+                    None => Values::Absent,
+                },
             },
         };
     };

@@ -130,9 +130,9 @@ async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), Ap
     let expired = Expired::default();
     let found = expired.clone();
     st.store_call(move |s| found.sweep(s, now_ms())).await?;
-    let bytes = crate::approvals::LIST_PAGE_BYTES;
+    // Every pending question (each agent's capped by `max_pending_per_agent`), beside the writer.
     let questions = st
-        .store_call_apart(move |s| s.list_clarifications(Some("pending"), bytes))
+        .store_call_apart(move |s| s.list_clarifications(Some("pending"), usize::MAX))
         .await?
         .0;
     st.expired(expired.take());

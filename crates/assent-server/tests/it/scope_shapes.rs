@@ -29,7 +29,8 @@ action_space:
           approval: {condition: {args_match: {order.amount: {gt: 100}}}}
 ";
 
-/// `read_path` (argument `path`) and `read_files` (the dotted argument `files.path`) are
+/// `read_path` (argument `path`) and `read_files` (the dotted arguments `files.path` and
+/// `req.file.path`) are
 /// scoped to `root`, `fetch` to `*.example.com`; `browse` brings untrusted output in,
 /// `send_email` sends data out, `run_command` must name its `cwd` (`required`) inside `root`.
 fn rules(root: &str) -> String {
@@ -37,7 +38,7 @@ fn rules(root: &str) -> String {
         "- tool: read_path
   scope: {{paths: {{arguments: [path], roots: [{root}]}}}}
 - tool: read_files
-  scope: {{paths: {{arguments: [files.path], roots: [{root}]}}}}
+  scope: {{paths: {{arguments: [files.path, req.file.path], roots: [{root}]}}}}
 - tool: fetch
   scope: {{domains: {{arguments: [url], allow: [\"*.example.com\"]}}}}
 - tool: browse
@@ -184,6 +185,46 @@ async fn a_dotted_scope_argument_stopping_at_an_array_or_plain_value_is_held() {
         assert_eq!(a["triggers"], json!(["paths"]), "{files}: {a}");
         let why = a["reasons"].to_string();
         assert!(why.contains("`files.path` is missing"), "{files}: {a}");
+    }
+    gw.stop().await;
+}
+
+/// Found by review: `scope.paths.arguments: [req.file.path]` against `{"req": {"file.path":
+/// "/etc/shadow"}}` (or `{"req.file": {"path": …}}`) found no path and passed, while a tool
+/// expanding dotted keys reads `/etc/shadow` as `req.file.path`. Held, naming where.
+#[tokio::test]
+async fn a_scope_argument_behind_a_dotted_key_is_held_not_passed() {
+    let (gw, root) = gateway().await;
+    let inside = root.path().canonicalize().unwrap().join("a.txt");
+    let inside = inside.to_str().unwrap();
+    allowed(
+        &gw,
+        "s1",
+        "read_files",
+        json!({"req": {"file": {"path": inside}}}),
+    )
+    .await;
+    for (args, at) in [
+        (
+            json!({"req": {"file.path": "/etc/shadow"}}),
+            "/req/file.path",
+        ),
+        (
+            json!({"req.file": {"path": "/etc/shadow"}}),
+            "/req.file/path",
+        ),
+        (
+            json!({"REQ": {"File.Path": "/etc/shadow"}}),
+            "/REQ/File.Path",
+        ),
+    ] {
+        let a = held(&gw, "s1", "read_files", args.clone()).await;
+        assert_eq!(a["triggers"], json!(["paths"]), "{args}: {a}");
+        let why = a["reasons"].to_string();
+        assert!(
+            why.contains("tool expanding dotted keys") && why.contains(at),
+            "{args}: {a}"
+        );
     }
     gw.stop().await;
 }
