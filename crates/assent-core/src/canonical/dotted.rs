@@ -48,7 +48,7 @@ const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 /// Whether any object in `v` has a key with a dot.
 fn has_dotted_key(v: &Value) -> bool {
     match v {
-        Value::Object(m) => m.iter().any(|(k, x)| k.contains('.') || has_dotted_key(x)),
+        Value::Object(m) => m.iter().any(|(k, x)| has_dot(k) || has_dotted_key(x)),
         Value::Array(a) => a.iter().any(has_dotted_key),
         _ => false,
     }
@@ -85,9 +85,20 @@ fn extend(h: u64, part: &str) -> u64 {
     s.finish()
 }
 
-/// The hash of the path `h` extended by key `k` read with its dots as a path, each part folded.
+/// Whether key `k` has a dot as a case-ignoring decoder reads it: a `.`, or a character whose
+/// compatibility form holds one (U+FF0E `．`, U+2024 `․`, `⒈`…: found by review, `file．path`
+/// was no dotted key, while a reader normalising names then expanding dots reads a path).
+fn has_dot(k: &str) -> bool {
+    use unicode_normalization::UnicodeNormalization as _;
+    // Per character, so that no key is folded twice: a `.` never composes with what follows.
+    k.chars()
+        .any(|c| c == '.' || (!c.is_ascii() && std::iter::once(c).nfkc().any(|d| d == '.')))
+}
+
+/// The hash of the path `h` extended by key `k` folded ([`folded_key`]) and read with its dots
+/// as a path.
 fn extend_key(h: u64, k: &str) -> u64 {
-    k.split('.').fold(h, |h, part| extend(h, &folded_key(part)))
+    folded_key(k).split('.').fold(h, extend)
 }
 
 /// Records every place under `v` (reached by path hash `h`, through a dotted key when
@@ -96,7 +107,7 @@ fn walk(v: &Value, h: u64, dotted: bool, seen: &mut Seen) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
-                let (h, dotted) = (extend_key(h, k), dotted || k.contains('.'));
+                let (h, dotted) = (extend_key(h, k), dotted || has_dot(k));
                 seen.place(h, dotted);
                 walk(x, h, dotted, seen);
             }
@@ -132,7 +143,7 @@ fn routes(v: &Value, h: u64, dotted: bool, route: &mut Vec<String>, want: u64, o
     match v {
         Value::Object(m) => m
             .iter()
-            .for_each(|(k, x)| step(k, extend_key(h, k), dotted || k.contains('.'), x, out)),
+            .for_each(|(k, x)| step(k, extend_key(h, k), dotted || has_dot(k), x, out)),
         Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| {
             let i = i.to_string();
             step(&i, extend(h, &i), dotted, x, out)
@@ -200,8 +211,9 @@ fn describe(arguments: &Value, h: u64) -> CanonicalError {
 }
 
 /// The place of `args` that the dotted parts of `key` reach when keys with a dot are read as
-/// paths too (each part matched as [`folded_key`] folds it), through at least one such key:
-/// its JSON pointer. `None` when there is none. What a tool expanding dotted keys reads as
+/// paths too (each key folded by [`folded_key`], then split), through at least one such key,
+/// or where the rest of the path stops at a value it cannot enter (an array without that
+/// index, a string, a number, `null`) after one: its JSON pointer. `None` when there is none. What a tool expanding dotted keys reads as
 /// `key` where [`crate::arg_path::path`] and [`super::folded_walk`] find nothing (found by
 /// review: `{"req": {"file.path": "/etc/shadow"}}` was absent to a scope on `req.file.path`
 /// and passed it). Walks only the keys whose parts match the path so far.
@@ -230,19 +242,20 @@ fn reach(v: &Value, want: &[String], dotted: bool, route: &mut Vec<String>) -> b
     };
     match v {
         Value::Object(m) => m.iter().any(|(k, x)| {
-            let parts: Vec<&str> = k.split('.').collect();
+            let folded = folded_key(k);
+            let parts: Vec<&str> = folded.split('.').collect();
             parts.len() <= want.len()
-                && parts
-                    .iter()
-                    .zip(want)
-                    .all(|(p, w)| folded_key(p) == w.as_str())
+                && parts.iter().zip(want).all(|(p, w)| *p == w.as_str())
                 && enter(k, x, parts.len(), dotted || parts.len() > 1, route)
         }),
-        Value::Array(a) => {
-            let x = want[0].parse::<usize>().ok().and_then(|i| a.get(i));
-            x.is_some_and(|x| enter(&want[0], x, 1, dotted, route))
-        }
-        _ => false,
+        // A value the rest of the path cannot enter, reached through a dotted key, is what such
+        // a reader reads there (found by review: `{"req.file": [{"path": …}]}` was absent to
+        // `req.file.path`, while `{"req": {"file": [...]}}` is held as stopped).
+        Value::Array(a) => match want[0].parse::<usize>().ok().and_then(|i| a.get(i)) {
+            Some(x) => enter(&want[0], x, 1, dotted, route),
+            None => dotted,
+        },
+        _ => dotted,
     }
 }
 
@@ -345,6 +358,8 @@ mod tests {
             json!({"x": [{"p.q": 1, "P": {"q": 2}}]}),
             json!({"x": {"items.0": 1, "items": [2]}}),
             json!({"x": {"A.b": 1, "a.B": 2}}),
+            // A full-width dot is a dot once normalised (found by review).
+            json!({"req": {"file": {"path": "/srv/ok"}, "file\u{ff0e}path": "/etc/shadow"}}),
         ] {
             let e = check_unambiguous(&v).unwrap_err();
             assert!(

@@ -74,7 +74,7 @@ pub(super) fn string_values<'a>(args: &'a Value, key: &str, noun: &str) -> Value
                 // scope on `req.file.path`, while a tool expanding dotted keys reads it so.
                 _ => match reached_through_dotted(args, key) {
                     Some(at) => Values::Unchecked(format!(
-                        "argument `{key}` is missing but the call holds {at}, which a tool expanding dotted keys reads as `{key}`"
+                        "argument `{key}` is missing but the call holds {at} on its path through a key with a dot, which a tool expanding dotted keys reads as `{key}`"
                     )),
                     None => Values::Absent,
                 },

@@ -190,8 +190,9 @@ async fn a_dotted_scope_argument_stopping_at_an_array_or_plain_value_is_held() {
 }
 
 /// Found by review: `scope.paths.arguments: [req.file.path]` against `{"req": {"file.path":
-/// "/etc/shadow"}}` (or `{"req.file": {"path": …}}`) found no path and passed, while a tool
-/// expanding dotted keys reads `/etc/shadow` as `req.file.path`. Held, naming where.
+/// "/etc/shadow"}}` (or `{"req.file": {"path": …}}`, a full-width dot, or `req.file` holding
+/// an array or a string) found no path and passed, while a tool expanding dotted keys reads
+/// `/etc/shadow` as `req.file.path`. Held, naming where.
 #[tokio::test]
 async fn a_scope_argument_behind_a_dotted_key_is_held_not_passed() {
     let (gw, root) = gateway().await;
@@ -217,6 +218,14 @@ async fn a_scope_argument_behind_a_dotted_key_is_held_not_passed() {
             json!({"REQ": {"File.Path": "/etc/shadow"}}),
             "/REQ/File.Path",
         ),
+        // A full-width dot is a dot to a reader normalising names (found by review).
+        (
+            json!({"req": {"file\u{ff0e}path": "/etc/shadow"}}),
+            "/req/file\u{ff0e}path",
+        ),
+        // Stopped at what the rest of the path cannot enter, behind a dotted key.
+        (json!({"req.file": [{"path": "/etc/shadow"}]}), "/req.file"),
+        (json!({"req.file": "/etc/shadow"}), "/req.file"),
     ] {
         let a = held(&gw, "s1", "read_files", args.clone()).await;
         assert_eq!(a["triggers"], json!(["paths"]), "{args}: {a}");

@@ -344,17 +344,9 @@ fn the_redeemed_record_of_an_approval_is_found_through_an_index() {
             let plan: Vec<String> = if pg {
                 crate::pgkit::column(c, &format!("EXPLAIN {look_up}"), assent_store::params![])
             } else {
-                c.query_map(
-                    &format!("EXPLAIN QUERY PLAN {look_up}"),
-                    assent_store::params![],
-                    |r| r.get(3),
-                )
-                .unwrap()
+                sqlite_plan(c, look_up)
             };
-            assert!(
-                plan.iter().any(|l| l.contains(index)),
-                "{look_up}: {plan:#?}"
-            );
+            assert_names(&plan, index, look_up);
         }
     });
 }
@@ -398,17 +390,24 @@ fn the_reads_agents_and_operators_repeat_are_found_through_an_index() {
                 let sql = format!("SELECT indexname FROM pg_indexes WHERE indexname = '{index}'");
                 crate::pgkit::column(c, &sql, assent_store::params![])
             } else {
-                c.query_map(
-                    &format!("EXPLAIN QUERY PLAN {look_up}"),
-                    assent_store::params![],
-                    |r| r.get(3),
-                )
-                .unwrap()
+                sqlite_plan(c, look_up)
             };
-            assert!(
-                plan.iter().any(|l| l.contains(index)),
-                "{look_up}: {plan:#?}"
-            );
+            assert_names(&plan, index, look_up);
         }
     });
+}
+
+/// SQLite's plan of `look_up`, a line a step.
+fn sqlite_plan(c: assent_store::db::Conn<'_>, look_up: &str) -> Vec<String> {
+    let explain = format!("EXPLAIN QUERY PLAN {look_up}");
+    c.query_map(&explain, assent_store::params![], |r| r.get(3))
+        .unwrap()
+}
+
+/// Asserts that a line of `plan` (of `look_up`) names `index`.
+fn assert_names(plan: &[String], index: &str, look_up: &str) {
+    assert!(
+        plan.iter().any(|l| l.contains(index)),
+        "{look_up}: {plan:#?}"
+    );
 }
