@@ -109,7 +109,10 @@ fn identifier_ok(s: &str) -> bool {
 /// `-` was let through though the error message said otherwise).
 fn agent_id_ok(s: &str) -> bool {
     let mut c = s.chars();
-    matches!(c.next(), Some(x) if x.is_ascii_lowercase() || x.is_ascii_digit())
+    // At most 256 bytes, as every id the API takes (found by review: an id of a million
+    // characters under a selector glob of many stars overflowed the stack at a reload).
+    s.len() <= 256
+        && matches!(c.next(), Some(x) if x.is_ascii_lowercase() || x.is_ascii_digit())
         && c.all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || x == '_' || x == '-')
 }
 
@@ -206,7 +209,7 @@ pub(super) fn load_agent(
     if !agent_id_ok(&id) {
         sink.push(
             id_line,
-            format!("metadata.id `{id}` must match ^[a-z0-9][a-z0-9_-]*$"),
+            format!("metadata.id `{id}` must match ^[a-z0-9][a-z0-9_-]*$ and be at most 256 bytes"),
         );
         return None;
     }

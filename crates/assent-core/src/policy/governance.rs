@@ -5,7 +5,7 @@
 
 use super::error::{LoadError, yaml_err};
 use super::model::{ApprovalSpec, Policy, Rule, Selector};
-use crate::approval::{DefaultDecision, QUORUM_DEFAULT_NOTE, check_default_decision};
+use crate::approval::{DefaultDecision, check_default_decision};
 use crate::json::present;
 use crate::risk::RiskTier;
 use crate::session_risk::Effects;
@@ -123,12 +123,46 @@ pub const MAX_ESCALATION_STEPS: usize = 8;
 /// `1..=MAX_WAIT_SECONDS`.
 pub const MAX_WAIT_SECONDS: u64 = 604_800;
 
+/// Longest tool or agent glob a policy may hold, in bytes (ids and names are at most 256).
+pub const MAX_GLOB_BYTES: usize = 256;
+
+/// Most `*` a tool or agent glob may hold: the `glob` crate matches one `*` a call deeper, so
+/// a glob of 500,000 stars overflowed the stack and aborted the gateway at a reload (found by
+/// review).
+pub const MAX_GLOB_STARS: usize = 16;
+
+/// `g` compiled as a tool or agent glob, or why not: empty, over [`MAX_GLOB_BYTES`] or
+/// [`MAX_GLOB_STARS`], or not a glob.
+pub(super) fn bounded_glob(g: &str) -> Result<glob::Pattern, String> {
+    if g.is_empty() {
+        return Err("is empty: not a name or glob".into());
+    }
+    if g.len() > MAX_GLOB_BYTES {
+        return Err(format!(
+            "is {} bytes long: at most {MAX_GLOB_BYTES}",
+            g.len()
+        ));
+    }
+    if g.matches('*').count() > MAX_GLOB_STARS {
+        return Err(format!("holds more than {MAX_GLOB_STARS} `*`"));
+    }
+    glob::Pattern::new(g).map_err(|_| "is not a name or glob".into())
+}
+
+/// `s` cut to 64 characters for an error message.
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 /// Validates one governance rule (issue 10 §10 bounds included): the [`Rule`] and its
 /// load-time warnings, or `Err(reason)` for the caller to report with the file and line.
 fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Vec<String>), String> {
-    let tool = match glob::Pattern::new(&rr.tool) {
-        Ok(g) if !rr.tool.is_empty() => g,
-        _ => return Err(format!("`tool: {}` is not a tool name or glob", rr.tool)),
+    let tool = match bounded_glob(&rr.tool) {
+        Ok(g) => g,
+        Err(why) => return Err(format!("`tool: {}` {why}", cut(&rr.tool))),
     };
     let risk_tier =
         match rr.risk_tier.as_deref() {
@@ -302,13 +336,10 @@ pub(super) fn load_governance(
         // the policy, denials included, stopped applying (found by review: `payments-**`, an
         // unclosed `[`). It stops the load like a rule's bad `tool` glob.
         for a in p.selector.agents.iter() {
-            if a.is_empty() || glob::Pattern::new(a).is_err() {
+            if let Err(why) = bounded_glob(a) {
                 errs.push(err(
                     pline,
-                    format!(
-                        "policy `{}` selector.agents: `{a}` is not an agent id or glob",
-                        p.id
-                    ),
+                    format!("policy `{}` selector.agents: `{}` {why}", p.id, cut(a)),
                 ));
             }
         }
@@ -337,114 +368,6 @@ pub(super) fn load_governance(
         };
         policies.insert(policy.id.clone(), policy);
     }
-}
-
-/// Partners a pair warning lists by name; the rest are counted (`… and N more`).
-const PARTNERS_NAMED: usize = 3;
-
-/// The rules of `partners` (each with its file) that meet `rule` ([`may_meet`], itself
-/// excluded), named as `LABEL (FILE)`: at most [`PARTNERS_NAMED`] of them, then `and N more`;
-/// `None` when there is none. Its cost is one [`may_meet`] a partner.
-fn partners_of(rule: &Rule, partners: &[(&Rule, &str)]) -> Option<String> {
-    let mut named = Vec::new();
-    let mut more = 0usize;
-    for (o, file) in partners {
-        if std::ptr::eq(rule, *o) || !may_meet(rule, o) {
-            continue;
-        }
-        if named.len() < PARTNERS_NAMED {
-            named.push(format!("{} ({file})", o.label));
-        } else {
-            more += 1;
-        }
-    }
-    if more > 0 {
-        named.push(format!("{more} more"));
-    }
-    match named.len() {
-        0 => None,
-        1 => named.pop(),
-        n => {
-            let last = named.pop().unwrap_or_default();
-            Some(format!("{} and {last}", named[..n - 1].join(", ")))
-        }
-    }
-}
-
-/// The pair warnings of the loaded governance `policies`, once every file is loaded: one for
-/// each rule that needs a quorum and may cover a call with rules that say `default_decision:
-/// approve` ([`QUORUM_DEFAULT_NOTE`]), and one for each rule saying `default_decision:
-/// approve` that may cover a call with other rules whose `thresholds` or `scope` hold it (a
-/// call a trigger holds defaults to reject; the rule's own are warned of by `build_rule`) or
-/// that hold at R3/R4 without naming a default (the approving default applies to their calls).
-/// Each names the rule and at most [`PARTNERS_NAMED`] partners (`… and N more`), so a file of
-/// N quorum rules and N approving ones gives N warnings, not N² (found by review: 3,000 and
-/// 3,000 rules made 9 M warnings, gigabytes that killed the gateway on reload). Warnings,
-/// not errors: the gatekeeper and the expiry sweep make such a call's timeout reject
-/// ([`crate::approval::default_at_timeout`], [`crate::grant::default_on_timeout`]).
-/// Approximate: selectors are not compared and two tool globs meet when either matches the
-/// other's text, so it may warn for rules that never cover one call and misses globs that
-/// meet otherwise (`pay*`, `*ment`).
-pub(super) fn pair_warnings(policies: &BTreeMap<String, Policy>) -> Vec<String> {
-    let rules = || {
-        policies
-            .values()
-            .flat_map(|p| p.rules.iter().map(move |r| (r, p.file.as_str())))
-    };
-    let approving: Vec<(&Rule, &str)> = rules()
-        .filter(|(r, _)| r.default_decision == Some(DefaultDecision::Approve))
-        .collect();
-    let holding: Vec<(&Rule, &str)> = rules()
-        .filter(|(r, _)| holds(&r.thresholds, &r.scope))
-        .collect();
-    // Found by review: a broad `default_decision: approve` composes onto a call a specific
-    // rule holds at R3/R4 naming no default (read as "reject when omitted"): only rules that
-    // name a default vote on it, so the approving one applies at the high tier's timeout.
-    let silent_high: Vec<(&Rule, &str)> = rules()
-        .filter(|(r, _)| r.default_decision.is_none() && r.risk_tier >= Some(RiskTier::R3))
-        .collect();
-    let mut out = Vec::new();
-    for (a, file) in &approving {
-        if let Some(named) = partners_of(a, &silent_high) {
-            out.push(format!(
-                "{file}: {} says `default_decision: approve` and {named} hold at R3 or above naming no default, and they may cover the same call: only rules that name a default vote on it, so their calls are approved at their timeout; say `default_decision: reject` on them to keep a person's say",
-                a.label
-            ));
-        }
-    }
-    for (q, file) in rules().filter(|(r, _)| r.quorum.is_some()) {
-        if let Some(named) = partners_of(q, &approving) {
-            out.push(format!(
-                "{file}: {} needs a quorum and {named} say `default_decision: approve`, and they may cover the same call: {QUORUM_DEFAULT_NOTE}",
-                q.label
-            ));
-        }
-    }
-    for (a, file) in &approving {
-        if let Some(named) = partners_of(a, &holding) {
-            out.push(format!(
-                "{file}: {} says `default_decision: approve` and the thresholds or scope of {named} may hold the same call: a call held by a trigger is held so a person decides, and its default on timeout is reject",
-                a.label
-            ));
-        }
-    }
-    out
-}
-
-/// Whether `thresholds` or `scope` may hold a call ([`trigger_default_warning`]'s keys).
-fn holds(t: &Thresholds, scope: &ScopeSpec) -> bool {
-    t.rate.is_some()
-        || t.cost.is_some()
-        || t.output_bytes.is_some()
-        || scope.paths.is_some()
-        || scope.domains.is_some()
-}
-
-/// Whether rules `a` and `b` may cover one call: no server, or the same, and either's tool
-/// glob matches the other's text.
-fn may_meet(a: &Rule, b: &Rule) -> bool {
-    let servers = a.server.is_none() || b.server.is_none() || a.server == b.server;
-    servers && (a.tool.matches(b.tool.as_str()) || b.tool.matches(a.tool.as_str()))
 }
 
 /// The rule's `escalation` chain or `on_timeout` (not both), checked: at most
@@ -576,91 +499,5 @@ mod tests {
                 .iter()
                 .all(|w| w.contains("default on timeout is reject"))
         );
-    }
-
-    /// The trap across rules: rule A says `default_decision: approve` for `pay*`; rule B of
-    /// another policy holds `pay` by a cost threshold, so a call B holds defaults to reject
-    /// whatever A says. The load warns at A, naming B; a rule whose tools B never covers,
-    /// and B itself (no approving default), do not.
-    #[test]
-    fn an_approving_default_beside_another_rules_thresholds_is_a_load_warning() {
-        let gov = "policies:
-  - id: a.lenient-v1
-    selector: {agents: [bot]}
-    rules:
-      - {tool: \"pay*\", approval: true, default_decision: approve}
-      - {tool: note, approval: true, default_decision: approve}
-  - id: b.cost-v1
-    selector: {agents: [bot]}
-    rules:
-      - {tool: pay, thresholds: {cost: {argument: amount, max_per_session: 100}}}
-";
-        let reg = Registry::of(AGENT, gov);
-        let warned = reg.warnings_with("may hold the same call");
-        assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
-        assert!(
-            warned[0].starts_with("g.yaml: a.lenient-v1 rules[0] (line 5) says")
-                && warned[0].contains("b.cost-v1 rules[0] (line 10) (g.yaml)")
-                && warned[0].contains("default on timeout is reject"),
-            "{warned:?}"
-        );
-    }
-
-    /// The trap (found by review): a baseline `{tool: "*", default_decision: approve}` and a
-    /// specific `wire` rule at R3 naming no default: the author reads "reject when omitted",
-    /// but only rules naming a default vote on it, so a held `wire` call is approved at its
-    /// timeout. The load warns at the baseline, naming the R3 rule; one saying `reject` is
-    /// not named.
-    #[test]
-    fn an_approving_default_beside_a_silent_high_tier_rule_is_a_load_warning() {
-        let gov = "policies:
-  - id: a.base-v1
-    selector: {agents: [bot]}
-    rules:
-      - {tool: \"*\", risk_tier: R1, default_decision: approve}
-      - {tool: wire, risk_tier: R3, approvers: [finance]}
-      - {tool: pay, risk_tier: R4, approvers: [finance], default_decision: reject}
-";
-        let reg = Registry::of(AGENT, gov);
-        let warned = reg.warnings_with("hold at R3 or above naming no default");
-        assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
-        assert!(
-            warned[0].starts_with("g.yaml: a.base-v1 rules[0] (line 5) says")
-                && warned[0].contains("a.base-v1 rules[1] (line 6) (g.yaml)")
-                && !warned[0].contains("rules[2]"),
-            "{warned:?}"
-        );
-    }
-
-    /// The attack: N rules needing a quorum and N approving rules for the same tool gave N²
-    /// warnings (3,000 each: 9 M, gigabytes copied into the reload reply and the log). One
-    /// warning a quorum rule, naming three partners and counting the rest, one an approving
-    /// rule beside thresholds; and never more than 1,000 warnings in all.
-    #[test]
-    fn many_quorum_and_approving_rules_give_a_bounded_number_of_warnings() {
-        let gov = |n: usize| {
-            let mut g = String::from(
-                "policies:\n  - id: a.many-v1\n    selector: {agents: [bot]}\n    rules:\n",
-            );
-            for _ in 0..n {
-                g.push_str("      - {tool: pay, approvers: {roles: [finance], count: 2}}\n");
-                g.push_str("      - {tool: pay, default_decision: approve, thresholds: {output_bytes: 10}}\n");
-            }
-            g
-        };
-        let load = |n| Registry::of(AGENT, &gov(n));
-        let reg = load(5);
-        let quorum = reg.warnings_with("needs a quorum");
-        assert_eq!(quorum.len(), 5, "{:?}", reg.warnings);
-        assert!(
-            quorum[0].contains("rules[5] (line 10) (g.yaml) and 2 more say"),
-            "{quorum:?}"
-        );
-        let beside = reg.warnings_with("may hold the same call");
-        assert_eq!(beside.len(), 5, "{:?}", reg.warnings);
-        assert!(beside[0].contains(" and 1 more may hold"), "{beside:?}");
-        let reg = load(1_500);
-        assert_eq!(reg.warnings.len(), 1_000);
-        assert_eq!(reg.warnings[999], "3501 more warnings not shown");
     }
 }

@@ -20,6 +20,7 @@ mod error;
 mod governance;
 mod index;
 mod model;
+mod pairs;
 mod registry;
 
 pub use crate::risk::RiskTier;

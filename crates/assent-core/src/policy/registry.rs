@@ -8,9 +8,10 @@
 use super::agent_file::load_agent;
 use super::delegations::Delegations;
 use super::error::{LoadError, LoadErrors};
-use super::governance::{load_governance, pair_warnings};
+use super::governance::load_governance;
 use super::index::{RuleIndex, folded_tool_name};
 use super::model::{Agent, Policy, Rule};
+use super::pairs::pair_warnings;
 use crate::verdict::Reason;
 use serde_json::Value;
 use std::collections::BTreeMap;

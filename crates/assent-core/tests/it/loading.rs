@@ -404,3 +404,41 @@ fn agent_wide_thresholds_refuse_bad_combinations_at_load() {
         "{e}"
     );
 }
+
+/// Attack (found by review): a rule's `tool` glob of 500,000 `*a` pairs beside a rule for a
+/// tool of a million `a`s: the load's pair check matched one against the other, and the `glob`
+/// crate goes a call deeper at each `*`, so the stack overflowed and a reload aborted the
+/// gateway. A tool or agent glob is at most 256 bytes and 16 `*`, and an agent id at most 256
+/// bytes; each stops the load at its file and line.
+#[test]
+fn a_glob_or_id_past_its_bound_stops_the_load_at_its_line() {
+    let stars = "*a".repeat(17);
+    let gov = |tool: &str, agents: &str| {
+        format!(
+            "policies:\n  - id: a.b-v1\n    selector: {{agents: [\"{agents}\"]}}\n    rules:\n      - tool: \"{tool}\"\n"
+        )
+    };
+    let refused = |tool: &str, agents: &str| {
+        Registry::load(&[], &[("g.yaml".into(), gov(tool, agents))])
+            .expect_err("refused")
+            .to_string()
+    };
+    let e = refused(&stars, "bot");
+    assert!(
+        e.contains("g.yaml:5") && e.contains("more than 16 `*`"),
+        "{e}"
+    );
+    let e = refused(&"a".repeat(300), "bot");
+    assert!(e.contains("is 300 bytes long: at most 256"), "{e}");
+    let e = refused("pay", &stars);
+    assert!(
+        e.contains("selector.agents") && e.contains("more than 16 `*`"),
+        "{e}"
+    );
+    // At the bounds, a glob loads.
+    let sixteen = "*a".repeat(16);
+    assert!(Registry::load(&[], &[("g.yaml".into(), gov(&sixteen, "b*"))]).is_ok());
+    let id = "a".repeat(257);
+    let e = load_err(&format!("metadata: {{id: {id}}}\n"), "policies: []\n");
+    assert!(e.contains("at most 256 bytes"), "{e}");
+}

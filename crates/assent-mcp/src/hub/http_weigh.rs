@@ -255,7 +255,7 @@ impl StreamableHttpClient for WeighedClient {
             custom_headers,
             limits,
         );
-        match (sent.await, id) {
+        match (sent.await.map_err(no_url), id) {
             (Err(StreamableHttpError::ResponseBodyTooLarge { max_size }), None) => {
                 tracing::warn!(
                     max_size,
@@ -293,6 +293,7 @@ impl StreamableHttpClient for WeighedClient {
         self.http
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
+            .map_err(no_url)
     }
 
     async fn get_stream(
@@ -333,7 +334,11 @@ impl StreamableHttpClient for WeighedClient {
             custom_headers,
             max_sse_event_size,
         );
-        Ok(weighed(events.await?, None, self.requests.clone()))
+        Ok(weighed(
+            events.await.map_err(no_url)?,
+            None,
+            self.requests.clone(),
+        ))
     }
 }
 
@@ -383,6 +388,15 @@ fn json_answer(
 /// gives as its status alone (429, or a 5xx with no JSON-RPC error rmcp could read: none, or
 /// one past [`MAX_JSON_BYTES`], which rmcp reports as the status, not the bound). `None` for
 /// any other failure (the connection's, the session's…), which rmcp reports itself.
+/// `e` without the URL reqwest puts in its errors' text (found by review: an upstream URL's
+/// query token, `?token=…`, was logged at a failed start and at each refused answer).
+fn no_url(e: StreamableHttpError<reqwest::Error>) -> StreamableHttpError<reqwest::Error> {
+    match e {
+        StreamableHttpError::Client(c) => StreamableHttpError::Client(c.without_url()),
+        e => e,
+    }
+}
+
 fn refusal(e: &StreamableHttpError<reqwest::Error>) -> Option<String> {
     match e {
         StreamableHttpError::ResponseBodyTooLarge { max_size } => Some(over_bytes(*max_size)),

@@ -255,3 +255,51 @@ for line in sys.stdin:
     proxy.kill().unwrap();
     proxy.wait().unwrap();
 }
+
+/// Attack (found by review): a `url` upstream whose URL carries its secret in the query
+/// (`?token=…`, which the configuration's own messages hide) and which cannot be reached: the
+/// HTTP client's error, logged as why the upstream failed to start, spelt the whole URL.
+#[test]
+fn an_unreachable_url_upstreams_query_token_is_never_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, down) = (free_port(), free_port());
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!("listen: 127.0.0.1:{port}\ndata_dir: data\nmcp_upstreams:\n  remote: {{url: \"http://127.0.0.1:{down}/mcp?token=SECRETQUERY\"}}\n"),
+    )
+    .unwrap();
+    let log_path = dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = serve_cmd(&cfg)
+        .env("ASSENT_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    wait_healthy(
+        &format!("http://127.0.0.1:{port}"),
+        Duration::from_secs(40),
+        Duration::from_millis(100),
+    );
+    let start = Instant::now();
+    let failed = || {
+        std::fs::read_to_string(&log_path)
+            .unwrap()
+            .contains("failed to start")
+    };
+    while !failed() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains("remote") && log.contains("failed to start"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("SECRETQUERY"),
+        "the query token was logged: {log}"
+    );
+}
