@@ -74,19 +74,32 @@ struct PatchOp {
 }
 
 /// One review's JSON-Patch diff as `- path: old` / `+ path: new` lines, the old value looked
-/// up in the pinned definition by the operation's JSON Pointer (RFC 6901: `~1` is `/`, `~0`
-/// is `~`). Found by review: it was looked up as a dotted path, literal key first, so a
-/// changed `file.path` property showed the old value of the nested `file`/`path` one, and a
-/// change read as no change.
+/// up by the operation's JSON Pointer (RFC 6901: `~1` is `/`, `~0` is `~`) in the pinned
+/// definition as the operations before it left it (RFC 6902 applies them in order). Found by
+/// review: it was looked up as a dotted path, literal key first, so a changed `file.path`
+/// property showed the old value of the nested `file`/`path` one, and a change read as no
+/// change; and later in the pinned definition as it was, so an array losing its last two items
+/// (`remove /required/1` twice) showed the first of them twice and never the second.
 fn diff_lines(t: &ToolReview, out: &mut String) {
     let ops: Vec<PatchOp> = t
         .diff
         .clone()
         .and_then(|d| serde_json::from_value(d).ok())
         .unwrap_or_default();
-    let pinned = t.pinned.as_ref().unwrap_or(&Value::Null);
-    for PatchOp { op, path, value } in &ops {
-        let old = pinned.pointer(path).map(canonical).unwrap_or_default();
+    // The same operations as the patch library applies them; none once one does not apply.
+    let typed: Vec<json_patch::PatchOperation> = t
+        .diff
+        .clone()
+        .and_then(|d| serde_json::from_value(d).ok())
+        .unwrap_or_default();
+    let mut doc = t.pinned.clone().unwrap_or(Value::Null);
+    let mut applies = typed.len() == ops.len();
+    for (i, PatchOp { op, path, value }) in ops.iter().enumerate() {
+        let old = doc.pointer(path).map(canonical).unwrap_or_default();
+        applies = applies && json_patch::patch(&mut doc, &typed[i..=i]).is_ok();
+        if !applies {
+            doc = Value::Null;
+        }
         let (path, old, new) = (shown(path), shown(&old), shown(&canonical(value)));
         match op.as_str() {
             "remove" => out.push_str(&format!("  - {path}: {old}\n")),

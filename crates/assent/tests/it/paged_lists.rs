@@ -145,3 +145,28 @@ fn tools_pending_marks_padding_and_shows_the_old_value_the_pointer_names() {
     let old = "  - /inputSchema/properties/file.path/description: \"Reads a file\"";
     assert!(text.contains(old), "{text}");
 }
+
+/// Found by review: an array losing its last two items (`required: [path, confirm,
+/// dry_run]` to `[path]`) is the patch `remove /required/1` twice; each old value was looked
+/// up in the pinned definition as it was, so `confirm` showed twice and `dry_run` never.
+/// Each is looked up as the operations before it left the definition.
+#[test]
+fn tools_pending_shows_each_removed_array_item() {
+    let Served {
+        server: s,
+        dir: _dir,
+        ..
+    } = served("");
+    let tool = |required: Value| {
+        json!({"name": "rm", "description": "Removes.",
+               "inputSchema": {"type": "object", "required": required}})
+    };
+    report(&s.url, json!([tool(json!(["path", "confirm", "dry_run"]))]));
+    report(&s.url, json!([tool(json!(["path"]))]));
+    let text = ok(&cli(&s.url, &["tools", "pending"]));
+    assert!(
+        text.contains("  - /inputSchema/required/1: \"confirm\"")
+            && text.contains("  - /inputSchema/required/1: \"dry_run\""),
+        "{text}"
+    );
+}
