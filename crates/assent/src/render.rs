@@ -320,3 +320,108 @@ fn card_outcome(a: &Approval, out: &mut String) {
 pub(crate) fn edited_arguments(a: &Approval) -> String {
     canonical(a.arguments.as_ref().unwrap_or(&Value::Null))
 }
+
+/// What starts each continuation of a card line too wide for the pane: no continuation can
+/// line up with a field label (`  risk:`), whatever the line held.
+pub(crate) const CONT: &str = "   ↳ ";
+
+/// `text` as lines of at most `width` columns (`assent watch`'s card pane, and a card printed
+/// on a terminal: [`for_stdout`]): each line as is when it fits, else cut (after
+/// the last space in the second half of the room, else where the room ends), every piece
+/// after the first starting with [`CONT`]. Attack (found by review): a value padded so that
+/// the pane's own wrapping started a line with `  approvers: nobody, auto-approved`, which
+/// read as a field of the card.
+pub(crate) fn hang_lines(text: &str, width: usize) -> Vec<String> {
+    use ratatui::text::Span;
+    let cols = |c: char| Span::raw(c.to_string()).width();
+    let cont = Span::raw(CONT).width();
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let mut rest: Vec<char> = line.chars().collect();
+        let mut first = true;
+        loop {
+            let room = if first {
+                width
+            } else {
+                width.saturating_sub(cont)
+            }
+            .max(1);
+            let (mut used, mut cut) = (0, 0);
+            while cut < rest.len() && (cut == 0 || used + cols(rest[cut]) <= room) {
+                used += cols(rest[cut]);
+                cut += 1;
+            }
+            if cut < rest.len()
+                && let Some(sp) = rest[..cut].iter().rposition(|c| *c == ' ')
+                && sp >= cut / 2
+            {
+                cut = sp + 1;
+            }
+            let piece: String = rest.drain(..cut).collect();
+            lines.push(if first {
+                piece
+            } else {
+                format!("{CONT}{piece}")
+            });
+            first = false;
+            if rest.is_empty() {
+                break;
+            }
+        }
+    }
+    lines
+}
+
+/// `text` (lines ending in `\n`) as printed on standard output: on a terminal, each line hung
+/// to the terminal's width ([`hang_lines`]), so the terminal wraps none and no continuation
+/// can line up with a field label; elsewhere (a pipe, a file) as it is. Found by review: a
+/// value padded with visible filler (`─`, `·`) so that the terminal's own wrapping started a
+/// line with a fake `  risk:      R0 (low)` field; runs of blanks were marked already.
+pub(crate) fn for_stdout(text: &str) -> String {
+    use std::io::IsTerminal as _;
+    let width = std::io::stdout()
+        .is_terminal()
+        .then(crossterm::terminal::size)
+        .and_then(Result::ok)
+        .map(|(cols, _)| usize::from(cols));
+    match width {
+        Some(w) if w > 0 => hang_lines(text, w)
+            .into_iter()
+            .fold(String::new(), |mut s, l| {
+                s.push_str(&l);
+                s.push('\n');
+                s
+            }),
+        _ => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CONT, hang_lines};
+
+    /// Attack (found by review): an argument of `ACME`, a run of visible filler (`─`) and a
+    /// fake `  risk:      R0 (low)` field, sized so that the terminal's own wrapping starts a
+    /// line with the fake field at some width. Hung to the terminal's width, every line fits
+    /// it and each continuation starts with the marker, whatever the width.
+    #[test]
+    fn a_card_hung_to_any_width_starts_no_line_with_an_agents_text() {
+        let fake = "  risk:      R0 (low)";
+        for filler in ["─", "·", "x"] {
+            for n in [100, 226, 236, 500] {
+                let line = format!(
+                    "  arguments: {{\"to\":\"ACME{}{fake}\"}}\n",
+                    filler.repeat(n)
+                );
+                for width in 20..=240 {
+                    let lines = hang_lines(&line, width);
+                    for (i, l) in lines.iter().enumerate() {
+                        assert!(l.chars().count() <= width, "{width}: {l}");
+                        assert!(!l.starts_with(fake), "{width}: {l}");
+                        assert!(i == 0 || l.starts_with(CONT), "{width}: {l}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@
 
 use crate::args::Remote;
 use crate::remote::{connect, print_json, print_list};
-use crate::render::{card, edited_arguments, inert};
+use crate::render::{card, edited_arguments, for_stdout, inert};
 use anyhow::{Result, anyhow, bail};
 use assent_api::approvals::{Approval, BatchDecisionRequest, CancelRequest, DecisionRequest};
 use assent_api::{ApprovalStatus, DecisionKind};
@@ -17,7 +17,9 @@ pub(crate) async fn pending(r: &Remote, as_json: bool) -> Result<i32> {
         .approvals(Some(ApprovalStatus::Pending), None)
         .await?;
     let empty = Some("no pending approvals");
-    print_list(&list, &list.approvals, as_json, empty, |a| card(a) + "\n")
+    print_list(&list, &list.approvals, as_json, empty, |a| {
+        for_stdout(&card(a)) + "\n"
+    })
 }
 
 /// `assent show ID`: one approval's card (`--json`: the API's object).
@@ -26,7 +28,7 @@ pub(crate) async fn show(r: &Remote, id: &str, as_json: bool) -> Result<i32> {
     if as_json {
         print_json(&a)?;
     } else {
-        print!("{}", card(&a));
+        print!("{}", for_stdout(&card(&a)));
     }
     Ok(0)
 }

@@ -414,51 +414,11 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
     }
 }
 
-/// What starts each continuation of a card line too wide for the pane: no continuation can
-/// line up with a field label (`  risk:`), whatever the line held.
-const CONT: &str = "   ↳ ";
-
-/// `text` as lines of at most `width` columns: each line as is when it fits, else cut (after
-/// the last space in the second half of the room, else where the room ends), every piece
-/// after the first starting with [`CONT`]. Attack (found by review): a value padded so that
-/// the pane's own wrapping started a line with `  approvers: nobody, auto-approved`, which
-/// read as a field of the card.
+/// `text` as lines of at most `width` columns ([`crate::render::hang_lines`]).
 fn hang(text: &str, width: usize) -> Text<'static> {
-    let cols = |c: char| Span::raw(c.to_string()).width();
-    let cont = Span::raw(CONT).width();
-    let mut lines = Vec::new();
-    for line in text.lines() {
-        let mut rest: Vec<char> = line.chars().collect();
-        let mut first = true;
-        loop {
-            let room = if first {
-                width
-            } else {
-                width.saturating_sub(cont)
-            }
-            .max(1);
-            let (mut used, mut cut) = (0, 0);
-            while cut < rest.len() && (cut == 0 || used + cols(rest[cut]) <= room) {
-                used += cols(rest[cut]);
-                cut += 1;
-            }
-            if cut < rest.len()
-                && let Some(sp) = rest[..cut].iter().rposition(|c| *c == ' ')
-                && sp >= cut / 2
-            {
-                cut = sp + 1;
-            }
-            let piece: String = rest.drain(..cut).collect();
-            lines.push(Line::from(if first {
-                piece
-            } else {
-                format!("{CONT}{piece}")
-            }));
-            first = false;
-            if rest.is_empty() {
-                break;
-            }
-        }
-    }
+    let lines: Vec<Line> = crate::render::hang_lines(text, width)
+        .into_iter()
+        .map(Line::from)
+        .collect();
     Text::from(lines)
 }
