@@ -322,8 +322,12 @@ impl Store {
         let stored = latest(guard.conn(), &public)?;
         if let Some(cp) = stored.filter(|s| published.is_none_or(|p| s.seq > p.seq)) {
             // It is published only over a chain that still extends what was published
-            // (found by review: it was returned unchecked).
-            if let Some(why) = extends(guard.conn(), published, &public)? {
+            // (found by review: it was returned unchecked), read in one snapshot (found by
+            // review: on PostgreSQL another replica's retention, committing between its
+            // reads of the archive anchors and of the record, made a sound chain read as
+            // altered).
+            let extended = guard.conn().snapshot(|c| extends(c, published, &public))?;
+            if let Some(why) = extended {
                 return Err(StoreError::Invalid(format!(
                     "audit chain altered since the published checkpoint at record {}: {why}; nothing published (run assent audit verify)",
                     published.map_or(0, |p| p.seq)

@@ -5,7 +5,7 @@
 /// Attack (found by review): 3,000 rules needing a quorum and 3,000 approving rules for the
 /// same tool (a ~300 KB file, under the file size limit) made 9 M warnings of ~380 bytes,
 /// copied into the configuration, the reload reply and the log: the gateway died on reload.
-/// `assent check` ends with at most 1,000 warnings, the last counting the rest.
+/// `assent check` ends with at most 1,000 warnings, and the pairs compared are bounded.
 #[test]
 fn thousands_of_quorum_and_approving_rules_give_at_most_a_thousand_warnings() {
     let dir = tempfile::tempdir().unwrap();
@@ -27,15 +27,22 @@ fn thousands_of_quorum_and_approving_rules_give_at_most_a_thousand_warnings() {
         .filter(|l| l.starts_with("assent: warning: "))
         .collect();
     assert!(out.status.success(), "{err}");
-    assert_eq!(warnings.len(), 1_000, "{}", &err[..err.len().min(2_000)]);
+    // 9 M pairs to compare: the check stops at its budget and says so first (found by
+    // review: the comparisons alone held a reload for hours at a million rules).
     assert!(
-        warnings[0].contains("needs a quorum") && warnings[0].contains(" and 2997 more say"),
+        (600..=1_000).contains(&warnings.len()),
+        "{}",
+        &err[..err.len().min(2_000)]
+    );
+    assert!(
+        warnings[0].contains("stopped after 2000000 comparisons"),
         "{}",
         warnings[0]
     );
-    assert_eq!(
-        warnings[999],
-        "assent: warning: 2001 more warnings not shown"
+    assert!(
+        warnings[1].contains("needs a quorum") && warnings[1].contains(" and 2997 more say"),
+        "{}",
+        warnings[1]
     );
     assert!(err.len() < 1_000_000, "{} bytes of warnings", err.len());
 }
