@@ -303,9 +303,8 @@ impl Store {
     /// [`Store::checkpoint_if_due`], where the chain must also extend `published`: the newest
     /// checkpoint the caller published outside the database (its checkpoint file), when it is
     /// newer than the newest stored one. Found by review: with the stored checkpoints after a
-    /// rewritten record deleted, the gateway checked the chain from an older one only, signed
-    /// the rewritten head and appended it to the file, so that the file's newest checkpoint
-    /// matched the rewritten chain at the next start-up. Returns first the newest stored
+    /// rewritten record deleted, the gateway checked the chain from an older one only and
+    /// signed the rewritten head into the file. Returns first the newest stored
     /// checkpoint of the key when it is newer than `published` (found by review: the
     /// take-over's was published only with the next due one). Errors: as `checkpoint_if_due`.
     pub fn checkpoint_if_due_after(
@@ -321,13 +320,10 @@ impl Store {
         let guard = self.lock();
         let stored = latest(guard.conn(), &public)?;
         if let Some(cp) = stored.filter(|s| published.is_none_or(|p| s.seq > p.seq)) {
-            // It is published only over a chain that still extends what was published
-            // (found by review: it was returned unchecked), read in one snapshot (found by
-            // review: on PostgreSQL another replica's retention, committing between its
-            // reads of the archive anchors and of the record, made a sound chain read as
-            // altered).
-            let extended = guard.conn().snapshot(|c| extends(c, published, &public))?;
-            if let Some(why) = extended {
+            // Only over a chain still extending what was published, read in one snapshot
+            // (found by review: returned unchecked; then, read in two, another replica's
+            // retention between them made a sound chain read as altered).
+            if let Some(why) = guard.conn().snapshot(|c| extends(c, published, &public))? {
                 return Err(StoreError::Invalid(format!(
                     "audit chain altered since the published checkpoint at record {}: {why}; nothing published (run assent audit verify)",
                     published.map_or(0, |p| p.seq)
