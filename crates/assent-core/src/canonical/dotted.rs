@@ -24,8 +24,9 @@ use std::hash::{DefaultHasher, Hasher};
 /// Errors: [`CanonicalError::AmbiguousKey`] (a top-level dotted key and the nested path of
 /// that name), [`CanonicalError::FoldedAmbiguousKey`] (the same, spelt in another case or
 /// Unicode form), [`CanonicalError::DottedAmbiguousKey`] (any other pair, as JSON pointers).
-/// Cost: one walk of the value, each key folded once per dotted part, and nothing at all
-/// beyond a scan of the keys when no key has a dot.
+/// A key with a character whose compatibility form holds a dot (`．`, U+FF0E) counts as dotted.
+/// Cost: one walk of the value, each key folded once, and nothing beyond a scan of the keys
+/// when no key has a dot; a refusal walks it once more and keeps two routes.
 pub(crate) fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
     if !arguments.is_object() || !has_dotted_key(arguments) {
         return Ok(());
