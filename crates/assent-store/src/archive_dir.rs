@@ -26,12 +26,12 @@ fn refuse(dir: &Path, why: &str) -> StoreError {
 }
 
 impl ArchiveDir {
-    /// Opens `dir`, making it (0700, its parents as `create_dir_all` makes them) when it is
-    /// missing: its parent by path, then `dir` itself by name from the parent's handle with
-    /// `O_DIRECTORY|O_NOFOLLOW`. A directory made here is set to 0700 through the handle; an
-    /// existing one is left as it is, but refused when users other than its owner may write
-    /// it and it is not sticky. Errors: `Invalid` when `dir` is a symbolic link or no
-    /// directory, or others may write it; `Io` naming it.
+    /// Opens `dir`, making it (0700, its parents as `create_dir_all` makes them, its entry in
+    /// its parent fsynced) when it is missing: its parent by path, then `dir` itself by name
+    /// from the parent's handle with `O_DIRECTORY|O_NOFOLLOW`. A directory made here is set to
+    /// 0700 through the handle; an existing one is left as it is, but refused when users other
+    /// than its owner may write it and it is not sticky. Errors: `Invalid` when `dir` is a
+    /// symbolic link or no directory, or others may write it; `Io` naming it.
     pub(crate) fn open_or_make(dir: &Path) -> Result<ArchiveDir, StoreError> {
         let parent = dir
             .parent()
@@ -59,6 +59,10 @@ impl ArchiveDir {
         if made {
             // 0700 whatever the umask left, through the handle: never a path swapped since.
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700)).map_err(sys)?;
+            // Found by review: the new directory's entry in its parent was never synced, so a
+            // power loss after the deleting commit could lose `archive/`, and with it the only
+            // copy of the records the run deleted. The exports' own fsyncs come later.
+            rustix::fs::fsync(&up).map_err(sys)?;
         } else {
             let mode = rustix::fs::fstat(&fd).map_err(sys)?.st_mode & 0o7777;
             if mode & 0o022 != 0 && mode & 0o1000 == 0 {

@@ -158,14 +158,19 @@ fn grant_uses(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Resul
 }
 
 /// Whether grant `gid`'s `grant.created` record may have been archived: created before the
-/// cut-off and revoked or expired by the run (a grant still live then kept its records).
+/// cut-off and revoked or expired by the run (a grant still standing then had its record
+/// carried forward). A `session` grant stored without an expiry lapsed
+/// [`assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS`] after it was made.
 fn grant_archived(conn: Conn<'_>, gid: &str, gone: &Gone) -> db::Result<bool> {
-    let (created, expires, revoked): (i64, Option<i64>, Option<i64>) = conn.query_row(
-        "SELECT created_at, expires_at, revoked_at FROM grants WHERE id = ?1",
+    type Row = (i64, Option<i64>, Option<i64>, Option<String>);
+    let (created, expires, revoked, session): Row = conn.query_row(
+        "SELECT created_at, expires_at, revoked_at, session_id FROM grants WHERE id = ?1",
         [gid],
         db::tuple,
     )?;
-    Ok(gone.before(created) && (gone.ended(revoked) || gone.ended(expires)))
+    let lapsed =
+        session.map(|_| created.saturating_add(assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS));
+    Ok(gone.before(created) && (gone.ended(revoked) || gone.ended(expires.or(lapsed))))
 }
 
 /// A token row: id, then what its `token.minted` record fixes (approval, agent, call hash,

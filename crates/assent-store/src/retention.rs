@@ -14,9 +14,10 @@
 //!   signatures are checked by [`crate::integrity::verify_offline`], so deleting more records
 //!   or editing an anchor is found.
 //! - **What may go**: a prefix of the chain whose every record is older than the cut-off,
-//!   never the newest record, never a record of an approval that is pending, has a token
-//!   neither used nor expired or a grant neither revoked nor expired, never a record a
-//!   webhook has not delivered yet (its cursor), at most `max_records` per run. The state
+//!   never the newest record, never a record of an approval that is pending or has a token
+//!   neither used nor expired, never a record a webhook has not delivered yet (its cursor),
+//!   at most `max_records` per run (a standing grant's record is carried forward:
+//!   `retention_carry.rs`). The state
 //!   tables are not touched, except the session state of sessions idle since before the
 //!   cut-off ([`Store::prune_session_risk`], at most `max_records` rows per table per run; an
 //!   active session keeps its state), the card links expired and the webhook dead letters
@@ -62,9 +63,7 @@ pub const ARCHIVE_DIR: &str = "archive";
 pub const DEFAULT_MAX_RECORDS: i64 = 100_000;
 /// Records read per lock of the store's connection while exporting.
 const CHUNK: i64 = 5_000;
-
-/// How many approvals a run judges per hold of the store's connection
-/// ([`Store::archived_entries`]).
+/// Approvals a run judges per hold of the store's connection ([`Store::archived_entries`]).
 const ENTRY_CHUNK: usize = 256;
 
 /// What one run archived.
@@ -117,16 +116,12 @@ fn plan(conn: Conn<'_>, cutoff: i64, now: i64, max: i64) -> db::Result<Option<Pl
         cut,
         cutoff,
     )?;
-    // A grant still standing holds its approval's records ([`crate::sql::grant_unexpired_at`]).
-    let standing = format!(
-        "SELECT seq FROM audit WHERE seq > ?1 AND seq <= ?2 AND approval_id IN (
+    // A standing grant's record is carried instead (`retention_carry::carry_grants`).
+    let standing = "SELECT seq FROM audit WHERE seq > ?1 AND seq <= ?2 AND approval_id IN (
              SELECT id FROM approvals WHERE status = 'pending'
-             UNION SELECT approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?3
-             UNION SELECT approval_id FROM grants WHERE revoked_at IS NULL AND {})
-         ORDER BY seq LIMIT 1",
-        crate::sql::grant_unexpired_at("?3")
-    );
-    cut = hold(conn, &standing, prev_seq, cut, now)?;
+             UNION SELECT approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?3)
+         ORDER BY seq LIMIT 1";
+    cut = hold(conn, standing, prev_seq, cut, now)?;
     let cursor: Option<i64> =
         conn.query_row("SELECT min(last_seq) FROM webhook_cursors", [], |r| {
             r.get(0)
@@ -147,6 +142,7 @@ fn plan(conn: Conn<'_>, cutoff: i64, now: i64, max: i64) -> db::Result<Option<Pl
 struct Partial {
     path: PathBuf,
     kept: bool,
+    bytes: u64, // its size once synced, read through its handle
 }
 
 impl Partial {
@@ -342,8 +338,10 @@ impl Store {
         let Some(partial) = done else {
             return Ok(None);
         };
+        // Not read again by path (found by review: a failed stat after the commit reported a
+        // run that deleted records as one that deleted nothing).
+        let bytes = partial.bytes;
         let path = partial.keep();
-        let bytes = std::fs::metadata(&path).map_err(io(&path))?.len();
         Ok(Some(Archived {
             manifest,
             path,
@@ -443,9 +441,10 @@ impl Store {
         let (first, last) = (p.prev_seq + 1, p.cut);
         let name = format!("audit-{first:012}-{last:012}-{}.jsonl", &random_id("")[..8]);
         let (file, path) = dir.create_new(&name)?;
-        let partial = Partial {
+        let mut partial = Partial {
             path: path.clone(),
             kept: false,
+            bytes: 0,
         };
         let mut out = std::io::BufWriter::new(file);
         let mut w = Written {
@@ -522,6 +521,7 @@ impl Store {
         out.write_all(trailer.as_bytes()).map_err(io(&path))?;
         let file = out.into_inner().map_err(|e| io(&path)(e.into_error()))?;
         file.sync_all().map_err(io(&path))?;
+        partial.bytes = file.metadata().map_err(io(&path))?.len();
         dir.sync()?;
         let exported = (w.pairs.finalize().to_vec(), entries);
         Ok(Some((manifest, partial, exported)))

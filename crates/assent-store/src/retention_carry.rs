@@ -1,8 +1,8 @@
 //! What a retention run (`retention.rs`) writes again at the chain's end before it deletes
 //! the records it archived, so that what still stands stays recorded in the live chain: the
-//! registrations of standing passkeys, the records of standing tool pins and reviews, the
-//! newest record of each MPLP plan, the recorded take-overs of audit keys, and the newest
-//! record of the configuration put in force.
+//! registrations of standing passkeys, the `grant.created` records of standing grants, the
+//! records of standing tool pins and reviews, the newest record of each MPLP plan, the
+//! recorded take-overs of audit keys, and the newest record of the configuration put in force.
 
 use crate::archive::Manifest;
 use crate::audit;
@@ -14,11 +14,13 @@ use assent_core::checkpoint::Checkpoint;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 
 /// Everything a run writes again before it deletes the records `m` covers, in this order:
-/// standing passkeys' registrations, standing tool pins' and reviews' records, each plan's
+/// standing passkeys' registrations, standing grants' `grant.created` records, standing tool
+/// pins' and reviews' records, each plan's
 /// newest record, recorded take-overs (signed by `key`), the newest configuration record, and
 /// the settlements' sealing marker ([`crate::sealing_marker::carry`]).
 pub(crate) fn carry_all(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(), StoreError> {
     carry_passkeys(tx, m)?;
+    carry_grants(tx, m)?;
     carry_tools(tx, m)?;
     carry_plans(tx, m)?;
     carry_takeovers(tx, m, key)?;
@@ -222,6 +224,58 @@ fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
             d.insert("carried_from".into(), seq.into());
             let at = m.archived_at;
             audit::append(**tx, at, "passkey.registered", None, &actor, &d.into())?;
+        }
+    }
+    Ok(())
+}
+
+/// Before the records `m` covers are deleted: each `grant.created` record among them whose
+/// grant still stands at the run (its row there, not revoked, not expired:
+/// [`crate::sql::grant_unexpired_at`]) is written again at the chain's end (same actor and
+/// data, plus `approval_id`, and `carried_from` and `carried_at` kept through later carries),
+/// so `assent audit verify` still holds the grant's row to the record that made it. Found by
+/// review: a standing grant held back every record from its approval's first one, so one
+/// `workspace` grant (which never expires) stopped retention of the whole chain for good. A
+/// row changed since its record is carried too: the check compares the two and names it.
+fn carry_grants(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let made: Vec<(i64, i64, Option<String>, String, String)> = crate::sql::rows(
+        **tx,
+        "SELECT seq, at, approval_id, actor, data FROM audit WHERE kind = 'grant.created' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
+        params![m.first_seq, m.last_seq],
+        db::tuple,
+    )?;
+    let standing = format!(
+        "SELECT 1 FROM grants WHERE id = ?1 AND revoked_at IS NULL AND {}",
+        crate::sql::grant_unexpired_at("?2")
+    );
+    for (seq, at, approval, actor, data) in made {
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
+            continue;
+        };
+        let Some(gid) = d
+            .get("grant_id")
+            .and_then(|g| g.as_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let stands: Option<i64> = tx
+            .query_row(&standing, params![gid, m.archived_at], |r| r.get(0))
+            .optional()?;
+        if stands.is_some() {
+            if let Some(a) = approval {
+                d.entry("approval_id").or_insert(a.into());
+            }
+            d.entry("carried_at").or_insert(at.into());
+            d.entry("carried_from").or_insert(seq.into());
+            audit::append(
+                **tx,
+                m.archived_at,
+                "grant.created",
+                None,
+                &actor,
+                &d.into(),
+            )?;
         }
     }
     Ok(())

@@ -44,6 +44,7 @@ mod replicas;
 mod retention;
 mod retention_approvals;
 mod retention_config;
+mod retention_grants;
 mod retention_plans;
 mod retention_published;
 mod retention_tools;
