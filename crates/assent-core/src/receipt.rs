@@ -221,8 +221,12 @@ impl Receipt {
 
     /// Checks every passkey assertion offline ([`crate::passkey::check`]): each must sign an
     /// approval of this approval id and `call_hash`, by its credential's key, at an origin of
-    /// its relying party's domain; no credential may sign for two voters; and when the
-    /// approval needed a passkey, every approving vote and decision must carry one.
+    /// its relying party's domain; no credential may sign for two voters; none may stand
+    /// beside an edit (`approved_call_hash`), a `scope` or `whole_tool`, which it never signs
+    /// (found by review: whoever held the audit key could re-sign a passkey-signed receipt
+    /// with an edit or a workspace grant, and it verified beside "passkey: alice signed");
+    /// and when the approval needed a passkey, every approving vote and decision must carry
+    /// one.
     pub fn check_passkeys(&self) -> Result<(), ReceiptError> {
         let votes = self
             .votes
@@ -240,6 +244,17 @@ impl Receipt {
                 Some(p) => {
                     crate::passkey::check(p, &self.approval_id, &self.call_hash, "approve")
                         .map_err(|e| ReceiptError::Passkey(by.clone(), e))?;
+                    // The passkey signed the call as proposed, once; the gateway never takes
+                    // one beside an edit or a grant, so a receipt showing both was re-signed.
+                    if self.approved_call_hash.is_some() || self.scope.is_some() || self.whole_tool
+                    {
+                        return Err(ReceiptError::Passkey(
+                            by.clone(),
+                            crate::passkey::PasskeyError::Binding(
+                                "it signs the call as proposed, once, yet the receipt shows an edit or a grant",
+                            ),
+                        ));
+                    }
                     // The challenge does not name the voter: one authenticator's assertions
                     // shown under two names would count one person twice (found by review).
                     let k = &p.public_key;

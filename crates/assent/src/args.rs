@@ -352,11 +352,10 @@ pub(crate) enum Cmd {
     },
     /// Copy the database to OUT while the gateway runs, then verify the copy.
     ///
-    /// SQLite's online backup in one snapshot (the gateway keeps serving and writing), written
-    /// with mode 0600 beside OUT, fsynced, then checked: SQLite's integrity check and the whole
-    /// `audit verify` (chain, signed checkpoints, state tables). Only a copy that verifies
-    /// becomes OUT. The keys are not in the database: back up DATA_DIR/token.key and
-    /// DATA_DIR/audit.key separately (once; they do not change).
+    /// SQLite's online backup in one snapshot (the gateway keeps serving), written 0600 beside
+    /// OUT, fsynced, then checked (SQLite's integrity check and the whole `audit verify`); only
+    /// a copy that verifies becomes OUT. The keys are not in the database: back up
+    /// DATA_DIR/token.key and DATA_DIR/audit.key separately (once; they do not change).
     #[command(
         after_help = "Exit codes: 0 written and verified; 1 refused or failed (OUT exists, no database, the copy does not verify), nothing written to OUT."
     )]
@@ -378,8 +377,8 @@ pub(crate) enum Cmd {
     /// Refuses while a gateway (or another program) has the database open, a file that is not
     /// an assent database, a schema newer than this assent, a backup whose audit chain does not
     /// verify, and (unless --force) one whose signed checkpoints do not verify under
-    /// DATA_DIR/audit.key or whose newest records no such checkpoint covers. The replaced database is kept as assent.db.before-restore-TIME; the
-    /// new one is put in place with an atomic rename.
+    /// DATA_DIR/audit.key or whose newest records no such checkpoint covers. The replaced
+    /// database is kept as assent.db.before-restore-TIME; the new one is renamed in place.
     #[command(
         after_help = "Restore token.key and audit.key from the same backup first: under other keys every token minted before is refused and the checkpoints fail `assent audit verify`.\n\nExit codes: 0 restored; 1 refused or failed, nothing replaced."
     )]
@@ -476,7 +475,7 @@ pub(crate) enum ReceiptCmd {
     /// Verify a receipt FILE offline: its call against its canonical form and call_hash, its
     /// signature under the audit public key (--public-key, or the data directory's) and passkeys.
     #[command(
-        after_help = "Exit codes: 0 verified; 1 the receipt does not verify (edited call, vote or signature); 2 usage or I/O error (unreadable file, not a receipt, no public key)."
+        after_help = "Exit codes: 0 verified; 1 the receipt does not verify (edited call, vote or signature), or with --approves it is not an approval of that call; 2 usage or I/O error (unreadable file, not a receipt, no public key)."
     )]
     Verify {
         /// The receipt file (as `assent receipt get` prints it).
@@ -488,6 +487,9 @@ pub(crate) enum ReceiptCmd {
         /// The dashboard's origin (`passkeys.origin`): every passkey assertion was made there.
         #[arg(long, value_name = "URL")]
         origin: Option<url::Url>,
+        /// Exit 1 unless it approved this call (64 hex): the one it let run, an edit if any.
+        #[arg(long, value_name = "CALL_HASH")]
+        approves: Option<String>,
         #[command(flatten)]
         place: DataPlace,
     },
@@ -561,8 +563,7 @@ pub(crate) enum KeysCmd {
     ///
     /// An embedded (SQLite) gateway makes its keys on first start. Replicas sharing one
     /// PostgreSQL database must all sign with the same keys, so `assent serve` never makes
-    /// them for such a database: run this once and give the directory (config `keys_dir`) to
-    /// every replica. An existing key is never replaced.
+    /// them for it: run this once and give the directory (`keys_dir`) to every replica.
     #[command(
         after_help = "Exit codes: 0 both keys present (created now or before); 1 an existing key is damaged, or the directory cannot be written."
     )]
@@ -577,8 +578,7 @@ pub(crate) enum KeysCmd {
     /// `token-retired-<ms>.key` and keeps verifying (and stays in the JWKS) until every token
     /// it signed has expired. The audit key is not touched.
     ///
-    /// Running gateways sharing the directory pick the new key up within 10 seconds, without
-    /// a restart.
+    /// Running gateways sharing the directory pick it up within 10 seconds, no restart.
     #[command(
         name = "rotate-token-key",
         after_help = "Exit codes: 0 rotated; 1 no token key yet (run `assent keys init`), a damaged key, or the directory cannot be written."
@@ -598,10 +598,10 @@ pub(crate) enum AuditCmd {
     /// Verify the audit log offline: hash chain, signed checkpoints, state tables.
     ///
     /// Read-only; the gateway may keep running. Checks the whole hash chain; every stored
-    /// checkpoint's Ed25519 signature and that the chain at its record has
-    /// exactly its head hash; with --checkpoint, that the chain reaches the newest valid
-    /// checkpoint of that file; and the state tables against the chain (approvals, decisions,
-    /// minted and redeemed tokens). Names the first problem.
+    /// checkpoint's Ed25519 signature and that the chain at its record has exactly its head
+    /// hash; with --checkpoint, that the chain reaches the newest valid checkpoint of that
+    /// file; and the state tables against the chain (approvals, decisions, minted and redeemed
+    /// tokens). Names the first problem.
     #[command(
         after_help = "Exit codes: 0 verified; 1 the chain is broken, a checkpoint does not verify or is not reached, an export is missing or does not verify (with --archive-dir), or the state tables disagree with the chain; 2 usage or I/O error (no database, unreadable file, no public key)."
     )]

@@ -172,6 +172,18 @@ async fn the_python_recipe_verifies_a_minted_token_and_refuses_an_edited_one() {
         let other = canonical.replace("700", "701");
         let (ok, out) = run_recipe(r, scratch.path(), &keys, &token, &other);
         assert!(!ok && out.contains("call_hash"), "{r}: {out}");
+        // Found by review: the recipes took a key by its `kid` alone, so a set merged from two
+        // gateways, or a key listed under another key's name, was used; assent-verify refuses
+        // a `kid` that is not the key's RFC 7638 thumbprint, and so do they now.
+        let mut set: Value = serde_json::from_str(&keys).unwrap();
+        let mut foreign = set["keys"][0].clone();
+        foreign["x"] = json!("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo");
+        set["keys"].as_array_mut().unwrap().insert(0, foreign);
+        let (ok, out) = run_recipe(r, scratch.path(), &set.to_string(), &token, &canonical);
+        assert!(
+            !ok && out.contains("not named by its thumbprint"),
+            "{r}: {out}"
+        );
     }
     let _ = gw.stop().await;
 }

@@ -21,8 +21,15 @@ pub(crate) async fn run(cmd: ReceiptCmd) -> Result<i32> {
             file,
             public_key,
             origin,
+            approves,
             place,
-        } => verify(&file, public_key.as_deref(), origin.as_ref(), &place),
+        } => {
+            let code = verify(&file, public_key.as_deref(), origin.as_ref(), &place)?;
+            match (code, approves) {
+                (0, Some(want)) => approves_call(&file, public_key.as_deref(), &place, &want),
+                (code, _) => Ok(code),
+            }
+        }
     }
 }
 
@@ -89,6 +96,37 @@ fn verify(
             Ok(1)
         }
     }
+}
+
+/// With `--approves CALL_HASH`, after [`verify`] passed: 0 when the receipt in `file` shows
+/// the call `want` approved (status `approved`, and `want` the call it let run: the edited
+/// call's hash when approved with edits, else `call_hash`), else prints why not and 1; 2 for
+/// a `want` that is not 64 lowercase hex. Found by review: a script taking exit 0 for "this
+/// call was approved" accepted a receipt of a denial, or of the proposed call an operator
+/// approved only edited.
+fn approves_call(
+    file: &std::path::Path,
+    public_key: Option<&str>,
+    place: &DataPlace,
+    want: &str,
+) -> Result<i32> {
+    if want.len() != 64 || !want.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        eprintln!("assent: --approves takes a call_hash: 64 lowercase hex characters");
+        return Ok(2);
+    }
+    let (text, key) = read(file, public_key, place)?;
+    let r = Receipt::check_text(&text, &key)?;
+    let ran = r.approved_call_hash.as_deref().unwrap_or(&r.call_hash);
+    let why = if r.status != assent_core::ApprovalStatus::Approved {
+        format!("its status is {}", r.status.as_str())
+    } else if ran != want {
+        format!("the call it let run is call_hash {ran}")
+    } else {
+        println!("approves: call_hash {want}");
+        return Ok(0);
+    };
+    println!("NOT AN APPROVAL OF call_hash {want}: {why}");
+    Ok(1)
 }
 
 /// Prints, for each passkey-signed vote or decision, who signed with which credential and key,

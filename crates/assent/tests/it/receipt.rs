@@ -117,6 +117,54 @@ fn a_receipt_of_an_edited_approval_says_so() {
         )),
         "{out}"
     );
+    // Found by review: a script taking exit 0 for "this call was approved" took the proposed
+    // call as approved. `--approves H` passes for the call that ran, not the one proposed.
+    let approves = |h: &str| {
+        let d = data.to_str().unwrap();
+        let f = file.to_str().unwrap();
+        run(&["receipt", "verify", f, "--data-dir", d, "--approves", h])
+    };
+    let out = approves(edited);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let proposed = receipt["call_hash"].as_str().unwrap();
+    let out = approves(proposed);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("the call it let run is call_hash {edited}")),
+        "{said}"
+    );
+    assert_eq!(approves("not-a-hash").status.code(), Some(2));
+}
+
+/// Found by review: `receipt verify` exits 0 for a valid receipt of a denial, so a script
+/// reading exit 0 as "approved" took a denied call as approved. `--approves H` exits 1 for it.
+#[test]
+fn a_receipt_of_a_denial_does_not_pass_as_an_approval() {
+    let Served {
+        dir, data, server, ..
+    } = served("");
+    let url = server.url.clone();
+    let id = crate::held(&url, 5000);
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/approvals/{id}/decision"))
+        .bearer_auth(crate::OP_KEY)
+        .json(&serde_json::json!({"decision": "deny", "reason": "no"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text());
+    let text = ok(&cli(&url, &["receipt", "get", &id]));
+    let file = dir.path().join("receipt.json");
+    std::fs::write(&file, &text).unwrap();
+    let receipt: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let hash = receipt["call_hash"].as_str().unwrap();
+    let (f, d) = (file.to_str().unwrap(), data.to_str().unwrap());
+    ok(&run(&["receipt", "verify", f, "--data-dir", d]));
+    let out = run(&["receipt", "verify", f, "--data-dir", d, "--approves", hash]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("its status is rejected"), "{said}");
+    crate::stop(server);
 }
 
 /// An assertion of `r`'s approval by a P-256 authenticator for relying party `rp_id`, its
@@ -166,6 +214,7 @@ fn assertion(
 /// authenticator's assertion under two voters' names, had a receipt that verified. Now an
 /// assertion made off the relying party's domain or in a frame, or one credential under two
 /// names, does not verify; the origin is printed, and `--origin` holds each to the dashboard's.
+/// Nor does one beside an edit, a grant or `whole_tool`, which the passkey never signs.
 #[test]
 fn a_passkey_assertion_made_elsewhere_or_shown_under_two_names_does_not_verify() {
     let Served {
@@ -245,8 +294,23 @@ fn a_passkey_assertion_made_elsewhere_or_shown_under_two_names_does_not_verify()
         code == Some(1) && out.contains("another voter too"),
         "{out}"
     );
-    // An --origin that is no origin is a usage error, not a verdict.
     let good = at(r#""origin":"https://assent.example""#);
+    // Found by review: re-signed with an edit, a grant or `whole_tool` beside the passkey
+    // (which signs the call as proposed, once), it verified beside "passkey: … signed".
+    type Edit = dyn Fn(&mut assent_core::receipt::Receipt);
+    let widened: [&Edit; 3] = [
+        &|r| r.approved_call_hash = Some("ab".repeat(32)),
+        &|r| r.scope = Some("workspace".into()),
+        &|r| r.whole_tool = true,
+    ];
+    for widen in widened {
+        let (code, out) = verify(&|r| (good(r), widen(r)).1, &[]);
+        assert!(
+            code == Some(1) && out.contains("yet the receipt shows an edit or a grant"),
+            "{out}"
+        );
+    }
+    // An --origin that is no origin is a usage error, not a verdict.
     let (code, _) = verify(&good, &["--origin", "localhost:8443"]);
     assert_eq!(code, Some(2));
     crate::stop(server);
