@@ -464,6 +464,11 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
     if let Err(r) = bearer_throttle(&st, &mut req).await {
         return r;
     }
+    let planted =
+        crate::dashboard::session::planted_session_cookies(&st, req.headers(), req.uri().path());
+    if !planted.is_empty() {
+        crate::dashboard::session::drop_session_cookie(&st, req.headers_mut());
+    }
     if let Err(r) = dashboard_session(&st, &mut req).await {
         return r;
     }
@@ -474,7 +479,10 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         (Some(_), Some(slot)) => Some(slot.0.known_request()),
         _ => None,
     };
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    for c in planted {
+        response.headers_mut().append(header::SET_COOKIE, c);
+    }
     match known {
         Some(known) => {
             response.map(|b| axum::body::Body::new(crate::serve_slots::Counted::new(b, known)))

@@ -19,7 +19,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 mod cookies;
 
 use self::cookies::{COOKIE, LOGIN_COOKIE};
-pub(crate) use self::cookies::{Jar, cookies, drop_session_cookie, session_cookie};
+pub(crate) use self::cookies::{
+    Jar, cookies, drop_session_cookie, planted_session_cookies, session_cookie,
+};
 use super::page::{Message, forbidden, page_with, secured, to_login};
 use super::sessions::{self, SESSION_TTL, Session, random_hex};
 use std::collections::HashMap;

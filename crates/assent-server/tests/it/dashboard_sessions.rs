@@ -307,3 +307,47 @@ async fn signing_in_again_on_a_locked_out_network_still_ends_the_session_the_bro
     );
     gw.stop().await;
 }
+
+/// Attack (found by review): a browser keeps cookies apart by host, not by port, so a page on
+/// another port of a plain-http gateway's host planted `assent_ui=<the attacker's live
+/// session>; Path=/ui/history`; the browser sent it before the operator's own on that page,
+/// which then showed, and whose forms acted, as the attacker (login CSRF past the sign-in
+/// form's origin check). A request carrying the session cookie twice is signed in nowhere,
+/// and its answer expires the copies on every path above it but the session's own.
+#[tokio::test]
+async fn a_session_cookie_planted_beside_the_operators_own_signs_in_no_one() {
+    let gw = serve().await;
+    let from = "127.0.0.41";
+    let mallory = signed_in(&gw, "127.0.0.40", "olaf-key").await;
+    let alice = signed_in(&gw, from, OP).await;
+    let page = |cookie: String| {
+        let url = format!("{}/ui/history", gw.url);
+        async move {
+            let r = browser(from).get(url).header("cookie", cookie).send().await;
+            r.unwrap()
+        }
+    };
+    let own = page(alice.clone()).await;
+    assert_eq!(own.status(), StatusCode::OK);
+    assert!(own.text().await.unwrap().contains("<strong>alice</strong>"));
+    for both in [format!("{mallory}; {alice}"), format!("{alice}; {mallory}")] {
+        let r = page(both.clone()).await;
+        let set: Vec<String> = r
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{both}: {set:?}");
+        let body = r.text().await.unwrap();
+        assert!(!body.contains("olaf") && !body.contains("alice"), "{body}");
+        for p in ["/", "/ui/", "/ui/history"] {
+            let gone = format!("assent_ui=; Path={p}; Max-Age=0");
+            assert!(set.contains(&gone), "{p}: {set:?}");
+        }
+        assert!(!set.iter().any(|c| c.contains("Path=/ui;")), "{set:?}");
+    }
+    // The operator's own cookie, once the planted one is gone, works as before.
+    assert_eq!(page(alice).await.status(), StatusCode::OK);
+    gw.stop().await;
+}

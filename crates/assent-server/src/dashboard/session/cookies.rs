@@ -119,6 +119,41 @@ pub(crate) fn drop_session_cookie(st: &AppState, headers: &mut HeaderMap) {
     }
 }
 
+/// Over plain http, when the request carries the session cookie's name more than once: the
+/// `Set-Cookie` values that expire it on every path above `path` but the session's own
+/// (`Path=/ui`), so that the planted copies go; empty otherwise. The edge then drops them all
+/// from the request: it reads as one signed in nowhere. Attack (found by review): a browser
+/// keeps cookies apart by host, not by port, so a page on another port of a plain-http
+/// gateway's host set `assent_ui=<the attacker's live session>; Path=/ui/approvals`; the
+/// browser sent it first on the cards' pages, whose forms then ran as the attacker and carried
+/// the attacker's CSRF token, so the victim's decisions were recorded as the attacker's (login
+/// CSRF past the sign-in form's origin check). Over https the `__Host-` name allows one
+/// cookie, `Path=/`, set by this origin alone.
+pub(crate) fn planted_session_cookies(
+    st: &AppState,
+    headers: &HeaderMap,
+    path: &str,
+) -> Vec<HeaderValue> {
+    let jar = Jar::of(st, headers);
+    let name = jar.name(COOKIE.0);
+    let dashboard = path == COOKIE.1 || path.starts_with("/ui/");
+    if jar.https || !dashboard || cookies(headers).filter(|(k, _)| *k == name).count() < 2 {
+        return Vec::new();
+    }
+    let mut above = vec!["/".to_string()];
+    for (i, _) in path.match_indices('/').skip(1) {
+        above.extend([path[..i].to_string(), path[..=i].to_string()]);
+    }
+    above.push(path.to_string());
+    above.sort();
+    above.dedup();
+    above
+        .iter()
+        .filter(|p| p.as_str() != COOKIE.1)
+        .filter_map(|p| HeaderValue::from_str(&format!("{name}=; Path={p}; Max-Age=0")).ok())
+        .collect()
+}
+
 /// Whether the dashboard is reached over https: the configured `public_url` is an
 /// `https://` URL, or the single sign-on `redirect_url` is, or a trusted proxy's
 /// `X-Forwarded-Proto` (the only one left on a request, `edge.rs`) says `https`. Found by
