@@ -160,7 +160,8 @@ impl Store {
     /// (its callback is about to exchange the code: call it before asking the provider), kept
     /// until [`SPENT_KEPT_MS`] after `expires_at` (Unix ms, its expiry), after removing the
     /// records that ran out before `now`: `true`; `false` (nothing written) when it was
-    /// recorded already, by this replica or another (a replayed callback, or one racing its
+    /// recorded already, or its record would have run out by `now` (the database's clock on
+    /// PostgreSQL), by this replica or another (a replayed callback, or one racing its
     /// first: of two at once exactly one gets `true`, on SQLite and PostgreSQL). `Invalid` for
     /// a digest that is not 64 lowercase hex digits.
     pub fn spend_oidc_state(
@@ -176,6 +177,12 @@ impl Store {
             // more than SPENT_KEPT_MS fast deleted spent states whose cookies other replicas
             // still accepted, allowing one more code exchange per replayed callback).
             let now = tx.shared_clock_ms(now)?;
+            // A sign-in whose record would already be gone is spent (found by review: on a
+            // replica whose clock ran over SPENT_KEPT_MS slow the cookie still opened, and each
+            // replay inserted a record the next spend removed, so each reached the exchange).
+            if kept_until <= now {
+                return Ok(false);
+            }
             tx.execute(
                 "DELETE FROM oidc_spent_states WHERE kept_until <= ?1",
                 [now],

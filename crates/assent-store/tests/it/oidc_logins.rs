@@ -117,16 +117,22 @@ fn a_finished_sign_in_is_spent_once_on_every_replica() {
         // Kept past its expiry, for replicas whose clocks run behind; then removed.
         let kept = t - SPENT_KEPT_MS + 120_000;
         assert!(a.spend_oidc_state(&s2, kept, t).unwrap());
-        assert!(
-            a.spend_oidc_state(&s3, t - SPENT_KEPT_MS - 1_000, t)
-                .unwrap()
-        );
+        let soon = t - SPENT_KEPT_MS + 1_500;
+        assert!(a.spend_oidc_state(&s3, soon, t).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(1_600));
         assert!(
             b.oidc_state_spent(&s3).unwrap(),
             "removed by the next spend only"
         );
-        assert!(a.spend_oidc_state(&s4, t + 10_000, t + 1).unwrap());
+        assert!(a.spend_oidc_state(&s4, t + 10_000, t + 2_000).unwrap());
         assert!(!b.oidc_state_spent(&s3).unwrap(), "kept past its time");
+        // Attack (found by review): on a replica whose clock runs over SPENT_KEPT_MS slow, a
+        // replayed callback's cookie still opens. Its record would be gone at once, each replay
+        // removing the last one's, so each reached the code exchange. Now it is spent.
+        for _ in 0..3 {
+            let late = a.spend_oidc_state(&s3, t - SPENT_KEPT_MS - 1_000, t + 2_000);
+            assert!(!late.unwrap(), "a sign-in whose record would be gone is spent");
+        }
         assert!(b.oidc_state_spent(&s1).unwrap() && b.oidc_state_spent(&s2).unwrap());
         assert!(a.spend_oidc_state("state", 1, 0).is_err(), "not a digest");
         assert!(
