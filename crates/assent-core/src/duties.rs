@@ -22,10 +22,25 @@ pub struct Decider<'a> {
     pub aka: &'a [String],
 }
 
-/// `name` as [`self_approval`] compares it: trimmed, NFKC, lower case.
+/// `name` as [`same_person`] compares it: trimmed, NFKC, lower case.
 fn folded(name: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
     name.trim().nfkc().collect::<String>().to_lowercase()
+}
+
+/// `s`'s UTS #39 confusable skeleton: what a reader sees, one letter for all its look-alikes.
+fn skeleton(s: &str) -> String {
+    unicode_security::confusable_detection::skeleton(s).collect()
+}
+
+/// Whether names `a` and `b` read as one person's: equal once trimmed, compatibility-folded
+/// (NFKC: fullwidth letters) and lower-cased, or with one confusable skeleton (UTS #39:
+/// `olga@example.com` and `оlga@example.com` with a Cyrillic `о`, `I` and `l`, `rn` and `m`),
+/// as they are or folded. Errs towards "the same": separation of duties refuses more, and a
+/// single sign-on name that only looks like a linked `sso` signs no one in.
+pub fn same_person(a: &str, b: &str) -> bool {
+    let (fa, fb) = (folded(a), folded(b));
+    fa == fb || skeleton(a.trim()) == skeleton(b.trim()) || skeleton(&fa) == skeleton(&fb)
 }
 
 /// Why `d` may not make decision `kind` on a call of `agent` acting for `on_behalf_of` when
@@ -47,11 +62,10 @@ pub fn self_approval(
             d.name
         ));
     }
-    // Names are matched as a person reads them: without surrounding spaces, compatibility
-    // forms (fullwidth letters) or case — `Ａlice@Example.com ` is alice@example.com (found by
-    // review: an agent's spelling escaped the exact match; refusing more errs safe).
-    let who_folded = on_behalf_of.map(folded).unwrap_or_default();
-    let same = |n: &str| folded(n) == who_folded;
+    // Names are matched as a person reads them ([`same_person`]): `Ａlice@Example.com ` and
+    // `аlice@example.com` (a Cyrillic `а`) are alice@example.com (found by review: an agent's
+    // spelling escaped the exact match; refusing more errs safe).
+    let same = |n: &str| on_behalf_of.is_some_and(|who| same_person(n, who));
     if let Some(who) = on_behalf_of
         && (same(d.name) || d.aka.iter().any(|n| same(n)))
     {
@@ -89,7 +103,11 @@ mod tests {
         assert!(refused("ALICE").is_some());
         assert!(refused("ａｌｉｃｅ@example.com").is_some());
         assert!(refused(" alice@example.com ").is_some());
+        // Found by review: look-alike letters from other scripts read as the same person.
+        assert!(refused("\u{430}lice@example.com").is_some(), "Cyrillic а");
+        assert!(refused("aIice@example.com").is_some(), "I for l");
         assert!(refused("bob").is_none());
+        assert!(refused("alicia@example.com").is_none());
         assert!(self_approval(true, DecisionKind::Deny, "bot", Some("ALICE"), &d).is_none());
     }
 }

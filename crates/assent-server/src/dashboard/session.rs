@@ -200,9 +200,11 @@ fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Ope
 /// the dashboard signed in by SSO, as someone owning nothing, and cast a second vote in a
 /// quorum under their second name.
 ///
-/// `None` (no session) when the name matches an operator's `sso` only when case and
-/// surrounding whitespace are ignored (`Olga@Example.com` for `olga@example.com`): the link
-/// was meant and missed, and signing in unlinked would make one person two (found by review).
+/// `None` (no session) when the name matches an operator's `sso` only when case, surrounding
+/// whitespace, compatibility forms or look-alike letters are ignored (`Olga@Example.com` or
+/// `оlga@example.com`, a Cyrillic `о`, for `olga@example.com`:
+/// [`assent_core::duties::same_person`]): the link was meant and missed, or a look-alike is
+/// posing as the person, and signing in unlinked would make one person two (found by review).
 fn sso_principal(
     principals: &[Principal],
     operator: &str,
@@ -212,12 +214,12 @@ fn sso_principal(
     let linked = principals
         .iter()
         .find(|p| p.sso.is_some() && p.sso.as_deref() == bare && p.roles().is_some());
-    let loose = |s: &str| s.trim().to_lowercase();
+    let loose = |s: &str, b: &str| assent_core::duties::same_person(s, b);
     if linked.is_none()
         && let Some(b) = bare
         && let Some(p) = principals
             .iter()
-            .find(|p| p.sso.as_deref().is_some_and(|s| loose(s) == loose(b)))
+            .find(|p| p.sso.as_deref().is_some_and(|s| loose(s, b)))
     {
         tracing::warn!(operator = %operator, principal = %p.name, "an SSO name matching a principal's sso only loosely is refused");
         return None;

@@ -611,13 +611,20 @@ async fn a_vote_under_the_unlinked_sso_name_counts_its_bare_named_principal_once
 
 /// Attack (found by review): the provider names olga `Olga@Example.com` while her principal
 /// says `sso: olga@example.com`; signed in unlinked she would own nothing and vote beside
-/// her key. A name matching an `sso` only without case or surrounding space signs no one in.
+/// her key. A name matching an `sso` only without case, surrounding space or look-alike
+/// letters signs no one in.
 #[tokio::test]
 async fn an_sso_name_matching_a_link_only_loosely_signs_no_one_in() {
     let dir = tempfile::tempdir().unwrap();
     let gw = linked(dir.path(), "- tool: pay\n  approvers: [finance]\n").await;
     let (loose, _) = sso_session(&gw, "oidc:Olga@Example.com", (&["finance"], &["fin"]));
     assert_eq!(get(&gw, "/ui", &loose).await.0, StatusCode::SEE_OTHER);
+    // Found by review: a look-alike (a Cyrillic `о`, a capital `I` for `l`) signed in
+    // unlinked, shown as olga, with a vote of its own beside hers in a quorum.
+    for alike in ["oidc:\u{43e}lga@example.com", "oidc:oIga@example.com"] {
+        let (alike, _) = sso_session(&gw, alike, (&["finance"], &["fin"]));
+        assert_eq!(get(&gw, "/ui", &alike).await.0, StatusCode::SEE_OTHER);
+    }
     let (exact, _) = sso_session(&gw, "oidc:olga@example.com", (&["finance"], &["fin"]));
     assert_eq!(get(&gw, "/ui", &exact).await.0, StatusCode::OK);
     gw.stop().await;

@@ -131,7 +131,10 @@ fn a_finished_sign_in_is_spent_once_on_every_replica() {
         // removing the last one's, so each reached the code exchange. Now it is spent.
         for _ in 0..3 {
             let late = a.spend_oidc_state(&s3, t - SPENT_KEPT_MS - 1_000, t + 2_000);
-            assert!(!late.unwrap(), "a sign-in whose record would be gone is spent");
+            assert!(
+                !late.unwrap(),
+                "a sign-in whose record would be gone is spent"
+            );
         }
         assert!(b.oidc_state_spent(&s1).unwrap() && b.oidc_state_spent(&s2).unwrap());
         assert!(a.spend_oidc_state("state", 1, 0).is_err(), "not a digest");
