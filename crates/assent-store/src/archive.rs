@@ -507,8 +507,9 @@ pub fn against_store(conn: Conn<'_>, m: &Manifest) -> db::Result<Option<String>>
 
 /// What audit retention took out of the store ([`crate::retention`]): records older than the newest
 /// anchor's `cutoff`, in a run at `archived_at`, of nothing live then (no pending approval, no
-/// token neither used nor expired, no grant neither revoked nor expired). A state row whose
-/// records are missing passes only when it fits that; anything else still needs its records.
+/// token neither used nor expired; a grant neither revoked nor expired had its `grant.created`
+/// carried). A state row whose records are missing passes only when it fits that; anything
+/// else still needs its records.
 pub(crate) struct Gone {
     /// The latest `(cutoff, archived_at)` of the anchors; `None`: nothing was archived.
     newest: Option<(i64, i64)>,

@@ -236,7 +236,9 @@ fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
 /// so `assent audit verify` still holds the grant's row to the record that made it. Found by
 /// review: a standing grant held back every record from its approval's first one, so one
 /// `workspace` grant (which never expires) stopped retention of the whole chain for good. A
-/// row changed since its record is carried too: the check compares the two and names it.
+/// row changed since its record is carried too: the check compares the two and names it. A
+/// standing row whose grant a `grant.revoked` record revoked stops the run
+/// ([`refuse_if_revoked`]).
 fn carry_grants(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
     let made: Vec<(i64, i64, Option<String>, String, String)> = crate::sql::rows(
         **tx,
@@ -245,7 +247,7 @@ fn carry_grants(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
         db::tuple,
     )?;
     let standing = format!(
-        "SELECT 1 FROM grants WHERE id = ?1 AND revoked_at IS NULL AND {}",
+        "SELECT approval_id FROM grants WHERE id = ?1 AND revoked_at IS NULL AND {}",
         crate::sql::grant_unexpired_at("?2")
     );
     for (seq, at, approval, actor, data) in made {
@@ -259,10 +261,11 @@ fn carry_grants(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
         else {
             continue;
         };
-        let stands: Option<i64> = tx
+        let stands: Option<String> = tx
             .query_row(&standing, params![gid, m.archived_at], |r| r.get(0))
             .optional()?;
-        if stands.is_some() {
+        if let Some(aid) = stands {
+            refuse_if_revoked(tx, &gid, &aid)?;
             if let Some(a) = approval {
                 d.entry("approval_id").or_insert(a.into());
             }
@@ -279,6 +282,29 @@ fn carry_grants(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// `Err` (nothing archived) when grant `gid` of approval `aid`, standing by its row, has a
+/// `grant.revoked` record: its `revoked_at` was cleared behind the gateway's back. Found by
+/// review of [`carry_grants`]: the run carried such a grant's `grant.created` and deleted the
+/// record revoking it, after which `audit verify` found the revived grant as its record says.
+fn refuse_if_revoked(tx: &db::Tx<'_>, gid: &str, aid: &str) -> Result<(), StoreError> {
+    let revoked: Vec<(i64, String)> = crate::sql::rows(
+        **tx,
+        "SELECT seq, data FROM audit WHERE approval_id = ?1 AND kind = 'grant.revoked' ORDER BY seq",
+        params![aid],
+        db::tuple,
+    )?;
+    let names = |d: &str| {
+        serde_json::from_str::<serde_json::Value>(d)
+            .is_ok_and(|v| v.get("grant_id").and_then(|g| g.as_str()) == Some(gid))
+    };
+    match revoked.iter().find(|(_, d)| names(d)) {
+        Some((seq, _)) => Err(StoreError::Invalid(format!(
+            "grant {gid} stands by its row, but audit record {seq} revoked it (its revoked_at was cleared); nothing archived (run assent audit verify)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `Err` (nothing archived) when the audit chain no longer extends `published`, the newest

@@ -114,8 +114,29 @@ fn a_standing_grant_does_not_hold_retention_back_and_its_record_is_carried() {
 
         // Revoked, its records go at the next run, and what remains verifies.
         assert!(s.revoke_grant(gid, "alice", 31 * DAY).unwrap());
-        s.append_audit("note", None, "test", &serde_json::json!({}), 40 * DAY)
+        // Attack (found by review of the carrying): a writer clears the revocation. The run
+        // would carry the revived grant's record and delete the one revoking it, leaving
+        // nothing for `audit verify` to name; it refuses instead, archiving nothing.
+        let revive = format!("UPDATE grants SET revoked_at = NULL WHERE id = '{gid}'");
+        tamper(db, &revive);
+        let note = serde_json::json!({});
+        s.append_audit("note", None, "test", &note, 40 * DAY)
             .unwrap();
+        let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
+        let e = s
+            .archive_audit(&arch, 35 * DAY, 1_000, 40 * DAY, None, None)
+            .expect_err("a revived grant stops the run");
+        assert!(e.to_string().contains("revoked_at was cleared"), "{e}");
+        assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
+        let p = verify(&s, db).problem.expect("the revived grant is named");
+        assert!(p.reason.contains("not marked revoked"), "{p:?}");
+        tamper(
+            db,
+            &format!(
+                "UPDATE grants SET revoked_at = {} WHERE id = '{gid}'",
+                31 * DAY
+            ),
+        );
         s.archive_audit(&arch, 35 * DAY, 1_000, 40 * DAY, None, None)
             .unwrap()
             .expect("the revoked grant's records were due");

@@ -24,10 +24,11 @@ pub(crate) async fn run(cmd: ReceiptCmd) -> Result<i32> {
             approves,
             place,
         } => {
-            let code = verify(&file, public_key.as_deref(), origin.as_ref(), &place)?;
-            match (code, approves) {
-                (0, Some(want)) => approves_call(&file, public_key.as_deref(), &place, &want),
-                (code, _) => Ok(code),
+            let checked = verify(&file, public_key.as_deref(), origin.as_ref(), &place)?;
+            match (checked, approves) {
+                (Ok(receipt), Some(want)) => Ok(approves_call(&receipt, &want)),
+                (Ok(_), None) => Ok(0),
+                (Err(code), _) => Ok(code),
             }
         }
     }
@@ -36,25 +37,25 @@ pub(crate) async fn run(cmd: ReceiptCmd) -> Result<i32> {
 /// Verifies receipt `file` under `public_key` (64 hex) or the audit key of `place`'s keys
 /// directory, and with `origin` that each passkey assertion was made there
 /// ([`assent_core::receipt::Receipt::check_origin`]): prints `verified: approval ID (STATUS),
-/// call_hash H` and exits 0, or the problem and exits 1. An unreadable file, a file that is
-/// not a receipt, or no key is an error (exit 2).
+/// call_hash H` and gives the receipt checked, or prints the problem and gives `Err(1)`. An
+/// unreadable file, a file that is not a receipt, or no key is an error (`Err(2)`).
 fn verify(
     file: &std::path::Path,
     public_key: Option<&str>,
     origin: Option<&url::Url>,
     place: &DataPlace,
-) -> Result<i32> {
+) -> Result<Result<assent_core::receipt::Receipt, i32>> {
     // `localhost:8443` parses as a URL with no origin: no assertion could match it (found by
     // review: every passkey receipt then failed, and one without a passkey passed).
     if let Some(o) = origin.filter(|o| !o.origin().is_tuple()) {
         eprintln!("assent: --origin {o} is not an origin: give scheme://host[:port]");
-        return Ok(2);
+        return Ok(Err(2));
     }
     let (receipt, key) = match read(file, public_key, place) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("assent: {}", one_line(&e));
-            return Ok(2);
+            return Ok(Err(2));
         }
     };
     let checked = Receipt::check_text(&receipt, &key).and_then(|r| match origin {
@@ -87,35 +88,28 @@ fn verify(
                 );
             }
             print_passkeys(&receipt, origin.is_some());
-            Ok(0)
+            Ok(Ok(receipt))
         }
         Err(e) => {
             // Inert, as every other line quoting the file (defence in depth: the errors checked
             // before the signature quote none of it today).
             println!("NOT VERIFIED: {}", inert(&e.to_string()));
-            Ok(1)
+            Ok(Err(1))
         }
     }
 }
 
-/// With `--approves CALL_HASH`, after [`verify`] passed: 0 when the receipt in `file` shows
-/// the call `want` approved (status `approved`, and `want` the call it let run: the edited
-/// call's hash when approved with edits, else `call_hash`), else prints why not and 1; 2 for
-/// a `want` that is not 64 lowercase hex. Found by review: a script taking exit 0 for "this
+/// With `--approves CALL_HASH`, of receipt `r` that [`verify`] checked: 0 when it shows the
+/// call `want` approved (status `approved`, and `want` the call it let run: the edited call's
+/// hash when approved with edits, else `call_hash`), else prints why not and 1; 2 for a
+/// `want` that is not 64 lowercase hex. Found by review: a script taking exit 0 for "this
 /// call was approved" accepted a receipt of a denial, or of the proposed call an operator
 /// approved only edited.
-fn approves_call(
-    file: &std::path::Path,
-    public_key: Option<&str>,
-    place: &DataPlace,
-    want: &str,
-) -> Result<i32> {
+fn approves_call(r: &assent_core::receipt::Receipt, want: &str) -> i32 {
     if want.len() != 64 || !want.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         eprintln!("assent: --approves takes a call_hash: 64 lowercase hex characters");
-        return Ok(2);
+        return 2;
     }
-    let (text, key) = read(file, public_key, place)?;
-    let r = Receipt::check_text(&text, &key)?;
     let ran = r.approved_call_hash.as_deref().unwrap_or(&r.call_hash);
     let why = if r.status != assent_core::ApprovalStatus::Approved {
         format!("its status is {}", r.status.as_str())
@@ -123,10 +117,10 @@ fn approves_call(
         format!("the call it let run is call_hash {ran}")
     } else {
         println!("approves: call_hash {want}");
-        return Ok(0);
+        return 0;
     };
     println!("NOT AN APPROVAL OF call_hash {want}: {why}");
-    Ok(1)
+    1
 }
 
 /// Prints, for each passkey-signed vote or decision, who signed with which credential and key,
