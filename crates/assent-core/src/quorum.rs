@@ -379,13 +379,8 @@ pub fn merge<'a>(
             m.deny = DenyRule::Any;
         }
         for g in &q.groups {
-            let mut key = g.roles.clone();
-            key.sort();
-            let same = m.groups.iter_mut().find(|h| {
-                let mut k = h.roles.clone();
-                k.sort();
-                k == key
-            });
+            let key = sorted(&g.roles);
+            let same = m.groups.iter_mut().find(|h| sorted(&h.roles) == key);
             match same {
                 Some(h) => {
                     h.count = h.count.max(g.count);
@@ -398,7 +393,10 @@ pub fn merge<'a>(
     if let Some(m) = out.as_mut()
         && !plain_roles.is_empty()
     {
-        match m.groups.iter_mut().find(|g| g.roles == plain_roles) {
+        // As sets, as the groups above are matched (found by review: `[b, a]` beside a
+        // quorum of `[a, b]` made a group of its own, asking one more person).
+        let key = sorted(plain_roles);
+        match m.groups.iter_mut().find(|g| sorted(&g.roles) == key) {
             Some(g) => g.escalation = both_allow(g.escalation.as_deref(), plain_escalation),
             None => m.groups.push(QuorumGroup {
                 roles: plain_roles.to_vec(),
@@ -408,6 +406,13 @@ pub fn merge<'a>(
         }
     }
     out
+}
+
+/// `roles` sorted: a group's roles as a set.
+fn sorted(roles: &[String]) -> Vec<String> {
+    let mut k = roles.to_vec();
+    k.sort();
+    k
 }
 
 /// Counts `ballots` (the votes of one kind, in voting order) against `q`: a principal counts

@@ -62,6 +62,21 @@ pub fn tightened(held: &ApprovalTerms, now: &Verdict, roles: Option<&[String]>) 
     Some(why)
 }
 
+/// Why the rules in force, `now` being the held call's verdict under them, no longer let its
+/// timeout approve it: they hold it with a default on timeout that is not `approve` (its
+/// `default_decision`, or a passkey, quorum, irreversible or trigger that makes any default
+/// reject: [`crate::grant::default_on_timeout`]); `None` when they do, or no longer hold it
+/// (allowed outright; a deny is [`tightened`]'s). Found by review: [`tightened`] never
+/// compared defaults, so a reload turning a rule's `default_decision: approve` to `reject`
+/// during an incident left every call already held to be approved at its timeout, up to 7
+/// days later, with no one looking. Asked only of a timeout's approving default.
+pub fn default_withdrawn(now: &Verdict) -> Option<String> {
+    let t = &now.terms;
+    let default = crate::grant::default_on_timeout(t, t.default_decision);
+    (now.kind == VerdictKind::Confirm && default != crate::DefaultDecision::Approve)
+        .then(|| "reject it at its timeout (its default on timeout is now reject)".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +144,24 @@ mod tests {
         ] {
             let why = tightened(&held, &verdict(rule), finance).unwrap_or_default();
             assert!(why.contains(says), "{rule}: {why}");
+        }
+    }
+
+    /// Found by review: a reload turning `default_decision: approve` to `reject` left the calls
+    /// already held to be approved at their timeout. The rules in force withdraw an approving
+    /// default unless they still hold the call with one.
+    #[test]
+    fn rules_that_no_longer_approve_at_the_timeout_withdraw_the_approving_default() {
+        let base = "risk_tier: R2, approvers: [finance]";
+        let kept = verdict(&format!("{base}, default_decision: approve"));
+        assert_eq!(default_withdrawn(&kept), None);
+        for rule in [
+            format!("{base}, default_decision: reject"),
+            base.to_string(),
+            format!("{base}, default_decision: approve, require_passkey: true"),
+        ] {
+            let why = default_withdrawn(&verdict(&rule)).unwrap_or_default();
+            assert!(why.contains("reject it at its timeout"), "{rule}: {why}");
         }
     }
 }

@@ -114,15 +114,16 @@ impl std::fmt::Debug for StillStands {
 
 /// Why the rules in force (`rules`, [`crate::Store::set_rules`]) refuse approving `rec` by
 /// decision `d` at `now` for an operator holding `roles` (`None`: its timeout, or the agent's
-/// user): a decision re-gated under another policy set than the one in force
-/// ([`DecisionInput::checked_under`]); a call
-/// held under another one that they now ask more of ([`assent_core::rules_now::tightened`],
-/// the call evaluated without the session's history, each kind as it was gated:
-/// [`asked_more`]). `None` when nothing refuses it, and when no rules were set.
+/// user; `at_timeout` for its timeout's approving default): a decision re-gated under another
+/// policy set than the one in force ([`DecisionInput::checked_under`]); a call held under
+/// another one that they now ask more of ([`assent_core::rules_now::tightened`], and at its
+/// timeout [`assent_core::rules_now::default_withdrawn`]; the call evaluated without the
+/// session's history, each kind as it was gated: [`asked_more`]). `None` when nothing
+/// refuses it, and when no rules were set.
 pub(crate) fn rules_refusal(
     rules: Option<&assent_core::policy::Registry>,
     rec: &ApprovalRecord,
-    (d, roles): (Option<&DecisionInput>, Option<&[String]>),
+    (d, roles, at_timeout): (Option<&DecisionInput>, Option<&[String]>, bool),
     now: i64,
 ) -> Option<String> {
     let reg = rules?;
@@ -132,7 +133,7 @@ pub(crate) fn rules_refusal(
             "the rules in force changed while this decision was checked against them: nothing was decided; decide again".to_string()
         });
     }
-    let why = asked_more(reg, rec, roles, now)?;
+    let why = asked_more(reg, rec, (roles, at_timeout), now)?;
     Some(format!(
         "the rules in force now, changed since this call was held, {why}: it cannot be approved as held; deny it, and the agent may propose it again"
     ))
@@ -150,7 +151,7 @@ pub(crate) fn rules_refusal(
 fn asked_more(
     reg: &assent_core::policy::Registry,
     rec: &ApprovalRecord,
-    roles: Option<&[String]>,
+    who: (Option<&[String]>, bool),
     now: i64,
 ) -> Option<String> {
     if rec.policy_set_sha256.as_deref() == Some(reg.policy_set_sha256.as_str()) {
@@ -175,16 +176,28 @@ fn asked_more(
         };
         assent_core::evaluate_in(reg, agent, &call, Some(&args), &seen)
     } else {
-        return tool_call_asked_more(reg, rec, roles, &seen);
+        return tool_call_asked_more(reg, rec, who, &seen);
     };
-    assent_core::rules_now::tightened(&rec.terms, &v, roles)
+    judged(&rec.terms, &v, who)
+}
+
+/// [`assent_core::rules_now::tightened`] of a call held under `held` whose verdict now is
+/// `v`, for `who` (an operator's roles, and whether it is the timeout's approving default,
+/// which [`assent_core::rules_now::default_withdrawn`] judges too).
+fn judged(
+    held: &assent_core::verdict::ApprovalTerms,
+    v: &assent_core::gatekeeper::Verdict,
+    (roles, at_timeout): (Option<&[String]>, bool),
+) -> Option<String> {
+    let withdrawn = || at_timeout.then(|| assent_core::rules_now::default_withdrawn(v));
+    assent_core::rules_now::tightened(held, v, roles).or_else(|| withdrawn().flatten())
 }
 
 /// [`asked_more`] of a plain tool call, as it would run: the operator's edit, else as proposed.
 fn tool_call_asked_more(
     reg: &assent_core::policy::Registry,
     rec: &ApprovalRecord,
-    roles: Option<&[String]>,
+    who: (Option<&[String]>, bool),
     seen: &assent_core::triggers::Observations<'_>,
 ) -> Option<String> {
     let (call, arguments) = match &rec.edited {
@@ -196,7 +209,7 @@ fn tool_call_asked_more(
         None => (rec.call.clone(), rec.canonical_arguments()),
     };
     let v = assent_core::evaluate_in(reg, &rec.agent, &call, Some(&arguments), seen);
-    assent_core::rules_now::tightened(&rec.terms, &v, roles)
+    judged(&rec.terms, &v, who)
 }
 
 /// `Ok` unless the rules in force (`rules`, [`crate::Store::set_rules`]) ask more of approval
@@ -232,7 +245,7 @@ pub(crate) fn redeem_refusal(
         return Err(crate::RedeemError::Unsealed);
     }
     rec.policy_set_sha256 = held_under.map(str::to_string);
-    match asked_more(reg, &rec, None, now) {
+    match asked_more(reg, &rec, (None, false), now) {
         Some(why) => Err(crate::RedeemError::RulesTightened(format!(
             "the rules in force now, changed since this call was approved, {why}: its token no longer runs it; the agent may propose it again"
         ))),

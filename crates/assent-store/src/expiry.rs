@@ -147,12 +147,13 @@ impl Store {
         }
         let delegations = self.delegations();
         // Nor one whose tool's changed definition awaits review, nor one the rules in force,
-        // changed since it was held, ask more of (found by review:
-        // a reload making the tool deny it or need a passkey left its approving default).
+        // changed since it was held, ask more of or no longer approve at its timeout (found
+        // by review: a reload making the tool deny it, need a passkey or default to reject
+        // left its approving default).
         let rules = self.rules();
         let now = crate::kit::now_ms();
         let tightened =
-            crate::decision_input::rules_refusal(rules.as_deref(), rec, (None, None), now);
+            crate::decision_input::rules_refusal(rules.as_deref(), rec, (None, None, true), now);
         Ok(tightened.is_some()
             || crate::decide::stopped_plan(tx, rec, held, (plans, &delegations))?.is_some()
             || crate::decide::under_review(tx, rec)?.is_some()

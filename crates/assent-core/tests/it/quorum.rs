@@ -199,6 +199,14 @@ fn covering_rules_quorums_merge_and_escalation_widens_the_groups() {
             .all(|g| g.roles.contains(&"cfo".to_string()))
     );
     assert_eq!(w.required(), 5, "escalation widens who, not how many");
+    // Found by review: the plain rules' roles were matched in their order, so `[b, a]` beside
+    // a quorum of `[a, b]` made a group of its own and asked one more person.
+    let pair = Quorum {
+        groups: vec![group(&["a", "b"], 2)],
+        deny: DenyRule::Quorum,
+    };
+    let m = merge([&pair], &roles(&["b", "a"]), None).unwrap();
+    assert_eq!((m.groups.len(), m.required()), (1, 2), "{m:?}");
 }
 
 /// Attack (found by review): an explicit empty approvers list — `approvers: []`, a group's

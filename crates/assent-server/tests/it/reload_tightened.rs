@@ -90,24 +90,50 @@ async fn a_reload_that_tightens_the_rules_leaves_no_approving_default_to_a_held_
         .await;
     write("  deny: {condition: {args_match: {amount: 500}}}\n");
     reloaded(&gw, OP).await;
-    let settled = |id: String| {
-        let gw = &gw;
-        async move {
-            for _ in 0..100 {
-                let a = gw.as_agent(&id).await;
-                if a["status"] != "pending" {
-                    return a;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            panic!("{id} was not settled by its timeout");
-        }
-    };
-    let (a, c) = (settled(held).await, settled(control).await);
+    let (a, c) = (settled(&gw, held).await, settled(&gw, control).await);
     assert_eq!(a["status"], "expired", "{a}");
     assert!(a["approval_token"].is_null(), "a token was minted: {a}");
     // The call the new rule does not deny keeps its approving default.
     assert!(c["approval_token"].is_object(), "{c}");
+    gw.stop().await;
+}
+
+/// Approval `id` as its agent sees it once its timeout settled it (within 10 s).
+async fn settled(gw: &crate::kit::Gw, id: String) -> serde_json::Value {
+    for _ in 0..100 {
+        let a = gw.as_agent(&id).await;
+        if a["status"] != "pending" {
+            return a;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{id} was not settled by its timeout");
+}
+
+/// Attack (found by review): during an incident an operator reloads `pay` from
+/// `default_decision: approve` to `reject` (or drops the key), changing nothing else. The calls
+/// already held were still approved at their timeout, up to 7 days later, with no one looking:
+/// the check of the rules in force compared deny, tier, passkey, quorum and approvers, never
+/// the default. They are now rejected at their timeout.
+#[tokio::test]
+async fn a_reload_turning_a_default_to_reject_reaches_the_calls_already_held() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let write = |default: &str| {
+        let gov = format!(
+            "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 2\n  default_decision: {default}\n"
+        );
+        std::fs::write(conf.join("gov.yaml"), policy("acme.test.reload", &gov)).unwrap();
+    };
+    write("approve");
+    reloaded(&gw, OP).await;
+    let held = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    write("reject");
+    reloaded(&gw, OP).await;
+    let a = settled(&gw, held).await;
+    assert_eq!(a["status"], "expired", "{a}");
+    assert!(a["approval_token"].is_null(), "a token was minted: {a}");
     gw.stop().await;
 }
 

@@ -36,7 +36,7 @@ pub(super) fn no_approval_without_consent(
     held: Option<crate::approval_seal::Holding>,
 ) -> Result<(), DecideError> {
     let name = approval_event_name(s.event);
-    let asked = (s.input, roles);
+    let asked = (s.input, roles, matches!(s.event, Event::Expire(_)));
     if let Some(why) = crate::decision_input::rules_refusal(s.rules, rec, asked, s.now) {
         s.audit(
             tx,
