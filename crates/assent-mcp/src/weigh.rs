@@ -17,7 +17,7 @@ use serde_json::Value;
 /// that no line makes the relay build more than it may hold.
 pub(crate) const MAX_LINE_WEIGHT: usize = 64 << 20;
 
-/// About what `crate::kit::json_weight` gives for the value `text` parses to, computed from
+/// About what `assent_core::json::json_weight` gives for the value `text` parses to, computed from
 /// the text in one pass without parsing it, and never below it for a JSON text: its bytes
 /// outside whitespace, plus 32 for each piece (a string however many escapes it holds, a
 /// number, a bracket, a comma, a colon), plus a B-tree node for each non-empty object and 4
@@ -287,7 +287,7 @@ mod tests {
         ];
         for text in texts {
             let v: Value = serde_json::from_str(text).unwrap();
-            let (raw, parsed) = (raw_weight(text.as_bytes()), crate::kit::json_weight(&v));
+            let (raw, parsed) = (raw_weight(text.as_bytes()), assent_core::json::json_weight(&v));
             assert!(
                 raw >= parsed && raw <= parsed + parsed / 16 + 64,
                 "{raw} for {parsed}: {text:.80}"

@@ -123,15 +123,27 @@ impl HubHandler {
 
 impl HubHandler {
     /// The call's arguments, taken from `request` (not cloned: kept once while it waits), and
-    /// their weight counted for `agent` and in all ([`super::held::HeldCalls`]); a JSON-RPC
-    /// error ([`super::held::BUSY`]) naming the bound when that would pass it.
+    /// the weight of all the call keeps while it waits — its arguments, the request's `_meta`
+    /// (`meta`, rmcp's copy of it in the request's context) and its modern round's
+    /// `requestState` and `inputResponses` — counted for `agent` and in all
+    /// ([`super::held::HeldCalls`]); a JSON-RPC error ([`super::held::BUSY`]) naming the bound
+    /// when that would pass it. Found by review: only the arguments were counted, so `_meta`
+    /// filling the body bound kept some 10 MiB per held call unweighed, 1–2 GiB per key.
     fn weigh(
         &self,
         agent: &str,
         request: &mut CallToolRequestParams,
+        meta: &rmcp::model::RequestMetaObject,
     ) -> Result<(Value, super::held::CallWeight), McpError> {
         let args = Value::Object(request.arguments.take().unwrap_or_default());
-        match self.hub.held.take(agent, crate::kit::json_weight(&args)) {
+        let weight_of = |v: serde_json::Result<Value>| v.map_or(0, |v| crate::kit::json_weight(&v));
+        let kept = [
+            weight_of(serde_json::to_value(meta)),
+            weight_of(serde_json::to_value(&request.request_state)),
+            weight_of(serde_json::to_value(&request.input_responses)),
+        ];
+        let weight = crate::kit::json_weight(&args).saturating_add(kept.iter().sum());
+        match self.hub.held.take(agent, weight) {
             Ok(w) => Ok((args, w)),
             Err(why) => Err(McpError::new(
                 rmcp::model::ErrorCode(super::held::BUSY),
@@ -337,7 +349,7 @@ impl ServerHandler for HubHandler {
         if ctx.ct.is_cancelled() {
             return Err(McpError::invalid_request("cancelled by the client", None));
         }
-        let (args, weight) = self.weigh(&agent, &mut request)?;
+        let (args, weight) = self.weigh(&agent, &mut request, &ctx.meta)?;
         let (session, stateless) = self.session(&ctx, &agent);
         let call = Call {
             hub: self.hub.clone(),
@@ -369,8 +381,11 @@ impl ServerHandler for HubHandler {
         // notifications when the client sent a progress token.
         let (held, gw, name) = (call.held.clone(), call.gw.clone(), request.name.to_string());
         let ticker = progress(&ctx, &held, &name, self.hub.progress_seconds);
-        let meta = json!({"_meta": serde_json::to_value(&ctx.meta).unwrap_or_default()});
-        let span = crate::trace::call_span(&name, &meta);
+        // The copy of `_meta` read for the trace is dropped at once (it is not weighed twice).
+        let span = {
+            let meta = json!({"_meta": serde_json::to_value(&ctx.meta).unwrap_or_default()});
+            crate::trace::call_span(&name, &meta)
+        };
         // A task of its own, so that a call already forwarded runs to its end when the client
         // cancels: its result is reported and recorded (found by review: dropped with the
         // request, a call the upstream may have carried out left no `call.result`).

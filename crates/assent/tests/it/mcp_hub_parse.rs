@@ -50,6 +50,7 @@ fn zeros(n: usize) -> String {
 /// gateway process that serves every agent. Weighed first, each is answered at once, `200`
 /// with a JSON-RPC error under its id naming the bound (`-32600`, "refused unread"), a heavy
 /// notification `413` with a JSON body; the gateway stays small, and a normal call still runs.
+/// So does a body refused for a key named twice before it is weighed.
 #[test]
 fn hub_posts_too_heavy_to_parse_are_refused_unread_and_the_gateway_stays_small() {
     const POSTS: usize = 4;
@@ -65,8 +66,12 @@ fn hub_posts_too_heavy_to_parse_are_refused_unread_and_the_gateway_stays_small()
     let z = zeros(1_800_000);
     let threads: Vec<_> = (0..POSTS)
         .map(|i| {
+            // Every other one with a key named twice ahead of its zeros: refused for that before
+            // it is weighed, and its id read without building the rest (found by review: the
+            // whole body was parsed to find it).
+            let twice = if i % 2 == 1 { r#""a":1,"a":1,"# } else { "" };
             let body = format!(
-                r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"up__read","arguments":{{"z":{z}}}}}}}"#
+                r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{{twice}"name":"up__read","arguments":{{"z":{z}}}}}}}"#
             );
             assert!(body.len() < 4 << 20, "{}", body.len());
             let (url, session) = (url.clone(), session.clone());
@@ -83,10 +88,14 @@ fn hub_posts_too_heavy_to_parse_are_refused_unread_and_the_gateway_stays_small()
     );
     for (i, (status, body)) in answers {
         let m = mcp_message(&body);
-        assert_eq!((status, &m["id"]), (200, &json!(i)), "{body:.300}");
+        let (want, says) = match i % 2 {
+            0 => (200, "refused unread"),
+            _ => (400, "DUPLICATE"),
+        };
+        assert_eq!((status, &m["id"]), (want, &json!(i)), "{body:.300}");
         assert_eq!(m["error"]["code"], -32600, "{body:.300}");
         let why = m["error"]["message"].as_str().unwrap_or_default();
-        assert!(why.contains("refused unread"), "{body:.300}");
+        assert!(why.contains(says), "{body:.300}");
     }
     let note =
         format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":{z}}}}}"#);

@@ -20,7 +20,9 @@ const KEY: &str = "hub-weight-agent-key-0123456789abcdef";
 /// (100 an agent by default, and none for calls that join one approval), so a few agents
 /// could pin gigabytes in the gateway's own process. The bytes held for an agent's calls in
 /// flight are bounded (64 MiB by weight): the calls past it are answered at once with a
-/// JSON-RPC error naming the bound, never proposed.
+/// JSON-RPC error naming the bound, never proposed. Found by a later review: only the
+/// arguments were weighed, so zeros in a call's `_meta` were held unweighed; every other call
+/// here carries them there.
 #[test]
 fn held_hub_calls_past_the_weight_bound_are_refused_not_held() {
     const CALLS: usize = 40;
@@ -40,8 +42,15 @@ fn held_hub_calls_past_the_weight_bound_are_refused_not_held() {
     let (tx, rx) = mpsc::channel();
     for i in 0..CALLS {
         let (url, session, tx) = (url.clone(), sessions[i % 2].clone(), tx.clone());
+        // Every other call's zeros in its `_meta`, which rmcp keeps in the request's context.
+        let params = match i % 2 {
+            0 => format!(r#"{{"name":"up__echo","arguments":{{"n":{i},"z":{zeros}}}}}"#),
+            _ => {
+                format!(r#"{{"name":"up__echo","arguments":{{"n":{i}}},"_meta":{{"z":{zeros}}}}}"#)
+            }
+        };
         let body: Value = serde_json::from_str(&format!(
-            r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"up__echo","arguments":{{"n":{i},"z":{zeros}}}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{params}}}"#
         ))
         .unwrap();
         std::thread::spawn(move || {
