@@ -313,7 +313,8 @@ def test_a_made_up_http_method_cannot_swell_the_exported_spans(tmp_path):
     """Attack (found by review): HTTP allows any token as a method, and a client with no key
     sent one of 20 KB; each such request exported a span named by it, as large, ahead of the
     approvals' spans. A method HTTP does not define is `_OTHER`, its span `HTTP {route}`,
-    with at most 32 bytes of the original (OpenTelemetry HTTP semantic conventions)."""
+    with at most 32 bytes of the original (OpenTelemetry HTTP semantic conventions). Nor can
+    an approval id of 6 KB in the path."""
     import socket
     with Receiver.lock:
         Receiver.spans.clear()
@@ -337,6 +338,11 @@ def test_a_made_up_http_method_cannot_swell_the_exported_spans(tmp_path):
         assert attrs(other[0])["http.request.method_original"] == "A" * 32
         wait_for(lambda spans: [s for _, s in spans if s.name == "GET /v1/whoami"],
                  "the span of the standard request")
+        # Found by review: an approval id in the path, unchecked, went into the wait's span
+        # whole, so a loop of 6 KB ids crowded the export queue.
+        assert call(url, "GET", "/v1/approvals/" + "a" * 6000, AGENT_KEY)[0] == 404
+        wait_for(lambda spans: [s for _, s in spans if s.name == "GET /v1/approvals/{id}"],
+                 "the span of the long id's request")
         with Receiver.lock:
             longest = max(len(s.name) for _, s in Receiver.spans)
             values = [len(str(v)) for _, s in Receiver.spans for v in attrs(s).values()]
