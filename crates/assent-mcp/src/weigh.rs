@@ -287,7 +287,10 @@ mod tests {
         ];
         for text in texts {
             let v: Value = serde_json::from_str(text).unwrap();
-            let (raw, parsed) = (raw_weight(text.as_bytes()), assent_core::json::json_weight(&v));
+            let (raw, parsed) = (
+                raw_weight(text.as_bytes()),
+                assent_core::json::json_weight(&v),
+            );
             assert!(
                 raw >= parsed && raw <= parsed + parsed / 16 + 64,
                 "{raw} for {parsed}: {text:.80}"

@@ -57,6 +57,13 @@ fn sample(conn: Conn<'_>, a: &ApprovalRecord) -> db::Result<Option<Value>> {
             "not_reviewed",
         ),
         "approve" if last.actor.starts_with("grant:") => ("grant", "approval", "approved"),
+        // The agent's user answering in the client (`user-of:AGENT`) is relayed by the agent's
+        // own key, which could steer it: no operator reviewed it (found by review: the agent
+        // approving its own calls minted "approved", "good" samples).
+        "approve" if last.actor.starts_with("user-of:") => {
+            ("agent_user", "approval", "not_reviewed")
+        }
+        _ if last.actor.starts_with("user-of:") => ("agent_user", "rejection", "not_reviewed"),
         "approve" => ("user", "approval", "approved"),
         _ => ("user", "rejection", "rejected"),
     };

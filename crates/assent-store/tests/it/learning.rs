@@ -61,6 +61,51 @@ fn learning_sample_pages_give_every_settled_approval_once_even_when_decided_in_o
     });
 }
 
+/// Found by review: an approval by the agent's user in the client (`user-of:AGENT`, relayed
+/// with the agent's own key, which could steer it) was exported as an operator's, `approved`
+/// and `good`, so an agent approving its own calls minted training samples saying people
+/// approved them. It is `agent_user`, `not_reviewed`, either way it went.
+#[test]
+fn an_in_client_decision_is_no_operators_review_in_the_learning_samples() {
+    both_stores(|_, s| {
+        let (call, v) = crate::pay(7);
+        for (k, d) in [DecisionInput::approve(), DecisionInput::deny(None)]
+            .iter()
+            .enumerate()
+        {
+            let id = crate::hold(s, &format!("s{k}"), &call, &v, 1_000, 100_000).id;
+            s.decide(&id, d, "user-of:bot", &[], 2_000 + k as i64)
+                .unwrap();
+        }
+        let id = crate::hold(s, "s9", &call, &v, 1_000, 100_000).id;
+        s.decide(&id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        let got: Vec<(Value, Value, Value)> = s
+            .learning_samples(None, 100)
+            .unwrap()
+            .samples
+            .iter()
+            .map(|x| {
+                let f = &x["feedback"];
+                (
+                    f["source"].clone(),
+                    f["type"].clone(),
+                    x["meta"]["human_feedback_label"].clone(),
+                )
+            })
+            .collect();
+        let want = |a: &str, b: &str, c: &str| (Value::from(a), Value::from(b), Value::from(c));
+        assert_eq!(
+            got,
+            [
+                want("agent_user", "approval", "not_reviewed"),
+                want("agent_user", "rejection", "not_reviewed"),
+                want("user", "approval", "approved"),
+            ]
+        );
+    });
+}
+
 /// A cursor is read only as this gateway writes it: anything else is no cursor (the server
 /// answers `400`), so a client cannot steer the query with it.
 #[test]
