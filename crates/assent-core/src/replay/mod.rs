@@ -48,7 +48,7 @@ use crate::triggers::{Observations, PriorCall, lexical_only};
 use crate::verdict::{Reason, Verdict, VerdictKind};
 use report::{Report, ReportBuilder};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// The built-in rule name of a plan or tool-review block ([`transitions::apply_block`]).
 pub const BLOCK_RULE: &str = "mplp plan";
@@ -279,13 +279,28 @@ pub fn synthetic(call: &ToolCall) -> bool {
     (local && (t.starts_with("mplp.") || t.starts_with("delegate."))) || t.starts_with("result.")
 }
 
+/// The newest calls of each tool and server a session keeps for the rate thresholds of
+/// `reg`: the largest `thresholds.rate.max` (at least 1). Exact: a rate counts the calls its
+/// rule covers in its window, and a tool with at least that many in it passes every rate's
+/// `max` kept or not, so only the count in its message may read lower. Found by review: the
+/// replay copied every counting call of the session's longest window for every call, so
+/// 50,000 cheap calls of one session in a day's window made some 10⁹ copies in one replay
+/// (minutes of an insights page, hours of `POST /v1/policies/replay`).
+fn rate_cap(reg: &Registry) -> usize {
+    let rules = reg.policies().values().flat_map(|p| &p.rules);
+    let maxes = rules.filter_map(|r| r.thresholds.rate.as_ref().map(|r| r.max));
+    let largest = maxes.max().unwrap_or(0);
+    usize::try_from(largest).unwrap_or(usize::MAX).max(1)
+}
+
 /// What the candidate's thresholds need of one session's earlier counting calls.
 #[derive(Default)]
 struct Session {
     /// Cost totals per tool and server, over every counting call.
     folded: Vec<Folded>,
-    /// Counting calls inside the longest rate window, oldest first, without arguments.
-    recent: VecDeque<PriorCall>,
+    /// The times of the counting calls inside the longest rate window, per tool and server,
+    /// oldest first: at most the largest rate's `max` of each ([`rate_cap`]).
+    recent: BTreeMap<(String, Option<String>), VecDeque<i64>>,
     /// What the session had taken in, under the candidate's effects.
     risk: SessionRisk,
     /// Held calls approved and redeemed after their proposal: `(redeemed at, agent, tool,
@@ -297,14 +312,28 @@ impl Session {
     /// The short list standing for the whole session at `now_ms` ([`compact`]).
     fn prior(&mut self, needs: &WindowNeeds, now_ms: i64) -> Vec<PriorCall> {
         match needs.rate_since(now_ms) {
-            Some(since) => {
-                while self.recent.front().is_some_and(|c| c.at_ms <= since) {
-                    self.recent.pop_front();
+            Some(since) => self.recent.retain(|_, at| {
+                while at.front().is_some_and(|&t| t <= since) {
+                    at.pop_front();
                 }
-            }
+                !at.is_empty()
+            }),
             None => self.recent.clear(),
         }
-        compact(&self.folded, self.recent.iter().cloned().collect(), vec![])
+        let mut recent: Vec<PriorCall> = self
+            .recent
+            .iter()
+            .flat_map(|((tool, server), at)| {
+                at.iter().map(|&at_ms| PriorCall {
+                    tool: tool.clone(),
+                    server: server.clone(),
+                    at_ms,
+                    arguments: serde_json::Value::Null,
+                })
+            })
+            .collect();
+        recent.sort_by_key(|c| c.at_ms);
+        compact(&self.folded, recent, vec![])
     }
 
     /// Marks, in order, the held calls whose tokens were redeemed at or before `now_ms`.
@@ -344,15 +373,15 @@ impl Session {
     }
 
     /// Adds a counting call.
-    fn add(&mut self, needs: &WindowNeeds, rec: &Recorded) {
+    fn add(&mut self, (needs, cap): (&WindowNeeds, usize), rec: &Recorded) {
         let call = &rec.call;
         if needs.longest_rate_seconds.is_some() {
-            self.recent.push_back(PriorCall {
-                tool: call.tool.clone(),
-                server: call.server.clone(),
-                at_ms: rec.at_ms,
-                arguments: serde_json::Value::Null,
-            });
+            let key = (call.tool.clone(), call.server.clone());
+            let at = self.recent.entry(key).or_default();
+            at.push_back(rec.at_ms);
+            if at.len() > cap {
+                at.pop_front();
+            }
         }
         if needs.cost_arguments.is_empty() {
             return;
@@ -387,6 +416,8 @@ pub struct Replayer<'r> {
     reg: &'r Registry,
     /// What the registry's thresholds need of a session.
     needs: WindowNeeds,
+    /// How many of a tool's calls a session keeps for the rate thresholds ([`rate_cap`]).
+    rate_cap: usize,
     /// Each (agent, session)'s earlier counting calls, as the thresholds need them.
     sessions: HashMap<(String, String), Session>,
     report: ReportBuilder,
@@ -400,6 +431,7 @@ impl<'r> Replayer<'r> {
         Replayer {
             reg,
             needs: WindowNeeds::of(reg),
+            rate_cap: rate_cap(reg),
             sessions: HashMap::new(),
             report: ReportBuilder::new(opts),
             standing: standing::Standing::default(),
@@ -433,7 +465,7 @@ impl<'r> Replayer<'r> {
         let prior = session.prior(&self.needs, rec.at_ms);
         let verdict = evaluate_recorded(self.reg, rec, &prior, &session.risk);
         if rec.was.counts() {
-            session.add(&self.needs, rec);
+            session.add((&self.needs, self.rate_cap), rec);
         }
         // As the live gateway marks a session: an allowed or granted call as it is proposed,
         // a held one when its token is redeemed (found by review: marking an approved call at

@@ -208,6 +208,32 @@ fn thresholds_count_the_session_as_it_happened() {
     assert_eq!(r.overall.loosened, 1, "the rejected one would now run");
 }
 
+/// Found by review: each call copied every counting call of the session's longest window, so
+/// a long session replayed in time quadratic in its calls. A session keeps only the newest
+/// calls of each tool up to the largest rate's `max`; the verdicts stay those of the whole
+/// window, for a rule covering several tools too, and a window that passed starts again.
+#[test]
+fn a_rate_over_many_calls_of_several_tools_is_judged_as_by_the_whole_window() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: \"*\"\n        thresholds: {rate: {max: 3, per_seconds: 3600}}\n      - tool: pay\n        thresholds: {rate: {max: 2, per_seconds: 60}}\n";
+    let reg = registry(gov);
+    let tool = |i: i64| if i % 3 == 0 { "pay" } else { "read" };
+    let mut history: Vec<Recorded> = (1..=40)
+        .map(|i| rec(i, "s", tool(i), json!({}), Was::Allowed))
+        .collect();
+    // Two hours later, the window has passed: three calls run again.
+    history.extend((41..=45).map(|i| {
+        let mut r = rec(i, "s", tool(i), json!({}), Was::Allowed);
+        r.at_ms += 7_200_000;
+        r
+    }));
+    let (_, now) = every_call(&reg, &history);
+    use VerdictKind::{Allow, Confirm};
+    let mut want = vec![Allow; 3];
+    want.extend([Confirm; 37]);
+    want.extend([Allow, Allow, Allow, Confirm, Confirm]);
+    assert_eq!(now, want);
+}
+
 #[test]
 fn a_granted_call_held_again_is_no_prompt_unless_a_trigger_fired() {
     let reg = registry(PAY_NEEDS_APPROVAL);
