@@ -32,18 +32,31 @@ pub struct Redactor {
 impl Redactor {
     /// A redactor for `arguments` with the rule's `paths` (empty: masks nothing).
     pub fn new(arguments: &Value, paths: &[String]) -> Self {
+        Self::under(arguments, paths, &[])
+    }
+
+    /// [`Redactor::new`] of arguments that hold the call's arguments at `prefix` (a held
+    /// result's, `result.TOOL`: `{"call": {"arguments": …}, …}`, so `["call", "arguments"]`),
+    /// its `paths` read below it. Found by review: a held result kept its call's `redact`
+    /// paths but was masked at its own top level, where they name nothing, so every redacted
+    /// value reached webhooks, Slack, AAEP and the learning export in clear once the call's
+    /// result passed its `output_bytes`.
+    pub fn under(arguments: &Value, paths: &[String], prefix: &[&str]) -> Self {
         // A dotted path names the nested value and also, as every reader of arguments
         // (`arg_path::lookup`: templates, conditions, scopes) finds it first, a top-level key
         // spelled with the dots (`{"card.number": …}`): both are masked.
+        let below = |rest: Vec<String>| -> Vec<String> {
+            prefix.iter().map(|s| s.to_string()).chain(rest).collect()
+        };
         let paths: Vec<Vec<String>> = paths
             .iter()
             .filter(|p| !p.is_empty())
-            .map(|p| p.split('.').map(str::to_string).collect())
+            .map(|p| below(p.split('.').map(str::to_string).collect()))
             .chain(
                 paths
                     .iter()
                     .filter(|p| p.contains('.'))
-                    .map(|p| vec![p.clone()]),
+                    .map(|p| below(vec![p.clone()])),
             )
             .collect();
         let mut secrets = Vec::new();
@@ -282,5 +295,26 @@ mod tests {
             r#"Call `deploy` with host = "web-1", token = "[redacted]""#
         );
         assert_eq!(Redactor::new(&call.arguments, &[]).summary(&call), stored);
+    }
+
+    /// Found by review: a held result's call arguments sit under `call.arguments`, where its
+    /// call's paths, read at the top, named nothing. Read below the prefix, both forms of a
+    /// dotted path are masked there, and nothing else.
+    #[test]
+    fn paths_under_a_prefix_mask_the_call_inside_a_held_result() {
+        let held = json!({"call": {"arguments": {"card": {"number": "4111-1111"},
+                          "card.number": "5555-5555"}}, "output_bytes": 5000});
+        let r = Redactor::under(&held, &["card.number".into()], &["call", "arguments"]);
+        let m = r.arguments(&held);
+        assert_eq!(m["call"]["arguments"]["card"]["number"], MASK);
+        assert_eq!(m["call"]["arguments"]["card.number"], MASK);
+        assert_eq!(m["output_bytes"], 5000);
+        assert!(r.hides_anything(&held));
+        assert_eq!(r.text("paid with 4111-1111"), format!("paid with {MASK}"));
+        let top = Redactor::new(&held, &["card.number".into()]);
+        assert!(
+            !top.hides_anything(&held),
+            "read at the top, the path names nothing"
+        );
     }
 }

@@ -64,15 +64,20 @@ pub fn tightened(held: &ApprovalTerms, now: &Verdict, roles: Option<&[String]>) 
 
 /// Why the rules in force, `now` being the held call's verdict under them, no longer let its
 /// timeout approve it: they hold it with a default on timeout that is not `approve` (its
-/// `default_decision`, or a passkey, quorum, irreversible or trigger that makes any default
-/// reject: [`crate::grant::default_on_timeout`]); `None` when they do, or no longer hold it
+/// `default_decision`, or a passkey, quorum or irreversible that makes any default reject:
+/// [`crate::approval::default_at_timeout`]); `None` when they do, or no longer hold it
 /// (allowed outright; a deny is [`tightened`]'s). Found by review: [`tightened`] never
 /// compared defaults, so a reload turning a rule's `default_decision: approve` to `reject`
 /// during an incident left every call already held to be approved at its timeout, up to 7
 /// days later, with no one looking. Asked only of a timeout's approving default.
 pub fn default_withdrawn(now: &Verdict) -> Option<String> {
     let t = &now.terms;
-    let default = crate::grant::default_on_timeout(t, t.default_decision);
+    // Not its triggers: evaluated without the session and with paths read lexically, they
+    // may fire where the gate's did not (a symlinked root), and the sweep weighs the session
+    // itself (found by review of this check).
+    let (passkey, quorum) = (t.require_passkey, t.quorum.as_ref());
+    let default =
+        crate::approval::default_at_timeout(t.irreversible, passkey, quorum, t.default_decision);
     (now.kind == VerdictKind::Confirm && default != crate::DefaultDecision::Approve)
         .then(|| "reject it at its timeout (its default on timeout is now reject)".to_string())
 }

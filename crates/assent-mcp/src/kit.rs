@@ -227,8 +227,8 @@ pub(crate) fn denied_value(reason: &str) -> Value {
 /// anything was gated (the stdio proxy, and the hub over stdio and HTTP):
 /// `-32700` when it is not JSON, `-32600` (invalid request) when it is ambiguous (a duplicate
 /// key, an inexact number, too deep), naming the JSON pointer. The request's `id` is echoed
-/// when the line has one unambiguous top-level `id` of at most 1 KiB, so the client's call
-/// fails at once. The id is read without building the rest ([`crate::weigh::envelope`]):
+/// when the line has one unambiguous top-level `id`, so the client's call fails at once. The
+/// id is read without building the rest ([`crate::weigh::envelope`]):
 /// found by review, the whole body was parsed to find it, before the hub over HTTP had
 /// weighed it, so a duplicate key near the start of a body of zeros built some 33 times its
 /// size (2 GiB for one request under a raised `max_arguments_bytes`).
@@ -248,13 +248,7 @@ pub fn refusal(line: &str, e: &assent_core::json::StrictJsonError) -> String {
         }
         StrictJsonError::Syntax(_) => Value::Null,
         _ => match crate::weigh::envelope(line.as_bytes()).map(|e| e.id) {
-            Some(crate::weigh::Id::Is(i))
-                if i.is_number()
-                    || i.as_str()
-                        .is_some_and(|s| s.len() <= crate::weigh::MAX_ANSWER_ID) =>
-            {
-                i
-            }
+            Some(crate::weigh::Id::Is(i)) if i.is_number() || i.is_string() => i,
             _ => Value::Null,
         },
     };

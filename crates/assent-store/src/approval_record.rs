@@ -214,9 +214,16 @@ impl ApprovalRecord {
         }
     }
 
-    /// Masks this call's `redact` paths in what leaves the gateway.
+    /// Masks this call's `redact` paths in what leaves the gateway; a held result's
+    /// (`result.TOOL`) below its `call.arguments`, where its call's arguments are
+    /// ([`assent_core::redact::Redactor::under`]).
     pub fn redactor(&self) -> assent_core::redact::Redactor {
-        assent_core::redact::Redactor::new(&self.call.arguments, &self.terms.redact)
+        let under: &[&str] = match self.call.tool.starts_with("result.") {
+            true => &["call", "arguments"],
+            false => &[],
+        };
+        let (args, paths) = (&self.call.arguments, &self.terms.redact);
+        assent_core::redact::Redactor::under(args, paths, under)
     }
 
     /// RFC 8785 canonical JSON of the proposed arguments.

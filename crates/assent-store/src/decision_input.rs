@@ -6,7 +6,7 @@
 use crate::error::DecideError;
 use crate::record::{ApprovalRecord, EditedCall};
 use assent_core::ToolCall;
-use assent_core::approval::{DecisionKind, GrantScope};
+use assent_core::approval::{DecisionKind, GrantScope, Settlement};
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::grant::{self, GrantTerms};
 
@@ -245,7 +245,13 @@ pub(crate) fn redeem_refusal(
         return Err(crate::RedeemError::Unsealed);
     }
     rec.policy_set_sha256 = held_under.map(str::to_string);
-    match asked_more(reg, &rec, (None, false), now) {
+    // A token its timeout's approving default minted is judged as that default (found by
+    // review: minted just before a reload turned the default to reject, it still ran).
+    let by_default = rec
+        .decisions
+        .last()
+        .is_some_and(|d| d.decision == Settlement::Expire);
+    match asked_more(reg, &rec, (None, by_default), now) {
         Some(why) => Err(crate::RedeemError::RulesTightened(format!(
             "the rules in force now, changed since this call was approved, {why}: its token no longer runs it; the agent may propose it again"
         ))),

@@ -282,7 +282,8 @@ pub fn synthetic(call: &ToolCall) -> bool {
 /// The newest calls of each tool and server a session keeps for the rate thresholds of
 /// `reg`: the largest `thresholds.rate.max` (at least 1). Exact: a rate counts the calls its
 /// rule covers in its window, and a tool with at least that many in it passes every rate's
-/// `max` kept or not, so only the count in its message may read lower. Found by review: the
+/// `max` kept or not, so only the count in its message may read lower; with an agent-wide
+/// threshold, one past [`crate::triggers::window::AGENT_CALLS_CAP`]. Found by review: the
 /// replay copied every counting call of the session's longest window for every call, so
 /// 50,000 cheap calls of one session in a day's window made some 10⁹ copies in one replay
 /// (minutes of an insights page, hours of `POST /v1/policies/replay`).
@@ -290,7 +291,14 @@ fn rate_cap(reg: &Registry) -> usize {
     let rules = reg.policies().values().flat_map(|p| &p.rules);
     let maxes = rules.filter_map(|r| r.thresholds.rate.as_ref().map(|r| r.max));
     let largest = maxes.max().unwrap_or(0);
-    usize::try_from(largest).unwrap_or(usize::MAX).max(1)
+    let cap = usize::try_from(largest).unwrap_or(usize::MAX).max(1);
+    // With an agent-wide threshold, a call is held when the agent's calls are too many to
+    // count (`AGENT_CALLS_CAP`; the replay counts a session's): keep one past it (found by
+    // review of this cap).
+    match WindowNeeds::of(reg).longest_agent_seconds {
+        Some(_) => cap.max(crate::triggers::window::AGENT_CALLS_CAP + 1),
+        None => cap,
+    }
 }
 
 /// What the candidate's thresholds need of one session's earlier counting calls.

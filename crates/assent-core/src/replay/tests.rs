@@ -234,6 +234,21 @@ fn a_rate_over_many_calls_of_several_tools_is_judged_as_by_the_whole_window() {
     assert_eq!(now, want);
 }
 
+/// Found by review of the cap above: with an agent-wide threshold a call is held when the
+/// agent's calls are too many to count, which a session of 4,100 calls of another tool still
+/// shows in the replay.
+#[test]
+fn a_call_under_an_agent_wide_rate_is_held_past_the_calls_it_can_count() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        thresholds: {rate: {max: 5, per_seconds: 86400, per: agent}}\n";
+    let reg = registry(gov);
+    let mut history: Vec<Recorded> = (1..=4_100)
+        .map(|i| rec(i, "s", "read", json!({}), Was::Allowed))
+        .collect();
+    history.push(rec(4_101, "s", "pay", json!({}), Was::Allowed));
+    let (_, now) = every_call(&reg, &history);
+    assert_eq!(now.last(), Some(&VerdictKind::Confirm));
+}
+
 #[test]
 fn a_granted_call_held_again_is_no_prompt_unless_a_trigger_fired() {
     let reg = registry(PAY_NEEDS_APPROVAL);

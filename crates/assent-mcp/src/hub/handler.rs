@@ -154,6 +154,17 @@ impl HubHandler {
     }
 }
 
+/// The approval a modern client retrying with its in-client answer resumes, and that answer,
+/// taken out of `request` (its round weighed once and not kept: found by review, a copy of it
+/// lived through the whole wait beside the request's own).
+fn resumed(
+    request: &mut CallToolRequestParams,
+) -> Option<(String, Option<crate::ask::UserAnswer>)> {
+    let own_round = json!({"requestState": request.request_state.take(),
+                           "inputResponses": request.input_responses.take()});
+    era::resumed_approval(&own_round).map(|id| (id, era::input_answer(&own_round)))
+}
+
 /// A call answered `TOOL_DENIED: why`, never forwarded.
 fn denied(why: &str) -> CallToolResponse {
     denied_result(why).into()
@@ -368,11 +379,7 @@ impl ServerHandler for HubHandler {
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
         let ask = ask_user(&ctx, tasks);
-        // A modern client retrying with its in-client answer resumes its approval.
-        let own_round = json!({"requestState": request.request_state,
-                               "inputResponses": request.input_responses});
-        let resume =
-            era::resumed_approval(&own_round).map(|id| (id, era::input_answer(&own_round)));
+        let resume = resumed(&mut request);
         if tasks {
             return call_as_task(&self.hub, (call, &session), ask, agent, &ctx).await;
         }

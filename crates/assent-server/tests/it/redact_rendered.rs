@@ -172,3 +172,46 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
         .collect();
     assert_clean("the learning export", &samples, &secrets);
 }
+
+/// Attack (found by review): a held result (`result.TOOL`, its call's result past
+/// `thresholds.output_bytes`) kept its call's `redact` paths, but they were applied at its own
+/// top level, where they name nothing: its call's arguments sit under `call.arguments`. So an
+/// agent or upstream whose results passed the threshold sent every redacted value to the
+/// webhooks, Slack and AAEP subscribers in clear, and the AAEP event carried the hash of a
+/// call holding it. The paths are read below `call.arguments` there.
+#[tokio::test]
+async fn a_held_results_call_keeps_its_redacted_arguments_masked() {
+    let token = token();
+    let recv = Receiver::default();
+    let port = serve_receiver(&recv, 0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: deploy\n  redact: [card.number]\n  thresholds: {output_bytes: 100}\n";
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        &one_tool_agent("bot", "{alias: deploy}"),
+        &policy("acme.test.redact-result-v1", rules),
+        |st| with_links_and_hooks(st, ops_and_chat(port, 20)),
+    )
+    .await;
+    let (_sub, mut sse) = gw.listen().await;
+    let args = json!({"card": {"number": token}, "host": "web-1"});
+    let (s, b) = gw.propose("deploy", args.clone()).await;
+    assert_eq!(s, StatusCode::OK, "allowed: {b}");
+    let report = json!({"agent": "bot", "session_id": "s1", "tool": "deploy", "arguments": args,
+                        "output_bytes": 5000, "result_sha256": "ab".repeat(32)});
+    let (s, b) = gw.post("/v1/tool-results", crate::kit::BOT, report).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "held: {b}");
+    let awaiting = sse.expect("aaep:agent.awaiting.confirmation").await.data;
+    assert_clean("the AAEP confirmation", &awaiting, &[token.as_str()]);
+    assert!(awaiting["call_hash"].is_null(), "{awaiting}");
+    for body in recv.bodies("/hook", 1).await {
+        assert_clean("a webhook body", &body, &[token.as_str()]);
+        let shown = &body["approval"]["arguments"]["call"]["arguments"];
+        assert_eq!(shown["card"]["number"], "[redacted]", "{body}");
+    }
+    for body in recv.bodies("/slack", 1).await {
+        assert_clean("a Slack payload", &body, &[token.as_str()]);
+    }
+}

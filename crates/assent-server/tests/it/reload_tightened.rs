@@ -126,14 +126,23 @@ async fn a_reload_turning_a_default_to_reject_reaches_the_calls_already_held() {
     };
     write("approve");
     reloaded(&gw, OP).await;
-    let held = gw
-        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let pay = |n: i64| json!({"amount": n, "to": "acme"});
+    // Approved by its default before the reload: its token is judged as that default.
+    let early = settled(&gw, gw.held("s1", "pay", pay(400)).await).await;
+    let token = early["token"]
+        .as_str()
+        .expect("its default approved it")
+        .to_string();
+    let held = gw.held("s1", "pay", pay(500)).await;
     write("reject");
     reloaded(&gw, OP).await;
     let a = settled(&gw, held).await;
     assert_eq!(a["status"], "expired", "{a}");
     assert!(a["approval_token"].is_null(), "a token was minted: {a}");
+    // Found by review of the fix: the token its approving default minted just before the
+    // reload still ran the call.
+    let (s, b) = gw.redeem(&token, "pay", pay(400), None).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "RULES_TIGHTENED");
     gw.stop().await;
 }
 
