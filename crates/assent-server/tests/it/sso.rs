@@ -261,7 +261,7 @@ async fn callbacks_without_their_own_live_sign_in_cookie_or_spent_are_refused() 
     let (s, page, _) = get(&gw, "/ui/oidc/callback?state=state-1&code=x", &one).await;
     assert_eq!(s, StatusCode::BAD_GATEWAY, "{page}");
     // ...unless its state finished already (on any replica).
-    gw.with_store(|st| st.spend_oidc_state(&sha("state-1"), 1_000_000, 0))
+    gw.with_store(|st| st.spend_oidc_state(&sha("state-1"), i64::MAX / 2, 0))
         .unwrap();
     let (s, page, cookies) = get(&gw, "/ui/oidc/callback?state=state-1&code=x", &one).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
