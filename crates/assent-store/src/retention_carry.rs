@@ -15,9 +15,9 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 
 /// Everything a run writes again before it deletes the records `m` covers, in this order:
 /// standing passkeys' registrations, standing grants' `grant.created` records, standing tool
-/// pins' and reviews' records, each plan's
-/// newest record, recorded take-overs (signed by `key`), the newest configuration record, and
-/// the settlements' sealing marker ([`crate::sealing_marker::carry`]).
+/// pins' and reviews' records, each plan's newest record, recorded take-overs (signed by
+/// `key`), the newest configuration record, and the settlements' sealing marker
+/// ([`crate::sealing_marker::carry`]).
 pub(crate) fn carry_all(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<(), StoreError> {
     carry_passkeys(tx, m)?;
     carry_grants(tx, m)?;

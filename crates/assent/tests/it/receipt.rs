@@ -80,37 +80,47 @@ fn a_fetched_receipt_verifies_offline_and_an_edited_one_does_not() {
     drop(server);
 }
 
+/// A gateway with one call held and decided by the operator with `decision` (the decision's
+/// body), its receipt written to `receipt.json`: the gateway, the file and the receipt.
+fn decided(decision: serde_json::Value) -> (Served, std::path::PathBuf, serde_json::Value) {
+    let gw = served("");
+    let url = gw.server.url.clone();
+    let id = crate::held(&url, 5000);
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/approvals/{id}/decision"))
+        .bearer_auth(crate::OP_KEY)
+        .json(&decision)
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text());
+    let text = ok(&cli(&url, &["receipt", "get", &id]));
+    let file = gw.dir.path().join("receipt.json");
+    std::fs::write(&file, &text).unwrap();
+    (gw, file, serde_json::from_str(&text).unwrap())
+}
+
+/// `assent receipt verify FILE --data-dir DATA`, then `extra`: its output.
+fn verify_with(
+    file: &std::path::Path,
+    data: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let (f, d) = (file.to_str().unwrap(), data.to_str().unwrap());
+    let mut args = vec!["receipt", "verify", f, "--data-dir", d];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
 /// Found by review: a receipt of a call an operator approved with edits verified as
 /// "approval X (approved), call_hash <proposed>", so an auditor read that the proposed call
 /// was approved. `receipt verify` now says it was approved with edits, naming the edited
 /// call's hash.
 #[test]
 fn a_receipt_of_an_edited_approval_says_so() {
-    let Served {
-        dir, data, server, ..
-    } = served("");
-    let url = server.url.clone();
-    let id = crate::held(&url, 5000);
-    let r = reqwest::blocking::Client::new()
-        .post(format!("{url}/v1/approvals/{id}/decision"))
-        .bearer_auth(crate::OP_KEY)
-        .json(&serde_json::json!({"decision": "approve",
-            "arguments": {"amount": 4000, "currency": "EUR", "recipient": "ext-1"}}))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success(), "{:?}", r.text());
-    let text = ok(&cli(&url, &["receipt", "get", &id]));
-    let file = dir.path().join("receipt.json");
-    std::fs::write(&file, &text).unwrap();
-    let receipt: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (gw, file, receipt) = decided(serde_json::json!({"decision": "approve",
+        "arguments": {"amount": 4000, "currency": "EUR", "recipient": "ext-1"}}));
     let edited = receipt["approved_call_hash"].as_str().unwrap();
-    let out = ok(&run(&[
-        "receipt",
-        "verify",
-        file.to_str().unwrap(),
-        "--data-dir",
-        data.to_str().unwrap(),
-    ]));
+    let out = ok(&verify_with(&file, &gw.data, &[]));
     assert!(
         out.contains(&format!(
             "approved with edits: the operator approved another call, call_hash {edited}"
@@ -119,11 +129,7 @@ fn a_receipt_of_an_edited_approval_says_so() {
     );
     // Found by review: a script taking exit 0 for "this call was approved" took the proposed
     // call as approved. `--approves H` passes for the call that ran, not the one proposed.
-    let approves = |h: &str| {
-        let d = data.to_str().unwrap();
-        let f = file.to_str().unwrap();
-        run(&["receipt", "verify", f, "--data-dir", d, "--approves", h])
-    };
+    let approves = |h: &str| verify_with(&file, &gw.data, &["--approves", h]);
     let out = approves(edited);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let proposed = receipt["call_hash"].as_str().unwrap();
@@ -141,30 +147,14 @@ fn a_receipt_of_an_edited_approval_says_so() {
 /// reading exit 0 as "approved" took a denied call as approved. `--approves H` exits 1 for it.
 #[test]
 fn a_receipt_of_a_denial_does_not_pass_as_an_approval() {
-    let Served {
-        dir, data, server, ..
-    } = served("");
-    let url = server.url.clone();
-    let id = crate::held(&url, 5000);
-    let r = reqwest::blocking::Client::new()
-        .post(format!("{url}/v1/approvals/{id}/decision"))
-        .bearer_auth(crate::OP_KEY)
-        .json(&serde_json::json!({"decision": "deny", "reason": "no"}))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success(), "{:?}", r.text());
-    let text = ok(&cli(&url, &["receipt", "get", &id]));
-    let file = dir.path().join("receipt.json");
-    std::fs::write(&file, &text).unwrap();
-    let receipt: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (gw, file, receipt) = decided(serde_json::json!({"decision": "deny", "reason": "no"}));
     let hash = receipt["call_hash"].as_str().unwrap();
-    let (f, d) = (file.to_str().unwrap(), data.to_str().unwrap());
-    ok(&run(&["receipt", "verify", f, "--data-dir", d]));
-    let out = run(&["receipt", "verify", f, "--data-dir", d, "--approves", hash]);
+    ok(&verify_with(&file, &gw.data, &[]));
+    let out = verify_with(&file, &gw.data, &["--approves", hash]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("its status is rejected"), "{said}");
-    crate::stop(server);
+    crate::stop(gw.server);
 }
 
 /// An assertion of `r`'s approval by a P-256 authenticator for relying party `rp_id`, its
