@@ -162,6 +162,28 @@ def test_client_propose_allowed_pending_and_denied(gateway):
         assert cancelled.status == "cancelled" and cancelled.code == "TOOL_DENIED"
 
 
+def test_client_keeps_its_key_off_other_machines_in_clear_and_off_proxies(gateway, monkeypatch):
+    """Found by review: the client sent the agent key, the arguments and the tokens over plain
+    http to any host, and through the environment's proxy to a gateway on this machine (the
+    gateway's own clients do neither). Plain http to another machine is refused unless asked
+    for; a loopback gateway is reached directly whatever HTTP_PROXY says."""
+    for make in (AssentClient, AsyncAssentClient):
+        with pytest.raises(ValueError, match="plain http to another machine"):
+            make("http://assent.example:7878", AGENT_KEY, AGENT)
+        with pytest.raises(ValueError, match="not an http"):
+            make("ftp://assent.example", AGENT_KEY, AGENT)
+        for ok in ("https://assent.example", "http://[::1]:7878", "http://localhost:7878"):
+            make(ok, AGENT_KEY, AGENT)
+        make("http://assent.example:7878", AGENT_KEY, AGENT, insecure_http=True)
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with client(gateway) as c:
+        ok = c.propose("get_balance", {"account": "main"}, session_id=session())
+        assert isinstance(ok, Allowed), ok
+
+
 def test_client_redeems_once_and_only_for_the_approved_call(gateway):
     s = session()
     with client(gateway) as c:

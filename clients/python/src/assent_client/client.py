@@ -161,6 +161,30 @@ def _headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
 
 
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _trust_env(base_url: str, insecure_http: bool) -> bool:
+    """Whether ``httpx`` may use the environment's proxy for a gateway at ``base_url``: never
+    for this machine (a loopback host); plain ``http`` to another
+    machine is refused unless ``insecure_http``, since the agent key, the arguments and the
+    tokens would cross the network in clear. Found by review: both were allowed, so a host with
+    ``HTTP_PROXY`` set sent the key of a ``http://127.0.0.1`` gateway to the proxy, as the
+    gateway's own clients no longer do. Raises :class:`ValueError` naming the URL."""
+    url = httpx.URL(base_url)
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"assent: {base_url!r} is not an http(s) URL of a gateway")
+    local = _loopback(url.host)
+    if url.scheme == "http" and not local and not insecure_http:
+        raise ValueError(
+            f"assent: {base_url!r} is plain http to another machine: the agent key, the "
+            "arguments and the tokens would cross the network in clear; use https "
+            "(or insecure_http=True)"
+        )
+    return not local
+
+
 class AssentClient:
     """A synchronous client for agent ``agent`` (the agent id its key belongs to).
 
@@ -176,11 +200,17 @@ class AssentClient:
         *,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        insecure_http: bool = False,
     ) -> None:
+        trust_env = _trust_env(base_url, insecure_http)
         self._req = _Requests(agent)
         self._timeout = timeout
         self._http = httpx.Client(
-            base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
+            base_url=base_url,
+            headers=_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+            trust_env=trust_env,
         )
 
     @property
@@ -286,11 +316,17 @@ class AsyncAssentClient:
         *,
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        insecure_http: bool = False,
     ) -> None:
+        trust_env = _trust_env(base_url, insecure_http)
         self._req = _Requests(agent)
         self._timeout = timeout
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
+            base_url=base_url,
+            headers=_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+            trust_env=trust_env,
         )
 
     @property
