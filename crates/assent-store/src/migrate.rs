@@ -236,8 +236,10 @@ fn wait_for_migration_lock(conn: Conn<'_>, label: &str, oid: i32) -> Result<(), 
         return Ok(());
     }
     tracing::warn!(database = %label, "another process is migrating this schema; waiting for it");
+    // Nor a `statement_timeout` the role or database sets (found by review: the wait failed
+    // under one, as it had under the session's `lock_timeout`); both are put back after.
     conn.batch(&format!(
-        "SET lock_timeout = 0; SELECT pg_advisory_lock({key}); SET lock_timeout = '{}'",
+        "SET lock_timeout = 0; SET statement_timeout = 0; SELECT pg_advisory_lock({key}); SET lock_timeout = '{}'; RESET statement_timeout",
         crate::db_pg::LOCK_TIMEOUT
     ))?;
     Ok(())
@@ -268,6 +270,12 @@ fn run(conn: Conn<'_>, label: &str) -> Result<Vec<u32>, StoreError> {
             }
             if at >= m.version {
                 return Ok(false);
+            }
+            // A role's or database's `statement_timeout` (common on managed PostgreSQL) does
+            // not cut a migration short (found by review: a large index on `audit` could be
+            // cancelled); this transaction's only.
+            if backend == Backend::Postgres {
+                tx.batch("SET LOCAL statement_timeout = 0")?;
             }
             tx.batch(m.sql(backend))?;
             record(tx, m.version, backend)?;

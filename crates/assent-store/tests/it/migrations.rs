@@ -99,7 +99,8 @@ fn two_processes_migrating_at_once_apply_each_migration_once() {
 
 /// Postgres only: the migration lock is a Postgres advisory lock (SQLite's runner serialises
 /// on the file's write lock). Found by review: the wait for it obeyed the session's 10 s
-/// `lock_timeout`, so a replica starting beside a migration longer than that failed to start.
+/// `lock_timeout`, so a replica starting beside a migration longer than that failed to start;
+/// and a later review found a `statement_timeout` the role or database sets cut it too.
 #[test]
 fn a_replica_starting_beside_a_long_migration_waits_for_it_instead_of_failing() {
     let Some(db) = fresh_pg() else { return };
@@ -113,6 +114,8 @@ fn a_replica_starting_beside_a_long_migration_waits_for_it_instead_of_failing() 
     let applied = std::thread::scope(|s| {
         let waiter = s.spawn(|| {
             let conn = db.connect().unwrap();
+            // As a role's or database's own limit would (found by review: it cut the wait).
+            conn.conn().batch("SET statement_timeout = '2s'").unwrap();
             let out = migrate(conn.conn(), "db");
             let after = started.elapsed();
             // The session's own lock wait is bounded again after the migration.
@@ -410,4 +413,17 @@ fn assert_names(plan: &[String], index: &str, look_up: &str) {
         plan.iter().any(|l| l.contains(index)),
         "{look_up}: {plan:#?}"
     );
+}
+
+/// Found by review: the migrations are hashed byte for byte, so a checkout that turned their
+/// line ends into CRLF (Windows, `core.autocrlf`) built an assent that refused every database
+/// a Linux build migrated, as "a released migration was edited". `.gitattributes` keeps them
+/// LF; this fails on a build from such a checkout.
+#[test]
+fn the_migrations_hashed_have_no_carriage_returns() {
+    for m in MIGRATIONS {
+        for (dialect, sql) in [("sqlite", m.sqlite), ("postgres", m.postgres)] {
+            assert!(!sql.contains('\r'), "{dialect}/{}.sql holds a CR", m.name);
+        }
+    }
 }
