@@ -197,7 +197,8 @@ fn clock_problem(conn: Conn<'_>) -> Result<(), NotReady> {
 }
 
 /// The Postgres checks of [`Store::readiness`] over the store's own session: a round trip,
-/// the schema version recorded by the migrations, and a read of the audit log's head.
+/// the schema version recorded by the migrations, a read of the audit log's head, and that
+/// the session may write (not a standby, not read-only transactions).
 fn pg_problem(conn: Conn<'_>, found: &mut Option<i64>) -> Result<(), NotReady> {
     let unreachable = |e| failed("database_unreachable", "the database does not answer", e);
     let state = schema_state(conn).map_err(unreachable)?;
@@ -205,6 +206,22 @@ fn pg_problem(conn: Conn<'_>, found: &mut Option<i64>) -> Result<(), NotReady> {
         r.get::<Option<i64>>(0)
     })
     .map_err(|e| failed("database_unreadable", "the audit log cannot be read", e))?;
+    // Found by review: a standby reached after a failover (a stale address, a multi-host URL
+    // without `target_session_attrs`), or a database set to read-only transactions (as some
+    // managed services do when the disk is full), answered ready while every write failed.
+    let read_only: bool = conn
+        .query_row(
+            "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| failed("database_unreachable", "the database does not answer", e))?;
+    if read_only {
+        return Err(not_ready(
+            "database_read_only",
+            "the database takes no writes here (a standby, or read-only transactions)",
+        ));
+    }
     match state {
         SchemaState::Current(v) => {
             *found = Some(i64::from(v));
