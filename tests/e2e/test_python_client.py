@@ -222,6 +222,35 @@ def test_client_long_poll_returns_the_decision_and_an_operator_edit(gateway):
         c.redeem(a.token, "transfer_funds", edited)
 
 
+def test_client_wait_paces_polls_answered_before_their_wait(gateway):
+    """Found by review: a poll answered `pending` before the wait it asked for (a proxy, a
+    gateway shutting down) was sent again at once, in a tight loop until the approval expired.
+    Such polls are a second apart."""
+    with client(gateway) as c:
+        held = c.propose("transfer_funds", PAYMENT, session_id=session())
+        body = httpx.get(f"{gateway}/v1/approvals/{held.approval_id}",
+                         headers={"Authorization": f"Bearer {AGENT_KEY}"}).json()
+        c.cancel(held.approval_id)
+    assert body["status"] == "pending", body
+    polls = []
+
+    def answer(request):
+        polls.append(request.url.path)
+        return httpx.Response(200, json=body)
+
+    with AssentClient(gateway, AGENT_KEY, AGENT, transport=httpx.MockTransport(answer)) as c:
+        assert c.wait(held.approval_id, timeout=2.5).status == "pending"
+    assert 2 <= len(polls) <= 4, len(polls)
+
+    async def waited():
+        async with AsyncAssentClient(gateway, AGENT_KEY, AGENT,
+                                     transport=httpx.MockTransport(answer)) as c:
+            return await c.wait(held.approval_id, timeout=2.5)
+    polls.clear()
+    assert asyncio.run(waited()).status == "pending"
+    assert 2 <= len(polls) <= 4, len(polls)
+
+
 def test_client_errors_carry_the_gateways_code(gateway):
     with AssentClient(gateway, "not-a-key", AGENT) as c, pytest.raises(AssentError) as e:
         c.propose("get_balance", {}, session_id=session())

@@ -6,6 +6,7 @@ result (``POST /v1/tool-results``). :class:`AssentClient` is synchronous,
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -161,6 +162,16 @@ def _headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
 
 
+def _pause(asked: float, deadline: float | None) -> float:
+    """Seconds to wait before polling again after a poll sent at ``asked`` (monotonic) came back
+    pending: what is left of one second since it was sent, never past ``deadline``. Found by
+    review: a gateway (or something in front of it) answering before the wait asked for was
+    polled again at once, in a tight loop, until the approval expired."""
+    now = time.monotonic()
+    pause = max(0.0, 1.0 - (now - asked))
+    return pause if deadline is None else min(pause, max(0.0, deadline - now))
+
+
 def _loopback(host: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
@@ -265,9 +276,11 @@ class AssentClient:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = MAX_WAIT_SECONDS if deadline is None else deadline - time.monotonic()
+            asked = time.monotonic()
             a = self.approval(approval_id, wait=max(1.0, min(left, MAX_WAIT_SECONDS)))
             if a.status != "pending" or (deadline is not None and time.monotonic() >= deadline):
                 return a
+            time.sleep(_pause(asked, deadline))
 
     def redeem(
         self,
@@ -381,9 +394,11 @@ class AsyncAssentClient:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = MAX_WAIT_SECONDS if deadline is None else deadline - time.monotonic()
+            asked = time.monotonic()
             a = await self.approval(approval_id, wait=max(1.0, min(left, MAX_WAIT_SECONDS)))
             if a.status != "pending" or (deadline is not None and time.monotonic() >= deadline):
                 return a
+            await asyncio.sleep(_pause(asked, deadline))
 
     async def redeem(
         self,
