@@ -70,7 +70,12 @@ def from_approval(tool: str, server: str | None, args: dict[str, JSON], a: Appro
             edited=edited,
         )
     if a.status == "pending":
-        why = "nobody decided in time; the request was withdrawn"
+        # Still pending: the withdrawal after the wait did not go through (found by review:
+        # this said it was withdrawn, while an operator could still approve it).
+        why = (
+            "nobody decided in time, and the request could not be withdrawn: it may still be "
+            "approved, but this call does not run"
+        )
     elif a.status == "approved":
         why = "approved, but the gateway gave no token for it"
     else:
