@@ -44,6 +44,7 @@ impl Serving {
 /// no registration of another replica interleaves): `Err(Unusable)` when this process serves
 /// configurations (`serving`) none of which is the newest generation (or the database knows none of
 /// them: its table emptied or restored), or none yet (start-up before its registration), or when
+/// the schema is newer than this build's migrations, or when
 /// this process's clock differs from the database's by more than [`crate::kit::MAX_CLOCK_SKEW_MS`]
 /// (or may, given the query's round trip: the database's clock is read in the same query,
 /// [`crate::kit::skewed`]); logged at the first refusal. Nothing is read when none is set (SQLite,
@@ -59,12 +60,19 @@ pub(crate) fn refuse_if_out_of_step(conn: Conn<'_>, serving: &Serving) -> crate:
     else {
         return Ok(());
     };
-    let (mine, newest, clock) = if digests.is_empty() {
-        (None, None, None)
+    let (mine, newest, clock, schema) = if digests.is_empty() {
+        (None, None, None, None)
     } else {
         read_standing(conn, &digests)?
     };
+    let latest = i64::from(crate::migrate::latest());
     let why = match (mine, newest) {
+        // Found by review: a replica of an older build kept writing after a newer one had
+        // migrated the schema (a rolling upgrade), rows the newer build reads as damaged.
+        _ if schema.is_some_and(|v| v > latest) => format!(
+            "the schema (version {}) is newer than this assent ({latest}): another replica migrated it; this one writes nothing until it is upgraded",
+            schema.unwrap_or_default()
+        ),
         (Some(m), Some(n)) if m >= n => match clock.and_then(|(b, db, a)| skewed(b, db, a)) {
             None => {
                 // The next refusal, whatever its reason, is logged again.
@@ -87,9 +95,15 @@ pub(crate) fn refuse_if_out_of_step(conn: Conn<'_>, serving: &Serving) -> crate:
 }
 
 /// What [`refuse_if_out_of_step`] reads in one round trip: the newest generation among
-/// `digests`, the newest of all, and on PostgreSQL this process's clock before and after the
-/// query with the database's between (`None` on SQLite: one process, one clock).
-type Standing = (Option<i64>, Option<i64>, Option<(i64, i64, i64)>);
+/// `digests`, the newest of all, on PostgreSQL this process's clock before and after the
+/// query with the database's between (`None` on SQLite: one process, one clock), and the
+/// schema's version.
+type Standing = (
+    Option<i64>,
+    Option<i64>,
+    Option<(i64, i64, i64)>,
+    Option<i64>,
+);
 
 /// Reads [`Standing`] for `digests` (at least one) in `conn`.
 fn read_standing(conn: Conn<'_>, digests: &[String]) -> crate::db::Result<Standing> {
@@ -100,14 +114,17 @@ fn read_standing(conn: Conn<'_>, digests: &[String]) -> crate::db::Result<Standi
     };
     let sql = format!(
         "SELECT (SELECT max(generation) FROM config_generations WHERE digest IN ({})),
-                (SELECT max(generation) FROM config_generations), {clock}",
+                (SELECT max(generation) FROM config_generations), {clock},
+                (SELECT max(version) FROM assent_schema)",
         marks.join(", ")
     );
     let p: Vec<&dyn crate::db::ToValue> = digests.iter().map(|d| d as _).collect();
     let before = crate::kit::now_ms();
-    let (mine, newest, db): (Option<i64>, Option<i64>, Option<i64>) = conn
-        .prepare_cached(&sql)?
-        .query_row(p.as_slice(), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    type Row = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+    let (mine, newest, db, schema): Row =
+        conn.prepare_cached(&sql)?.query_row(p.as_slice(), |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?;
     let after = crate::kit::now_ms();
-    Ok((mine, newest, db.map(|db| (before, db, after))))
+    Ok((mine, newest, db.map(|db| (before, db, after)), schema))
 }

@@ -501,3 +501,37 @@ fn a_replica_superseded_between_its_checks_takes_no_decision() {
         assert_eq!(crate::pgkit::value::<i64>(conn.conn(), sql, []), 0);
     });
 }
+
+/// Found by review: in a rolling upgrade, a replica of the older build kept writing after a
+/// newer one had migrated the schema (it learnt of it only from `/readyz`), rows the newer
+/// build reads as damaged. A store serving a configuration refuses every write while the
+/// schema is newer than its migrations, and writes again once it is not.
+#[test]
+fn a_replica_whose_schema_another_build_migrated_further_writes_nothing() {
+    both(|db| {
+        let (_dir, a, _b) = two(db);
+        let d1 = "d1".repeat(32);
+        a.register_config(&d1, "a", false, 1_000).unwrap();
+        a.serve_config(Some(&[&d1]));
+        a.append_audit("x", None, "a", &serde_json::json!({}), 1_000)
+            .unwrap();
+        let next = assent_store::migrate::latest() + 1;
+        crate::retention::tamper(
+            db,
+            &format!(
+                "INSERT INTO assent_schema (version, name, sha256, applied_at) VALUES ({next}, 'future', 'x', 0)"
+            ),
+        );
+        let e = a.append_audit("x", None, "a", &serde_json::json!({}), 2_000);
+        assert!(
+            e.is_err_and(|e| e.to_string().contains("is newer than this assent")),
+            "{db:?}"
+        );
+        crate::retention::tamper(
+            db,
+            &format!("DELETE FROM assent_schema WHERE version = {next}"),
+        );
+        a.append_audit("x", None, "a", &serde_json::json!({}), 3_000)
+            .unwrap();
+    });
+}
