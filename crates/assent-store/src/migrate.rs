@@ -385,11 +385,41 @@ pub(crate) fn schema_difference(
     }))
 }
 
-/// [`schema_difference`] of the SQLite store behind `conn` at the version it records; `None`
-/// on PostgreSQL (not checked there).
+/// [`schema_difference`] of the SQLite store behind `conn` at the version it records; on
+/// PostgreSQL, [`PG_PLANTED`]'s first object.
 pub(crate) fn altered_schema(conn: Conn<'_>) -> Result<Option<String>, StoreError> {
     match conn {
         Conn::Sqlite(c) => schema_difference(c, i64::from(version(conn)?)),
-        Conn::Postgres(_) => Ok(None),
+        Conn::Postgres(_) => {
+            let found: Option<(String, String)> = conn
+                .query_row(PG_PLANTED, [], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            Ok(found.map(|(kind, name)| {
+                format!("has a {kind} `{name}` that this assent's migrations do not create")
+            }))
+        }
     }
 }
+
+/// The first object in the store's PostgreSQL schema that runs code inside its transactions or
+/// changes what its queries see, none of which the migrations create: a trigger, a rule, a
+/// row-level security policy (or row security turned on), a view or a function — an
+/// extension's own left out. Found by review: only SQLite's schema was checked, so a planted
+/// trigger ran inside the gateway's own transactions on PostgreSQL unseen. `(kind, name)`.
+const PG_PLANTED: &str = "SELECT kind, name FROM (
+    SELECT 'trigger' AS kind, t.tgname::text AS name FROM pg_trigger t
+        JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal
+    UNION ALL SELECT 'rule', r.rulename::text FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class
+        WHERE c.relnamespace = current_schema()::regnamespace AND r.rulename <> '_RETURN'
+    UNION ALL SELECT 'row security policy', p.polname::text FROM pg_policy p
+        JOIN pg_class c ON c.oid = p.polrelid WHERE c.relnamespace = current_schema()::regnamespace
+    UNION ALL SELECT 'row security on table', c.relname::text FROM pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relrowsecurity
+    UNION ALL SELECT 'view', c.relname::text FROM pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('v', 'm')
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype = 'e')
+    UNION ALL SELECT 'function', p.proname::text FROM pg_proc p
+        WHERE p.pronamespace = current_schema()::regnamespace
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')
+) o ORDER BY kind, name LIMIT 1";

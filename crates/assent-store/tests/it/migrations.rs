@@ -427,3 +427,37 @@ fn the_migrations_hashed_have_no_carriage_returns() {
         }
     }
 }
+
+/// Attack (found by review): only SQLite's schema was compared with what the migrations
+/// create, so on PostgreSQL a trigger planted by whoever holds the gateway's role ran inside
+/// the gateway's own transactions unseen, and row security could hide rows from its reads.
+/// Start-up now refuses a schema holding a trigger, rule, policy, view or function (or row
+/// security on a table), naming it; dropped, the store opens.
+#[test]
+fn a_trigger_or_row_security_planted_in_the_postgres_schema_stops_start_up() {
+    let Some(db) = fresh_pg() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    drop(crate::open(dir.path(), &db));
+    let admin = db.connect().unwrap();
+    let opened =
+        || assent_store::Store::open_database(dir.path(), dir.path(), &db, 60_000, crate::wire());
+    for (plant, undo, says) in [
+        (
+            "CREATE FUNCTION planted() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+             CREATE TRIGGER planted AFTER INSERT ON audit FOR EACH ROW EXECUTE FUNCTION planted()",
+            "DROP TRIGGER planted ON audit; DROP FUNCTION planted()",
+            "`planted`",
+        ),
+        (
+            "ALTER TABLE grants ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE grants DISABLE ROW LEVEL SECURITY",
+            "row security on table `grants`",
+        ),
+    ] {
+        admin.conn().batch(plant).unwrap();
+        let e = opened().err().expect("refused").to_string();
+        assert!(e.contains(says) && e.contains("altered"), "{e}");
+        admin.conn().batch(undo).unwrap();
+    }
+    opened().unwrap();
+}
