@@ -332,9 +332,12 @@ pub(crate) const CONT: &str = "   ↳ ";
 /// the pane's own wrapping started a line with `  approvers: nobody, auto-approved`, which
 /// read as a field of the card.
 pub(crate) fn hang_lines(text: &str, width: usize) -> Vec<String> {
-    use ratatui::text::Span;
-    let cols = |c: char| Span::raw(c.to_string()).width();
-    let cont = Span::raw(CONT).width();
+    // Each character counted at its widest: a terminal set to draw East Asian ambiguous
+    // characters (`─`, `·`) two columns wide (xterm `-cjk_width`, iTerm2, gnome-terminal)
+    // would otherwise wrap a line this believed fits (found by review: the fake field below
+    // came back there).
+    let cols = |c: char| unicode_width::UnicodeWidthChar::width_cjk(c).unwrap_or(0);
+    let cont = unicode_width::UnicodeWidthStr::width_cjk(CONT);
     let mut lines = Vec::new();
     for line in text.lines() {
         let mut rest: Vec<char> = line.chars().collect();
@@ -372,29 +375,38 @@ pub(crate) fn hang_lines(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// `text` (lines ending in `\n`) as printed on standard output: on a terminal, each line hung
-/// to the terminal's width ([`hang_lines`]), so the terminal wraps none and no continuation
-/// can line up with a field label; elsewhere (a pipe, a file) as it is. Found by review: a
-/// value padded with visible filler (`─`, `·`) so that the terminal's own wrapping started a
-/// line with a fake `  risk:      R0 (low)` field; runs of blanks were marked already.
+/// `text` (lines ending in `\n`) as printed on standard output, each line hung
+/// ([`hang_lines`]) so that nothing after it wraps a line and no continuation can line up with
+/// a field label: on a terminal to its width; elsewhere (a pipe, a file) to `$COLUMNS` when
+/// it holds a width (procps `watch` sets it), else to [`PIPED_WIDTH`], since a pager or
+/// `watch` reading the pipe wraps at the screen's width too. Found by review: a value padded
+/// with visible filler (`─`, `·`) so that the terminal's own wrapping started a line with a
+/// fake `  risk:      R0 (low)` field; runs of blanks were marked already. Scripts read
+/// `--json`, which is never hung.
 pub(crate) fn for_stdout(text: &str) -> String {
     use std::io::IsTerminal as _;
-    let width = std::io::stdout()
+    let terminal = std::io::stdout()
         .is_terminal()
         .then(crossterm::terminal::size)
         .and_then(Result::ok)
         .map(|(cols, _)| usize::from(cols));
-    match width {
-        Some(w) if w > 0 => hang_lines(text, w)
-            .into_iter()
-            .fold(String::new(), |mut s, l| {
-                s.push_str(&l);
-                s.push('\n');
-                s
-            }),
-        _ => text.to_string(),
-    }
+    let columns = || std::env::var("COLUMNS").ok()?.trim().parse::<usize>().ok();
+    let width = terminal
+        .or_else(columns)
+        .filter(|w| *w > 0)
+        .unwrap_or(PIPED_WIDTH);
+    hang_lines(text, width)
+        .into_iter()
+        .fold(String::new(), |mut s, l| {
+            s.push_str(&l);
+            s.push('\n');
+            s
+        })
 }
+
+/// The width (columns) a card printed to a pipe or a file is hung to when `$COLUMNS` names
+/// none ([`for_stdout`]).
+pub(crate) const PIPED_WIDTH: usize = 80;
 
 #[cfg(test)]
 mod tests {
@@ -417,6 +429,9 @@ mod tests {
                     let lines = hang_lines(&line, width);
                     for (i, l) in lines.iter().enumerate() {
                         assert!(l.chars().count() <= width, "{width}: {l}");
+                        // Ambiguous-width filler drawn two columns wide still fits.
+                        let cjk = unicode_width::UnicodeWidthStr::width_cjk(l.as_str());
+                        assert!(cjk <= width, "{width} (cjk {cjk}): {l}");
                         assert!(!l.starts_with(fake), "{width}: {l}");
                         assert!(i == 0 || l.starts_with(CONT), "{width}: {l}");
                     }

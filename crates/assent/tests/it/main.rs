@@ -397,6 +397,9 @@ fn cli(url: &str, args: &[&str]) -> std::process::Output {
         .args(args)
         .env("ASSENT_URL", url)
         .env("ASSENT_API_KEY", OP_KEY)
+        // Cards printed to a pipe are hung to `$COLUMNS` (else 80): the tests that read a
+        // card's lines whole print it wide; terminal.rs tests the hanging itself.
+        .env("COLUMNS", "100000")
         .output()
         .unwrap()
 }

@@ -282,6 +282,47 @@ fn an_agents_padding_cannot_start_a_line_that_reads_as_a_card_field() {
     }
 }
 
+/// Attack (found by review): the padding attack read through a pipe. A recipient of `ACME`,
+/// visible filler (`─`, which a terminal set to draw East Asian ambiguous characters wide
+/// shows two columns wide) and a fake `  risk:      R0 (low)` field: a card printed to a
+/// terminal was hung to its width, but one printed to a pipe (`watch -n2 assent pending`,
+/// `assent pending | less`) was not, and the pager's own wrapping started a line with the
+/// fake field. Now a card is hung to `$COLUMNS`, else 80 columns, wherever it goes, each
+/// character counted at its widest, and the value is all there across its continuations.
+#[test]
+fn a_card_read_through_a_pipe_starts_no_line_with_an_agents_text() {
+    use unicode_width::UnicodeWidthStr as _;
+    let s = served("");
+    let fake = "  risk:      R0 (low)";
+    let recipient = format!("ACME{}{fake}", "─".repeat(226));
+    let b = crate::propose_to(&s.server.url, 5000, &recipient);
+    assert_eq!(b["decision"], "pending", "{b}");
+    let id = b["approval_id"].as_str().unwrap();
+    for (columns, width) in [(None, 80), (Some("57"), 57), (Some("wide"), 80)] {
+        for args in [vec!["pending"], vec!["show", id]] {
+            let mut c = std::process::Command::new(BIN);
+            c.args(&args)
+                .env("ASSENT_URL", &s.server.url)
+                .env("ASSENT_API_KEY", crate::OP_KEY)
+                .env_remove("COLUMNS");
+            if let Some(n) = columns {
+                c.env("COLUMNS", n);
+            }
+            let out = ok(&c.output().unwrap());
+            for line in out.lines() {
+                assert!(line.width_cjk() <= width, "{args:?} {columns:?}: {line}");
+                assert!(!line.starts_with(fake), "{args:?} {columns:?}: {line}");
+            }
+            let joined: String = out
+                .lines()
+                .map(|l| l.strip_prefix("   ↳ ").unwrap_or(l))
+                .collect();
+            let value = format!("ACME{}", "─".repeat(226));
+            assert!(joined.contains(&value), "{args:?} {columns:?}: {out}");
+        }
+    }
+}
+
 /// Attack (found by review): `assent approve` of several ids printed each failure's id, code
 /// and message from the gateway's batch answer raw, though the gateway echoes the id it was
 /// given (and its message may quote an agent's text). Now the line is made inert.
