@@ -555,7 +555,7 @@ impl CallJob {
         if let Some(a) = self.approval.borrow().approval() {
             let ext = format!("{TASK_APPROVAL_PREFIX}{a}");
             created["taskId"] = json!(ext);
-            st.task_ids.lock().expect("task ids").insert(ext, local);
+            st.task_ids.insert(ext, local);
         }
         let _ = self.relay.to_client.send(reply(&self.id, Ok(created)));
         std::future::pending::<()>().await

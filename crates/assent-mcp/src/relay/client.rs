@@ -254,8 +254,9 @@ impl Relay {
     /// ([`super::lines::MAX_QUEUED`]) or client answers [`Owed`] to it (which go first).
     /// Found by review: nothing bounded them, so a client
     /// flooding requests at a slow upstream grew the proxy's memory without bound. The
-    /// proxy's own tasks (`tasks/*`, answered here from what it holds) are never refused, so a
-    /// client can still read and cancel what it started.
+    /// proxy's own tasks (`tasks/*`, answered here from what it holds) are never refused here,
+    /// so a client can still read and cancel what it started (what one about a task the
+    /// process does not know starts is bounded in [`super::task_names`]).
     fn over_bound(&self, method: &Value) -> Option<String> {
         if method.as_str().is_some_and(|m| m.starts_with("tasks/")) {
             return None;

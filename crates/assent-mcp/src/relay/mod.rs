@@ -18,6 +18,7 @@ mod lines;
 mod pins;
 mod rounds;
 mod state;
+mod task_names;
 mod tasks;
 pub(crate) mod upstream;
 mod words;

@@ -114,7 +114,7 @@ pub(super) struct State {
     pub(super) waiting: Mutex<HashMap<String, Waiting>>,
     /// Tasks named after their approval (`approval-ID`), which a later proxy process can
     /// resume from the gateway: the external id → the task manager's id.
-    pub(super) task_ids: Mutex<HashMap<String, String>>,
+    pub(super) task_ids: super::task_names::TaskNames,
     /// The proxy's own elicitation requests waiting for the client's answer.
     pub(super) elicits: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     /// Whether the client declared the tasks extension at initialize.
@@ -157,7 +157,7 @@ impl State {
             init_ids: Mutex::default(),
             forwarded: Mutex::default(),
             waiting: Mutex::default(),
-            task_ids: Mutex::default(),
+            task_ids: Default::default(),
             elicits: Mutex::default(),
             client_tasks: AtomicBool::new(false),
             client_elicits: AtomicBool::new(false),

@@ -7,6 +7,7 @@
 
 use super::pins::pin_gate;
 use super::state::{Forwarded, Relay, State, clear_to_forward};
+use super::task_names::MAX_WITHDRAWALS;
 use crate::era;
 use crate::kit::cancel_unless_forwarded;
 use crate::kit::{Hold, HoldState, Outcome, denied_value, hold_unless_cancelled, reply};
@@ -30,7 +31,7 @@ impl Relay {
     pub(super) fn on_task_request(&self, m: &str, id: &Value, msg: &Value) {
         let st = &self.state;
         let ext = msg["params"]["taskId"].as_str().unwrap_or("").to_string();
-        let known = st.task_ids.lock().expect("task ids").get(&ext).cloned();
+        let known = st.task_ids.get(&ext);
         // A task named after an approval that this process does not know was
         // made through a connection that is gone: resumed from the gateway.
         let approval = ext
@@ -42,8 +43,18 @@ impl Relay {
             // gateway and resumes nothing (found by review: it was resumed to be cancelled,
             // and an approved call could be redeemed and forwarded first).
             (None, Some(a)) if m == "tasks/cancel" => {
+                let Some(counted) = st.task_ids.withdrawal() else {
+                    let why = format!(
+                        "assent: {MAX_WITHDRAWALS} withdrawals are in flight already; cancel more once they are done"
+                    );
+                    return self.busy(id, why);
+                };
                 // On the gateway client's tracker, which the proxy waits for before it ends.
-                let _withdrawing = st.gw.cancel(a, "the client cancelled its task");
+                let withdrawing = st.gw.cancel(a, "the client cancelled its task");
+                tokio::spawn(async move {
+                    withdrawing.await;
+                    drop(counted);
+                });
                 let done = json!({"resultType": "complete"});
                 let _ = self.to_client.send(reply(id, Ok(done)));
                 return;
@@ -56,11 +67,11 @@ impl Relay {
                     let _ = self.to_client.send(reply(id, Err(e)));
                     return;
                 }
+                if let Some(why) = st.task_ids.resume_refused(st.tasks.running_task_count()) {
+                    return self.busy(id, why);
+                }
                 let l = resume_task(st.clone(), self.to_upstream.clone(), a.to_string());
-                st.task_ids
-                    .lock()
-                    .expect("task ids")
-                    .insert(ext.clone(), l.clone());
+                st.task_ids.insert(ext.clone(), l.clone());
                 l
             }
             _ => ext.clone(),
@@ -82,6 +93,13 @@ impl Relay {
                 .map(|_| json!({"resultType": "complete"})),
         };
         let _ = self.to_client.send(reply(id, r));
+    }
+
+    /// Answers request `id` that a bound refused ([`super::task_names`]) with `BUSY` and `why`.
+    fn busy(&self, id: &Value, why: String) {
+        tracing::warn!(id = %id, "refused a client's task request: {why}");
+        let busy = rmcp::ErrorData::new(rmcp::model::ErrorCode(super::client::BUSY), why, None);
+        let _ = self.to_client.send(reply(id, Err(busy)));
     }
 }
 

@@ -2,7 +2,8 @@
 //! stopped or its tools cannot be checked: a cancelled resumed task never runs its approved
 //! call, a call reusing a cancelled call's id is its own, the pin check's paging of a
 //! misbehaving upstream's `tools/list` is bounded (a cursor given twice, pages without end, a
-//! list paged past its deadline) and fails closed, and an endless client line is refused.
+//! list paged past its deadline) and fails closed, an endless client line is refused, and a
+//! flood of made-up task names resumes no more than the bound.
 
 use crate::{BIN, cli, get_op, ok, spawn_piped};
 use serde_json::{Value, json};
@@ -458,4 +459,51 @@ fn a_client_line_over_16_mib_is_refused_and_the_next_is_read() {
         !log.contains("\"id\": 7") && !log.contains("\"id\":7"),
         "{log}"
     );
+}
+
+/// Attack (found by review): a client flooding `tasks/get` for ever new made-up
+/// `approval-…` ids. `tasks/*` is never refused as one request too many, and each unknown
+/// name resumed a task from the gateway: a gateway read and a task each, none of it counted,
+/// every ended task's result held against the process's task-result budget for a day and the
+/// name never forgotten. Now the names are bounded (10,000 given in the last day; then no
+/// more tasks are resumed, `-32000`), as are the tasks running when one is resumed and the
+/// withdrawals in flight; the client can still read what it started.
+#[test]
+fn a_flood_of_made_up_task_names_is_bounded() {
+    let gw = Gateway::start();
+    let mut p = Proxy::start(&gw, "plain");
+    p.initialize(false);
+    const NAMES: i64 = 10_000;
+    for n in 1..=NAMES + 1 {
+        p.send(json!({"jsonrpc": "2.0", "id": n, "method": "tasks/get",
+                      "params": {"taskId": format!("approval-zz{n}")}}));
+    }
+    let last = p.recv(|m| m["id"] == NAMES + 1);
+    assert_eq!(last["error"]["code"], -32000, "{last}");
+    let why = last["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("10000 tasks were named"), "{last}");
+    let answered: Vec<&Value> = p
+        .seen
+        .iter()
+        .filter(|m| m["id"].as_i64().is_some_and(|n| (1..=NAMES).contains(&n)))
+        .collect();
+    assert_eq!(answered.len(), NAMES as usize);
+    let refused: Vec<&&Value> = answered
+        .iter()
+        .filter(|m| !m["result"]["taskId"].is_string())
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "{} refused: {:?}",
+        refused.len(),
+        refused.first()
+    );
+    // A name the relay gave is still read.
+    let first = p.ask(
+        json!(NAMES + 2),
+        "tasks/get",
+        json!({"taskId": "approval-zz1"}),
+    );
+    assert_eq!(first["result"]["taskId"], "approval-zz1", "{first}");
+    p.stop();
 }
