@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How many task names the relay keeps at most; past it, names older than a task lives
+/// How many task names the relay keeps at most; past it, names older than a task is readable
 /// ([`NAME_KEPT_FOR`]) are forgotten, and no task is resumed while it is still full.
 pub(super) const MAX_TASK_NAMES: usize = 10_000;
 /// How many of the relay's tasks may be running when a `tasks/get` resumes another one (the
@@ -22,8 +22,11 @@ pub(super) const MAX_TASK_NAMES: usize = 10_000;
 pub(super) const MAX_RUNNING_TASKS: usize = 1_000;
 /// How many withdrawals of unknown tasks' approvals (`tasks/cancel`) may be in flight at once.
 pub(super) const MAX_WITHDRAWALS: usize = 64;
-/// How long a name is worth keeping: a task's TTL and a minute (rmcp forgets the task then).
-const NAME_KEPT_FOR: Duration = Duration::from_millis(TASK_TTL_MS + 60_000);
+/// How long a name is worth keeping: as long as rmcp keeps a task readable — a finished task
+/// stays for a TTL more, so two TTLs from its start (the hub keeps its owners as long) — and a
+/// minute. Found by review: kept one TTL, a task finished late on its first day lost its name
+/// while its result was still there, and a `tasks/get` resumed it from the gateway instead.
+const NAME_KEPT_FOR: Duration = Duration::from_millis(2 * TASK_TTL_MS + 60_000);
 
 /// The task names, each with when it was given, and the withdrawals in flight.
 #[derive(Default)]
@@ -65,7 +68,7 @@ impl TaskNames {
         forget_old(&mut names, Instant::now());
         if names.len() >= MAX_TASK_NAMES {
             return Some(format!(
-                "assent: {MAX_TASK_NAMES} tasks were named in the last day; no more are resumed until they age out"
+                "assent: {MAX_TASK_NAMES} tasks were named in the last two days; no more are resumed until they age out"
             ));
         }
         (running >= MAX_RUNNING_TASKS).then(|| {

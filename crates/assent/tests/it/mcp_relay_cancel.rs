@@ -465,7 +465,7 @@ fn a_client_line_over_16_mib_is_refused_and_the_next_is_read() {
 /// `approval-…` ids. `tasks/*` is never refused as one request too many, and each unknown
 /// name resumed a task from the gateway: a gateway read and a task each, none of it counted,
 /// every ended task's result held against the process's task-result budget for a day and the
-/// name never forgotten. Now the names are bounded (10,000 given in the last day; then no
+/// name never forgotten. Now the names are bounded (10,000 given in the last two days; then no
 /// more tasks are resumed, `-32000`), as are the tasks running when one is resumed and the
 /// withdrawals in flight; the client can still read what it started.
 #[test]
