@@ -78,10 +78,6 @@ const MAX_EVENT_FILTERS: usize = 64;
 /// as sent, one row per request).
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
 
-/// The most confirmations still pending from a skipped part of the log a resuming stream is
-/// sent first (the oldest).
-const MAX_CAUGHT_UP: u32 = 64;
-
 /// `POST /aaep/v1/subscriptions`: a `subscription.request` → `201` `subscription.accepted`
 /// with `Location`; a request that does not match the schema, or whose `subscriber_id` starts
 /// with `sse:` (the gateway's own, for bare streams), is `400` with `subscription.rejected`;
@@ -247,30 +243,20 @@ pub(crate) async fn events(
                 .data(accepted(&sub).to_string()),
         );
     }
-    // A resumption held to the window skips part of the log: the confirmations still pending
-    // from it come first (`Store::still_awaiting`). A subscription reopened by its id never
-    // had the events before its start.
+    // A resumption held to the window skips part of the log: the confirmations and questions
+    // still waiting from it come first, all of them, page by page (`Store::still_awaiting`).
+    // A subscription reopened by its id never had the events before its start.
     let skipped_from = if fresh {
         resume
     } else {
         Some(resume.unwrap_or(sub.start_seq).max(sub.start_seq))
     };
     let resumes_at = after.max(sub.start_seq);
-    if let Some(from) = skipped_from.filter(|f| *f < resumes_at) {
-        let pending = st
-            .store_call(move |s| s.still_awaiting(from, resumes_at, MAX_CAUGHT_UP))
-            .await?;
-        for e in pending {
-            queue.push_back(
-                Event::default()
-                    .event("aaep.event")
-                    .id(e.event_id)
-                    .data(e.data.to_string()),
-            );
-        }
-    }
+    let gap = skipped_from
+        .filter(|f| *f < resumes_at)
+        .map(|from| (from, resumes_at));
     let key = op.principal.key_sha256;
-    let mut resp = Sse::new(stream(st, (sub, slot), key, after, queue))
+    let mut resp = Sse::new(stream(st, (sub, slot), key, (after, gap), queue))
         .keep_alive(KeepAlive::default())
         .into_response();
     resp.headers_mut()
@@ -344,8 +330,15 @@ pub(crate) async fn replies(
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// `subscription.close` (§5.8.2) from `p`: an operator closes one of their own open
+/// subscriptions. Only a close that closed one re-reads the timeout extensions and wakes the
+/// streams (found by review: any key, an agent's too, made every close a store write, a
+/// re-read of every open subscription and a wake of every stream, at its rate limit).
 async fn close(st: &AppState, p: Option<Principal>, msg: &Value) -> Result<&'static str, Ignored> {
     let p = p.ok_or("unauthenticated")?;
+    if p.roles().is_none() {
+        return Err("not an operator");
+    }
     let id = msg["subscription_id"]
         .as_str()
         .ok_or("no subscription_id")?
@@ -354,13 +347,12 @@ async fn close(st: &AppState, p: Option<Principal>, msg: &Value) -> Result<&'sta
         .store_call(move |s| s.close_subscription(&id, &p.name, now_ms()))
         .await
         .map_err(|_| "store")?;
+    if !ok {
+        return Err("not an open subscription of the sender");
+    }
     st.refresh_extension().await;
     st.changed();
-    if ok {
-        Ok("subscription closed")
-    } else {
-        Err("not an open subscription of the sender")
-    }
+    Ok("subscription closed")
 }
 
 /// Tells subscription `sub` that the approval `a` its reply (`token`) was for is resolved

@@ -395,29 +395,49 @@ fn still_holds(st: &AppState, key: &[u8; 32]) -> bool {
         .any(|p| &p.key_sha256 == key && p.roles().is_some())
 }
 
-/// The events of subscription `sub` after sequence `after`, `queue` first: read from the
-/// store on every change (or every 15 s); ends when the subscription is closed (§5.8.2), the
-/// store fails (the subscriber reconnects), or no operator holds the key `key` (SHA-256) it was
-/// opened with any more ([`still_holds`]).
+/// The events of subscription `sub` after sequence `after`, `queue` first, then — when the
+/// stream resumes past a part of the log it skipped, `gap` (`(from, to]` in `seq`) — the
+/// confirmations and questions still waiting from that part, page by page
+/// ([`assent_store::Store::still_awaiting`]): read from the store on every change (or every
+/// 15 s); ends when the subscription is closed (§5.8.2), the store fails (the subscriber
+/// reconnects), or no operator holds the key `key` (SHA-256) it was opened with any more
+/// ([`still_holds`]).
 pub(crate) fn stream(
     st: AppState,
     sub: (Subscription, StreamSlot),
     key: [u8; 32],
-    after: i64,
+    (after, gap): (i64, Option<(i64, i64)>),
     queue: VecDeque<Event>,
 ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
     let rx = st.changes.subscribe();
-    let init = (st, sub, after, queue, rx, key);
+    let init = (st, sub, (after, gap), queue, rx, key);
     unfold(
         init,
-        |(st, (sub, slot), mut after, mut queue, mut rx, key)| async move {
+        |(st, (sub, slot), (mut after, mut gap), mut queue, mut rx, key)| async move {
             loop {
                 if !still_holds(&st, &key) || slot.ended() {
                     return None; // revoked by a reload, or a newer stream took its place
                 }
                 if let Some(e) = queue.pop_front() {
-                    let state = (st, (sub, slot), after, queue, rx, key);
+                    let state = (st, (sub, slot), (after, gap), queue, rx, key);
                     return Some((Ok::<_, Infallible>(e), state));
+                }
+                if let Some((from, to)) = gap {
+                    let Ok(Ok(waiting)) = st
+                        .store_task(move |s| s.still_awaiting(from, to, READ_EVENTS))
+                        .await
+                    else {
+                        return None; // the store failed: end the stream; the subscriber reconnects
+                    };
+                    let full = waiting.len() == READ_EVENTS as usize;
+                    gap = waiting.last().filter(|_| full).map(|e| (e.seq, to));
+                    queue.extend(waiting.into_iter().map(|e| {
+                        Event::default()
+                            .event("aaep.event")
+                            .id(e.event_id)
+                            .data(e.data.to_string())
+                    }));
+                    continue;
                 }
                 // Marked seen by the gateway's keeper ([`keep`]), with every other stream here.
                 let sub2 = sub.clone();

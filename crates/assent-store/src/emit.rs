@@ -9,7 +9,9 @@ use crate::db::{self, Conn};
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
 use crate::params;
 
-/// Renders `e` and appends it to the event log (to one subscription, or to all with `None`).
+/// Renders `e` and appends it to the event log (to one subscription, or to all with `None`);
+/// a question's event names its clarification (`clarification_id`, migration 0069), so a
+/// resuming stream can be sent it while it is pending ([`crate::Store::still_awaiting`]).
 pub(crate) fn emit(
     tx: Conn<'_>,
     env: &dyn Envelopes,
@@ -20,8 +22,12 @@ pub(crate) fn emit(
 ) -> db::Result<()> {
     let ev = env.aaep(e);
     let ty = ev["type"].as_str().unwrap_or("");
-    tx.prepare_cached("INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
-        .execute(params![ev["event_id"].as_str(), ty, e.is_critical(), subscription, approval_id, at, ev.to_string()])?;
+    let asking = match e {
+        AaepEvent::AwaitingClarification { clarification } => Some(clarification.id.as_str()),
+        _ => None,
+    };
+    tx.prepare_cached("INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data, clarification_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?
+        .execute(params![ev["event_id"].as_str(), ty, e.is_critical(), subscription, approval_id, at, ev.to_string(), asking])?;
     Ok(())
 }
 

@@ -111,6 +111,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(66, "0066_audit_config"),
     migration!(67, "0067_ui_sessions_operator"),
     migration!(68, "0068_history_reads"),
+    migration!(69, "0069_awaiting_clarification_events"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

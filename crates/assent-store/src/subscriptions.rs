@@ -133,14 +133,17 @@ impl Store {
         Ok(resume_start(head, from).max(sub.start_seq))
     }
 
-    /// The broadcast confirmation events (`aaep:agent.awaiting.confirmation`) with `seq` after
-    /// `from` and at most `to` whose approval is still pending, oldest first, at most `limit`:
-    /// what a stream resuming at `to` — the resume window's edge — although its
-    /// `Last-Event-ID` named `from` is sent first, so no pending confirmation is skipped
-    /// (found by review: enough events after a confirmation, such as an agent proposing and
-    /// cancelling in a loop, pushed it out of a reconnecting subscriber's window, and its
-    /// approving default then ran unseen). Read through the pending approvals (migration 0041
-    /// indexes their events), never the skipped part of the log.
+    /// The broadcast confirmation events (`aaep:agent.awaiting.confirmation`) whose approval
+    /// is still pending and question events (`aaep:agent.awaiting.clarification`) whose
+    /// clarification is, with `seq` after `from` and at most `to`, oldest first, at most
+    /// `limit`: what a stream resuming at `to` — the resume window's edge — although its
+    /// `Last-Event-ID` named `from` is sent first, page by page (the next page after the last
+    /// `seq` sent), so nothing still waiting is skipped (found by review: enough events after
+    /// a confirmation, such as an agent proposing and cancelling in a loop, pushed it out of a
+    /// reconnecting subscriber's window, and its approving default then ran unseen; found by
+    /// review since, only the oldest 64 were sent, fewer than one agent may hold pending, and
+    /// no question at all). Read through the pending approvals and questions (migrations 0041
+    /// and 0069 index their events), never the skipped part of the log.
     pub fn still_awaiting(
         &self,
         from: i64,
@@ -151,12 +154,19 @@ impl Store {
             self.lock().conn(),
             // `CROSS JOIN`: SQLite then reads the pending approvals first and each one's event
             // by the index, never the skipped part of the log (found by review).
-            "SELECT e.seq, e.event_id, e.type, e.critical, e.data FROM approvals a
-             CROSS JOIN aaep_events e
-             WHERE a.status = 'pending' AND e.approval_id = a.id
-               AND e.type = 'aaep:agent.awaiting.confirmation'
-               AND e.subscription_id IS NULL AND e.seq > ?1 AND e.seq <= ?2
-             ORDER BY e.seq LIMIT ?3",
+            "SELECT seq, event_id, type, critical, data FROM (
+               SELECT e.seq, e.event_id, e.type, e.critical, e.data FROM approvals a
+               CROSS JOIN aaep_events e
+               WHERE a.status = 'pending' AND e.approval_id = a.id
+                 AND e.type = 'aaep:agent.awaiting.confirmation'
+                 AND e.subscription_id IS NULL AND e.seq > ?1 AND e.seq <= ?2
+               UNION ALL
+               SELECT e.seq, e.event_id, e.type, e.critical, e.data FROM clarifications c
+               CROSS JOIN aaep_events e
+               WHERE c.status = 'pending' AND e.clarification_id = c.id
+                 AND e.type = 'aaep:agent.awaiting.clarification'
+                 AND e.subscription_id IS NULL AND e.seq > ?1 AND e.seq <= ?2) waiting
+             ORDER BY seq LIMIT ?3",
             crate::params![from, to, limit],
             stored_event,
         )?)

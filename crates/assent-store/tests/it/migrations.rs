@@ -461,3 +461,58 @@ fn a_trigger_or_row_security_planted_in_the_postgres_schema_stops_start_up() {
     }
     opened().unwrap();
 }
+
+/// Migration 0069 names each question's AAEP event after its clarification, so a resuming
+/// stream can be sent the questions still pending in the part of the log it skipped; the
+/// questions pending while it runs are found by their reply token (an answered one's event
+/// is left unnamed). Its backfill run again here, on both backends, over events written as
+/// before it.
+#[test]
+fn migration_0069_names_the_events_of_the_questions_pending_when_it_runs() {
+    let m = MIGRATIONS.iter().find(|m| m.version == 69).unwrap();
+    both_connected(|_, c| {
+        let backend = c.backend();
+        migrate(c, "db").unwrap();
+        for (id, token, status) in [
+            ("q-pending", "rpl_01", "pending"),
+            ("q-done", "rpl_02", "answered"),
+        ] {
+            c.execute(
+                "INSERT INTO clarifications (id, agent, session_id, question, kinds, choices, reply_token, requested_at, expires_at, status)
+                 VALUES (?1, 'bot', 's', 'Why?', '[]', '[]', ?2, 0, 1, ?3)",
+                assent_store::params![id, token, status],
+            )
+            .unwrap();
+            let data = format!(
+                r#"{{"type":"aaep:agent.awaiting.clarification","question":"Why?","reply_token":"{token}"}}"#
+            );
+            c.execute(
+                "INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data)
+                 VALUES (?1, 'aaep:agent.awaiting.clarification', ?2, NULL, NULL, 0, ?3)",
+                assent_store::params![format!("evt_{id}"), true, data],
+            )
+            .unwrap();
+        }
+        let sql = match backend {
+            Backend::Sqlite => m.sqlite,
+            Backend::Postgres => m.postgres,
+        };
+        let backfill = &sql[sql.find("UPDATE aaep_events").unwrap()..];
+        c.batch(backfill).unwrap();
+        let named: Vec<(String, Option<String>)> = c
+            .query_map(
+                "SELECT event_id, clarification_id FROM aaep_events ORDER BY event_id",
+                [],
+                tuple,
+            )
+            .unwrap();
+        assert_eq!(
+            named,
+            [
+                ("evt_q-done".to_string(), None),
+                ("evt_q-pending".to_string(), Some("q-pending".to_string()))
+            ],
+            "{backend:?}"
+        );
+    });
+}

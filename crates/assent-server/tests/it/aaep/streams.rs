@@ -379,7 +379,9 @@ async fn an_operator_holds_a_bounded_number_of_subscriptions_filters_and_streams
 /// pushed out of its resume window by enough events after it — an agent proposing and
 /// cancelling in a loop — so the reconnecting subscriber never saw it and its approving
 /// default ran unseen. A resumption held to the window is first sent the confirmations still
-/// pending from the part of the log it skipped.
+/// pending from the part of the log it skipped. Found by review since: only the oldest 64 of
+/// them were sent (one agent may hold 100 pending: 64 decoys hid the real one), and no
+/// question still pending there; now every one is, page by page, before any live event.
 #[tokio::test]
 async fn a_resumption_past_the_window_still_gets_the_confirmations_pending_in_the_gap() {
     let gw = serve().await;
@@ -387,7 +389,15 @@ async fn a_resumption_past_the_window_still_gets_the_confirmations_pending_in_th
     gw.hold_write("/tmp/first").await;
     let seen = sse.expect(AWAITING).await;
     drop(sse);
+    for i in 0..70 {
+        gw.hold_write(&format!("/tmp/decoy-{i}")).await;
+    }
     gw.hold_write("/tmp/in-the-gap").await;
+    gw.ask(
+        json!({"agent": "bot", "session_id": "s1", "question": "Asked-in-the-gap?",
+                  "accepted_response_kinds": ["yes_no"]}),
+    )
+    .await;
     gw.sql().exec(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10100) \
          INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data) \
@@ -396,16 +406,29 @@ async fn a_resumption_past_the_window_still_gets_the_confirmations_pending_in_th
     );
     let last = seen.id.clone().unwrap();
     let mut again = Sse::open(&gw, OP, "/aaep/v1/events", Some(&last)).await;
-    let mut found = false;
+    let (mut decoys, mut found, mut asked) = (0, false, false);
     while let Some(m) = again.next(Duration::from_secs(5)).await {
-        if m.data.to_string().contains("/tmp/in-the-gap") {
-            found = true;
+        let text = m.data.to_string();
+        decoys += usize::from(text.contains("/tmp/decoy-"));
+        found |= text.contains("/tmp/in-the-gap");
+        asked |= text.contains("Asked-in-the-gap?");
+        if found && asked {
             break;
         }
     }
     assert!(
         found,
         "the confirmation pending in the gap was not delivered"
+    );
+    assert!(asked, "the question pending in the gap was not delivered");
+    assert_eq!(decoys, 70);
+    // Then the live events, after what was caught up.
+    gw.hold_write("/tmp/live").await;
+    let live = again.expect(AWAITING).await;
+    assert!(
+        live.data.to_string().contains("/tmp/live"),
+        "{:?}",
+        live.data
     );
     gw.stop().await;
 }
