@@ -102,6 +102,16 @@ impl EditRefusal {
     }
 }
 
+/// Whether an operator may edit the arguments of a held call of `tool` whose Confirm target
+/// is `target_type`: only a tool call's (`other`, and not one of the gateway's derived calls,
+/// [`crate::redeem::DERIVED_PREFIXES`]: a held result, a delegation, an MPLP target). Found by
+/// review: an edit of a delegation was re-gated as a tool call named `delegate.…`, which no
+/// agent declares, and refused as one the policy denies (`EDIT_DENIED`), which said nothing
+/// of why; such an edit is now refused as one that cannot be made.
+pub fn editable(target_type: &str, tool: &str) -> bool {
+    target_type == "other" && !crate::redeem::is_derived(tool)
+}
+
 /// Checks the verdict `edited` of an edited call (evaluated with the session's earlier calls,
 /// the held call itself left out) against the held call `original`, for an operator holding
 /// `roles`. The edit is refused when the policy denies it, when a covering rule's `deny`
@@ -314,6 +324,20 @@ policies:
             escalates: &[],
             require_passkey: false,
             separation_of_duties: false,
+        }
+    }
+
+    #[test]
+    fn only_a_tool_calls_arguments_may_be_edited() {
+        assert!(super::editable("other", "transfer_funds"));
+        for (target, tool) in [
+            ("other", "delegate.payments"),
+            ("other", "result.read"),
+            ("other", "mplp.other"),
+            ("plan", "mplp.plan"),
+            ("context", "transfer_funds"),
+        ] {
+            assert!(!super::editable(target, tool), "{target} {tool}");
         }
     }
 

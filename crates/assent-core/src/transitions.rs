@@ -63,6 +63,20 @@ pub fn plan_has_step(body: &serde_json::Value, step_id: &str) -> bool {
         .is_some_and(|steps| steps.iter().any(|s| s["step_id"] == step_id))
 }
 
+/// The first `steps[].step_id` that MPLP plan `body` names twice, if one is
+/// (`mplp-plan.schema.json` does not say ids are unique). Found by review: a plan with step
+/// `S` "read the report" and another step `S` "wire the funds" was approved as one, and a
+/// later call naming step `S` was shown as "step S of approved plan P", either of the two.
+/// A plan naming one twice is refused when it is written.
+pub fn plan_repeated_step(body: &serde_json::Value) -> Option<&str> {
+    let mut seen = std::collections::HashSet::new();
+    body["steps"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| s["step_id"].as_str())
+        .find(|id| !seen.insert(*id))
+}
+
 /// Where a plan in status `plan_status` goes when its Confirm settles with MPLP status
 /// `confirm_status` ([`crate::decision::confirm_status`]), and the event recorded: `approved`
 /// → (`approved`, `plan.approved`); `cancelled` → (`cancelled`, `plan.cancelled`); anything
@@ -141,6 +155,16 @@ mod tests {
         for plan in ["cancelled", "draft", "approved", "completed", "failed"] {
             assert_eq!(plan_after_confirm(plan, "approved"), None, "{plan}");
         }
+    }
+
+    #[test]
+    fn a_plan_naming_a_step_twice_is_found() {
+        let step = |id: &str| serde_json::json!({"step_id": id, "description": "d"});
+        let plan = |steps: Vec<serde_json::Value>| serde_json::json!({ "steps": steps });
+        assert_eq!(plan_repeated_step(&plan(vec![step("a"), step("b")])), None);
+        let twice = plan(vec![step("a"), step("b"), step("a")]);
+        assert_eq!(plan_repeated_step(&twice), Some("a"));
+        assert_eq!(plan_repeated_step(&serde_json::json!({})), None);
     }
 
     #[test]

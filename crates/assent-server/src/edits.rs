@@ -19,14 +19,21 @@ use serde_json::Value;
 /// that the policy's windows reach (the held call left out) and [`regate`]s `arguments` with them.
 /// Returns the edit, its `thresholds.output_bytes`, and the session's risk state it was
 /// re-gated with, for the store to check again under the decision's write lock
-/// ([`assent_store::DecisionInput::session_seen`]). Errors as [`regate`]'s, and
-/// `503 STORE_UNAVAILABLE` when the calls cannot be read.
+/// ([`assent_store::DecisionInput::session_seen`]). Errors as [`regate`]'s, `400` for an
+/// approval that is not of a tool call ([`assent_core::edit::editable`]: a delegation, a held
+/// result, an MPLP target), and `503 STORE_UNAVAILABLE` when the calls cannot be read.
 pub(crate) async fn edit(
     st: &AppState,
     rec: &ApprovalRecord,
     arguments: Value,
     roles: &[String],
 ) -> Result<(EditedCall, Option<u64>, Seen), ApiError> {
+    if !assent_core::edit::editable(&rec.target_type, &rec.call.tool) {
+        return Err(ApiError::bad_request(format!(
+            "approval {} holds `{}`, not a tool call: only a tool call's arguments can be edited; approve or deny it as it is",
+            rec.id, rec.call.tool
+        )));
+    }
     // One snapshot of the rules for the windows read and the verdict (found by review: two
     // reads, and a reload between them judged the edit by rules whose windows were not read).
     let live = st.live();

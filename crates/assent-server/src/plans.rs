@@ -95,7 +95,8 @@ fn plan_schema() -> &'static jsonschema::Validator {
 }
 
 /// Validates an MPLP plan an agent sent (its `status`, when given, must be `draft`); the 400
-/// names every violation with its JSON pointer.
+/// names every violation with its JSON pointer, or the `step_id` two steps share
+/// ([`assent_core::transitions::plan_repeated_step`]).
 fn check_plan(plan: &mut Value) -> Result<(), ApiError> {
     let Some(o) = plan.as_object_mut() else {
         return Err(ApiError::bad_request(
@@ -119,7 +120,12 @@ fn check_plan(plan: &mut Value) -> Result<(), ApiError> {
         .map(|e| format!("plan{}: {e}", e.instance_path()))
         .collect();
     if errors.is_empty() {
-        Ok(())
+        match assent_core::transitions::plan_repeated_step(plan) {
+            Some(id) => Err(ApiError::bad_request(format!(
+                "plan.steps: step_id {id:?} is named by more than one step; each step needs an id of its own"
+            ))),
+            None => Ok(()),
+        }
     } else {
         Err(ApiError::bad_request(format!(
             "not a valid MPLP plan (mplp-plan.schema.json): {}",

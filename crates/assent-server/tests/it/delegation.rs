@@ -119,8 +119,17 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     assert_eq!(b["message"], "Ask payments (payments for bot) in prod");
 
-    // Approved like a tool call: the token binds the delegation's exact call.
+    // Found by review: an edit of a delegation was re-gated as a tool call no agent declares
+    // and refused as one the policy denies (`422 EDIT_DENIED`), which said nothing of why. It
+    // is refused as an edit that cannot be made, and the delegation is still pending.
     let id = pending["approval_id"].as_str().unwrap();
+    let edit = json!({"decision": "approve", "arguments": {"input": {"action": "hold", "risk_level": "high"}}});
+    let (s, e) = gw.decide_with(id, OP, edit).await;
+    assert_error(s, &e, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&e, "message", "only a tool call's arguments can be edited");
+    assert_eq!(gw.approval(id, OP).await.1["status"], "pending");
+
+    // Approved like a tool call: the token binds the delegation's exact call.
     let (s, d) = gw.decide(id, OP, "approve").await;
     assert_eq!(s, StatusCode::OK, "{d}");
     let (_, a) = gw.approval(id, BOT).await;

@@ -88,6 +88,16 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     approved["status"] = json!("approved");
     let (s, _) = gw.create_plan(approved).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // Attack (found by review): two steps under one `step_id` ("read the report", "wire the
+    // funds"), approved as one; a call naming it was shown as that step of an approved plan,
+    // either one. Refused when the plan is written.
+    let twice = plan(
+        &uuid(),
+        &[(&s1, "Read the report"), (&s1, "Wire the funds")],
+    );
+    let (s, e) = gw.create_plan(twice).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert_says(&e, "message", "is named by more than one step");
 
     let (s, p) = gw
         .post(
