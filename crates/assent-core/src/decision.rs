@@ -144,10 +144,12 @@ pub fn announced_deadline(expires_at: i64, schedule: Option<&Schedule>) -> i64 {
 /// `requested_at` with announced `deadline`, given the `marks` already sent (bit 1: the 50 %
 /// event, bit 2: the 90 % one). Only a wait longer than 60 s counts down; when both are due
 /// only the later is sent. `Some((percent, marks after))`, or `None` when nothing is due.
+///
+/// Saturating: times no gateway writes (a row edited to `i64::MIN`) never overflow.
 pub fn countdown_due(requested_at: i64, deadline: i64, marks: i64, now: i64) -> Option<(u8, i64)> {
-    let span = deadline - requested_at;
-    let late = marks & 2 == 0 && now >= deadline - span / 10;
-    let half = marks & 1 == 0 && now >= requested_at + span / 2;
+    let span = deadline.saturating_sub(requested_at);
+    let late = marks & 2 == 0 && now >= deadline.saturating_sub(span / 10);
+    let half = marks & 1 == 0 && now >= requested_at.saturating_add(span / 2);
     if span <= 60_000 || !(late || half) {
         return None;
     }
@@ -375,5 +377,9 @@ mod tests {
         // A wait of 60 s or less gets none.
         assert_eq!(countdown_due(0, 60_000, 0, 59_000), None);
         assert_eq!(countdown_due(0, 60_001, 0, 59_000), Some((90, 3)));
+        // Times edited out of any range (the row's seal then refuses it) never overflow.
+        for (from, to) in [(i64::MIN, i64::MAX), (i64::MAX, i64::MIN), (0, i64::MAX)] {
+            let _ = countdown_due(from, to, 0, 0);
+        }
     }
 }

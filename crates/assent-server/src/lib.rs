@@ -136,10 +136,22 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
         // clock) is logged as an error once, then until it recovers at debug level.
         let mut failing = false;
         loop {
+            // The countdowns and the questions' expiry are their own steps: one failing
+            // (a row edited out of range) is logged and stops neither the other nor the
+            // approvals' expiry (found by review: it failed the whole sweep, every second).
             let sweep = |s: &Store| -> Result<_, assent_store::StoreError> {
                 let now = now_ms();
                 let ids = s.expire_due(now)?;
-                let other = s.emit_countdowns(now)? + s.expire_clarifications(now)?;
+                let mut other = 0;
+                for (step, done) in [
+                    ("countdowns", s.emit_countdowns(now)),
+                    ("question expiry", s.expire_clarifications(now)),
+                ] {
+                    match done {
+                        Ok(n) => other += n,
+                        Err(e) => tracing::warn!(error = %e, "expiry sweep: {step} failed"),
+                    }
+                }
                 Ok((ids, other))
             };
             // A superseded replica writes nothing (its store refuses): the newest replicas

@@ -233,12 +233,18 @@ impl Store {
         let due: Vec<(String, i64)> = tx
             .prepare_cached(
                 // A pre-filter only (the announced deadline is never before expires_at); the
-                // marks are computed from ApprovalRecord::announced_deadline below.
+                // marks are computed from ApprovalRecord::announced_deadline below. Times out
+                // of any real range (a row edited behind the gateway's back) are left to the
+                // seal check, never subtracted: PostgreSQL fails a query whose BIGINT
+                // arithmetic overflows (found by review: one such row failed every sweep).
                 "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
-                 AND (expires_at - requested_at > 60000 OR escalation_schedule IS NOT NULL OR escalate_after_ms IS NOT NULL)
                  AND progress_marks != 3
-                 AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
-                   OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
+                 AND CASE WHEN requested_at BETWEEN 0 AND 4000000000000000
+                           AND expires_at BETWEEN 0 AND 4000000000000000 THEN
+                   (expires_at - requested_at > 60000 OR escalation_schedule IS NOT NULL OR escalate_after_ms IS NOT NULL)
+                   AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
+                     OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))
+                 ELSE false END",
             )?
             .query_map([now], db::tuple)?;
         let mut n = 0;

@@ -436,7 +436,7 @@ impl Store {
             .filter_map(|h| h["assent"]["timeout_extension_seconds"].as_i64())
             .max()
             .unwrap_or(0)
-            * 1000)
+            .saturating_mul(1000))
     }
 }
 

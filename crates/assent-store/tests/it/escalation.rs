@@ -185,3 +185,25 @@ fn an_approval_that_needs_a_passkey_or_is_irreversible_expires_rejected_whatever
         assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
     }
 }
+
+/// Attack (a database edited behind the gateway's back; found by review): an approval's
+/// `requested_at` set to the smallest BIGINT made the countdown pre-filter's arithmetic
+/// overflow, which PostgreSQL fails, so every sweep's countdowns failed. The row is left to its
+/// seal check, and the other approvals' countdowns still go out.
+#[test]
+fn an_approval_edited_to_an_impossible_time_does_not_stop_the_countdowns() {
+    both_stores(|db, s| {
+        let (call, v) = pay(1);
+        let edited = hold(s, "s1", &call, &v, 1_000, 201_000);
+        let (call, v) = pay(2);
+        hold(s, "s1", &call, &v, 1_000, 201_000);
+        let raw = db.connect().unwrap();
+        raw.conn()
+            .execute(
+                "UPDATE approvals SET requested_at = ?1 WHERE id = ?2",
+                assent_store::params![i64::MIN, edited.id],
+            )
+            .unwrap();
+        assert_eq!(s.emit_countdowns(101_000).unwrap(), 1);
+    });
+}
