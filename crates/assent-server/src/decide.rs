@@ -166,8 +166,10 @@ async fn decision_input(
 /// whether the principals in force then still have them as the request authenticated them
 /// ([`vote_stands`]; a Slack account still mapped to them), with the agents they own and the
 /// names they go by (`duties`, [`AppState::duties_of`] at authentication, which separation of
-/// duties was checked against) unchanged. A reload swaps the principals before its second
-/// pass, so a decision commits before that pass (which voids its token) or is refused. Found
+/// duties was checked against) unchanged. A reload puts its principals in force in the store
+/// task that writes `config.reloaded` (and voids the tokens the keys it takes back approved),
+/// so a decision written before that record has its token voided with it, and one written
+/// after is checked against the new principals and refused. Found
 /// by review: a reload giving the decider `owns: [the agent]` (or a single sign-on link the
 /// call acts for) between authentication and the write let the decision stand, checked
 /// against the duties read before.

@@ -521,10 +521,12 @@ fn outcome_label(o: &Proposed) -> &'static str {
 }
 
 /// Runs the store's proposal transaction for `b`, with the gatekeeper asked inside it (with
-/// the session's prior calls its thresholds' windows reach), unless `b` carries its verdict already.
+/// the session's prior calls its thresholds' windows reach), unless `b` carries its verdict
+/// already. The rules are those in force when the transaction runs (`b`'s own snapshot when it
+/// carries one): a reload puts its rules in force inside its own store task, so a call written
+/// after `config.reloaded` is judged by them (found by review: the rules read before the call
+/// waited for the writer let a call a reload had just denied be recorded as allowed after it).
 async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Proposed), ApiError> {
-    let live = b.rules.clone().unwrap_or_else(|| st.live());
-    let (reg, needs) = (live.registry.clone(), live.window_needs.clone());
     let settings = st.settings;
     // Never more than the maximum in force now (a subscription honoured under a higher one,
     // before a restart lowered it, asks for no more than that).
@@ -536,6 +538,8 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
     let people = st.clone();
     let res = st
         .store_task(move |s| {
+            let live = b.rules.clone().unwrap_or_else(|| people.live());
+            let (reg, needs) = (&live.registry, &live.window_needs);
             let now = now_ms();
             let timeout = |v: &Verdict| -> i64 {
                 v.timeout_seconds
@@ -562,14 +566,14 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             }
             // The agent's other sessions are read only for a call a per-agent rule covers.
             let (tool, server) = (&c.call().tool, c.call().server.as_deref());
-            let needs = needs.for_call(&reg, &b.agent, tool, server);
+            let needs = needs.for_call(reg, &b.agent, tool, server);
             s.propose_observed(&proposal, Some(&needs), |prior, session, agent| {
                 if let Some(v) = b.verdict.clone() {
                     return v;
                 }
                 let args = Some(c.arguments());
                 if b.target.is_some() {
-                    return evaluate_target(&reg, &b.agent, c.call(), args);
+                    return evaluate_target(reg, &b.agent, c.call(), args);
                 }
                 let obs = Observations {
                     now_ms: now,
@@ -579,9 +583,9 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                     resolve_path: &resolve_real_path,
                 };
                 if b.delegation {
-                    return evaluate_delegation(&reg, &b.agent, c.call(), args, &obs);
+                    return evaluate_delegation(reg, &b.agent, c.call(), args, &obs);
                 }
-                evaluate_in(&reg, &b.agent, c.call(), args, &obs)
+                evaluate_in(reg, &b.agent, c.call(), args, &obs)
             })
         })
         .await?;

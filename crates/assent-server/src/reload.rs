@@ -3,11 +3,12 @@
 //! governance policies in force without a restart. Everything is validated first, with the
 //! checks start-up makes (file, line, reason); a file that fails keeps the old set in force
 //! and the errors are answered (`422 CONFIG_INVALID`) and logged. A valid file is audited
-//! (`config.reloaded`, with the old and new policy-set hashes and whose keys changed) and then
-//! swapped in whole ([`AppState::swap_live`]): a removed or changed key fails from the very
-//! next request, while requests that already read the old set finish with it — but for a
-//! decision, which the store checks again against the set in force under its write lock
-//! ([`crate::decide::still_stands`]). Reloads are
+//! (`config.reloaded`, with the old and new policy-set hashes and whose keys changed) and
+//! swapped in whole in that record's store task ([`AppState::put_live`]): a removed or changed
+//! key fails from the very next request, while requests that already read the old set finish
+//! with it — but for a decision, which the store checks again against the set in force under
+//! its write lock ([`crate::decide::still_stands`]), and a proposal, judged by the rules in
+//! force when its transaction runs. Reloads are
 //! one at a time (a second API call meanwhile is `409 RELOAD_IN_PROGRESS`; a signal waits).
 //! Settings a reload cannot change (listen address, database, directories, limits, webhooks,
 //! MCP upstreams…) are named in `needs_restart` when the file changed them, and left as they
@@ -174,14 +175,18 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart,
         "principals": what_changed(&old.principals, live.principals.as_slice(), &answer)});
     let audited = {
-        let (actor, gone, rules) = (actor.clone(), gone.clone(), live.registry.clone());
+        let (actor, gone) = (actor.clone(), gone.clone());
+        let (state, live) = (st.clone(), std::sync::Arc::new(live));
         st.store_task(move |s| {
             let record = ("config.reloaded", &data);
             s.revoke_and_audit(&gone, &actor, WITHDRAWN, record, now_ms())?;
-            // The store's checks take the new rules from its next write on, in this task
-            // (found by review: set after it answered, a decision or redemption written after
-            // `config.reloaded` in the same group commit was judged by the old rules).
-            s.set_rules(rules);
+            // The new rules and principals are in force from the store's next write on, in
+            // this task: a decision or proposal written after `config.reloaded` (in the same
+            // group commit too) is judged by them. Found by review: the rules were set after
+            // the task answered, and then the principals were swapped only after it and a
+            // store round more, so a decision by a key the reload removed, written between,
+            // stood as the old key's and its token could be redeemed before the second pass.
+            state.put_live(live);
             Ok::<_, assent_store::StoreError>(())
         })
         .await
@@ -192,11 +197,11 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         Err(e) => Some(format!("{e:?}")),
     };
     if let Some(why) = failed {
-        // Not in force: the store's rules go back (a group commit that failed after the write).
-        st.store.set_rules(old.registry.clone());
+        // Not in force: the old configuration goes back (a group commit that failed after
+        // the write).
+        st.put_live(old.clone());
         return Err(ReloadError::Store(why));
     }
-    st.swap_live(live);
     recorded.in_force();
     st.refresh_extension().await;
     if let Err(why) = second_pass(st, &gone, &actor).await {

@@ -349,9 +349,15 @@ impl AppState {
     /// Puts `live` in force for every clone of this state at once (the next request reads
     /// it; requests that read the old one finish with it) and returns the old one.
     pub fn swap_live(&self, live: Live) -> Arc<Live> {
+        self.put_live(Arc::new(live))
+    }
+
+    /// [`AppState::swap_live`] of a shared `live` (a reload puts it in force inside its store
+    /// task, and the old one back when that task's write fails).
+    pub fn put_live(&self, live: Arc<Live>) -> Arc<Live> {
         self.store.set_rules(live.registry.clone());
         let mut slot = self.live.write().unwrap_or_else(|e| e.into_inner());
-        std::mem::replace(&mut *slot, Arc::new(live))
+        std::mem::replace(&mut *slot, live)
     }
 
     /// Re-reads the longest timeout extension of the open AAEP subscriptions.
