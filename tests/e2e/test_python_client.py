@@ -34,6 +34,7 @@ from assent_client import (  # noqa: E402
     Denied,
     Pending,
 )
+from assent_client.gate import Verdict  # noqa: E402
 
 OPERATOR_KEY = "op-" + os.urandom(16).hex()
 AGENT_KEY = "agent-" + os.urandom(8).hex()
@@ -172,7 +173,11 @@ def test_client_keeps_its_key_off_other_machines_in_clear_and_off_proxies(gatewa
             make("http://assent.example:7878", AGENT_KEY, AGENT)
         with pytest.raises(ValueError, match="not an http"):
             make("ftp://assent.example", AGENT_KEY, AGENT)
-        for ok in ("https://assent.example", "http://[::1]:7878", "http://localhost:7878"):
+        # Found by review: any name starting `127.` passed as this machine.
+        with pytest.raises(ValueError, match="plain http to another machine"):
+            make("http://127.attacker.example:7878", AGENT_KEY, AGENT)
+        for ok in ("https://assent.example", "http://[::1]:7878", "http://localhost:7878",
+                   "http://127.0.0.2:7878"):
             make(ok, AGENT_KEY, AGENT)
         make("http://assent.example:7878", AGENT_KEY, AGENT, insecure_http=True)
     for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
@@ -277,6 +282,47 @@ def test_client_refuses_an_allow_that_carries_a_token_without_its_approval(gatew
     with AssentClient(gateway, AGENT_KEY, AGENT, transport=transport) as c, pytest.raises(AssentError) as e:
         c.propose("get_balance", {}, session_id=session())
     assert e.value.code == "BAD_RESPONSE"
+
+
+def test_client_refuses_answers_that_contradict_themselves(gateway):
+    """Found by review: a 202 saying `allow` was read as a plain allow, and an approval record
+    saying `rejected` but carrying a token as an approval. Both are refused (BAD_RESPONSE); the
+    answers are the live gateway's own, changed the way a broken proxy would."""
+    allow = httpx.post(gateway + "/v1/tool-calls", headers={"Authorization": f"Bearer {AGENT_KEY}"},
+                       json={"agent": AGENT, "session_id": session(), "tool": "get_balance",
+                             "arguments": {}}, timeout=10).json()
+    assert allow["decision"] == "allow"
+    with client(gateway) as c:
+        held = c.propose("transfer_funds", PAYMENT, session_id=session())
+        assert isinstance(held, Pending), held
+        record = c.approval(held.approval_id).raw
+        c.cancel(held.approval_id, reason="test over")
+    forged = {**record, "status": "rejected", "token": "eyJhbGciOiJFZERTQSJ9.e30.AAAA"}
+    for status, body, ask in [
+        (202, allow, lambda c: c.propose("get_balance", {}, session_id=session())),
+        (200, forged, lambda c: c.approval(held.approval_id)),
+    ]:
+        transport = httpx.MockTransport(lambda request, s=status, b=body: httpx.Response(s, json=b))
+        with AssentClient(gateway, AGENT_KEY, AGENT, transport=transport) as c:
+            with pytest.raises(AssentError) as e:
+                ask(c)
+            assert e.value.code == "BAD_RESPONSE", e.value
+
+
+def test_a_refused_or_unsendable_call_is_told_to_the_model_not_raised(gateway):
+    """Found by review: an error from the gateway (here `400` for a number a double cannot hold)
+    or arguments JSON cannot carry (NaN) ended the whole agent run; the call does not run and
+    the model reads why. And a verdict's token stays out of its repr (logs)."""
+    approver = Approver(client(gateway), session_id=session())
+    v = approver.decide("transfer_funds", {**PAYMENT, "amount": 9007199254740993})
+    assert not v.approved and "assent refused to run `transfer_funds`" in v.reason, v
+    v = approver.decide("transfer_funds", {**PAYMENT, "amount": float("nan")})
+    assert not v.approved and "cannot be sent" in v.reason, v
+    approver.allow(Verdict(True, "transfer_funds", None, {"amount": float("nan")},
+                           token="eyJ.secret-token"))
+    assert "eyJ.secret-token" not in repr(approver._passes.ready)
+    said = approver.redeem_for("transfer_funds", {"amount": float("nan")})
+    assert said is not None and "cannot be sent" in said, said
 
 
 def test_async_client_waits_for_a_denial(gateway):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import json
 import time
 from collections.abc import Callable
@@ -20,11 +21,14 @@ import httpx
 
 from .wire import (
     JSON,
+    Allowed,
     Approval,
     AssentError,
+    Denied,
     GateAnswer,
     Pending,
     Redeemed,
+    bad,
     error_from,
     parse_approval,
     parse_gate_answer,
@@ -64,13 +68,22 @@ def _read(r: httpx.Response, parse: Callable[[JSON], T], ok: tuple[int, ...] = (
     raise error_from(r.status_code, body, r.text)
 
 
+_GATE_STATUS: dict[int, type] = {200: Allowed, 202: Pending, 403: Denied}
+"""The one HTTP status each gate answer comes with (the gateway's contract)."""
+
+
 def _read_gate(r: httpx.Response) -> GateAnswer:
     # A policy denial is a 403 whose body is a gate answer, not an error body.
     body = _decode(r)
     if r.status_code in (200, 202) or (
         r.status_code == 403 and isinstance(body, dict) and body.get("decision") == "deny"
     ):
-        return parse_gate_answer(body)
+        answer = parse_gate_answer(body)
+        # Found by review: a 202 saying `allow` (no token) was read as a plain allow; an
+        # answer whose status and decision disagree is not the gateway's.
+        if not isinstance(answer, _GATE_STATUS[r.status_code]):
+            raise bad(f"a {r.status_code} answer saying {answer.decision!r}")
+        return answer
     raise error_from(r.status_code, body, r.text)
 
 
@@ -173,7 +186,14 @@ def _pause(asked: float, deadline: float | None) -> float:
 
 
 def _loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
+    """Whether ``host`` is this machine: ``localhost`` or a loopback address. Found by review:
+    any name starting ``127.`` passed (``127.attacker.example``), so the key went in clear."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _trust_env(base_url: str, insecure_http: bool) -> bool:

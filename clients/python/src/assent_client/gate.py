@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .client import AssentClient, AsyncAssentClient
 from .wire import JSON, Allowed, Approval, AssentError, Denied, Pending
@@ -34,7 +34,7 @@ class Verdict:
     arguments: dict[str, JSON]
     reason: str = ""
     approval_id: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     edited: bool = False
 
 
@@ -148,8 +148,20 @@ class _Base:
         return self._passes.pop(self._passes.ready, call_key(tool, self.server_of(tool), args))
 
 
-def _refusal(tool: str, e: AssentError) -> str:
-    return f"assent refused to run `{tool}`: {e.code} {e.message}".rstrip()
+def _refusal(tool: str, e: AssentError | ValueError) -> str:
+    if isinstance(e, AssentError):
+        return f"assent refused to run `{tool}`: {e.code} {e.message}".rstrip()
+    return f"assent refused to run `{tool}`: its arguments cannot be sent ({e})"
+
+
+def _not_asked(
+    tool: str, server: str | None, args: dict[str, JSON], e: AssentError | ValueError
+) -> Verdict:
+    """The verdict when assent could not be asked or refused the request itself (a 4xx such as
+    an inexact number or too many pending calls, the gateway unreachable, arguments JSON cannot
+    carry): the call does not run, and the model is told why, so it can re-plan. Found by
+    review: the error ended the whole agent run instead."""
+    return Verdict(False, tool, server, args, reason=_refusal(tool, e))
 
 
 NOT_APPROVED = "assent has no approval for this exact call; it was not run"
@@ -181,12 +193,17 @@ class Approver(_Base):
         if (v := self._kept(tool, arguments)) is not None:
             return replace(v, edited=False)
         server = self.server_of(tool)
-        answer = self.client.propose(tool, arguments, session_id=self.session_id, server=server)
-        if not isinstance(answer, Pending):
-            return from_answer(tool, server, arguments, answer)
-        a = self.client.wait(answer.approval_id, timeout=self.timeout)
-        if a.status == "pending":
-            a = self._withdraw(a)
+        try:
+            answer = self.client.propose(
+                tool, arguments, session_id=self.session_id, server=server
+            )
+            if not isinstance(answer, Pending):
+                return from_answer(tool, server, arguments, answer)
+            a = self.client.wait(answer.approval_id, timeout=self.timeout)
+            if a.status == "pending":
+                a = self._withdraw(a)
+        except (AssentError, ValueError) as e:
+            return _not_asked(tool, server, arguments, e)
         return from_approval(tool, server, arguments, a)
 
     def _withdraw(self, a: Approval) -> Approval:
@@ -208,7 +225,7 @@ class Approver(_Base):
             return None
         try:
             self.client.redeem(v.token, tool, arguments, server=v.server)
-        except AssentError as e:
+        except (AssentError, ValueError) as e:
             return _refusal(tool, e)
         return None
 
@@ -232,14 +249,17 @@ class AsyncApprover(_Base):
         if (v := self._kept(tool, arguments)) is not None:
             return replace(v, edited=False)
         server = self.server_of(tool)
-        answer = await self.client.propose(
-            tool, arguments, session_id=self.session_id, server=server
-        )
-        if not isinstance(answer, Pending):
-            return from_answer(tool, server, arguments, answer)
-        a = await self.client.wait(answer.approval_id, timeout=self.timeout)
-        if a.status == "pending":
-            a = await self._withdraw(a)
+        try:
+            answer = await self.client.propose(
+                tool, arguments, session_id=self.session_id, server=server
+            )
+            if not isinstance(answer, Pending):
+                return from_answer(tool, server, arguments, answer)
+            a = await self.client.wait(answer.approval_id, timeout=self.timeout)
+            if a.status == "pending":
+                a = await self._withdraw(a)
+        except (AssentError, ValueError) as e:
+            return _not_asked(tool, server, arguments, e)
         return from_approval(tool, server, arguments, a)
 
     async def _withdraw(self, a: Approval) -> Approval:
@@ -259,6 +279,6 @@ class AsyncApprover(_Base):
             return None
         try:
             await self.client.redeem(v.token, tool, arguments, server=v.server)
-        except AssentError as e:
+        except (AssentError, ValueError) as e:
             return _refusal(tool, e)
         return None

@@ -93,7 +93,7 @@ class Allowed:
     approval_id: str | None = None
     grant_id: str | None = None
     scope: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     token_expires_at: str | None = None
     raw: dict[str, JSON] = field(default_factory=dict, repr=False, compare=False)
     decision: Literal["allow"] = "allow"
@@ -219,7 +219,7 @@ class Approval:
     scope: str | None
     code: str | None
     reason: str | None
-    token: str | None
+    token: str | None = field(repr=False)
     token_expires_at: str | None
     raw: dict[str, JSON] = field(default_factory=dict, repr=False, compare=False)
 
@@ -243,6 +243,11 @@ def parse_approval(body: JSON) -> Approval:
     changed = d.get("arguments_changed") is True
     if changed and not isinstance(edited, dict):
         raise bad("`arguments_changed` without the edited `arguments`")
+    token = _opt_str(d, "token")
+    # Only an approved call (or one an approving default let go at its expiry) has a token:
+    # found by review, a `rejected` record carrying one was read as an approval.
+    if token is not None and status not in ("approved", "expired"):
+        raise bad(f"a token on a {status} approval")
     return Approval(
         id=_str(d, "id"),
         status=status,
@@ -258,7 +263,7 @@ def parse_approval(body: JSON) -> Approval:
         scope=_opt_str(d, "scope"),
         code=_opt_str(d, "code"),
         reason=_opt_str(d, "reason"),
-        token=_opt_str(d, "token"),
+        token=token,
         token_expires_at=_opt_str(d, "token_expires_at"),
         raw=d,
     )
