@@ -325,6 +325,31 @@ def test_a_refused_or_unsendable_call_is_told_to_the_model_not_raised(gateway):
     assert said is not None and "cannot be sent" in said, said
 
 
+def test_a_wait_that_fails_is_told_as_such_not_as_a_refusal(gateway):
+    """Found by review: a wait that failed after the call was held (the gateway gone, an answer
+    this client cannot read) was told to the model as a refusal while the request was still
+    pending and an operator could still approve it. The adapter tries to withdraw it and says
+    which happened. The propose answer is the live gateway's own; then the gateway is gone."""
+    with client(gateway) as c:
+        held = c.propose("transfer_funds", PAYMENT, session_id=session())
+        assert isinstance(held, Pending), held
+        c.cancel(held.approval_id, reason="test over")
+    pending = held.raw
+
+    def gone(request):
+        if request.url.path == "/v1/tool-calls":
+            return httpx.Response(202, json=pending)
+        return httpx.Response(503, json={"code": "STORE_UNAVAILABLE", "message": "gone"})
+
+    transport = httpx.MockTransport(gone)
+    approver = Approver(AssentClient(gateway, AGENT_KEY, AGENT, transport=transport),
+                        session_id=session())
+    v = approver.decide("transfer_funds", PAYMENT)
+    assert not v.approved and v.approval_id == held.approval_id, v
+    assert "the wait for a decision failed" in v.reason, v
+    assert "could not be withdrawn: it may still be approved" in v.reason, v
+
+
 def test_async_client_waits_for_a_denial(gateway):
     s = session()
 

@@ -27,6 +27,9 @@ pub struct Redactor {
     /// Text forms of the redacted values (strings of 3+ characters and numbers), longest first:
     /// each string as it is, JSON-escaped, both with [`visible`]'s escapes, and Rust-escaped.
     secrets: Vec<String>,
+    /// Top-level keys of the arguments whose string value is free text masked with
+    /// [`Redactor::text`] ([`Redactor::with_free_text`]).
+    free_text: Vec<String>,
 }
 
 impl Redactor {
@@ -67,7 +70,20 @@ impl Redactor {
         }
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
-        Self { paths, secrets }
+        Self {
+            paths,
+            secrets,
+            free_text: Vec::new(),
+        }
+    }
+
+    /// This redactor, also masking with [`Redactor::text`] the free text held at the top-level
+    /// `keys` of the arguments it masks (a held result's `preview`, the first characters of a
+    /// result that may echo a redacted value). Found by review: a held result's preview went
+    /// to webhooks, Slack and AAEP in clear beside its masked call.
+    pub fn with_free_text(mut self, keys: &[&str]) -> Self {
+        self.free_text = keys.iter().map(|k| k.to_string()).collect();
+        self
     }
 
     /// Whether it masks anything.
@@ -97,6 +113,11 @@ impl Redactor {
         let mut out = arguments.clone();
         for p in &self.paths {
             visit(&mut out, p, &mut |v| *v = Value::String(MASK.into()));
+        }
+        for k in &self.free_text {
+            if let Some(Value::String(t)) = out.get_mut(k.as_str()) {
+                *t = self.text(t);
+            }
         }
         out
     }

@@ -64,10 +64,31 @@ impl Executor {
         T: Send + 'static,
         F: FnOnce(&Store) -> T + Send + 'static,
     {
+        self.run_settled(read, f, |_| {}).await
+    }
+
+    /// [`Executor::run`], and `settle` run on the executor thread once the batch's commit
+    /// ended — with whether it committed — before any later call runs: for a write whose
+    /// effects outside the store must not outlive a commit that failed (a reload puts its
+    /// configuration in force in `f` and takes it back in `settle(false)`; found by review: it
+    /// was taken back only when the reload's own task next ran, and calls of the next batch
+    /// were judged by a configuration never recorded). Not run when `f` panicked.
+    pub(crate) async fn run_settled<T, F, S>(
+        &self,
+        read: bool,
+        f: F,
+        settle: S,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> T + Send + 'static,
+        S: FnOnce(bool) + Send + 'static,
+    {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let run: Box<dyn FnOnce(&Store) -> Deliver + Send> = Box::new(move |s: &Store| {
             let value = f(s);
             Box::new(move |outcome: Result<(), String>| {
+                settle(outcome.is_ok());
                 let _ = answer.send(outcome.map(|()| value));
             })
         });

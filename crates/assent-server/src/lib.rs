@@ -40,6 +40,7 @@ pub mod plans;
 pub mod policies;
 pub mod receipts;
 pub mod reload;
+pub mod results;
 pub mod router;
 pub mod scrape;
 pub mod suggestions;
@@ -135,24 +136,15 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
         // A sweep failing every second (a database down, a replica's writes refused for its
         // clock) is logged as an error once, then until it recovers at debug level.
         let mut failing = false;
+        // The countdowns and the questions' expiry are steps of their own: one failing (a row
+        // edited out of range) stops neither the other nor the approvals' expiry (found by
+        // review: it failed the whole sweep, every second), and is logged as the sweep is.
+        let mut steps = [Step::new("countdowns"), Step::new("question expiry")];
         loop {
-            // The countdowns and the questions' expiry are their own steps: one failing
-            // (a row edited out of range) is logged and stops neither the other nor the
-            // approvals' expiry (found by review: it failed the whole sweep, every second).
             let sweep = |s: &Store| -> Result<_, assent_store::StoreError> {
                 let now = now_ms();
                 let ids = s.expire_due(now)?;
-                let mut other = 0;
-                for (step, done) in [
-                    ("countdowns", s.emit_countdowns(now)),
-                    ("question expiry", s.expire_clarifications(now)),
-                ] {
-                    match done {
-                        Ok(n) => other += n,
-                        Err(e) => tracing::warn!(error = %e, "expiry sweep: {step} failed"),
-                    }
-                }
-                Ok((ids, other))
+                Ok((ids, [s.emit_countdowns(now), s.expire_clarifications(now)]))
             };
             // A superseded replica writes nothing (its store refuses): the newest replicas
             // sweep.
@@ -163,7 +155,8 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
             let swept = state.store_task(sweep).await;
             let was_failing = std::mem::replace(&mut failing, matches!(swept, Ok(Err(_))));
             match swept {
-                Ok(Ok((ids, other))) => {
+                Ok(Ok((ids, done))) => {
+                    let other: usize = steps.iter_mut().zip(done).map(|(s, d)| s.ran(d)).sum();
                     if was_failing {
                         tracing::info!("expiry sweep works again");
                     }
@@ -182,6 +175,44 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
             tokio::time::sleep(interval).await;
         }
     })
+}
+
+/// One step of the expiry sweep besides the approvals' expiry, logged as the sweep is: a
+/// failure as an error once, then at debug level until it works again.
+struct Step {
+    name: &'static str,
+    failing: bool,
+}
+
+impl Step {
+    fn new(name: &'static str) -> Self {
+        Step {
+            name,
+            failing: false,
+        }
+    }
+
+    /// What the step did this time (`Ok`: how many events it emitted), logged; the count.
+    fn ran(&mut self, done: Result<usize, assent_store::StoreError>) -> usize {
+        let (name, was) = (self.name, self.failing);
+        self.failing = done.is_err();
+        match done {
+            Ok(n) => {
+                if was {
+                    tracing::info!("expiry sweep: {name} works again");
+                }
+                n
+            }
+            Err(e) if was => {
+                tracing::debug!(error = %e, "expiry sweep: {name} failed");
+                0
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "expiry sweep: {name} failed");
+                0
+            }
+        }
+    }
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then drains connections for at

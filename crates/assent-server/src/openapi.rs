@@ -12,8 +12,9 @@
 //! missing here fails `tests/it/openapi.rs`.
 
 use crate::passkeys;
+use crate::whoami;
 use crate::{aaep, approvals, checkpoints, clarify, decide, gate, insights, jwks, learning};
-use crate::{plans, policies, receipts, reload, scrape, slack, tokens, tools, webhooks, whoami};
+use crate::{plans, policies, receipts, reload, results, scrape, slack, tokens, tools, webhooks};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -34,7 +35,7 @@ use utoipa::OpenApi;
     ),
     paths(
         whoami::healthz, whoami::ready, document,
-        gate::propose, gate::delegate, gate::tool_result,
+        gate::propose, gate::delegate, results::tool_result,
         plans::create, plans::read, plans::update, plans::submit, plans::cancel,
         plans::pipeline_events, plans::confirm,
         clarify::ask, clarify::list, clarify::read, clarify::answer,

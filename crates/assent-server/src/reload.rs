@@ -174,34 +174,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart,
         "principals": what_changed(&old.principals, live.principals.as_slice(), &answer)});
-    let audited = {
-        let (actor, gone) = (actor.clone(), gone.clone());
-        let (state, live) = (st.clone(), std::sync::Arc::new(live));
-        st.store_task(move |s| {
-            let record = ("config.reloaded", &data);
-            s.revoke_and_audit(&gone, &actor, WITHDRAWN, record, now_ms())?;
-            // The new rules and principals are in force from the store's next write on, in
-            // this task: a decision or proposal written after `config.reloaded` (in the same
-            // group commit too) is judged by them. Found by review: the rules were set after
-            // the task answered, and then the principals were swapped only after it and a
-            // store round more, so a decision by a key the reload removed, written between,
-            // stood as the old key's and its token could be redeemed before the second pass.
-            state.put_live(live);
-            Ok::<_, assent_store::StoreError>(())
-        })
-        .await
-    };
-    let failed = match audited {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(e) => Some(format!("{e:?}")),
-    };
-    if let Some(why) = failed {
-        // Not in force: the old configuration goes back (a group commit that failed after
-        // the write).
-        st.put_live(old.clone());
-        return Err(ReloadError::Store(why));
-    }
+    put_in_force(st, (live, old.clone()), &gone, &actor, data).await?;
     recorded.in_force();
     st.refresh_extension().await;
     if let Err(why) = second_pass(st, &gone, &actor).await {
@@ -460,6 +433,52 @@ fn fallen_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Vec<
         }
     }
     out
+}
+/// Appends `config.reloaded` (`data`) and withdraws what the principals `gone` stood behind
+/// ([`assent_store::Store::revoke_and_audit`]) in one store task, and puts `live` in force in
+/// it; `old` goes back when that task or its batch's commit fails (`503`-like
+/// [`ReloadError::Store`]). The new rules and principals are in force from the store's next
+/// write on: a decision or proposal written after `config.reloaded` (in the same group commit
+/// too) is judged by them. Found by review: the rules were set after the task answered, and the
+/// principals swapped only after it and a store round more, so a decision by a key the reload
+/// removed, written between, stood as the old key's and its token could be redeemed before
+/// the second pass; and a batch whose commit failed was taken back only when the reload's own
+/// task next ran, after calls of the next batch were judged by a configuration never recorded.
+async fn put_in_force(
+    st: &AppState,
+    (live, old): (Live, std::sync::Arc<Live>),
+    gone: &[String],
+    actor: &str,
+    data: serde_json::Value,
+) -> Result<(), ReloadError> {
+    let (actor, gone) = (actor.to_string(), gone.to_vec());
+    let (state, live) = (st.clone(), std::sync::Arc::new(live));
+    // A batch whose commit failed takes the configuration back before any later call.
+    let (undo, before) = (st.clone(), old.clone());
+    let settle = move |committed: bool| {
+        if !committed {
+            undo.put_live(before);
+        }
+    };
+    let audited = st
+        .store_task_settled(
+            move |s| {
+                let record = ("config.reloaded", &data);
+                s.revoke_and_audit(&gone, &actor, WITHDRAWN, record, now_ms())?;
+                state.put_live(live);
+                Ok::<_, assent_store::StoreError>(())
+            },
+            settle,
+        )
+        .await;
+    let failed = match audited {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => format!("{e:?}"),
+    };
+    // Not in force: the old configuration goes back (the task's write failed).
+    st.put_live(old);
+    Err(ReloadError::Store(failed))
 }
 
 /// The reload's second pass ([`sign_out`], after the swap), tried three times (found by

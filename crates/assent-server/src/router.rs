@@ -6,8 +6,9 @@
 
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::whoami;
 use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate, receipts};
-use crate::{insights, jwks, learning, plans, policies, reload, tokens, tools, webhooks, whoami};
+use crate::{insights, jwks, learning, plans, policies, reload, results, tokens, tools, webhooks};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Redirect;
@@ -44,7 +45,7 @@ fn propose() -> Router<AppState> {
     Router::new()
         .route("/v1/tool-calls", post(gate::propose))
         .route("/v1/delegations", post(gate::delegate))
-        .route("/v1/tool-results", post(gate::tool_result))
+        .route("/v1/tool-results", post(results::tool_result))
         .route("/v1/plans", post(plans::create))
         .route("/v1/plans/{id}", get(plans::read).put(plans::update))
         .route("/v1/plans/{id}/submit", post(plans::submit))

@@ -47,6 +47,26 @@ impl AppState {
         }
     }
 
+    /// [`AppState::store_task`] of a write with effects outside the store: `settle` runs once
+    /// its commit ended, with whether it committed, before any later store call
+    /// ([`crate::executor::Executor::run_settled`]; without the executor, right after `f`,
+    /// whose writes committed or failed in it).
+    pub(crate) async fn store_task_settled<T, F, S>(&self, f: F, settle: S) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> T + Send + 'static,
+        S: FnOnce(bool) + Send + 'static,
+    {
+        match &self.executor {
+            Some(e) => e.run_settled(false, f, settle).await,
+            None => {
+                let done = self.store_apart(f).await;
+                settle(done.is_ok());
+                done
+            }
+        }
+    }
+
     /// [`AppState::store_call`] for a call that only reads: on the executor it runs ahead of
     /// the writes queued with it and is answered without waiting for their commit (see
     /// [`crate::executor`]). A long-poll's look is one: a decision's waiter is then answered

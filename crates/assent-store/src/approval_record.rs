@@ -216,14 +216,14 @@ impl ApprovalRecord {
 
     /// Masks this call's `redact` paths in what leaves the gateway; a held result's
     /// (`result.TOOL`) below its `call.arguments`, where its call's arguments are
-    /// ([`assent_core::redact::Redactor::under`]).
+    /// ([`assent_core::redact::Redactor::under`]), and their values in its `preview` text.
     pub fn redactor(&self) -> assent_core::redact::Redactor {
-        let under: &[&str] = match self.call.tool.starts_with("result.") {
-            true => &["call", "arguments"],
-            false => &[],
-        };
         let (args, paths) = (&self.call.arguments, &self.terms.redact);
-        assent_core::redact::Redactor::under(args, paths, under)
+        match self.call.tool.starts_with("result.") {
+            true => assent_core::redact::Redactor::under(args, paths, &["call", "arguments"])
+                .with_free_text(&["preview"]),
+            false => assent_core::redact::Redactor::new(args, paths),
+        }
     }
 
     /// RFC 8785 canonical JSON of the proposed arguments.

@@ -83,6 +83,34 @@ def from_approval(tool: str, server: str | None, args: dict[str, JSON], a: Appro
     return Verdict(False, tool, server, args, reason=f"assent {a.status}: {why}", approval_id=a.id)
 
 
+def _lost_wait(
+    tool: str,
+    server: str | None,
+    args: dict[str, JSON],
+    approval_id: str,
+    e: AssentError | ValueError,
+    withdrawn: bool,
+) -> Verdict:
+    """The verdict when the wait for a held call's decision failed (the gateway unreachable, an
+    answer this client cannot read): the call does not run; the request was withdrawn, or, when
+    that failed too, may still be decided (found by review: this was told as a refusal while an
+    operator could still approve it)."""
+    what = e.message if isinstance(e, AssentError) else str(e)
+    left = (
+        "the request was withdrawn"
+        if withdrawn
+        else "the request could not be withdrawn: it may still be approved, but this call does not run"
+    )
+    return Verdict(
+        False,
+        tool,
+        server,
+        args,
+        reason=f"assent: the wait for a decision failed ({what}); {left}",
+        approval_id=approval_id,
+    )
+
+
 class _Passes:
     """Approved calls waiting to run, and edited approvals kept for a later identical call.
     A lock guards them: LangGraph runs a turn's tool calls in parallel threads."""
@@ -197,13 +225,21 @@ class Approver(_Base):
             answer = self.client.propose(
                 tool, arguments, session_id=self.session_id, server=server
             )
-            if not isinstance(answer, Pending):
-                return from_answer(tool, server, arguments, answer)
+        except (AssentError, ValueError) as e:
+            return _not_asked(tool, server, arguments, e)
+        if not isinstance(answer, Pending):
+            return from_answer(tool, server, arguments, answer)
+        try:
             a = self.client.wait(answer.approval_id, timeout=self.timeout)
             if a.status == "pending":
                 a = self._withdraw(a)
         except (AssentError, ValueError) as e:
-            return _not_asked(tool, server, arguments, e)
+            try:
+                self.client.cancel(answer.approval_id, reason="the agent stopped waiting")
+                withdrawn = True
+            except (AssentError, ValueError):
+                withdrawn = False
+            return _lost_wait(tool, server, arguments, answer.approval_id, e, withdrawn)
         return from_approval(tool, server, arguments, a)
 
     def _withdraw(self, a: Approval) -> Approval:
@@ -253,13 +289,21 @@ class AsyncApprover(_Base):
             answer = await self.client.propose(
                 tool, arguments, session_id=self.session_id, server=server
             )
-            if not isinstance(answer, Pending):
-                return from_answer(tool, server, arguments, answer)
+        except (AssentError, ValueError) as e:
+            return _not_asked(tool, server, arguments, e)
+        if not isinstance(answer, Pending):
+            return from_answer(tool, server, arguments, answer)
+        try:
             a = await self.client.wait(answer.approval_id, timeout=self.timeout)
             if a.status == "pending":
                 a = await self._withdraw(a)
         except (AssentError, ValueError) as e:
-            return _not_asked(tool, server, arguments, e)
+            try:
+                await self.client.cancel(answer.approval_id, reason="the agent stopped waiting")
+                withdrawn = True
+            except (AssentError, ValueError):
+                withdrawn = False
+            return _lost_wait(tool, server, arguments, answer.approval_id, e, withdrawn)
         return from_approval(tool, server, arguments, a)
 
     async def _withdraw(self, a: Approval) -> Approval:

@@ -178,7 +178,9 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
 /// top level, where they name nothing: its call's arguments sit under `call.arguments`. So an
 /// agent or upstream whose results passed the threshold sent every redacted value to the
 /// webhooks, Slack and AAEP subscribers in clear, and the AAEP event carried the hash of a
-/// call holding it. The paths are read below `call.arguments` there.
+/// call holding it. The paths are read below `call.arguments` there. Found by review since:
+/// the result's `preview` (its first 2,048 characters, which may echo the card number) went
+/// out in clear beside the masked arguments; the redacted values are masked in it too.
 #[tokio::test]
 async fn a_held_results_call_keeps_its_redacted_arguments_masked() {
     let token = token();
@@ -200,7 +202,8 @@ async fn a_held_results_call_keeps_its_redacted_arguments_masked() {
     let (s, b) = gw.propose("deploy", args.clone()).await;
     assert_eq!(s, StatusCode::OK, "allowed: {b}");
     let report = json!({"agent": "bot", "session_id": "s1", "tool": "deploy", "arguments": args,
-                        "output_bytes": 5000, "result_sha256": "ab".repeat(32)});
+                        "output_bytes": 5000, "result_sha256": "ab".repeat(32),
+                        "preview": format!("charged card {token} on web-1")});
     let (s, b) = gw.post("/v1/tool-results", crate::kit::BOT, report).await;
     assert_eq!(s, StatusCode::ACCEPTED, "held: {b}");
     let awaiting = sse.expect("aaep:agent.awaiting.confirmation").await.data;
@@ -210,6 +213,8 @@ async fn a_held_results_call_keeps_its_redacted_arguments_masked() {
         assert_clean("a webhook body", &body, &[token.as_str()]);
         let shown = &body["approval"]["arguments"]["call"]["arguments"];
         assert_eq!(shown["card"]["number"], "[redacted]", "{body}");
+        let preview = &body["approval"]["arguments"]["preview"];
+        assert_eq!(preview, "charged card [redacted] on web-1", "{body}");
     }
     for body in recv.bodies("/slack", 1).await {
         assert_clean("a Slack payload", &body, &[token.as_str()]);
