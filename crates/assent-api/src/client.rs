@@ -631,15 +631,24 @@ impl Client {
     /// The escape hatch: `method` on `path_and_query` (e.g.
     /// `/v1/approvals?status=pending`, appended to the base URL as given, not encoded) with an
     /// optional JSON body; the answer whatever its status. Only a transport failure is an
-    /// error.
+    /// error, and a path that does not start with `/` or leaves the gateway's origin
+    /// ([`ClientError::Config`]): found by review, `@evil.example/` appended to the base made
+    /// its host the user name and sent the bearer key to `evil.example`.
     pub async fn raw(
         &self,
         method: Method,
         path_and_query: &str,
         body: Option<&Value>,
     ) -> Result<RawResponse, ClientError> {
+        let bad = |why: String| ClientError::Config(format!("bad path `{path_and_query}`: {why}"));
+        if !path_and_query.starts_with('/') || path_and_query.starts_with("//") {
+            return Err(bad("it must start with one `/`".into()));
+        }
         let url = Url::parse(&format!("{}{path_and_query}", self.base_text))
-            .map_err(|e| ClientError::Config(format!("bad path `{path_and_query}`: {e}")))?;
+            .map_err(|e| bad(e.to_string()))?;
+        if url.origin() != self.base.origin() || !url.username().is_empty() {
+            return Err(bad("it leaves the gateway's origin".into()));
+        }
         let (status, bytes) = self.exchange(method, url, body).await?;
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Ok(RawResponse { status, body })

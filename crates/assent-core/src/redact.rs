@@ -116,8 +116,28 @@ impl Redactor {
         }
         for k in &self.free_text {
             if let Some(Value::String(t)) = out.get_mut(k.as_str()) {
-                *t = self.text(t);
+                *t = self.cut_text(t);
             }
+        }
+        out
+    }
+
+    /// [`Redactor::text`] of a text that may have been cut short: a redacted value's first
+    /// characters (three or more) ending it are masked too (found by review: a held result's
+    /// preview, cut at 2,048 characters, ended with the first digits of a card number).
+    fn cut_text(&self, text: &str) -> String {
+        let mut out = self.text(text);
+        let tail = self
+            .secrets
+            .iter()
+            .filter_map(|s| {
+                let starts: Vec<usize> = s.char_indices().map(|(i, _)| i).skip(3).collect();
+                starts.into_iter().rev().find(|&i| out.ends_with(&s[..i]))
+            })
+            .max();
+        if let Some(n) = tail {
+            out.truncate(out.len() - n);
+            out.push_str(MASK);
         }
         out
     }
@@ -199,6 +219,23 @@ fn visit(v: &mut Value, path: &[String], f: &mut dyn FnMut(&mut Value)) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Found by review: a held result's preview went out in clear, and a value cut at its end
+    /// too.
+    #[test]
+    fn a_held_results_preview_is_masked_even_where_it_was_cut() {
+        let args = json!({"call": {"arguments": {"card": {"number": "4111111111111111"}}},
+                          "preview": "charged 4111111111111111 then 41111111"});
+        let paths = ["card.number".to_string()];
+        let r = Redactor::under(&args, &paths, &["call", "arguments"]).with_free_text(&["preview"]);
+        let out = r.arguments(&args);
+        assert_eq!(out["preview"], "charged [redacted] then [redacted]");
+        assert_eq!(out["call"]["arguments"]["card"]["number"], MASK);
+        // Two characters are not enough to mask ("41" ends many texts).
+        let short = json!({"call": {"arguments": {"card": {"number": "4111111111111111"}}},
+                           "preview": "total 41"});
+        assert_eq!(r.arguments(&short)["preview"], "total 41");
+    }
 
     /// Attack/accident: a tool with flat dotted parameter names sends `{"card.number": …}`;
     /// the template reads it (literal key first) while a nested-only walk masked nothing.

