@@ -476,7 +476,10 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         req.extensions().get::<KnownKey>(),
         req.extensions().get::<crate::serve_slots::ConnSlot>(),
     ) {
-        (Some(_), Some(slot)) => Some(slot.0.known_request()),
+        (Some(k), Some(slot)) => {
+            let cap = st.waiters.cap() + crate::serve_slots::SHIELDS_BESIDE_WAITS;
+            st.shields.shield(&slot.0, &k.0, cap)
+        }
         _ => None,
     };
     let mut response = next.run(req).await;

@@ -18,7 +18,10 @@
 //! from a few networks cannot keep others out — keyless requests in flight do not shield it
 //! (found by review: a keyless body sent a byte every 28 s kept a connection busy) — and a
 //! network never evicts its own. What stays for the proxy in front: a client with as many
-//! networks as there are slots is beyond any per-network rule.
+//! networks as there are slots is beyond any per-network rule. One principal's requests in
+//! flight shield at most [`Shields`]' cap of connections (found by review: a valid key sending
+//! bodies of one declared byte, never sent, shielded every slot from ten networks, and a full
+//! gateway refused everyone else).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -91,17 +94,72 @@ impl Drop for InFlight {
     }
 }
 
+/// Per principal, how many of its requests in flight shield their connection from eviction
+/// (see the module doc): at most `cap` each — the long-polls it may hold
+/// (`max_waiters_per_principal`) and [`SHIELDS_BESIDE_WAITS`] more. A request past it is served
+/// all the same; it only leaves its connection evictable when every slot is taken.
+#[derive(Default)]
+pub struct Shields {
+    held: Mutex<HashMap<String, usize>>,
+}
+
+/// The shielding requests a principal may have in flight besides its long-polls.
+pub(crate) const SHIELDS_BESIDE_WAITS: usize = 64;
+
+/// One request's shield ([`Shields::shield`]): counted on its connection and for its principal
+/// until dropped.
+pub(crate) struct Shield {
+    _in_flight: InFlight,
+    shields: Arc<Shields>,
+    principal: String,
+}
+
+impl Drop for Shield {
+    fn drop(&mut self) {
+        let mut held = self.shields.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.principal);
+            }
+        }
+    }
+}
+
+impl Shields {
+    /// A known request of `principal` on `conn` ([`Conn::known_request`]), unless the
+    /// principal has `cap` shielding requests in flight already (`None`).
+    pub(crate) fn shield(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        principal: &str,
+        cap: usize,
+    ) -> Option<Shield> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(principal.to_string()).or_default();
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(Shield {
+            _in_flight: conn.known_request(),
+            shields: self.clone(),
+            principal: principal.to_string(),
+        })
+    }
+}
+
 /// A response body whose known request stays counted in flight until hyper drops it (once its
 /// last frame is taken). Size hint and end of stream are the inner body's, so a sized answer keeps
 /// its `Content-Length` (found in testing: a mapped body that hid them went out chunked).
 pub(crate) struct Counted {
     inner: axum::body::Body,
-    _in_flight: InFlight,
+    _in_flight: Shield,
 }
 
 impl Counted {
     /// `inner`, counted by `in_flight`.
-    pub(crate) fn new(inner: axum::body::Body, in_flight: InFlight) -> Self {
+    pub(crate) fn new(inner: axum::body::Body, in_flight: Shield) -> Self {
         Self {
             inner,
             _in_flight: in_flight,
@@ -389,13 +447,24 @@ mod tests {
     fn a_counted_body_keeps_its_size_and_its_request_in_flight_until_dropped() {
         use axum::body::HttpBody;
         let conn = Arc::new(Conn::default());
-        let body = Counted::new(axum::body::Body::from("abc"), conn.known_request());
+        let shields = Arc::new(Shields::default());
+        let shield = shields.shield(&conn, "bot", 1).unwrap();
+        let body = Counted::new(axum::body::Body::from("abc"), shield);
         let sized = body.size_hint().exact();
         assert_eq!(sized, Some(3), "sent with a Content-Length");
         assert!(!conn.unshielded());
+        // The principal's cap (1) is reached: its next request shields nothing.
+        assert!(shields.shield(&conn, "bot", 1).is_none());
+        assert!(shields.shield(&conn, "alice", 1).is_some_and(drop_it));
         drop(body);
         assert!(conn.unshielded());
-        assert_eq!(conn.known_seen(), 1);
+        assert_eq!(conn.known_seen(), 2);
+        assert!(shields.shield(&conn, "bot", 1).is_some());
+    }
+
+    fn drop_it(s: Shield) -> bool {
+        drop(s);
+        true
     }
 
     #[test]

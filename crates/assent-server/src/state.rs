@@ -87,6 +87,8 @@ pub struct Shared {
     pub bodies: Arc<crate::body_budget::BodyBudget>,
     /// Long-polls, woken per approval, question or review.
     pub waiters: Arc<waiters::Waiters>,
+    /// Per principal, the requests in flight that shield their connection ([`crate::serve_slots`]).
+    pub shields: Arc<crate::serve_slots::Shields>,
     /// Request rate limits and failed-authentication throttling.
     pub throttle: Arc<throttle::Throttle>,
     /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
@@ -319,6 +321,7 @@ impl AppState {
             metrics: Arc::default(),
             metrics_key_sha256: None,
             waiters: Arc::default(),
+            shields: Arc::default(),
             throttle: Arc::default(),
             checkpoints: Arc::default(),
             published: Arc::default(),

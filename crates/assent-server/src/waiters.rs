@@ -101,6 +101,11 @@ impl Waiters {
         }
     }
 
+    /// The most waits one principal may hold at once (`max_waiters_per_principal`).
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// Starts waiting on `key` for `principal`; the wait ends when the returned [`Wait`] is
     /// dropped. Errors: `429 TOO_MANY_WAITERS` when the principal already holds `cap` waits.
     pub fn register(self: &Arc<Self>, key: &str, principal: &str) -> Result<Wait, ApiError> {

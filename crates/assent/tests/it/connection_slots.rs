@@ -1,6 +1,6 @@
 //! The gateway's connection slots under a flood of idle sockets from a few addresses: a
 //! newcomer from another address takes an idle flooder's slot, a request in flight keeps its
-//! own (issue 10 §12; `serve_slots.rs`).
+//! own, and one key shields no more than its share (issue 10 §12; `serve_slots.rs`).
 
 use crate::{BOT_KEY, free_port, held, write_config};
 use std::net::{IpAddr, SocketAddr};
@@ -112,6 +112,38 @@ fn idle_sockets_from_a_few_addresses_cannot_keep_other_clients_out() {
         let polled = polled.expect("the long-poll wakes").unwrap();
         assert!(polled.starts_with("HTTP/1.1 200"), "{polled}");
         assert!(polled.contains(r#""status":"approved""#), "{polled}");
+    });
+    server.kill9();
+}
+
+/// Attack (found by review): a valid agent key sending requests whose body never comes (one
+/// declared byte, or a hundred, never sent) shielded every connection it held from eviction,
+/// so from enough networks it took every slot and a full gateway refused everyone else. One
+/// principal's requests in flight now shield at most its long-polls' cap and 64 more (here
+/// 1 + 64 of 80 slots): a newcomer takes the slot of one of the others.
+#[test]
+fn one_key_cannot_shield_every_slot_with_bodies_it_never_sends() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra =
+        "max_connections: 80\nmax_connections_per_address: 1000\nmax_waiters_per_principal: 1\n";
+    let cfg = write_config(dir.path(), port, extra);
+    let from = Some(IpAddr::from([127, 0, 0, 3]));
+    let mut server = crate::serve_checked_from(crate::serve_cmd(&cfg), port, from);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut flood = Vec::new();
+        for _ in 0..80 {
+            let mut c = connect(1, port).await;
+            let head = format!("POST /v1/tool-calls HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {BOT_KEY}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{");
+            c.write_all(head.as_bytes()).await.unwrap();
+            flood.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let seen = get(2, port, "/v1/approvals", Some(crate::OP_KEY)).await;
+        assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+        drop(flood);
     });
     server.kill9();
 }
