@@ -477,7 +477,7 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         req.extensions().get::<crate::serve_slots::ConnSlot>(),
     ) {
         (Some(k), Some(slot)) => {
-            let cap = st.waiters.cap() + crate::serve_slots::SHIELDS_BESIDE_WAITS;
+            let cap = crate::serve_slots::shield_cap(st.waiters.cap(), st.limits.max_connections);
             st.shields.shield(&slot.0, &k.0, cap)
         }
         _ => None,

@@ -191,8 +191,16 @@ fn run_batch(store: &Store, jobs: &mut VecDeque<Job>) {
             },
             |delivers, outcome| {
                 probe::mark(&times, probe::Step::Committed);
+                // Each on its own: one panicking does not drop the others unsettled (found by
+                // review: their `settle` then ran `false` for a commit that stood).
                 for deliver in delivers {
-                    deliver(outcome.clone());
+                    let outcome = outcome.clone();
+                    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                        deliver(outcome)
+                    }));
+                    if done.is_err() {
+                        tracing::error!("a store call's answer panicked");
+                    }
                 }
             },
         )

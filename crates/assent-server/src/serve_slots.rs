@@ -95,8 +95,7 @@ impl Drop for InFlight {
 }
 
 /// Per principal, how many of its requests in flight shield their connection from eviction
-/// (see the module doc): at most `cap` each — the long-polls it may hold
-/// (`max_waiters_per_principal`) and [`SHIELDS_BESIDE_WAITS`] more. A request past it is served
+/// (see the module doc): at most `cap` each ([`shield_cap`]). A request past it is served
 /// all the same; it only leaves its connection evictable when every slot is taken.
 #[derive(Default)]
 pub struct Shields {
@@ -105,6 +104,16 @@ pub struct Shields {
 
 /// The shielding requests a principal may have in flight besides its long-polls.
 pub(crate) const SHIELDS_BESIDE_WAITS: usize = 64;
+
+/// How many requests of one principal may shield their connection: its long-polls
+/// (`waits`, `max_waiters_per_principal`) and [`SHIELDS_BESIDE_WAITS`] more, and never more
+/// than half of `max_connections` (found by review: on a gateway of 1,088 slots or fewer the
+/// default cap was every slot).
+pub(crate) fn shield_cap(waits: usize, max_connections: usize) -> usize {
+    (waits + SHIELDS_BESIDE_WAITS)
+        .min(max_connections / 2)
+        .max(1)
+}
 
 /// One request's shield ([`Shields::shield`]): counted on its connection and for its principal
 /// until dropped.
@@ -460,6 +469,14 @@ mod tests {
         assert!(conn.unshielded());
         assert_eq!(conn.known_seen(), 2);
         assert!(shields.shield(&conn, "bot", 1).is_some());
+    }
+
+    #[test]
+    fn a_principal_shields_at_most_half_the_slots() {
+        assert_eq!(shield_cap(1024, 10_000), 1088);
+        assert_eq!(shield_cap(1024, 80), 40);
+        assert_eq!(shield_cap(1, 16), 8);
+        assert_eq!(shield_cap(1, 1), 1);
     }
 
     fn drop_it(s: Shield) -> bool {

@@ -168,12 +168,54 @@ async fn run(st: AppState, index: usize, holder: String) {
 /// ([`deliver`]): their cancellation is left out too, the receiver having heard of neither.
 /// Found by review: the cancellation still went, so an agent proposing and cancelling in a loop
 /// queued one delivery a cycle on every webhook, one at a time, ahead of every other agent's
-/// requests. At most [`MAX_SKIPPED`] are kept (past it a cancellation is delivered); a restart
-/// or a lease moving to another replica forgets them, and their cancellations go out.
+/// requests. At most [`MAX_SKIPPED`] are kept (past it a request and its cancellation are
+/// delivered); a restart or a lease moving to another replica forgets them, and their
+/// cancellations go out.
 type Skipped = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 /// See [`Skipped`].
 const MAX_SKIPPED: usize = 100_000;
+
+/// Whether `rec` (of `approval`, as read for its delivery) is left out for `hook` (see
+/// [`Skipped`]): `Some` with whether the cursor moved past it, `None` to deliver it. A request
+/// cancelled before its turn came is not announced, nor its cancellation, to a webhook that
+/// gets both (found by review: an agent proposing and cancelling held calls in a loop queued
+/// two deliveries each, in order, ahead of every other agent's approvals, and then still one).
+/// One decided or expired keeps both: those take a person, or the timeout, and the pending cap
+/// bounds them; a webhook of requests only gets every request. Every record of such an
+/// approval (a vote, an escalation before its cancellation) is left out, and it is forgotten
+/// only once its cancellation's is passed (found by review: votes still went out for a request
+/// never announced, and a record replayed after a lease came back found the set changed).
+async fn left_out(
+    st: &AppState,
+    (hook, skipped): (&Webhook, &Skipped),
+    holder: &str,
+    rec: &AuditRecord,
+    approval: Option<&assent_store::ApprovalRecord>,
+) -> Option<bool> {
+    let announced_later = hook.events.iter().any(|e| e == "approval.resolved");
+    let skip = {
+        let mut left = skipped.lock().unwrap_or_else(|e| e.into_inner());
+        match (approval, rec.kind.as_str()) {
+            (Some(a), "approval.requested")
+                if a.status == ApprovalStatus::Cancelled && announced_later =>
+            {
+                left.contains(&a.id) || (left.len() < MAX_SKIPPED && left.insert(a.id.clone()))
+            }
+            (Some(a), _) => left.contains(&a.id),
+            _ => false,
+        }
+    };
+    if !skip {
+        return None;
+    }
+    let moved = advance(st, hook, holder, rec.seq).await;
+    if moved && rec.kind == "approval.cancelled" {
+        let mut left = skipped.lock().unwrap_or_else(|e| e.into_inner());
+        rec.approval_id.as_ref().map(|id| left.remove(id));
+    }
+    Some(moved)
+}
 
 /// Moves the cursor of `hook` past `seq`; whether `holder` still holds the lease.
 async fn advance(st: &AppState, hook: &Webhook, holder: &str, seq: i64) -> bool {
@@ -209,26 +251,10 @@ async fn deliver(
         }
         _ => None,
     };
-    // A request cancelled before its turn came is not announced, nor its cancellation, to a
-    // webhook that gets both ([`Skipped`]; found by review: an agent proposing and cancelling
-    // held calls in a loop queued two deliveries each, in order, ahead of every other agent's
-    // approvals, and then still one). One decided or expired keeps both: those take a person,
-    // or the timeout, and the pending cap bounds them; a webhook of requests only gets every
-    // request.
-    let announced_later = hook.events.iter().any(|e| e == "approval.resolved");
-    let skip = {
-        let mut left = skipped.lock().unwrap_or_else(|e| e.into_inner());
-        match (&approval, rec.kind.as_str()) {
-            (Some(a), "approval.requested")
-                if a.status == ApprovalStatus::Cancelled && announced_later =>
-            {
-                left.len() < MAX_SKIPPED && left.insert(a.id.clone())
-            }
-            (Some(a), "approval.cancelled") => left.remove(&a.id),
-            _ => false,
-        }
-    };
-    let Some(a) = approval.filter(|_| !skip) else {
+    if let Some(moved) = left_out(st, (hook, skipped), holder, rec, approval.as_ref()).await {
+        return moved;
+    }
+    let Some(a) = approval else {
         return advance(st, hook, holder, rec.seq).await;
     };
     let (body, checkpoint_header) = body_of(st, hook, rec, event, &a).await;
