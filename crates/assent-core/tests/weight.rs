@@ -15,12 +15,21 @@ use std::alloc::System;
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// `text` parsed, and the bytes the parse still holds (allocated, less freed: `stats_alloc`
-/// counts a block grown or shrunk in place in these too).
+/// counts a block grown or shrunk in place in these too): the least of three parses. The
+/// count is the whole process's, and another thread's allocation only ever adds to it: found
+/// in CI (2 cores under load), another thread of the process — the test harness's own, the
+/// only other one — allocated about 900 bytes while the first parse ran, so `{"":0}` seemed
+/// to keep 1,532.
 fn parsed(text: &str) -> (Value, usize) {
-    let region = Region::new(GLOBAL);
-    let v: Value = serde_json::from_str(text).unwrap();
-    let c = region.change();
-    (v, c.bytes_allocated.saturating_sub(c.bytes_deallocated))
+    let once = || {
+        let region = Region::new(GLOBAL);
+        let v: Value = serde_json::from_str(text).unwrap();
+        let c = region.change();
+        (v, c.bytes_allocated.saturating_sub(c.bytes_deallocated))
+    };
+    let (v, first) = once();
+    let least = (0..2).map(|_| once().1).fold(first, usize::min);
+    (v, least)
 }
 
 /// Keys `k00000`… in the order `order` gives them, into one object.
