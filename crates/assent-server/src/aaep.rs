@@ -256,7 +256,8 @@ pub(crate) async fn events(
         .filter(|f| *f < resumes_at)
         .map(|from| (from, resumes_at));
     let key = op.principal.key_sha256;
-    let mut resp = Sse::new(stream(st, (sub, slot), key, (after, gap), queue))
+    let events = stream(st, (sub, slot), key, (after, gap), queue);
+    let mut resp = Sse::new(crate::executor::stream_in_lane(events))
         .keep_alive(KeepAlive::default())
         .into_response();
     resp.headers_mut()

@@ -1,13 +1,17 @@
 //! The store executor (issue 13 §4): one thread that takes every store call queued
-//! meanwhile (at most 64), runs the reads among them first in a batch answered at
+//! meanwhile, runs the reads among a batch of them (at most 64) first, answered at
 //! once, then the rest as one [`Store::batch`] — one group commit, no hand-off between calls
-//! — answering each only after that commit. Handlers reach
-//! it through `AppState::store_task` (`store_call.rs`). Imports nothing of the server but the
-//! error type.
+//! — answering each only after that commit. A batch is taken in turns between the
+//! [`Lane`]s with calls waiting — one principal's, one address's, the gateway's own — one call
+//! of each in turn, so one principal's backlog delays another's call by at most a batch or
+//! two, not by the whole backlog ([`Turns`]). Handlers reach it through
+//! `AppState::store_task` (`store_call.rs`); the request's lane is set around its handler by
+//! `edge::throttle` ([`in_lane`]). Imports nothing of the server but the error type.
 
 use crate::error::ApiError;
 use assent_store::Store;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -20,9 +24,68 @@ const MAX_JOBS: usize = 64;
 /// nothing written), or `Err(why)`, when the value is withheld.
 type Deliver = Box<dyn FnOnce(Result<(), String>) + Send>;
 
-/// A store call queued for the executor: whether it only reads, the call, and when it was
-/// queued (for [`probe`]).
+/// Whose a store call is, for the executor's turns ([`Turns`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Lane {
+    /// A request of a principal whose bearer key or dashboard session `edge::throttle` found,
+    /// by name: all its keys, agents and sessions share one lane.
+    Principal(Arc<str>),
+    /// A request that showed no known key or session (a sign-in, an SSO or passkey step, a
+    /// Slack click, a wrong key without a body), by client address (`None`: not known).
+    Address(Option<IpAddr>),
+    /// The gateway's own work — the sweeps, webhook deliveries, a reload by signal — and any
+    /// call made outside a request's handler (a task spawned off it, a stream's body).
+    Gateway,
+}
+
+tokio::task_local! {
+    /// The lane of the store calls the current task makes ([`in_lane`]).
+    static LANE: Lane;
+}
+
+/// Runs `f` with its store calls in `lane` (calls made by tasks it spawns are not: they are
+/// the [`Lane::Gateway`]'s).
+pub(crate) async fn in_lane<F: std::future::Future>(lane: Lane, f: F) -> F::Output {
+    LANE.scope(lane, f).await
+}
+
+/// `stream` with its store calls in the lane of the task that builds it: a response body's
+/// (an AAEP or dashboard event stream's reads) is polled after its handler returned, outside
+/// [`in_lane`], and its calls would be the gateway's.
+pub(crate) fn stream_in_lane<S: futures_util::Stream>(stream: S) -> InLane<S> {
+    InLane {
+        lane: current_lane(),
+        inner: Box::pin(stream),
+    }
+}
+
+/// A stream whose store calls are in `lane` ([`stream_in_lane`]).
+pub(crate) struct InLane<S> {
+    lane: Lane,
+    inner: std::pin::Pin<Box<S>>,
+}
+
+impl<S: futures_util::Stream> futures_util::Stream for InLane<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        let this = &mut *self;
+        LANE.sync_scope(this.lane.clone(), || this.inner.as_mut().poll_next(cx))
+    }
+}
+
+/// The lane of a store call made now: the task's ([`in_lane`]), else the gateway's.
+fn current_lane() -> Lane {
+    LANE.try_with(Clone::clone).unwrap_or(Lane::Gateway)
+}
+
+/// A store call queued for the executor: its lane, whether it only reads, the call, and when
+/// it was queued (for [`probe`]).
 struct Job {
+    lane: Lane,
     read: bool,
     run: Box<dyn FnOnce(&Store) -> Deliver + Send>,
     queued: Instant,
@@ -97,6 +160,7 @@ impl Executor {
             })
         });
         let job = Job {
+            lane: current_lane(),
             read,
             run,
             queued: Instant::now(),
@@ -134,35 +198,97 @@ impl<S: FnOnce(bool)> Drop for Settle<S> {
     }
 }
 
-/// The executor's loop: waits for a call, takes every call queued meanwhile (at most
-/// [`MAX_JOBS`]), runs the reads among them in one batch and answers them, then the others in
-/// a second batch answered after its commit. A call that panics ends its batch there (its
-/// caller gets `503`; the batch's outcome says whether the others' writes stand); the calls
-/// after it run in the next round.
+/// The executor's loop: waits for a call, takes every call queued meanwhile into its lane
+/// ([`Turns`]), takes a batch of at most [`MAX_JOBS`] in turns between the lanes, runs the
+/// reads among them in one batch and answers them, then the others in a second batch answered
+/// after its commit. A call that panics ends its batch there (its caller gets `503`; the
+/// batch's outcome says whether the others' writes stand); the calls after it go back to the
+/// front of their lanes.
 fn serve_jobs(store: &Store, queue: &mpsc::Receiver<Job>) {
-    let mut waiting: VecDeque<Job> = VecDeque::new();
+    let mut turns = Turns::default();
     loop {
-        if waiting.is_empty() {
+        if turns.is_empty() {
             match queue.recv() {
-                Ok(job) => waiting.push_back(job),
+                Ok(job) => turns.push(job),
                 Err(_) => return,
             }
         }
-        while waiting.len() < MAX_JOBS {
-            match queue.try_recv() {
-                Ok(job) => waiting.push_back(job),
-                Err(_) => break,
-            }
+        // Every call queued meanwhile (each caller has one in flight: the queue is as long as
+        // the requests waiting on the store), so that a lane that just got a call has its turn
+        // in this batch.
+        while let Ok(job) = queue.try_recv() {
+            turns.push(job);
         }
-        let take = waiting.len().min(MAX_JOBS);
         let (mut reads, mut writes): (VecDeque<Job>, VecDeque<Job>) =
-            waiting.drain(..take).partition(|j| j.read);
+            turns.take(MAX_JOBS).into_iter().partition(|j| j.read);
         run_batch(store, &mut reads);
         run_batch(store, &mut writes);
         // What a panic left unrun goes first next round, in its order.
         for job in writes.into_iter().rev().chain(reads.into_iter().rev()) {
-            waiting.push_front(job);
+            turns.push_front(job);
         }
+    }
+}
+
+/// The calls waiting for the executor, by lane: each lane's in the order they came, and the
+/// lanes with calls in the order their turns come ([`Turns::take`]). Attack (found by review
+/// of issue 13's fairness): the calls were taken first come, first served, so one agent key
+/// at its request rate (the default `rate_limits`, 1,000/s, is above what one writer serves
+/// here) or holding many requests in flight queued hundreds of calls ahead of every other
+/// principal's proposal, decision and long-poll look.
+#[derive(Default)]
+struct Turns {
+    lanes: HashMap<Lane, VecDeque<Job>>,
+    /// The lanes with calls waiting, next turn first; each once.
+    ring: VecDeque<Lane>,
+}
+
+impl Turns {
+    /// Whether no call waits.
+    fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+
+    /// Queues `job` last in its lane; a lane that had none takes its turn after the others.
+    fn push(&mut self, job: Job) {
+        let q = self.lanes.entry(job.lane.clone()).or_default();
+        if q.is_empty() {
+            self.ring.push_back(job.lane.clone());
+        }
+        q.push_back(job);
+    }
+
+    /// Queues `job` first in its lane (a call a panic left unrun); a lane that had none takes
+    /// the next turn.
+    fn push_front(&mut self, job: Job) {
+        let q = self.lanes.entry(job.lane.clone()).or_default();
+        if q.is_empty() {
+            self.ring.push_front(job.lane.clone());
+        }
+        q.push_front(job);
+    }
+
+    /// Takes at most `max` calls, one of each lane in turn: the first of the lane whose turn
+    /// it is, which then waits behind the others if it has more.
+    fn take(&mut self, max: usize) -> Vec<Job> {
+        let mut batch = Vec::with_capacity(max.min(MAX_JOBS));
+        while batch.len() < max {
+            let Some(lane) = self.ring.pop_front() else {
+                break;
+            };
+            let Some(q) = self.lanes.get_mut(&lane) else {
+                continue;
+            };
+            if let Some(job) = q.pop_front() {
+                batch.push(job);
+            }
+            if q.is_empty() {
+                self.lanes.remove(&lane);
+            } else {
+                self.ring.push_back(lane);
+            }
+        }
+        batch
     }
 }
 
@@ -344,3 +470,7 @@ pub(crate) mod probe {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "executor_tests.rs"]
+mod tests;

@@ -274,7 +274,7 @@ pub(crate) async fn events(
             ))
         });
     secured(
-        Sse::new(stream)
+        Sse::new(crate::executor::stream_in_lane(stream))
             .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
             .into_response(),
     )
