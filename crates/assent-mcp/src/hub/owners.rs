@@ -27,8 +27,18 @@ const KEEP: Duration = Duration::from_millis(2 * TASK_TTL_MS + 60_000);
 #[derive(Default)]
 pub(super) struct TaskOwners {
     by_id: HashMap<String, (String, Instant)>,
+    /// Each agent's places taken by calls not yet recorded ([`Place`]): as many as the
+    /// handle's other clones.
+    making: HashMap<String, Arc<()>>,
     pruned: Option<Instant>,
     results: Budget,
+}
+
+/// A call's place among its agent's tasks ([`TaskOwners::has_room`]), held from the check
+/// until its task is recorded ([`TaskOwners::insert`]) or the call ends without one.
+#[derive(Debug)]
+pub(super) struct Place {
+    _held: Arc<()>,
 }
 
 /// How an agent is named in the count of results (and in what the budget's refusals say).
@@ -47,25 +57,34 @@ impl TaskOwners {
         }
         self.by_id
             .retain(|_, (_, at)| now.saturating_duration_since(*at) < KEEP);
+        self.making.retain(|_, m| Arc::strong_count(m) > 1);
         self.pruned = Some(now);
     }
 
-    /// Whether `agent` may make one more task at `now`: it holds fewer than
-    /// [`MAX_TASKS_PER_AGENT`] tasks, and at least
+    /// Whether `agent` may make one more task at `now`, and if so its [`Place`]: it holds
+    /// fewer than [`MAX_TASKS_PER_AGENT`] tasks and places, and at least
     /// [`TASK_RESULT_HEADROOM`](crate::tasks::TASK_RESULT_HEADROOM) is left of its budget for
-    /// task results and of the hub's. `Err(why)` says which limit it reached.
-    pub(super) fn has_room(&mut self, agent: &str, now: Instant) -> Result<(), String> {
+    /// task results and of the hub's. `Err(why)` says which limit it reached. Attack (found by
+    /// review): only tasks already recorded were counted, and a call is recorded once it is
+    /// held, several awaits later, so many calls sent at once all passed the cap.
+    pub(super) fn has_room(&mut self, agent: &str, now: Instant) -> Result<Place, String> {
         self.prune(now);
-        let held = self.by_id.values().filter(|(a, _)| a == agent).count();
+        let making = self
+            .making
+            .get(agent)
+            .map_or(0, |m| Arc::strong_count(m) - 1);
+        let held = self.by_id.values().filter(|(a, _)| a == agent).count() + making;
         if held >= MAX_TASKS_PER_AGENT {
             return Err(format!(
                 "agent `{agent}` holds {MAX_TASKS_PER_AGENT} tasks at this hub (made in the last two days); no more are made until they age out"
             ));
         }
         match self.results.lock() {
-            Ok(mut r) => r.has_room(&holder(agent), now),
-            Err(_) => Err("the count of task results is unusable".into()),
+            Ok(mut r) => r.has_room(&holder(agent), now)?,
+            Err(_) => return Err("the count of task results is unusable".into()),
         }
+        let held = self.making.entry(agent.to_string()).or_default().clone();
+        Ok(Place { _held: held })
     }
 
     /// A place for one new task of `agent` in the budgets for task results (the agent's and
@@ -75,7 +94,7 @@ impl TaskOwners {
         ResultSlot::new(self.results.clone(), holder(agent))
     }
 
-    /// Records task `id` of `agent`, made at `now`.
+    /// Records task `id` of `agent`, made at `now` (its [`Place`] may go once this is done).
     pub(super) fn insert(&mut self, id: String, agent: String, now: Instant) {
         self.prune(now);
         self.by_id.insert(id, (agent, now));
@@ -96,8 +115,9 @@ mod tests {
         let mut o = TaskOwners::default();
         let t0 = Instant::now();
         for i in 0..MAX_TASKS_PER_AGENT {
-            assert!(o.has_room("mallory", t0).is_ok());
+            let place = o.has_room("mallory", t0).unwrap();
             o.insert(format!("m{i}"), "mallory".into(), t0);
+            drop(place);
         }
         assert!(o.has_room("mallory", t0).is_err(), "the cap holds");
         assert!(
@@ -111,6 +131,29 @@ mod tests {
         let after = t0 + KEEP + Duration::from_secs(1);
         assert!(o.has_room("mallory", after).is_ok());
         assert_eq!(o.owner("m0"), None);
+    }
+
+    /// Attack (found by review): calls sent at once all passed the cap, since a task was
+    /// counted only once recorded, after its call was held. A place is counted from the
+    /// check: the cap holds with none recorded yet, and a call that ends without a task gives
+    /// its place back.
+    #[test]
+    fn calls_sent_at_once_cannot_pass_the_task_cap() {
+        let mut o = TaskOwners::default();
+        let t0 = Instant::now();
+        let mut places: Vec<Place> = (0..MAX_TASKS_PER_AGENT)
+            .map(|_| o.has_room("mallory", t0).unwrap())
+            .collect();
+        assert!(o.has_room("mallory", t0).is_err(), "the cap holds");
+        assert!(o.has_room("alice", t0).is_ok());
+        places.pop();
+        let place = o.has_room("mallory", t0).expect("a place given back");
+        o.insert("m0".into(), "mallory".into(), t0);
+        drop(place);
+        assert!(
+            o.has_room("mallory", t0).is_err(),
+            "the recorded task counts"
+        );
     }
 
     /// Found by review: an agent could hold gigabytes of task results under the count cap.

@@ -33,10 +33,11 @@ pub(super) async fn call_as_task(
 ) -> Result<CallToolResponse, McpError> {
     // Refused before anything is gated or run, with less than the headroom left for its
     // result (a result it could not hold would be lost).
-    let slot = {
+    // Its place among the agent's tasks is held until its task is recorded.
+    let (slot, _place) = {
         let mut owners = hub.task_owners.lock().expect("task owners");
         match owners.has_room(&agent, Instant::now()) {
-            Ok(()) => owners.slot(&agent),
+            Ok(place) => (owners.slot(&agent), place),
             Err(why) => return Ok(failed(&format!("TOOL_DENIED: {why}")).into()),
         }
     };

@@ -224,8 +224,12 @@ pub fn http_service(
         std::time::Duration::from_secs(lo),
         std::time::Duration::from_secs(hi),
     );
+    let gone_hub = hub.clone();
     let streams = Arc::new(Streams {
-        hub: hub.clone(),
+        gone: Box::new(move |session| {
+            let hub = gone_hub.clone();
+            Box::pin(async move { hub.client_gone(&format!("mcp-{session}")).await })
+        }),
         open: std::sync::Mutex::default(),
         gone_after,
     });
@@ -294,20 +298,39 @@ pub struct HubHttpService {
     streams: Arc<Streams>,
 }
 
-/// The open response streams of each MCP session (`Mcp-Session-Id`): how many, and how many
-/// times their count fell to none (so a timer knows whether it is still the last one).
+/// What [`Streams`] does with a session whose client is gone ([`Hub::client_gone`]).
+type Gone = Box<
+    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
+
+/// The open response streams of each MCP session (`Mcp-Session-Id`) ([`Idle`]), and what to
+/// do when a session has had none for `gone_after`.
 struct Streams {
-    hub: Arc<Hub>,
-    open: std::sync::Mutex<std::collections::HashMap<String, (usize, u64)>>,
+    gone: Gone,
+    open: std::sync::Mutex<std::collections::HashMap<String, Idle>>,
     /// How long a session may have no stream open before its client is taken as gone.
     gone_after: std::time::Duration,
+}
+
+/// One session's open streams: how many, since when it has had none, and whether its one
+/// timer ([`watch_idle`]) is running.
+struct Idle {
+    open: usize,
+    since: tokio::time::Instant,
+    timer: bool,
 }
 
 impl Streams {
     /// One more stream of `session` is open until the returned mark is dropped.
     fn open(self: &Arc<Self>, session: String) -> OpenStream {
         let mut all = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        all.entry(session.clone()).or_insert((0, 0)).0 += 1;
+        all.entry(session.clone())
+            .or_insert(Idle {
+                open: 0,
+                since: tokio::time::Instant::now(),
+                timer: false,
+            })
+            .open += 1;
         OpenStream {
             streams: self.clone(),
             session,
@@ -322,36 +345,57 @@ struct OpenStream {
 }
 
 impl Drop for OpenStream {
+    /// The session's last open stream closing starts its one timer ([`watch_idle`]) unless it
+    /// runs. Attack (found by review): each closing started a timer of its own, sleeping the
+    /// whole `gone_after`, so an agent sending cheap requests on one session (at its
+    /// `rate_limits`, 1,000/s by default) kept `gone_after` × its rate sleeping tasks: 86
+    /// million a day at the longest `mcp_client_gone_seconds`.
     fn drop(&mut self) {
         let mut all = self.streams.open.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((n, falls)) = all.get_mut(&self.session) else {
+        let Some(idle) = all.get_mut(&self.session) else {
             return;
         };
-        *n = n.saturating_sub(1);
-        if *n > 0 {
+        idle.open = idle.open.saturating_sub(1);
+        if idle.open > 0 {
             return;
         }
-        *falls += 1;
-        let fall = *falls;
-        drop(all);
+        idle.since = tokio::time::Instant::now();
+        if idle.timer {
+            return;
+        }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (streams, session) = (self.streams.clone(), self.session.clone());
-        rt.spawn(async move {
-            tokio::time::sleep(streams.gone_after).await;
-            let gone = {
-                let mut all = streams.open.lock().unwrap_or_else(|p| p.into_inner());
-                let still = all.get(&session).is_some_and(|e| *e == (0, fall));
-                if still {
-                    all.remove(&session);
-                }
-                still
+        idle.timer = true;
+        drop(all);
+        rt.spawn(watch_idle(self.streams.clone(), self.session.clone()));
+    }
+}
+
+/// A session's one timer: once it has had no stream open for `gone_after` its client is gone
+/// (taken off `streams`, and told to [`Streams::gone`]); a stream open when it looks ends it
+/// (the next closing starts another), a closing since it slept makes it sleep the rest.
+async fn watch_idle(streams: Arc<Streams>, session: String) {
+    let mut wait = streams.gone_after;
+    loop {
+        tokio::time::sleep(wait).await;
+        {
+            let mut all = streams.open.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(idle) = all.get_mut(&session) else {
+                return;
             };
-            if gone {
-                streams.hub.client_gone(&format!("mcp-{session}")).await;
+            if idle.open > 0 {
+                idle.timer = false;
+                return;
             }
-        });
+            let quiet = idle.since.elapsed();
+            if quiet < streams.gone_after {
+                wait = streams.gone_after - quiet;
+                continue;
+            }
+            all.remove(&session);
+        }
+        return (streams.gone)(session).await;
     }
 }
 
@@ -539,4 +583,68 @@ fn session_of(headers: &http::HeaderMap) -> Option<String> {
         .get("mcp-session-id")
         .and_then(|h| h.to_str().ok())
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Streams whose gone sessions are pushed on the returned list.
+    fn streams(gone_after: Duration) -> (Arc<Streams>, Arc<std::sync::Mutex<Vec<String>>>) {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let list = seen.clone();
+        let streams = Arc::new(Streams {
+            gone: Box::new(move |s| {
+                let list = list.clone();
+                Box::pin(async move { list.lock().unwrap().push(s) })
+            }),
+            open: std::sync::Mutex::default(),
+            gone_after,
+        });
+        (streams, seen)
+    }
+
+    /// Attack (found by review): every response stream of a session closing started a timer
+    /// sleeping `gone_after`, so cheap requests in a loop on one session piled up sleeping
+    /// tasks at the agent's request rate. Now a session has one timer, and it still takes the
+    /// client as gone once, `gone_after` after its last stream closed, not while one is open.
+    #[tokio::test(start_paused = true)]
+    async fn a_session_closing_streams_in_a_loop_keeps_one_gone_timer() {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let (streams, gone) = streams(Duration::from_secs(300));
+        let before = metrics.num_alive_tasks();
+        for _ in 0..1_000 {
+            drop(streams.open("s1".into()));
+            tokio::time::advance(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            metrics.num_alive_tasks(),
+            before + 1,
+            "one timer for the session"
+        );
+        // Its last stream closed 10 ms ago: not gone 299 s later, gone at 300 s.
+        tokio::time::advance(Duration::from_secs(299)).await;
+        tokio::task::yield_now().await;
+        assert!(gone.lock().unwrap().is_empty());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*gone.lock().unwrap(), ["s1"]);
+        assert_eq!(metrics.num_alive_tasks(), before, "its timer ended");
+        // A stream open for longer than `gone_after` keeps the client: gone only once it closed.
+        let open = streams.open("s2".into());
+        drop(streams.open("s2".into()));
+        tokio::time::advance(Duration::from_secs(900)).await;
+        tokio::task::yield_now().await;
+        assert_eq!(gone.lock().unwrap().len(), 1);
+        drop(open);
+        tokio::task::yield_now().await; // its timer starts sleeping now
+        tokio::time::advance(Duration::from_secs(301)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*gone.lock().unwrap(), ["s1", "s2"]);
+    }
 }
