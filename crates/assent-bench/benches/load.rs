@@ -17,6 +17,11 @@
 //! client runs on one tokio worker thread (`--threads`), one keep-alive connection per agent
 //! and per operator.
 //!
+//! With `--flood N` (`bench/neighbour.py`), one more principal — key `bench-flood-key-0123456789`
+//! — holds `N` requests in flight meanwhile on `N` connections to the first gateway, each
+//! proposing an allowed call (`tool: read`, 200; `429` over its rate) as soon as the last was answered: a noisy
+//! neighbour of the agents measured; the output then also has `"flood_calls"`.
+//!
 //! Keys: the operator's is `--op-key`; agent `i`'s is `bench-agent-key-{i:03}-0123456789`
 //! (the scheme `replicas.py` writes into the config). Output: one JSON line
 //! `{"cycles": C, "seconds": S, "wake_p50_ms": …, "wake_p90_ms": …, "wake_p99_ms": …,
@@ -156,6 +161,30 @@ async fn agent(i: usize, plan: Plan) -> Measured {
     m
 }
 
+/// One connection of the flooding principal (`--flood`): proposes allowed calls on `url` one
+/// after the other until `stop` (again at once after a `429`); returns how many were
+/// answered 200.
+async fn flood(url: String, k: usize, stop: Instant) -> usize {
+    let c = client();
+    let mut n = 0usize;
+    while Instant::now() < stop {
+        let body = serde_json::json!({"agent": "bench", "session_id": format!("flood-{k}-{}", n / 50),
+                                      "tool": "read", "arguments": {"n": n}});
+        let req = c
+            .post(format!("{url}/v1/tool-calls"))
+            .bearer_auth("bench-flood-key-0123456789")
+            .json(&body);
+        let (s, v) = call(req).await;
+        match s.as_u16() {
+            200 => n += 1,
+            // Over its `rate_limits`: it asks again at once, as a flood would.
+            429 => {}
+            _ => panic!("a flood proposal answered {s}: {v}"),
+        }
+    }
+    n
+}
+
 /// The `p` quantile (0..1) of sorted `xs`, NaN when empty.
 fn pct(xs: &[f64], p: f64) -> f64 {
     if xs.is_empty() {
@@ -178,6 +207,7 @@ fn main() {
     let threads: usize = arg("--threads").map_or(1, |t| t.parse().expect("--threads: a number"));
     let op_key = arg("--op-key").expect("--op-key KEY");
     let redeem = std::env::args().any(|a| a == "--redeem");
+    let floods: usize = arg("--flood").map_or(0, |n| n.parse().expect("--flood: a number"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()
@@ -190,7 +220,10 @@ fn main() {
         stop: started + Duration::from_secs_f64(seconds),
         redeem,
     };
-    let all: Vec<Measured> = rt.block_on(async {
+    let (all, flood_calls): (Vec<Measured>, usize) = rt.block_on(async {
+        let flooding: Vec<_> = (0..floods)
+            .map(|k| tokio::spawn(flood(plan.ports[0].clone(), k, plan.stop)))
+            .collect();
         let tasks: Vec<_> = (0..agents)
             .map(|i| tokio::spawn(agent(i, plan.clone())))
             .collect();
@@ -198,7 +231,11 @@ fn main() {
         for t in tasks {
             out.push(t.await.expect("an agent ended"));
         }
-        out
+        let mut flooded = 0;
+        for f in flooding {
+            flooded += f.await.expect("a flood connection ended");
+        }
+        (out, flooded)
     });
     let elapsed = started.elapsed().as_secs_f64();
     let mut m = Measured::default();
@@ -220,7 +257,7 @@ fn main() {
             "wake_p99_ms": pct(&m.wake, 0.99), "wake_p999_ms": pct(&m.wake, 0.999),
             "propose_p50_ms": pct(&m.propose, 0.5), "propose_p99_ms": pct(&m.propose, 0.99),
             "decide_p50_ms": pct(&m.decide, 0.5), "decide_p99_ms": pct(&m.decide, 0.99),
-            "redeem_p50_ms": pct(&m.redeem, 0.5),
+            "redeem_p50_ms": pct(&m.redeem, 0.5), "flood_calls": flood_calls,
         })
     );
 }
