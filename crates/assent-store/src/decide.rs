@@ -170,6 +170,7 @@ impl Store {
             Sealed::Vote,
             Sealed::Settlement,
             Sealed::Plan,
+            Sealed::Passkey,
         ];
         let keys = keys.map(|k| self.seal_key(k));
         self.write(|tx| {
@@ -179,6 +180,7 @@ impl Store {
                 delegations: &self.delegations(),
                 rules: rules.as_deref(),
                 plans: &keys[3],
+                passkeys: &keys[4],
                 id,
                 seal: &keys[0],
                 votes: &keys[1],
@@ -260,6 +262,8 @@ struct Settle<'a> {
     delegations: &'a assent_core::policy::Delegations,
     /// The key of plan seals ([`plans::read_plan`]).
     plans: &'a crate::seal::SealKey,
+    /// The key of passkey seals ([`crate::passkeys::owner_of`]).
+    passkeys: &'a crate::seal::SealKey,
     /// The rules in force ([`Store::set_rules`]).
     rules: Option<&'a assent_core::policy::Registry>,
     event: Event,
@@ -532,7 +536,7 @@ fn passkey_ok(
                 .into(),
         ));
     }
-    match crate::passkeys::owner_of(tx, &p.credential_id)? {
+    match crate::passkeys::owner_of(tx, s.passkeys, &p.credential_id)? {
         Some((owner, Some(key))) if owner == s.actor && key == p.public_key => {}
         _ => return Ok(Err("the passkey is not one registered to you".into())),
     }

@@ -112,6 +112,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(67, "0067_ui_sessions_operator"),
     migration!(68, "0068_history_reads"),
     migration!(69, "0069_awaiting_clarification_events"),
+    migration!(70, "0070_passkey_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -14,7 +14,7 @@ use crate::single_use;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::passkey::PublicJwk;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// One registered passkey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +68,8 @@ impl Store {
     /// Stores passkey `p` (audited `passkey.registered` with its id and label). `Invalid` when
     /// the credential id is registered already (to anyone).
     pub fn add_passkey(&self, p: &StoredPasskey) -> Result<(), StoreError> {
-        self.write(|tx| insert_passkey(tx, p))
+        let key = self.seal_key(Sealed::Passkey);
+        self.write(|tx| insert_passkey(tx, &key, p))
     }
 
     /// Stores passkey `p` as [`Store::add_passkey`] does, using up `p.principal`'s enrolment
@@ -82,25 +83,35 @@ impl Store {
         code_sha256: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let key = self.seal_key(Sealed::Enrolment);
+        let (key, sealed) = (
+            self.seal_key(Sealed::Enrolment),
+            self.seal_key(Sealed::Passkey),
+        );
         self.write(|tx| {
             if !take_code(**tx, &key, &p.principal, code_sha256, now)? {
                 return Ok(false);
             }
-            insert_passkey(tx, p)?;
+            insert_passkey(tx, &sealed, p)?;
             Ok(true)
         })
     }
 
-    /// The passkeys of `principal`, oldest first. A row whose public key does not parse is
-    /// left out (it cannot sign anything we would accept).
+    /// The passkeys of `principal`, oldest first. A row whose public key does not parse, or
+    /// whose seal does not hold (migration 0070: planted or edited in the database, or
+    /// registered before), is left out: it cannot sign anything we would accept.
     pub fn passkeys_of(&self, principal: &str) -> Result<Vec<StoredPasskey>, StoreError> {
+        let key = self.seal_key(Sealed::Passkey);
         let rows = sql::rows(
             self.lock().conn(),
-            "SELECT credential_id, principal, passkey, public_key, label, created_at FROM passkeys WHERE principal = ?1 ORDER BY created_at, credential_id",
+            "SELECT credential_id, principal, passkey, public_key, label, created_at, seal FROM passkeys WHERE principal = ?1 ORDER BY created_at, credential_id",
             [principal],
             |r| {
                 let jwk: String = r.get(3)?;
+                let (id, who, passkey, seal): (String, String, String, String) =
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(6)?);
+                if !key.holds(&passkey_columns(&id, &who, &passkey, &jwk), &seal) {
+                    return Ok(None);
+                }
                 Ok(serde_json::from_str::<PublicJwk>(&jwk)
                     .ok()
                     .map(|public_key| {
@@ -118,28 +129,48 @@ impl Store {
         Ok(rows.into_iter().flatten().collect::<Result<_, _>>()?)
     }
 
+    /// `principal`'s passkeys whose seal does not hold (registered before migration 0070, or
+    /// planted or edited in the database), as `(credential_id, label, created_at)`, oldest
+    /// first: they sign nothing, and are listed for removal (removing one withdraws the
+    /// pending votes it signed and voids the tokens resting on it).
+    pub fn unsealed_passkeys_of(
+        &self,
+        principal: &str,
+    ) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let key = self.seal_key(Sealed::Passkey);
+        let rows = sql::rows(
+            self.lock().conn(),
+            "SELECT credential_id, principal, passkey, public_key, label, created_at, seal FROM passkeys WHERE principal = ?1 ORDER BY created_at, credential_id",
+            [principal],
+            |r| {
+                let (id, who, passkey, jwk, seal): (String, String, String, String, String) =
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(6)?);
+                let (label, at): (String, i64) = (r.get(4)?, r.get(5)?);
+                let sealed = key.holds(&passkey_columns(&id, &who, &passkey, &jwk), &seal);
+                Ok((!sealed).then_some((id, label, at)))
+            },
+        )?;
+        Ok(rows.into_iter().flatten().collect())
+    }
+
     /// Stores `passkey` (its `webauthn-rs` JSON after an assertion whose signature counter was
     /// `counter`) for `credential_id`, if the counter moved past the stored one: `true` when
     /// stored, `false` (nothing stored) when the stored counter is not below `counter` — an
     /// authenticator that counts (either counter above zero) must count up on every use. The
     /// check and the write are one transaction. Found by review: `webauthn-rs` compares with the
     /// counter read when the ceremony started, so a cloned authenticator's assertion in a
-    /// ceremony opened before a genuine use passed with a counter already spent.
+    /// ceremony opened before a genuine use passed with a counter already spent. A row whose
+    /// seal does not hold is not advanced (`false`: a counter reset in the database lets no
+    /// clone through); the new one is sealed.
     pub fn advance_passkey(
         &self,
         credential_id: &str,
         passkey: &str,
         counter: u32,
     ) -> Result<bool, StoreError> {
+        let key = self.seal_key(Sealed::Passkey);
         self.write(|tx| {
-            let stored: Option<String> = tx
-                .query_row(
-                    "SELECT passkey FROM passkeys WHERE credential_id = ?1",
-                    [credential_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let Some(stored) = stored else {
+            let Some((who, stored, jwk)) = sealed_row(**tx, &key, credential_id)? else {
                 return Ok(false);
             };
             let was = serde_json::from_str::<serde_json::Value>(&stored)
@@ -149,9 +180,10 @@ impl Store {
             if (counter > 0 || was > 0) && u64::from(counter) <= was {
                 return Ok(false);
             }
+            let seal = key.seal(&passkey_columns(credential_id, &who, passkey, &jwk));
             tx.execute(
-                "UPDATE passkeys SET passkey = ?2 WHERE credential_id = ?1",
-                params![credential_id, passkey],
+                "UPDATE passkeys SET passkey = ?2, seal = ?3 WHERE credential_id = ?1",
+                params![credential_id, passkey, seal],
             )?;
             Ok(true)
         })
@@ -272,19 +304,43 @@ impl Store {
 }
 
 /// The principal and public key a registered credential belongs to, read in the decision's
-/// transaction (`None`: not registered).
+/// transaction (`None`: not registered, or its row's seal under `key` does not hold).
 pub(crate) fn owner_of(
     tx: crate::db::Conn<'_>,
+    key: &SealKey,
     credential_id: &str,
 ) -> crate::db::Result<Option<(String, Option<PublicJwk>)>> {
-    let row: Option<(String, String)> = tx
+    let row = sealed_row(tx, key, credential_id)?;
+    Ok(row.map(|(p, _, k)| (p, serde_json::from_str(&k).ok())))
+}
+
+/// Passkey `credential_id`'s `(principal, webauthn-rs JSON, public key JSON)` if its row's
+/// seal under `key` holds ([`passkey_columns`]); `None` when there is no such row or its seal
+/// does not hold (planted or edited in the database, or registered before migration 0070).
+fn sealed_row(
+    tx: Conn<'_>,
+    key: &SealKey,
+    credential_id: &str,
+) -> db::Result<Option<(String, String, String)>> {
+    let row: Option<(String, String, String, String)> = tx
         .query_row(
-            "SELECT principal, public_key FROM passkeys WHERE credential_id = ?1",
+            "SELECT principal, passkey, public_key, seal FROM passkeys WHERE credential_id = ?1",
             [credential_id],
             db::tuple,
         )
         .optional()?;
-    Ok(row.map(|(p, k)| (p, serde_json::from_str(&k).ok())))
+    Ok(row
+        .filter(|(who, pk, jwk, seal)| {
+            key.holds(&passkey_columns(credential_id, who, pk, jwk), seal)
+        })
+        .map(|(who, pk, jwk, _)| (who, pk, jwk)))
+}
+
+/// What a passkey row's seal is over (migration 0070): `["assent/passkey/v1", credential_id,
+/// principal, passkey, public_key]` — who it is, the key that verifies its assertions (in
+/// both forms) and its signature counter (in `passkey`), as stored.
+fn passkey_columns(credential_id: &str, principal: &str, passkey: &str, jwk: &str) -> Value {
+    json!(["assent/passkey/v1", credential_id, principal, passkey, jwk])
 }
 
 /// Issues a one-time passkey enrolment code for `principal` (stored by `code_sha256`, 64 hex)
@@ -417,9 +473,11 @@ fn room_for(tx: &Tx<'_>, c: &Ceremony, now: i64) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Stores passkey `p` and its `passkey.registered` record; `Invalid` when the credential id is
-/// registered already (to anyone).
-fn insert_passkey(tx: &Tx<'_>, p: &StoredPasskey) -> Result<(), StoreError> {
+/// Stores passkey `p`, sealed under `key` ([`passkey_columns`]), and its `passkey.registered`
+/// record; `Invalid` when the credential id is registered already (to anyone). A row of that
+/// id and principal whose seal does not hold (registered before migration 0070, or planted)
+/// signs nothing and is replaced, recorded `passkey.removed` first.
+fn insert_passkey(tx: &Tx<'_>, key: &SealKey, p: &StoredPasskey) -> Result<(), StoreError> {
     let taken: Option<String> = tx
         .query_row(
             "SELECT principal FROM passkeys WHERE credential_id = ?1",
@@ -427,15 +485,31 @@ fn insert_passkey(tx: &Tx<'_>, p: &StoredPasskey) -> Result<(), StoreError> {
             |r| r.get(0),
         )
         .optional()?;
-    if taken.is_some() {
-        return Err(StoreError::Invalid(
-            "this passkey is registered already".into(),
-        ));
+    if let Some(was) = taken {
+        // Only its own principal's: another's would take over an id its votes name (found by
+        // review).
+        if was != p.principal || sealed_row(**tx, key, &p.credential_id)?.is_some() {
+            return Err(StoreError::Invalid(
+                "this passkey is registered already".into(),
+            ));
+        }
+        tx.execute(
+            "DELETE FROM passkeys WHERE credential_id = ?1",
+            [&p.credential_id],
+        )?;
+        let data = json!({"credential_id": p.credential_id, "reason": "registered again: its row carried no seal that holds"});
+        audit::append(**tx, p.created_at, "passkey.removed", None, &was, &data)?;
     }
+    let jwk = serde_json::to_string(&p.public_key).expect("jwk");
+    let seal = key.seal(&passkey_columns(
+        &p.credential_id,
+        &p.principal,
+        &p.passkey,
+        &jwk,
+    ));
     tx.execute(
-        "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES (?1,?2,?3,?4,?5,?6)",
-        params![p.credential_id, p.principal, p.passkey,
-                serde_json::to_string(&p.public_key).expect("jwk"), p.label, p.created_at],
+        "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at, seal) VALUES (?1,?2,?3,?4,?5,?6,?7)",
+        params![p.credential_id, p.principal, p.passkey, jwk, p.label, p.created_at, seal],
     )?;
     // The public key goes into the hash chain, so a receipt's passkey can be matched to a
     // registration no one can have rewritten since.

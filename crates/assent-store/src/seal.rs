@@ -37,6 +37,8 @@ pub(crate) enum Sealed {
     /// `passkey_ceremonies`: a WebAuthn ceremony in progress (migration 0064,
     /// [`crate::passkeys`]).
     Ceremony,
+    /// `passkeys`: a registered passkey (migration 0070, [`crate::passkeys`]).
+    Passkey,
 }
 
 impl Sealed {
@@ -51,6 +53,7 @@ impl Sealed {
             Sealed::Plan => b"assent/seal/v1/plans",
             Sealed::Enrolment => b"assent/seal/v1/passkey_enrolments",
             Sealed::Ceremony => b"assent/seal/v1/passkey_ceremonies",
+            Sealed::Passkey => b"assent/seal/v1/passkeys",
         }
     }
 }
@@ -73,6 +76,7 @@ pub(crate) struct SealKeys {
     plan: SealKey,
     enrolment: SealKey,
     ceremony: SealKey,
+    passkey: SealKey,
 }
 
 impl SealKeys {
@@ -89,6 +93,7 @@ impl SealKeys {
             plan: of(Sealed::Plan),
             enrolment: of(Sealed::Enrolment),
             ceremony: of(Sealed::Ceremony),
+            passkey: of(Sealed::Passkey),
         }
     }
 
@@ -104,6 +109,7 @@ impl SealKeys {
             Sealed::Plan => &self.plan,
             Sealed::Enrolment => &self.enrolment,
             Sealed::Ceremony => &self.ceremony,
+            Sealed::Passkey => &self.passkey,
         }
         .clone()
     }
@@ -160,6 +166,7 @@ mod tests {
             Sealed::Plan,
             Sealed::Enrolment,
             Sealed::Ceremony,
+            Sealed::Passkey,
         ];
         for what in all {
             assert_eq!(keys.get(what).0, SealKey::of(&k, what).0, "{what:?}");

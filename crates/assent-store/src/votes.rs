@@ -265,7 +265,8 @@ pub(crate) fn withdraw_signed_with(
     why: &str,
     now: i64,
 ) -> Result<usize, crate::error::StoreError> {
-    let goes = |v: &PendingVote| v.5.as_deref() == Some(credential_id);
+    // Theirs only: an id once another's names that one's votes too (found by review).
+    let goes = |v: &PendingVote| v.5.as_deref() == Some(credential_id) && v.1 == by;
     withdraw_votes_in(tx, &goes, by, why, now)
 }
 

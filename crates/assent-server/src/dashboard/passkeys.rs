@@ -29,23 +29,32 @@ struct PasskeysPage {
     enabled: bool,
     /// (credential id, label, added at).
     keys: Vec<(String, String, String)>,
+    /// The same, of those whose seal does not hold: they sign nothing (registered before
+    /// migration 0070, or changed in the database), listed for removal.
+    unsealed: Vec<(String, String, String)>,
 }
 
 /// `GET /ui/passkeys`: the signed-in operator's passkeys and the registration form.
 pub(crate) async fn passkeys_page(State(st): State<AppState>, op: Operator) -> Response {
     let name = op.principal.name.clone();
-    let keys = st
-        .store_call(move |s| s.passkeys_of(&name))
+    let (keys, unsealed) = st
+        .store_call(move |s| Ok((s.passkeys_of(&name)?, s.unsealed_passkeys_of(&name)?)))
         .await
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let keys = keys
         .into_iter()
         .map(|k| (k.credential_id, k.label, rfc3339(k.created_at)))
+        .collect();
+    let unsealed = unsealed
+        .into_iter()
+        .map(|(id, label, at)| (id, label, rfc3339(at)))
         .collect();
     page(&PasskeysPage {
         who: op.principal.name.clone(),
         csrf: op.session.csrf.clone(),
         enabled: st.relying.is_some(),
         keys,
+        unsealed,
     })
 }
 

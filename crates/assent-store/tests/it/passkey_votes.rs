@@ -288,3 +288,103 @@ fn removing_a_passkey_voids_the_unredeemed_tokens_it_approved() {
         assert!(matches!(redeem(s, &needed), Err(RedeemError::Used)));
     });
 }
+
+/// Attack (found by review): a database writer holding alice's operator key planted a passkey
+/// row of their own as alice's — or copied her row under a credential id of theirs — and
+/// signed her passkey-required approvals with it; and reset a counter so that a cloned
+/// authenticator passed. A passkey row carries a seal (migration 0070): a planted or edited
+/// one is not offered, signs nothing, and is not advanced, but is listed for removal; and the
+/// planted id can be registered for real by its own principal only (replacing it, recorded
+/// `passkey.removed`).
+#[test]
+fn a_passkey_planted_or_edited_in_the_database_signs_nothing() {
+    both_stores(|db, s| {
+        let (alice, mallory) = (key(1), key(9));
+        register(s, "alice", "alice-key", &alice);
+        let planted = serde_json::to_string(&jwk(&mallory)).unwrap();
+        crate::retention::tamper(
+            db,
+            &format!(
+                "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES ('planted', 'alice', '{{}}', '{planted}', 'x', 1)"
+            ),
+        );
+        let ids: Vec<_> = s
+            .passkeys_of("alice")
+            .unwrap()
+            .into_iter()
+            .map(|p| p.credential_id)
+            .collect();
+        assert_eq!(ids, ["alice-key"], "the planted row is not offered");
+        let rec = needs_passkey(s, 1);
+        let p = proof(&mallory, "planted", &rec.id, &rec.call_hash);
+        refused(s, &rec.id, "alice", p, "a planted passkey");
+        assert!(
+            !s.advance_passkey("planted", r#"{"cred": {"counter": 9}}"#, 9)
+                .unwrap(),
+            "a planted row is not advanced"
+        );
+        // Alice's own row with its counter (or anything it holds) edited signs nothing either.
+        crate::retention::tamper(
+            db,
+            r#"UPDATE passkeys SET passkey = '{"cred": {"counter": 0}}' WHERE credential_id = 'alice-key'"#,
+        );
+        assert!(
+            s.passkeys_of("alice").unwrap().is_empty(),
+            "an edited row is not offered"
+        );
+        assert!(
+            !s.advance_passkey("alice-key", r#"{"cred": {"counter": 1}}"#, 1)
+                .unwrap()
+        );
+        let p = proof(&alice, "alice-key", &rec.id, &rec.call_hash);
+        refused(s, &rec.id, "alice", p, "an edited passkey row");
+        // Both are listed as signing nothing, for removal.
+        let unsealed: Vec<_> = s
+            .unsealed_passkeys_of("alice")
+            .unwrap()
+            .into_iter()
+            .map(|u| u.0)
+            .collect();
+        assert_eq!(unsealed, ["planted", "alice-key"]);
+        // Another principal cannot take the id over (its votes name it); registered for real
+        // by its own principal, it replaces the row, recorded removed first.
+        let bobs = StoredPasskey {
+            credential_id: "planted".into(),
+            principal: "bob".into(),
+            passkey: "{}".into(),
+            public_key: jwk(&key(2)),
+            label: "planted".into(),
+            created_at: 500,
+        };
+        assert!(matches!(
+            s.add_passkey(&bobs),
+            Err(assent_store::StoreError::Invalid(_))
+        ));
+        register(s, "alice", "planted", &key(2));
+        assert_eq!(s.passkeys_of("alice").unwrap().len(), 1);
+        assert_eq!(s.unsealed_passkeys_of("alice").unwrap().len(), 1);
+        // Newest first.
+        assert_eq!(
+            crate::audit_kinds(s, 2),
+            ["passkey.registered", "passkey.removed"]
+        );
+    });
+}
+
+/// A passkey's seal is made again when its counter moves: used, it still signs.
+#[test]
+fn a_used_passkey_still_signs() {
+    both_stores(|_, s| {
+        let alice = key(1);
+        register(s, "alice", "alice-key", &alice);
+        assert!(
+            s.advance_passkey("alice-key", r#"{"cred": {"counter": 3}}"#, 3)
+                .unwrap()
+        );
+        assert_eq!(s.passkeys_of("alice").unwrap().len(), 1);
+        let rec = needs_passkey(s, 1);
+        let p = proof(&alice, "alice-key", &rec.id, &rec.call_hash);
+        let done = approve(s, &rec.id, "alice", p).unwrap();
+        assert_eq!(done.status, ApprovalStatus::Approved);
+    });
+}
