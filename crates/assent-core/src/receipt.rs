@@ -225,8 +225,8 @@ impl Receipt {
     /// beside an edit (`approved_call_hash`), a `scope` or `whole_tool`, which it never signs
     /// (found by review: whoever held the audit key could re-sign a passkey-signed receipt
     /// with an edit or a workspace grant, and it verified beside "passkey: alice signed");
-    /// and when the approval needed a passkey, every approving vote and decision must carry
-    /// one.
+    /// none may stand on a deny; and when the approval needed a passkey, every approving vote
+    /// and decision must carry one.
     pub fn check_passkeys(&self) -> Result<(), ReceiptError> {
         let votes = self
             .votes
@@ -241,6 +241,17 @@ impl Receipt {
         let mut signers: std::collections::HashMap<String, &str> = Default::default();
         for (by, approves, proof) in votes.chain(decisions) {
             match proof {
+                // The gateway takes a passkey with an approval only, and every challenge it
+                // makes is an approval's: one shown on a deny was moved there (found by
+                // review: it verified, printed "passkey: … signed" beside the deny).
+                Some(_) if !approves => {
+                    return Err(ReceiptError::Passkey(
+                        by.clone(),
+                        crate::passkey::PasskeyError::Binding(
+                            "it signs an approval, yet the receipt shows it on a deny",
+                        ),
+                    ));
+                }
                 Some(p) => {
                     crate::passkey::check(p, &self.approval_id, &self.call_hash, "approve")
                         .map_err(|e| ReceiptError::Passkey(by.clone(), e))?;

@@ -204,7 +204,8 @@ fn assertion(
 /// authenticator's assertion under two voters' names, had a receipt that verified. Now an
 /// assertion made off the relying party's domain or in a frame, or one credential under two
 /// names, does not verify; the origin is printed, and `--origin` holds each to the dashboard's.
-/// Nor does one beside an edit, a grant or `whole_tool`, which the passkey never signs.
+/// Nor does one beside an edit, a grant or `whole_tool`, which the passkey never signs, nor one
+/// on a deny.
 #[test]
 fn a_passkey_assertion_made_elsewhere_or_shown_under_two_names_does_not_verify() {
     let Served {
@@ -300,6 +301,19 @@ fn a_passkey_assertion_made_elsewhere_or_shown_under_two_names_does_not_verify()
             "{out}"
         );
     }
+    // Found by review: a genuine assertion moved onto a deny vote verified beside it.
+    let on_a_deny = |r: &mut assent_core::receipt::Receipt| {
+        good(r);
+        let mut deny = r.decisions[0].clone();
+        deny.by = "bob".into();
+        deny.decision = assent_core::approval::Settlement::Deny;
+        r.decisions = vec![deny];
+    };
+    let (code, out) = verify(&on_a_deny, &[]);
+    assert!(
+        code == Some(1) && out.contains("yet the receipt shows it on a deny"),
+        "{out}"
+    );
     // An --origin that is no origin is a usage error, not a verdict.
     let (code, _) = verify(&good, &["--origin", "localhost:8443"]);
     assert_eq!(code, Some(2));
