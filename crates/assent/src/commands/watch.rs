@@ -17,13 +17,18 @@
 //! only when the whole card and its question fitted the terminal in the frame last drawn (an
 //! agent can pad its arguments so that the one that matters falls below the pane, as on a
 //! Slack card); otherwise the terminal must be enlarged, or `assent show` and `assent
-//! approve` used.
+//! approve` used. A paste is never taken as keys: in a reason its line breaks are spaces,
+//! elsewhere it is ignored (bracketed paste); and keys already waiting when a question to
+//! confirm appears are dropped, so a paste into a terminal without bracketed paste cannot
+//! answer it (found by review: `no\ny` pasted as a reason denied the call).
 
 use crate::render::{card, shown, time_left};
 use anyhow::Result;
 use assent_api::approvals::{Approval, DecisionRequest};
 use assent_api::{ApprovalStatus, Client, DecisionKind, RiskLevel};
-use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use crossterm::event::{
+    self, DisableBracketedPaste, EnableBracketedPaste, Event, KeyCode, KeyEventKind, KeyModifiers,
+};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span, Text};
@@ -129,6 +134,18 @@ impl App {
             }
             Err(e) => {
                 self.status = format!("{e}");
+                self.error = true;
+            }
+        }
+    }
+
+    /// Handles a paste: into a reason being typed, with every control character (line breaks
+    /// included) a space; anywhere else ignored, and the status line says so.
+    fn paste(&mut self, text: &str) {
+        match &mut self.mode {
+            Mode::Reason(r) => r.extend(text.chars().map(|c| if c.is_control() { ' ' } else { c })),
+            _ => {
+                self.status = "a paste is taken into a reason only: nothing was done".into();
                 self.error = true;
             }
         }
@@ -241,6 +258,8 @@ pub(crate) async fn run(c: Client) -> Result<i32> {
 fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
     let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut terminal = ratatui::init();
+    // Pastes arrive as one event, not as keys ([`App::paste`]).
+    let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
     let mut app = App {
         approvals: Vec::new(),
         state: ListState::default(),
@@ -271,8 +290,13 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
             Ok(false) => continue,
             Err(e) => break Err(e.into()),
         }
-        let Ok(Event::Key(k)) = event::read() else {
-            continue;
+        let k = match event::read() {
+            Ok(Event::Key(k)) => k,
+            Ok(Event::Paste(text)) => {
+                app.paste(&text);
+                continue;
+            }
+            _ => continue,
         };
         if k.kind != KeyEventKind::Press {
             continue;
@@ -280,10 +304,19 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
         if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
             break Ok(0);
         }
+        let asked = matches!(app.mode, Mode::Confirm(_));
         if app.key(k.code, &c, &rt) {
             break Ok(0);
         }
+        // A question to confirm just appeared: what is already waiting was not typed in
+        // answer to it (a paste without bracketed paste, keys typed ahead), and is dropped.
+        if !asked && matches!(app.mode, Mode::Confirm(_)) {
+            while event::poll(Duration::ZERO).unwrap_or(false) {
+                let _ = event::read();
+            }
+        }
     };
+    let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
     ratatui::restore();
     res
 }

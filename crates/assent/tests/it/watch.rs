@@ -383,3 +383,34 @@ fn assent_watch_drops_keys_typed_ahead_after_its_own_decision() {
     tmux.keys(&["q"]);
     gw.server.kill9();
 }
+
+/// Attack (found by review): a paste reached the watcher as keys, so a reason pasted with a
+/// line break and a `y` after it (`no` `\n` `y`) answered the question it raised and denied the
+/// call. Now the watcher asks for bracketed paste, and a paste into a reason is text, its line
+/// break a space; and where the terminal sends a paste as keys anyway, the keys already waiting
+/// when the question appears are dropped: nothing is decided either way.
+#[test]
+fn assent_watch_takes_a_paste_as_text_never_as_an_answer() {
+    let (mut gw, url, (first, second), tmux) = watching_two("assent-test-paste-");
+    tmux.wait_for("2 pending");
+    tmux.keys(&["Enter", "d"]);
+    tmux.wait_for("Reason for denying");
+    // Bracketed, as a terminal pastes for a program that asked (tmux `paste-buffer -p`).
+    tmux.run(&["set-buffer", "not this one\ny"]);
+    tmux.run(&["paste-buffer", "-p", "-t", "w"]);
+    tmux.wait_for("not this one y");
+    // As keys, as a terminal without bracketed paste sends it: the line break is `Enter`.
+    tmux.keys(&["Escape", "Enter", "d"]);
+    tmux.wait_for("Reason for denying");
+    tmux.run(&["set-buffer", "spam\ny"]);
+    tmux.run(&["paste-buffer", "-t", "w"]);
+    tmux.wait_for("with reason \"spam\"");
+    std::thread::sleep(Duration::from_millis(1500));
+    for id in [&first, &second] {
+        assert_eq!(status(&url, id)["status"], "pending", "{id}");
+    }
+    tmux.keys(&["n"]);
+    tmux.wait_for("cancelled: nothing was decided");
+    tmux.keys(&["q"]);
+    gw.server.kill9();
+}
