@@ -44,6 +44,10 @@ pub struct Copied {
     pub schema_version: i64,
     /// Audit records in its chain.
     pub records: i64,
+    /// Audit records archived before them (retention, `audit_retention_days`): only the signed
+    /// exports in `<data_dir>/archive` hold them, and neither `backup` nor `restore` copies
+    /// those (found by review: nothing said so, and a restore on a new host lost them).
+    pub archived_records: i64,
     /// Hash of its newest audit record.
     pub head: String,
     /// Its signed checkpoints (all verified).
@@ -265,6 +269,7 @@ fn copied(path: PathBuf, schema_version: i64, rep: &Report) -> Result<Copied, St
         path,
         schema_version,
         records: rep.records,
+        archived_records: rep.archived_records,
         head: rep.head.clone(),
         checkpoints: rep.checkpoints,
         public_key: rep.newest_checkpoint.as_ref().and(rep.public_key.clone()),

@@ -89,6 +89,13 @@ fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32>
         keys.join(assent_store::keys::TOKEN_KEY_FILE).display(),
         keys.join(assent_store::checkpoint::KEY_FILE).display()
     );
+    if done.archived_records > 0 {
+        println!(
+            "nor are the {} audit records retention archived before its chain: keep a copy of {} (their signed exports) with your backups",
+            done.archived_records,
+            dir.join(assent_store::retention::ARCHIVE_DIR).display()
+        );
+    }
     Ok(0)
 }
 
@@ -112,6 +119,14 @@ fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> 
     }
     print_verified(&done);
     print_file_check(file.as_deref(), &done);
+    let archive = dir.join(assent_store::retention::ARCHIVE_DIR);
+    if done.archived_records > 0 && !archive.is_dir() {
+        eprintln!(
+            "assent: warning: the copy's oldest {} audit records were archived by retention, and {} holds none of their exports: put back the archive directory kept with the backup, or they can no longer be verified (assent audit verify --archive-dir)",
+            done.archived_records,
+            archive.display()
+        );
+    }
     if !done.head_signed && !done.other_audit_key {
         eprintln!(
             "assent: warning: restored with --force: the copy's last {} audit records are covered by no checkpoint signed with {}'s audit key — nothing shows they are the history this gateway wrote, and the gateway will sign them as its own. Check them (assent audit verify; the records since the backup's time) before serving",

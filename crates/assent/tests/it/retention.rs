@@ -442,3 +442,56 @@ fn verify_export_against_the_store_writes_nothing_and_waits_for_a_restore() {
     );
     assert_eq!(sql("PRAGMA journal_mode;"), "delete");
 }
+
+/// Found by review: the records retention archived are only in the signed exports under
+/// `DATA_DIR/archive`, which neither `backup` nor `restore` copies, and nothing said so: a
+/// backup restored on a new host lost them without a word. `backup` names the directory to
+/// keep with it; `restore` warns when the data directory holds no archive.
+#[test]
+fn a_backup_names_the_archive_to_keep_and_a_restore_without_it_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, _export) = archived(dir.path());
+    let copy = dir.path().join("copy.db");
+    let d = data.to_str().unwrap();
+    let out = ok(&run(&["backup", "--data-dir", d, copy.to_str().unwrap()]));
+    let archive = data.join("archive");
+    assert!(
+        out.contains("audit records retention archived before its chain")
+            && out.contains(archive.to_str().unwrap()),
+        "{out}"
+    );
+    // On a new host: the keys kept with the backup, not the archive.
+    let new = dir.path().join("new");
+    std::fs::create_dir(&new).unwrap();
+    for key in ["token.key", "audit.key"] {
+        std::fs::copy(data.join(key), new.join(key)).unwrap();
+    }
+    let restored = run(&[
+        "restore",
+        "--data-dir",
+        new.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]);
+    ok(&restored);
+    let err = String::from_utf8_lossy(&restored.stderr);
+    assert!(
+        err.contains("audit records were archived by retention")
+            && err.contains("holds none of their exports"),
+        "{err}"
+    );
+    // Put back beside it, nothing to warn about.
+    let again = dir.path().join("again");
+    std::fs::create_dir(&again).unwrap();
+    for key in ["token.key", "audit.key"] {
+        std::fs::copy(data.join(key), again.join(key)).unwrap();
+    }
+    std::fs::create_dir(again.join("archive")).unwrap();
+    let restored = run(&[
+        "restore",
+        "--data-dir",
+        again.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]);
+    ok(&restored);
+    assert!(!String::from_utf8_lossy(&restored.stderr).contains("holds none"));
+}
