@@ -483,10 +483,9 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         _ => None,
     };
     // The executor takes calls in turns between lanes ([`crate::executor::Turns`]).
-    let lane = req.extensions().get::<KnownKey>().map_or_else(
-        || crate::executor::Lane::Address(st.throttle.client_addr(&req)),
-        |k| crate::executor::Lane::Principal(k.0.as_str().into()),
-    );
+    let net = st.throttle.client_addr(&req).map(crate::throttle::network);
+    let sender = req.extensions().get::<KnownKey>().map(|k| k.0.as_str());
+    let lane = crate::executor::Lane::of(sender, net);
     let mut response = crate::executor::in_lane(lane, next.run(req)).await;
     for c in planted {
         response.headers_mut().append(header::SET_COOKIE, c);

@@ -31,11 +31,25 @@ pub(crate) enum Lane {
     /// by name: all its keys, agents and sessions share one lane.
     Principal(Arc<str>),
     /// A request that showed no known key or session (a sign-in, an SSO or passkey step, a
-    /// Slack click, a wrong key without a body), by client address (`None`: not known).
+    /// Slack click, a wrong key without a body), by client network ([`Lane::of`]; `None`: not
+    /// known).
     Address(Option<IpAddr>),
     /// The gateway's own work — the sweeps, webhook deliveries, a reload by signal — and any
     /// call made outside a request's handler (a task spawned off it, a stream's body).
     Gateway,
+}
+
+impl Lane {
+    /// The lane of a request: its principal's (`known`, the name `edge::throttle` found), else
+    /// its client's network's (`net`: the address, an IPv6 one's /64, as the throttle counts
+    /// them — found by review: by address, one host rotating through its /64 took a lane, and
+    /// a turn, per address).
+    pub(crate) fn of(known: Option<&str>, net: Option<IpAddr>) -> Lane {
+        match known {
+            Some(name) => Lane::Principal(name.into()),
+            None => Lane::Address(net),
+        }
+    }
 }
 
 tokio::task_local! {

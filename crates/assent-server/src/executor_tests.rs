@@ -153,3 +153,18 @@ async fn the_gateways_own_calls_and_unknown_senders_take_turns_too() {
         "the rest of the lane ran after the panic, in order"
     );
 }
+
+/// Found by review: a request without a known key took the lane of its client's address, so
+/// one host rotating through its IPv6 /64 took a lane, and a turn, per address. It takes its
+/// network's, as the throttle counts them.
+#[test]
+fn an_unknown_senders_lane_is_its_network_not_each_address() {
+    let lane = |a: &str| Lane::of(None, Some(crate::throttle::network(a.parse().unwrap())));
+    assert_eq!(lane("2001:db8::1"), lane("2001:db8::ffff:2"));
+    assert_ne!(lane("2001:db8::1"), lane("2001:db8:0:1::1"));
+    assert_ne!(lane("192.0.2.7"), lane("192.0.2.8"));
+    assert_eq!(
+        Lane::of(Some("alice"), None),
+        Lane::Principal("alice".into())
+    );
+}
