@@ -189,8 +189,24 @@ fn carry_takeovers(tx: &db::Tx<'_>, m: &Manifest, key: &SigningKey) -> Result<()
 /// whose passkey is still registered (its row is there, same owner and public key) is
 /// written again at the chain's end (same actor and data, plus `carried_from`: the archived
 /// record's `seq`), so `assent audit verify` always finds a standing registration in the live
-/// chain and never has to excuse a passkey by the row's own (forgeable) `created_at`.
+/// chain and never has to excuse a passkey by the row's own (forgeable) `created_at`. A
+/// registration a `passkey.removed` of its credential followed is not carried, whatever the
+/// table holds (found by review: a removed passkey's row put back in the database had its
+/// registration carried past its removal, and `audit verify` then found it standing).
 fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let removals: Vec<(i64, String)> = crate::sql::rows(
+        **tx,
+        "SELECT seq, data FROM audit WHERE kind = 'passkey.removed' AND seq >= ?1 ORDER BY seq",
+        params![m.first_seq],
+        db::tuple,
+    )?;
+    let mut removed: std::collections::HashMap<String, i64> = Default::default();
+    for (seq, data) in removals {
+        let data: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
+        if let Some(id) = data.get("credential_id").and_then(|v| v.as_str()) {
+            removed.insert(id.to_string(), seq);
+        }
+    }
     let regs: Vec<(i64, String, String)> = crate::sql::rows(
         **tx,
         "SELECT seq, actor, data FROM audit WHERE kind = 'passkey.registered' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
@@ -208,8 +224,11 @@ fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
         else {
             continue;
         };
-        // Carried only when it still describes the row (same owner and public key): a
-        // later removal, or a row changed since, is not vouched for again.
+        // Carried only when no removal followed it and it still describes the row (same owner
+        // and public key): a row changed since is not vouched for again.
+        if removed.get(&id).is_some_and(|r| *r > seq) {
+            continue;
+        }
         let row: Option<String> = tx
             .query_row(
                 "SELECT public_key FROM passkeys WHERE credential_id = ?1 AND principal = ?2",

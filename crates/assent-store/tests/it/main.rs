@@ -45,6 +45,7 @@ mod retention;
 mod retention_approvals;
 mod retention_config;
 mod retention_grants;
+mod retention_passkeys;
 mod retention_plans;
 mod retention_published;
 mod retention_tools;

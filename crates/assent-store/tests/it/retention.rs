@@ -535,59 +535,6 @@ fn retention_refuses_an_archive_directory_that_is_a_symlink() {
     });
 }
 
-/// Attack (review finding): once retention has run, a database writer plants their own
-/// authenticator as alice's passkey with `created_at` before the cut-off, hoping the missing
-/// `passkey.registered` record passes as archived. Retention writes a standing registration
-/// again before archiving it, so the check never excuses a row by its own date: the real
-/// passkey still verifies after its record was archived, the planted one is reported.
-#[test]
-fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
-    crate::both_in_dirs(|db, dir| {
-        let s = open(dir, db);
-        let key = assent_core::passkey::PublicJwk {
-            kty: "OKP".into(),
-            crv: "Ed25519".into(),
-            x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo".into(),
-            y: None,
-        };
-        s.add_passkey(&assent_store::passkeys::StoredPasskey {
-            credential_id: "real-cred".into(),
-            principal: "alice".into(),
-            passkey: "{}".into(),
-            public_key: key,
-            label: "laptop".into(),
-            created_at: 1_000,
-        })
-        .unwrap();
-        approved(&s, 0, 5_000, false);
-        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
-            .unwrap();
-        let a = s
-            .archive_audit(&dir.join(ARCHIVE_DIR), 5 * DAY, 1_000, 10 * DAY, None, None)
-            .unwrap()
-            .expect("records were due");
-        assert!(
-            a.manifest.first_seq == 1 && a.manifest.last_seq >= 2,
-            "{a:?}"
-        );
-        let rep = verify(&s, db);
-        assert_eq!(
-            rep.problem, None,
-            "the real passkey still verifies: {rep:?}"
-        );
-        tamper(
-            db,
-            "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES ('planted', 'alice', '{}', '{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"AAAA\"}', 'x', 1)",
-        );
-        let rep = verify(&s, db);
-        let p = rep.problem.expect("the planted passkey is reported");
-        assert!(
-            format!("{p:?}").contains("passkey planted of alice"),
-            "{p:?}"
-        );
-    });
-}
-
 /// The retention sweep also prunes what the webhooks leave behind, which nothing pruned
 /// before: card links expired by its run (used or not) and dead letters that failed before the
 /// cut-off; a live link and a recent dead letter stay.
