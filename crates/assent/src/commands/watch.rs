@@ -71,6 +71,25 @@ struct App {
     moved: bool,
     /// The approval this watcher just decided: its leaving the queue is no surprise.
     decided: Option<String>,
+    /// When the question to confirm on screen appeared: a `y` sooner than [`ANSWER_AFTER`]
+    /// is not an answer to it.
+    asked: Option<Instant>,
+}
+
+/// How soon after a question to confirm appears a `y` may answer it: 200 ms, less than anyone
+/// takes to read it, more than the pieces of a paste sent as keys arrive apart (found by
+/// review: a paste without bracketed paste could arrive in two chunks, its `y` after the
+/// drain of what was waiting).
+const ANSWER_AFTER: Duration = Duration::from_millis(200);
+
+/// The longest reason kept (the API's bound, 4,096 bytes): a longer paste or typing is cut.
+const MAX_REASON_BYTES: usize = 4096;
+
+/// Appends `c` to reason `r` unless that would pass [`MAX_REASON_BYTES`].
+fn push_reason(r: &mut String, c: char) {
+    if r.len() + c.len_utf8() <= MAX_REASON_BYTES {
+        r.push(c);
+    }
 }
 
 impl App {
@@ -143,7 +162,11 @@ impl App {
     /// included) a space; anywhere else ignored, and the status line says so.
     fn paste(&mut self, text: &str) {
         match &mut self.mode {
-            Mode::Reason(r) => r.extend(text.chars().map(|c| if c.is_control() { ' ' } else { c })),
+            Mode::Reason(r) => {
+                for c in text.chars() {
+                    push_reason(r, if c.is_control() { ' ' } else { c });
+                }
+            }
             _ => {
                 self.status = "a paste is taken into a reason only: nothing was done".into();
                 self.error = true;
@@ -156,7 +179,7 @@ impl App {
         let mode = std::mem::replace(&mut self.mode, Mode::List);
         self.mode = match (mode, code) {
             (Mode::Reason(mut r), KeyCode::Char(ch)) => {
-                r.push(ch);
+                push_reason(&mut r, ch);
                 Mode::Reason(r)
             }
             (Mode::Reason(mut r), KeyCode::Backspace) => {
@@ -173,6 +196,12 @@ impl App {
             }
             (Mode::Reason(_), KeyCode::Esc) => Mode::List,
             (m @ Mode::Reason(_), _) => m,
+            // Too soon to be an answer: ignored, the question stays.
+            (m @ Mode::Confirm(_), KeyCode::Char('y'))
+                if self.asked.is_some_and(|t| t.elapsed() < ANSWER_AFTER) =>
+            {
+                m
+            }
             (Mode::Confirm(None), KeyCode::Char('y')) if !self.shown_whole => {
                 self.status = "not approved: the card did not fit this terminal; enlarge it, or \
                                use assent show and assent approve"
@@ -254,12 +283,28 @@ pub(crate) async fn run(c: Client) -> Result<i32> {
     tokio::task::spawn_blocking(move || ui(c, handle)).await?
 }
 
+/// Asks the terminal for bracketed paste, so that a paste arrives as one event, not as keys
+/// ([`App::paste`]), and has a panic turn it off again before ratatui's hook restores the rest
+/// (found by review: a panic left the user's shell in bracketed-paste mode).
+fn pasting_on() {
+    let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
+    let restore = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        pasting_off();
+        restore(info);
+    }));
+}
+
+/// Turns bracketed paste off ([`pasting_on`]).
+fn pasting_off() {
+    let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
+}
+
 /// The terminal loop: re-read, draw, wait up to 250 ms for a key, handle it.
 fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
     let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut terminal = ratatui::init();
-    // Pastes arrive as one event, not as keys ([`App::paste`]).
-    let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
+    pasting_on();
     let mut app = App {
         approvals: Vec::new(),
         state: ListState::default(),
@@ -271,6 +316,7 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
         shown_whole: false,
         moved: false,
         decided: None,
+        asked: None,
     };
     let res = loop {
         app.refresh(&c, &rt);
@@ -314,9 +360,10 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
             while event::poll(Duration::ZERO).unwrap_or(false) {
                 let _ = event::read();
             }
+            app.asked = Some(Instant::now());
         }
     };
-    let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
+    pasting_off();
     ratatui::restore();
     res
 }

@@ -59,8 +59,15 @@ impl Tmux {
     fn approve_open(&self, then: &str) {
         self.keys(&["Enter", "a"]);
         self.wait_for("y to confirm");
-        self.keys(&["y"]);
+        self.answer();
         self.wait_for(then);
+    }
+
+    /// Answers the question on screen with `y`, no sooner than the watcher takes one as an
+    /// answer (200 ms after it appeared).
+    fn answer(&self) {
+        std::thread::sleep(Duration::from_millis(300));
+        self.keys(&["y"]);
     }
 
     /// `assent watch` against `url` as operator alice, without colour, in a new detached
@@ -184,7 +191,7 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
     tmux.run(&["send-keys", "-t", "w", "-l", "over the daily limit"]);
     tmux.keys(&["Enter"]);
     tmux.wait_for("with reason \"over the daily limit\"");
-    tmux.keys(&["y"]);
+    tmux.answer();
     tmux.wait_for("0 pending");
     let v = status(&url, &other);
     assert_eq!(v["status"], "rejected", "{v}");
@@ -228,7 +235,7 @@ fn assent_watch_confirms_only_the_approval_on_screen_and_only_when_all_of_it_fit
     tmux.run(&["resize-window", "-t", "w", "-x", "40", "-y", "10"]);
     tmux.keys(&["Enter", "a"]);
     tmux.wait_for("(cut");
-    tmux.keys(&["y"]);
+    tmux.answer();
     tmux.run(&["resize-window", "-t", "w", "-x", "140", "-y", "40"]);
     tmux.wait_for("not approved: the card did not fit");
     assert_eq!(status(&url, &other)["status"], "pending");
@@ -375,6 +382,7 @@ fn assent_watch_drops_keys_typed_ahead_after_its_own_decision() {
     let (mut gw, url, (first, second), tmux) = watching_two("assent-test-ahead-");
     let (shown, other) = asked_to_confirm(&tmux, first, second);
     // `y`, then `a` `y` typed ahead, all in the terminal before the watcher reads the first.
+    std::thread::sleep(Duration::from_millis(300));
     tmux.run(&["send-keys", "-t", "w", "y", "a", "y"]);
     tmux.wait_for("1 pending");
     std::thread::sleep(Duration::from_millis(1500));
@@ -411,6 +419,34 @@ fn assent_watch_takes_a_paste_as_text_never_as_an_answer() {
     }
     tmux.keys(&["n"]);
     tmux.wait_for("cancelled: nothing was decided");
+    tmux.keys(&["q"]);
+    gw.server.kill9();
+}
+
+/// Found by review: where a paste arrives as keys in two pieces (a slow link), its `y` could
+/// come after the watcher dropped what was waiting when the question appeared. A `y` sooner
+/// than 200 ms after the question is not an answer: the question stays, nothing is decided,
+/// and a `y` after that still answers it.
+#[test]
+fn assent_watch_takes_no_y_as_an_answer_the_moment_its_question_appears() {
+    let (mut gw, url, (first, second), tmux) = watching_two("assent-test-soon-");
+    tmux.wait_for("2 pending");
+    tmux.keys(&["Enter"]);
+    // `a`, and `y` 30 ms later: after the watcher read `a` (and dropped what was waiting).
+    tmux.run(&["send-keys", "-t", "w", "a"]);
+    std::thread::sleep(Duration::from_millis(30));
+    tmux.run(&["send-keys", "-t", "w", "y"]);
+    tmux.wait_for("y to confirm");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        tmux.screen(false).contains("y to confirm"),
+        "the question stays"
+    );
+    for id in [&first, &second] {
+        assert_eq!(status(&url, id)["status"], "pending", "{id}");
+    }
+    tmux.answer();
+    tmux.wait_for("1 pending");
     tmux.keys(&["q"]);
     gw.server.kill9();
 }
