@@ -71,8 +71,8 @@ struct App {
     moved: bool,
     /// The approval this watcher just decided: its leaving the queue is no surprise.
     decided: Option<String>,
-    /// When the question to confirm on screen appeared: a `y` sooner than [`ANSWER_AFTER`]
-    /// is not an answer to it.
+    /// When the question to confirm was first drawn (`None` while it is not yet on screen): a
+    /// `y` before that, or sooner than [`ANSWER_AFTER`] after it, is not an answer to it.
     asked: Option<Instant>,
 }
 
@@ -198,7 +198,7 @@ impl App {
             (m @ Mode::Reason(_), _) => m,
             // Too soon to be an answer: ignored, the question stays.
             (m @ Mode::Confirm(_), KeyCode::Char('y'))
-                if self.asked.is_some_and(|t| t.elapsed() < ANSWER_AFTER) =>
+                if self.asked.is_none_or(|t| t.elapsed() < ANSWER_AFTER) =>
             {
                 m
             }
@@ -295,6 +295,13 @@ fn pasting_on() {
     }));
 }
 
+/// Drops every input event already waiting.
+fn drain_input() {
+    while event::poll(Duration::ZERO).unwrap_or(false) {
+        let _ = event::read();
+    }
+}
+
 /// Turns bracketed paste off ([`pasting_on`]).
 fn pasting_off() {
     let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
@@ -324,12 +331,18 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
         // before: dropped, so `a` `y` typed ahead cannot land on the next one (found by
         // review; and after this watcher's own decision, found by a later review).
         if std::mem::take(&mut app.moved) {
-            while event::poll(Duration::ZERO).unwrap_or(false) {
-                let _ = event::read();
-            }
+            drain_input();
         }
         if let Err(e) = terminal.draw(|f| draw(f, &mut app)) {
             break Err(e.into());
+        }
+        // The question to confirm is on screen from this frame: what came before is dropped,
+        // and its time to answer counts from now (found by review: counted from the key that
+        // asked it, a re-read slower than the window let a paste's `y` answer a question never
+        // drawn).
+        if matches!(app.mode, Mode::Confirm(_)) && app.asked.is_none() {
+            drain_input();
+            app.asked = Some(Instant::now());
         }
         match event::poll(Duration::from_millis(250)) {
             Ok(true) => {}
@@ -357,10 +370,8 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
         // A question to confirm just appeared: what is already waiting was not typed in
         // answer to it (a paste without bracketed paste, keys typed ahead), and is dropped.
         if !asked && matches!(app.mode, Mode::Confirm(_)) {
-            while event::poll(Duration::ZERO).unwrap_or(false) {
-                let _ = event::read();
-            }
-            app.asked = Some(Instant::now());
+            drain_input();
+            app.asked = None;
         }
     };
     pasting_off();
