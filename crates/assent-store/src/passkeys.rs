@@ -33,6 +33,16 @@ pub struct StoredPasskey {
     pub created_at: i64,
 }
 
+/// One `passkeys` row of a principal as stored ([`Store::passkeys_of`]): the public key still
+/// JSON text, as its seal covers it.
+struct PasskeyRow {
+    credential_id: String,
+    passkey: String,
+    jwk: String,
+    label: String,
+    created_at: i64,
+}
+
 /// A WebAuthn ceremony in progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ceremony {
@@ -100,33 +110,22 @@ impl Store {
     /// whose seal does not hold (migration 0070: planted or edited in the database, or
     /// registered before), is left out: it cannot sign anything we would accept.
     pub fn passkeys_of(&self, principal: &str) -> Result<Vec<StoredPasskey>, StoreError> {
-        let key = self.seal_key(Sealed::Passkey);
-        let rows = sql::rows(
-            self.lock().conn(),
-            "SELECT credential_id, principal, passkey, public_key, label, created_at, seal FROM passkeys WHERE principal = ?1 ORDER BY created_at, credential_id",
-            [principal],
-            |r| {
-                let jwk: String = r.get(3)?;
-                let (id, who, passkey, seal): (String, String, String, String) =
-                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(6)?);
-                if !key.holds(&passkey_columns(&id, &who, &passkey, &jwk), &seal) {
-                    return Ok(None);
-                }
-                Ok(serde_json::from_str::<PublicJwk>(&jwk)
-                    .ok()
-                    .map(|public_key| {
-                        Ok::<_, crate::db::DbError>(StoredPasskey {
-                            credential_id: r.get(0)?,
-                            principal: r.get(1)?,
-                            passkey: r.get(2)?,
-                            public_key,
-                            label: r.get(4)?,
-                            created_at: r.get(5)?,
-                        })
-                    }))
-            },
-        )?;
-        Ok(rows.into_iter().flatten().collect::<Result<_, _>>()?)
+        Ok(self
+            .rows_of(principal)?
+            .into_iter()
+            .filter(|(sealed, _)| *sealed)
+            .filter_map(|(_, p)| {
+                let public_key = serde_json::from_str::<PublicJwk>(&p.jwk).ok()?;
+                Some(StoredPasskey {
+                    credential_id: p.credential_id,
+                    principal: principal.to_string(),
+                    passkey: p.passkey,
+                    public_key,
+                    label: p.label,
+                    created_at: p.created_at,
+                })
+            })
+            .collect())
     }
 
     /// `principal`'s passkeys whose seal does not hold (registered before migration 0070, or
@@ -137,20 +136,36 @@ impl Store {
         &self,
         principal: &str,
     ) -> Result<Vec<(String, String, i64)>, StoreError> {
+        Ok(self
+            .rows_of(principal)?
+            .into_iter()
+            .filter(|(sealed, _)| !*sealed)
+            .map(|(_, p)| (p.credential_id, p.label, p.created_at))
+            .collect())
+    }
+
+    /// `principal`'s passkey rows as stored, oldest first, each with whether its seal holds
+    /// ([`passkey_columns`]).
+    fn rows_of(&self, principal: &str) -> Result<Vec<(bool, PasskeyRow)>, StoreError> {
         let key = self.seal_key(Sealed::Passkey);
-        let rows = sql::rows(
+        Ok(sql::rows(
             self.lock().conn(),
-            "SELECT credential_id, principal, passkey, public_key, label, created_at, seal FROM passkeys WHERE principal = ?1 ORDER BY created_at, credential_id",
+            "SELECT credential_id, passkey, public_key, label, created_at, seal FROM passkeys WHERE principal = ?1 ORDER BY created_at, credential_id",
             [principal],
             |r| {
-                let (id, who, passkey, jwk, seal): (String, String, String, String, String) =
-                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(6)?);
-                let (label, at): (String, i64) = (r.get(4)?, r.get(5)?);
-                let sealed = key.holds(&passkey_columns(&id, &who, &passkey, &jwk), &seal);
-                Ok((!sealed).then_some((id, label, at)))
+                let row = PasskeyRow {
+                    credential_id: r.get(0)?,
+                    passkey: r.get(1)?,
+                    jwk: r.get(2)?,
+                    label: r.get(3)?,
+                    created_at: r.get(4)?,
+                };
+                let seal: String = r.get(5)?;
+                let columns =
+                    passkey_columns(&row.credential_id, principal, &row.passkey, &row.jwk);
+                Ok((key.holds(&columns, &seal), row))
             },
-        )?;
-        Ok(rows.into_iter().flatten().collect())
+        )?)
     }
 
     /// Stores `passkey` (its `webauthn-rs` JSON after an assertion whose signature counter was

@@ -8,6 +8,16 @@ use assent_store::retention::ARCHIVE_DIR;
 
 const DAY: i64 = 86_400_000;
 
+/// The public key every passkey here is registered with.
+fn a_key() -> assent_core::passkey::PublicJwk {
+    assent_core::passkey::PublicJwk {
+        kty: "OKP".into(),
+        crv: "Ed25519".into(),
+        x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo".into(),
+        y: None,
+    }
+}
+
 /// Attack (review finding): once retention has run, a database writer plants their own
 /// authenticator as alice's passkey with `created_at` before the cut-off, hoping the missing
 /// `passkey.registered` record passes as archived. Retention writes a standing registration
@@ -17,12 +27,7 @@ const DAY: i64 = 86_400_000;
 fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
     crate::both_in_dirs(|db, dir| {
         let s = open(dir, db);
-        let key = assent_core::passkey::PublicJwk {
-            kty: "OKP".into(),
-            crv: "Ed25519".into(),
-            x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo".into(),
-            y: None,
-        };
+        let key = a_key();
         s.add_passkey(&assent_store::passkeys::StoredPasskey {
             credential_id: "real-cred".into(),
             principal: "alice".into(),
@@ -69,12 +74,7 @@ fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
 fn a_removed_passkey_put_back_is_not_vouched_for_by_retention() {
     crate::both_in_dirs(|db, dir| {
         let s = open(dir, db);
-        let key = assent_core::passkey::PublicJwk {
-            kty: "OKP".into(),
-            crv: "Ed25519".into(),
-            x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo".into(),
-            y: None,
-        };
+        let key = a_key();
         s.add_passkey(&assent_store::passkeys::StoredPasskey {
             credential_id: "lost-cred".into(),
             principal: "alice".into(),
