@@ -47,6 +47,7 @@ impl Gateway {
         let hold = held.subscribe();
         // In the caller's span: the proposal carries the client's trace (`traceparent`).
         let proposing = async move {
+            tracing::debug!(tool, "proposing the call to the gateway");
             let proposed = this.propose(&tool, &arguments).await;
             let token = this.settling.token();
             // The caller is gone: nobody waits for this call.

@@ -10,6 +10,7 @@ use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// One hub upstream: its alias, the tools agent `helper` declares on it (a YAML flow list;
 /// `None`: the agent does not declare the server) and the upstream's Python source.
@@ -27,6 +28,40 @@ pub(crate) fn hub_gateway_with(
     upstreams: &[HubUpstream<'_>],
     extra: &str,
 ) -> (tempfile::TempDir, Server) {
+    let (dir, cfg, port) = hub_config(key, upstreams, extra);
+    let server = serve(&cfg, port);
+    (dir, server)
+}
+
+/// [`hub_gateway`] logging to the returned file at `filter` (an `ASSENT_LOG` filter), so a
+/// test can wait for evidence of what the gateway is doing instead of sleeping.
+pub(crate) fn hub_gateway_logged(
+    key: &str,
+    upstreams: &[HubUpstream<'_>],
+    filter: &str,
+) -> (tempfile::TempDir, Server, std::path::PathBuf) {
+    let (dir, cfg, port) = hub_config(key, upstreams, "");
+    let log = dir.path().join("serve.log");
+    let child = crate::serve_cmd(&cfg)
+        .env("TEST_ALICE_KEY", crate::OP_KEY)
+        .env("ASSENT_LOG", filter)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let (limit, step) = (Duration::from_secs(20), Duration::from_millis(50));
+    crate::wait_healthy(&url, limit, step);
+    (dir, Server { child, url }, log)
+}
+
+/// The directory, config file and port of a gateway fronting `upstreams` for agent `helper`
+/// (key `key`), with `extra` lines in its config.
+fn hub_config(
+    key: &str,
+    upstreams: &[HubUpstream<'_>],
+    extra: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, u16) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n".to_string();
@@ -41,8 +76,7 @@ pub(crate) fn hub_gateway_with(
         config.push_str(&format!("  {alias}: {{command: {command}}}\n"));
     }
     let cfg = write_agent_config(dir.path(), port, (&agent, key), &config);
-    let server = serve(&cfg, port);
-    (dir, server)
+    (dir, cfg, port)
 }
 
 /// An rmcp client of the hub at `url` (the gateway's URL) with agent key `key`, initialised.

@@ -4,8 +4,8 @@
 //! hub's proposals before it stops serving.
 
 use crate::hub_kit::{
-    call_results, hub_command, hub_gateway, hub_post, hub_session, initialize, lines_of, lock_db,
-    proxy_command, py_text, py_upstream, unlock_db, within,
+    call_results, hub_command, hub_gateway, hub_gateway_logged, hub_post, hub_session, initialize,
+    lines_of, lock_db, proxy_command, py_text, py_upstream, unlock_db, within,
 };
 use crate::spawn_piped;
 use serde_json::{Value, json};
@@ -258,9 +258,10 @@ fn a_hub_call_answered_after_its_client_left_still_has_its_result_recorded() {
 fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
     let list = r#"        r={"tools":[{"name":"pay","description":"pay.","inputSchema":{"type":"object"}}]}"#;
     let source = py_upstream(list, &py_text("paid"));
-    let (dir, mut server) = hub_gateway(
+    let (dir, mut server, log) = hub_gateway_logged(
         KEY,
         &[("bank", Some("[{name: pay, approval: true}]"), &source)],
+        "info,assent_mcp::gateway=debug",
     );
     let url = server.url.clone();
     let session = hub_session(&url, KEY);
@@ -281,9 +282,15 @@ fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "bank__pay", "arguments": {}, "_meta": {"progressToken": "p"}}}),
     );
-    // Its pins checked at the list, the call's proposal is on its way within moments,
-    // waiting for the database (its busy timeout is 10 s: all that follows fits in it).
-    std::thread::sleep(Duration::from_secs(2));
+    // The call's proposal on its way, waiting for the database (its busy timeout is 10 s: all
+    // that follows fits in it). Found flaky: a fixed 2 s wait was, under load, sometimes
+    // before the hub had begun to propose; then it had nothing to settle and ended at once.
+    within(30, "the hub never began to propose the call", || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("proposing the call to the gateway")
+            .then_some(())
+    });
     assert_eq!(
         statuses(dir.path()),
         "",
