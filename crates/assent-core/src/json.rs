@@ -29,6 +29,27 @@ pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Erro
     Value::deserialize(d).map(Some)
 }
 
+/// Serde `deserialize_with` (with `#[serde(default)]`) for an optional setting whose absence
+/// means "no restriction" — an agent file's `allowed_tools` or `allowed_skills`, an executor's
+/// `servers` or `tools`, `oidc.roles`: absent → `None`; written → `Some`; written with no value
+/// (`allowed_tools:` with every entry commented out, or `~`) → an error, not `None`. Found by
+/// review: YAML reads such a key as null, serde as absent, and the list that was meant to
+/// narrow what is allowed widened it to everything. Errors: `D::Error` saying the key has no
+/// value (the YAML reader adds the line).
+pub fn written<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    match Option::<T>::deserialize(d)? {
+        Some(v) => Ok(Some(v)),
+        None => Err(serde::de::Error::custom(
+            "the key is written with no value (null), which would read as the key left out: no \
+             restriction at all; list its entries, or remove the key if no restriction is meant",
+        )),
+    }
+}
+
 /// Deepest nesting of arrays and objects accepted (serde_json's own recursion limit).
 pub const MAX_DEPTH: usize = 128;
 

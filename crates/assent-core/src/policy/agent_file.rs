@@ -9,7 +9,7 @@ use super::model::{
     Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer,
     ORCHESTRATORS_ANNOTATION, PolicyRef, SkillRef,
 };
-use crate::json::present;
+use crate::json::{present, written};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
@@ -62,7 +62,7 @@ struct RawRemoteAgent {
     alias: String,
     #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "written")]
     allowed_skills: Option<Vec<Value>>,
 }
 #[derive(Deserialize)]
@@ -76,7 +76,7 @@ struct RawMcpServer {
     alias: String,
     #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "written")]
     allowed_tools: Option<Vec<Value>>,
 }
 #[derive(Deserialize, Default)]

@@ -57,3 +57,31 @@ fn unknown_fields_warn_with_file_and_line_and_fail_in_strict_mode() {
         "{err}"
     );
 }
+
+/// Attack (found by review): a list written with no value — `allowed_tools:` with every entry
+/// commented out, or `allowed_skills: ~` — is YAML null, which serde read as the key left
+/// out: "no restriction", so every tool of the server reached the agent. Refused with the
+/// file and line.
+#[test]
+fn a_list_of_tools_or_skills_written_with_no_value_is_refused_not_read_as_everything() {
+    let cases = [
+        "metadata: {id: gh_bot}\naction_space:\n  mcp_servers:\n    - alias: gh\n      allowed_tools:\n      #  - list_repos\n",
+        "metadata: {id: gh_bot}\naction_space:\n  mcp_servers:\n    - alias: gh\n      allowed_tools: ~\n",
+        "metadata: {id: gh_bot}\naction_space:\n  remote_agents:\n    - alias: gh\n      allowed_skills: null\n",
+    ];
+    for text in cases {
+        let files = [("gh.agf.yaml".to_string(), text.to_string())];
+        let err = Registry::load(&files, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("gh.agf.yaml:5") && err.contains("no value (null)"),
+            "{text}: {err}"
+        );
+    }
+    // Written with entries, or left out, they load as before.
+    let listed = "metadata: {id: gh_bot}\naction_space:\n  mcp_servers:\n    - alias: gh\n      allowed_tools: [list_repos]\n    - alias: all\n";
+    let files = [("gh.agf.yaml".to_string(), listed.to_string())];
+    let reg = Registry::load(&files, &[]).unwrap();
+    let servers = &reg.agents["gh_bot"].mcp_servers;
+    assert_eq!(servers[0].allowed_tools.as_ref().map(Vec::len), Some(1));
+    assert!(servers[1].allowed_tools.is_none());
+}

@@ -234,13 +234,13 @@ pub(crate) struct RawPrincipal {
     #[serde(default)]
     pub(crate) owns: Vec<String>,
     /// An executor's MCP server aliases (issue 14 §6).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "assent_core::json::written")]
     pub(crate) servers: Option<Vec<String>>,
     /// An executor's tool names (issue 14 §6).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "assent_core::json::written")]
     pub(crate) tools: Option<Vec<String>>,
     /// The agent ids whose tokens an executor redeems (required of an executor).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "assent_core::json::written")]
     pub(crate) agents: Option<Vec<String>>,
     /// An operator's Slack user id (issue 15 §4).
     #[serde(default)]
@@ -268,7 +268,7 @@ pub(crate) struct RawOidc {
     pub(crate) client_id: String,
     pub(crate) client_secret_env: String,
     pub(crate) roles_claim: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "assent_core::json::written")]
     pub(crate) roles: Option<BTreeMap<String, Vec<String>>>,
     #[serde(default)]
     pub(crate) name_claim: Option<String>,

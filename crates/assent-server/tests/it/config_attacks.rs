@@ -537,6 +537,29 @@ fn oidc_without_a_roles_map_warns_at_start_up() {
     assert!(!c.warnings.join("\n").contains("oidc."), "{:?}", c.warnings);
 }
 
+/// Attack (found by review): a list written with no value is YAML null, which serde read as
+/// the key left out — "no restriction": an executor's `tools:` with its entries commented out
+/// redeemed tokens for every tool of its servers, and `oidc.roles:` left empty made every
+/// group in the claim a role of the same name. Each stops start-up with the file and line.
+#[test]
+fn a_list_written_with_no_value_stops_start_up_instead_of_allowing_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let executor = "principals:\n  - {name: payments, kind: executor, key_env: PAY_KEY, agents: [bot], servers: [pay], tools: }\n";
+    let file = crate::sso::write_config(dir.path(), "", executor);
+    let err = format!("{:#}", Config::load(&file).unwrap_err());
+    assert!(
+        err.contains("assent.yaml:5") && err.contains("no value (null)"),
+        "{err}"
+    );
+    let unmapped = crate::sso::GOOD.replace("roles: {fin: [finance], opsgroup: [ops]}", "roles: ~");
+    let file = crate::sso::write_config(dir.path(), &unmapped, "");
+    let err = format!("{:#}", Config::load(&file).unwrap_err());
+    assert!(
+        err.contains("assent.yaml:3") && err.contains("no value (null)"),
+        "{err}"
+    );
+}
+
 /// Attack (found by review): a session and a quorum vote are keyed by the operator's name, the
 /// `name_claim`'s value; with a claim people may change (`preferred_username`), one person
 /// votes, renames themselves and votes again as a new operator. Start-up warns with the file
