@@ -232,7 +232,8 @@ impl Store {
     /// may go (see the module doc), at most `max_records`, into a new export in `archive_dir`
     /// (created 0700), then deletes them and stores the export's manifest as the anchor, in
     /// one write transaction. `Ok(None)`: nothing due, or another run (a replica) archived
-    /// first (its export stands; this run's file is removed). First it prunes the state of
+    /// first (its export stands; this run's file is removed). Once the chain and its anchors
+    /// are checked (below), it prunes the state of
     /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]), the webhooks'
     /// expired card links and dead letters older than `cutoff` ([`Store::prune_outbox`]) and
     /// the AAEP events and closed subscriptions older than `cutoff` ([`Store::prune_aaep`]).
@@ -267,11 +268,6 @@ impl Store {
         checkpoint_file: Option<&Path>,
         published: Option<&Checkpoint>,
     ) -> Result<Option<Archived>, StoreError> {
-        // The same sweep bounds the session state (issue 16 §3) by the same cut-off, and what
-        // the webhooks leave behind.
-        self.prune_session_risk(cutoff, max_records, now)?;
-        self.prune_outbox(cutoff, max_records, now)?;
-        self.prune_aaep(cutoff, max_records)?;
         let key = self.audit_key.verifying_key();
         let (p, anchors, ranges) = {
             let guard = self.lock();
@@ -291,6 +287,13 @@ impl Store {
                 "the archive anchor ending at record {seq} is not one this gateway's audit keys signed ({why}); nothing archived (run assent audit verify)"
             )));
         }
+        // The same sweep bounds the session state (issue 16 §3) by the same cut-off, and what
+        // the webhooks leave behind — once the chain is known sound (found by review: a run
+        // refused for a tampered chain had already deleted them, then logged "nothing
+        // deleted", and what they held may be what an investigation needs).
+        self.prune_session_risk(cutoff, max_records, now)?;
+        self.prune_outbox(cutoff, max_records, now)?;
+        self.prune_aaep(cutoff, max_records)?;
         let Some(mut p) = p else { return Ok(None) };
         let filed = match checkpoint_file {
             Some(f) => {

@@ -9,14 +9,28 @@ use assent_store::retention::ARCHIVE_DIR;
 
 const DAY: i64 = 86_400_000;
 
+/// A dead letter of the first audit record, failed at 1 s.
+fn letter() -> assent_store::outbox::DeadLetter {
+    assent_store::outbox::DeadLetter {
+        id: 0,
+        webhook: "hook".into(),
+        audit_seq: 1,
+        event: "approval.requested".into(),
+        body: "{}".into(),
+        attempts: 6,
+        last_error: "refused".into(),
+        failed_at: 1_000,
+    }
+}
+
 /// Attack (found by review): with no checkpoint file, a database writer rewrites an old record
 /// that is due for retention, recomputes every later hash and deletes the stored
 /// checkpoints. The gateway's checkpoint timer refuses to sign that chain, since it no longer
 /// extends the checkpoint the gateway published, but its retention checked the records only
 /// against the stored checkpoints (gone): it signed the forged records into an export, and a
 /// checkpoint at the forged head, making the rewrite permanent signed evidence. Given the
-/// checkpoint the gateway published, the run is refused and nothing is archived or deleted;
-/// an untouched chain is archived as before.
+/// checkpoint the gateway published, the run is refused and nothing is archived or deleted
+/// (not even the dead letters the sweep bounds); an untouched chain is archived as before.
 #[test]
 fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
     both(|db| {
@@ -28,6 +42,13 @@ fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
         approved(&s, 3, 5_000, false);
         s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
             .unwrap();
+        // A webhook's dead letter as old as the records due: a sound run would prune it.
+        assert!(
+            s.lease_webhook("hook", "me", 1_000, 60_000)
+                .unwrap()
+                .is_some()
+        );
+        assert!(s.dead_letter(&letter(), "me").unwrap());
         let arch = dir.path().join(ARCHIVE_DIR);
         rewrite_and_rechain(db);
         tamper(db, "DELETE FROM audit_checkpoints");
@@ -50,6 +71,11 @@ fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
         assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
         let anchors: i64 = scalar(db, "SELECT count(*) FROM audit_archives", []);
         assert_eq!(anchors, 0);
+        // Found by review: the refused run had pruned the state the sweep bounds (dead
+        // letters, AAEP events, session state) before it checked the chain, and logged
+        // "nothing deleted"; what it held may be what an investigation needs.
+        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
+        assert_eq!(letters, 1, "a refused run deleted a dead letter");
     });
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
