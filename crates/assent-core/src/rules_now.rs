@@ -72,9 +72,10 @@ pub fn tightened(held: &ApprovalTerms, now: &Verdict, roles: Option<&[String]>) 
 /// days later, with no one looking. Asked only of a timeout's approving default.
 pub fn default_withdrawn(now: &Verdict) -> Option<String> {
     let t = &now.terms;
-    // Not its triggers: evaluated without the session and with paths read lexically, they
-    // may fire where the gate's did not (a symlinked root), and the sweep weighs the session
-    // itself (found by review of this check).
+    // Its triggers count only through its default: `now` is evaluated without the session and
+    // with paths read lexically, and a trigger firing there made the verdict's default reject
+    // (`gatekeeper::settle_default`) — which may reject at the timeout a call the gate let
+    // default to approve (a symlinked root: fail-safe); the sweep weighs the session itself.
     let (passkey, quorum) = (t.require_passkey, t.quorum.as_ref());
     let default =
         crate::approval::default_at_timeout(t.irreversible, passkey, quorum, t.default_decision);
