@@ -44,8 +44,8 @@ where
     match Option::<T>::deserialize(d)? {
         Some(v) => Ok(Some(v)),
         None => Err(serde::de::Error::custom(
-            "the key is written with no value (null), which would read as the key left out: no \
-             restriction at all; list its entries, or remove the key if no restriction is meant",
+            "the key is written with no value (null): write its value, or remove the key (null \
+             is not read as the key left out, which would allow more than was meant)",
         )),
     }
 }

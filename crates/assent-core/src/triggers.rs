@@ -35,15 +35,19 @@ use scope_args::violations;
 pub struct Thresholds {
     /// At most `max` calls per `per_seconds` (per agent session, or per agent across its
     /// sessions with `per: agent`; of the tools the rule covers) run without confirmation.
+    /// Each of the three, written with no value, is a load error ([`crate::json::written`]).
+    #[serde(default, deserialize_with = "crate::json::written")]
     pub rate: Option<RateLimit>,
     /// The sum of a numeric argument over the session may reach `max_per_session`, and over the
     /// agent's calls in all its sessions in the last `per_seconds` may reach `max_per_agent`,
     /// without confirmation.
+    #[serde(default, deserialize_with = "crate::json::written")]
     pub cost: Option<CostLimit>,
     /// A tool result larger than this many bytes (its JSON text) is held for an operator
     /// before it reaches the agent. Applies to results reported to `POST /v1/tool-results`:
     /// by the MCP proxy and hub for every forwarded call, by a REST agent that reports its
     /// own. The call has already run: this withholds its result, not its side effects.
+    #[serde(default, deserialize_with = "crate::json::written")]
     pub output_bytes: Option<u64>,
 }
 
@@ -89,11 +93,19 @@ pub struct CostLimit {
     pub argument: String,
     /// Largest session total (this call included, over the whole session) that runs without
     /// confirmation. The agent chooses its session id, so it can start a new total at will.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json::written"
+    )]
     pub max_per_session: Option<f64>,
     /// Largest agent total (this call included, over the agent's calls in all its sessions in
     /// the last `per_seconds`) that runs without confirmation. Needs `per_seconds`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json::written"
+    )]
     pub max_per_agent: Option<f64>,
     /// The window of `max_per_agent`, in seconds (1 to [`MAX_RATE_WINDOW_SECONDS`]); only with
     /// `max_per_agent` (the session total is not windowed).
@@ -219,9 +231,12 @@ impl CostLimit {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScopeSpec {
-    /// Path arguments and the roots they must stay under.
+    /// Path arguments and the roots they must stay under (either, written with no value, is
+    /// a load error: [`crate::json::written`]).
+    #[serde(default, deserialize_with = "crate::json::written")]
     pub paths: Option<PathScope>,
     /// URL arguments and the hosts they may name.
+    #[serde(default, deserialize_with = "crate::json::written")]
     pub domains: Option<DomainScope>,
 }
 

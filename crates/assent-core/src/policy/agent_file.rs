@@ -28,7 +28,7 @@ struct RawMeta {
     id: Spanned<String>,
     #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "written")]
     namespace: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,

@@ -36,7 +36,7 @@ struct RawPolicy {
 #[serde(deny_unknown_fields)]
 struct RawRule {
     tool: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::json::written")]
     server: Option<String>,
     #[serde(default, deserialize_with = "present")]
     approval: Option<Value>,

@@ -188,8 +188,9 @@ pub struct Selector {
     /// Agent ids or globs (`*` selects every agent).
     #[serde(default)]
     pub agents: Vec<String>,
-    /// Agent `metadata.namespace` must equal this.
-    #[serde(default)]
+    /// Agent `metadata.namespace` must equal this (written with no value: a load error,
+    /// [`crate::json::written`]: it would select every agent).
+    #[serde(default, deserialize_with = "crate::json::written")]
     pub namespace: Option<String>,
     /// Every label must be present with this value.
     #[serde(default)]

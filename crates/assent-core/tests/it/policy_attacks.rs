@@ -244,3 +244,47 @@ fn an_agent_labelling_itself_into_a_relaxed_policy_loosens_nothing() {
     assert!(!v.terms.require_passkey, "{v:?}");
     assert_eq!(v.timeout_seconds, Some(5));
 }
+
+/// Attack (found by review): a setting written with no value is YAML null, which serde read as
+/// the setting left out — and left out, each of these allows more: a rule's `server:` covers
+/// the tool on every server, `thresholds: {rate: }` (or `cost`, `output_bytes`, a cost's
+/// `max_per_agent`) holds nothing, `scope: {paths: }` confines nothing, a selector's
+/// `namespace:` selects every agent (and may loosen their rules), an agent file's
+/// `namespace:` escapes the policies selecting its namespace. Each is a load error with its
+/// file and line.
+#[test]
+fn a_setting_written_with_no_value_is_a_load_error_not_the_setting_left_out() {
+    use crate::kit::rule_err;
+    for keys in [
+        "        server:\n",
+        "        thresholds: {rate: }\n",
+        "        thresholds: {output_bytes: ~}\n",
+        "        thresholds: {cost: {argument: amount, max_per_session: 100, max_per_agent: }}\n",
+        "        thresholds: {cost: {argument: amount, max_per_session: null, max_per_agent: 5, per_seconds: 60}}\n",
+        "        scope: {paths: }\n",
+        "        scope: {domains: null}\n",
+    ] {
+        let e = rule_err(keys);
+        assert!(
+            e.contains("g.yaml:5") && e.contains("no value (null)"),
+            "{keys}: {e}"
+        );
+    }
+    assert_eq!(rule_err("        server: github\n"), "");
+    let gov = "policies:\n  - id: a.b-v1\n    selector: {agents: ['*'], namespace: }\n    rules:\n      - tool: x\n";
+    let e = assent_core::policy::Registry::load(&[], &[("g.yaml".into(), gov.into())])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("g.yaml:3") && e.contains("no value (null)"),
+        "{e}"
+    );
+    let agent = "metadata: {id: bot, namespace: }\n";
+    let e = assent_core::policy::Registry::load(&[("bot.agf.yaml".into(), agent.into())], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bot.agf.yaml:1") && e.contains("no value (null)"),
+        "{e}"
+    );
+}

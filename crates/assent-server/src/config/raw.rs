@@ -162,7 +162,7 @@ pub(crate) struct RawSlack {
     pub(crate) channel: Option<String>,
     #[serde(default)]
     pub(crate) api_url: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "assent_core::json::written")]
     pub(crate) team_id: Option<String>,
 }
 

@@ -539,8 +539,9 @@ fn oidc_without_a_roles_map_warns_at_start_up() {
 
 /// Attack (found by review): a list written with no value is YAML null, which serde read as
 /// the key left out — "no restriction": an executor's `tools:` with its entries commented out
-/// redeemed tokens for every tool of its servers, and `oidc.roles:` left empty made every
-/// group in the claim a role of the same name. Each stops start-up with the file and line.
+/// redeemed tokens for every tool of its servers, `oidc.roles:` left empty made every group in
+/// the claim a role of the same name, and `slack.team_id:` honoured a signed click from any
+/// workspace. Each stops start-up with the file and line.
 #[test]
 fn a_list_written_with_no_value_stops_start_up_instead_of_allowing_everything() {
     let dir = tempfile::tempdir().unwrap();
@@ -549,6 +550,13 @@ fn a_list_written_with_no_value_stops_start_up_instead_of_allowing_everything() 
     let err = format!("{:#}", Config::load(&file).unwrap_err());
     assert!(
         err.contains("assent.yaml:5") && err.contains("no value (null)"),
+        "{err}"
+    );
+    let any_workspace = "slack: {signing_secret_env: SLACK_SECRET, team_id: }";
+    let file = crate::sso::write_config(dir.path(), any_workspace, "");
+    let err = format!("{:#}", Config::load(&file).unwrap_err());
+    assert!(
+        err.contains("assent.yaml:3") && err.contains("no value (null)"),
         "{err}"
     );
     let unmapped = crate::sso::GOOD.replace("roles: {fin: [finance], opsgroup: [ops]}", "roles: ~");
