@@ -111,6 +111,7 @@ mod record;
 pub mod results;
 pub mod retention;
 mod retention_carry;
+mod retention_entries;
 mod seal;
 mod sealing_marker;
 mod session_risk;

@@ -63,8 +63,6 @@ pub const ARCHIVE_DIR: &str = "archive";
 pub const DEFAULT_MAX_RECORDS: i64 = 100_000;
 /// Records read per lock of the store's connection while exporting.
 const CHUNK: i64 = 5_000;
-/// Approvals a run judges per hold of the store's connection ([`Store::archived_entries`]).
-const ENTRY_CHUNK: usize = 256;
 
 /// What one run archived.
 #[derive(Debug, Clone, Serialize)]
@@ -232,8 +230,8 @@ impl Store {
     /// may go (see the module doc), at most `max_records`, into a new export in `archive_dir`
     /// (created 0700), then deletes them and stores the export's manifest as the anchor, in
     /// one write transaction. `Ok(None)`: nothing due, or another run (a replica) archived
-    /// first (its export stands; this run's file is removed). Once the chain and its anchors
-    /// are checked (below), it prunes the state of
+    /// first (its export stands; this run's file is removed). Then, unless the run refused
+    /// (an error: nothing deleted, these included), it prunes the state of
     /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]), the webhooks'
     /// expired card links and dead letters older than `cutoff` ([`Store::prune_outbox`]) and
     /// the AAEP events and closed subscriptions older than `cutoff` ([`Store::prune_aaep`]).
@@ -268,6 +266,31 @@ impl Store {
         checkpoint_file: Option<&Path>,
         published: Option<&Checkpoint>,
     ) -> Result<Option<Archived>, StoreError> {
+        let marks = (checkpoint_file, published);
+        let archived = self.archive_checked(archive_dir, (cutoff, max_records, now), marks)?;
+        // The same sweep bounds the session state (issue 16 §3) by the same cut-off, and what
+        // the webhooks leave behind — only after a run that refused nothing (found by review:
+        // a run refused for a tampered chain had already deleted them, then logged "nothing
+        // deleted", and what they held may be what an investigation needs). A failure here is
+        // logged, not returned: the run's export stands, and the next run prunes.
+        let pruned = self
+            .prune_session_risk(cutoff, max_records, now)
+            .and_then(|_| self.prune_outbox(cutoff, max_records, now))
+            .and_then(|_| self.prune_aaep(cutoff, max_records));
+        if let Err(e) = pruned {
+            tracing::error!(error = %e, "audit retention could not prune the session state, dead letters and AAEP events due (the next run tries again)");
+        }
+        Ok(archived)
+    }
+
+    /// [`Store::archive_audit`] but for the pruning: checks, exports and deletes (`(cutoff,
+    /// max_records, now)`, `(checkpoint_file, published)` as there).
+    fn archive_checked(
+        &self,
+        archive_dir: &Path,
+        (cutoff, max_records, now): (i64, i64, i64),
+        (checkpoint_file, published): (Option<&Path>, Option<&Checkpoint>),
+    ) -> Result<Option<Archived>, StoreError> {
         let key = self.audit_key.verifying_key();
         let (p, anchors, ranges) = {
             let guard = self.lock();
@@ -287,13 +310,6 @@ impl Store {
                 "the archive anchor ending at record {seq} is not one this gateway's audit keys signed ({why}); nothing archived (run assent audit verify)"
             )));
         }
-        // The same sweep bounds the session state (issue 16 §3) by the same cut-off, and what
-        // the webhooks leave behind — once the chain is known sound (found by review: a run
-        // refused for a tampered chain had already deleted them, then logged "nothing
-        // deleted", and what they held may be what an investigation needs).
-        self.prune_session_risk(cutoff, max_records, now)?;
-        self.prune_outbox(cutoff, max_records, now)?;
-        self.prune_aaep(cutoff, max_records)?;
         let Some(mut p) = p else { return Ok(None) };
         let filed = match checkpoint_file {
             Some(f) => {
@@ -351,47 +367,6 @@ impl Store {
             bytes,
             more: p.more,
         }))
-    }
-
-    /// The settlement and terms seal keys a run records archived approvals' seals under.
-    fn archive_seal_keys(&self) -> (crate::seal::SealKey, crate::seal::SealKey) {
-        use crate::seal::Sealed;
-        (
-            self.seal_key(Sealed::Settlement),
-            self.seal_key(Sealed::Approval),
-        )
-    }
-
-    /// What a run whose export names the approvals `ids` records of them
-    /// ([`crate::archived_approvals::to_record`]), [`ENTRY_CHUNK`] approvals per hold of the
-    /// store's connection (found by review: a run naming 50,000 approvals held it, and so
-    /// every request of this process, for the whole pass). An approval changed between
-    /// chunks is caught by the deleting transaction ([`crate::archived_approvals::record`]).
-    fn archived_entries(
-        &self,
-        ids: &BTreeMap<String, Option<i64>>,
-    ) -> Result<Vec<crate::archived_approvals::Entry>, StoreError> {
-        let keys = self.archive_seal_keys();
-        let cuts = {
-            let guard = self.lock();
-            let conn = guard.conn();
-            let cut = crate::integrity_people::takeover_cut(conn)?;
-            (cut, crate::sealing_marker::position(conn)?)
-        };
-        let ids: Vec<_> = ids.iter().collect();
-        let mut out = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(ENTRY_CHUNK) {
-            let guard = self.lock();
-            let keys = (&keys.0, &keys.1);
-            let entries = chunk.iter().copied();
-            out.extend(crate::archived_approvals::to_record(
-                guard.conn(),
-                keys,
-                entries,
-                cuts,
-            )?);
-        }
-        Ok(out)
     }
 
     /// After the deleting transaction's COMMIT failed with `e` (its work done, so it may have

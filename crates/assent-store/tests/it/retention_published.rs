@@ -94,3 +94,52 @@ fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
         assert_eq!(verify(&s, db).problem, None);
     });
 }
+
+/// Found by review of the fix above: the sweep still pruned before the checks that walk the
+/// chain — with no published checkpoint (the CLI's `assent audit archive`, a restarted
+/// gateway), a record rewritten under a stored checkpoint was refused only once the export
+/// walked it, after the dead letters were gone. A refused run prunes nothing.
+#[test]
+fn a_run_refused_for_a_chain_rewritten_under_a_stored_checkpoint_prunes_nothing() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        approved(&s, 2, 5_000, false);
+        s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        assert!(
+            s.lease_webhook("hook", "me", 1_000, 60_000)
+                .unwrap()
+                .is_some()
+        );
+        assert!(s.dead_letter(&letter(), "me").unwrap());
+        rewrite_and_rechain(db);
+        let arch = dir.path().join(ARCHIVE_DIR);
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nothing archived"), "{e}");
+        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
+        assert_eq!(letters, 1, "a refused run deleted a dead letter");
+    });
+    // Untampered, the same run prunes it.
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        assert!(
+            s.lease_webhook("hook", "me", 1_000, 60_000)
+                .unwrap()
+                .is_some()
+        );
+        assert!(s.dead_letter(&letter(), "me").unwrap());
+        let arch = dir.path().join(ARCHIVE_DIR);
+        s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
+            .unwrap();
+        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
+        assert_eq!(letters, 0, "a sound run kept a dead letter past the cut");
+    });
+}
