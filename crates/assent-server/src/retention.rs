@@ -89,7 +89,7 @@ async fn archive_all(state: &AppState, days: u64, archive_dir: &std::path::Path)
             Ok(Err(e)) => {
                 // Found by review: "nothing deleted" also followed a commit that failed but may
                 // yet take effect, which the store logs just before with the export it kept.
-                tracing::error!(error = %e, "audit retention failed: nothing deleted, unless a kept export was logged just before (a commit that may yet take effect)");
+                tracing::error!(error = %e, "audit retention failed: no audit record deleted, unless a kept export was logged just before (a commit that may yet take effect)");
                 return archived;
             }
         }

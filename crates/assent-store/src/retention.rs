@@ -231,7 +231,8 @@ impl Store {
     /// (created 0700), then deletes them and stores the export's manifest as the anchor, in
     /// one write transaction. `Ok(None)`: nothing due, or another run (a replica) archived
     /// first (its export stands; this run's file is removed). Then, unless the run refused
-    /// (an error: nothing deleted, these included), it prunes the state of
+    /// (`StoreError::Invalid` or a damaged row: nothing deleted, these included; after an
+    /// I/O or other database error they are), it prunes the state of
     /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]), the webhooks'
     /// expired card links and dead letters older than `cutoff` ([`Store::prune_outbox`]) and
     /// the AAEP events and closed subscriptions older than `cutoff` ([`Store::prune_aaep`]).
@@ -267,12 +268,19 @@ impl Store {
         published: Option<&Checkpoint>,
     ) -> Result<Option<Archived>, StoreError> {
         let marks = (checkpoint_file, published);
-        let archived = self.archive_checked(archive_dir, (cutoff, max_records, now), marks)?;
+        let run = self.archive_checked(archive_dir, (cutoff, max_records, now), marks);
         // The same sweep bounds the session state (issue 16 §3) by the same cut-off, and what
-        // the webhooks leave behind — only after a run that refused nothing (found by review:
-        // a run refused for a tampered chain had already deleted them, then logged "nothing
-        // deleted", and what they held may be what an investigation needs). A failure here is
-        // logged, not returned: the run's export stands, and the next run prunes.
+        // the webhooks leave behind — never after a refusal (found by review: a run refused
+        // for a tampered chain had already deleted them, then logged "nothing deleted", and
+        // what they held may be what an investigation needs), but after a run that failed
+        // otherwise (an archive directory that cannot be written, the database busy): those
+        // tables stay bounded while an operator mends it (found by review of the fix). A
+        // failure here is logged, not returned: the run's export stands; the next run prunes.
+        if let Err(e) = &run
+            && (matches!(e, StoreError::Invalid(_)) || e.is_damaged_row())
+        {
+            return run;
+        }
         let pruned = self
             .prune_session_risk(cutoff, max_records, now)
             .and_then(|_| self.prune_outbox(cutoff, max_records, now))
@@ -280,7 +288,7 @@ impl Store {
         if let Err(e) = pruned {
             tracing::error!(error = %e, "audit retention could not prune the session state, dead letters and AAEP events due (the next run tries again)");
         }
-        Ok(archived)
+        run
     }
 
     /// [`Store::archive_audit`] but for the pruning: checks, exports and deletes (`(cutoff,

@@ -98,7 +98,8 @@ fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
 /// Found by review of the fix above: the sweep still pruned before the checks that walk the
 /// chain — with no published checkpoint (the CLI's `assent audit archive`, a restarted
 /// gateway), a record rewritten under a stored checkpoint was refused only once the export
-/// walked it, after the dead letters were gone. A refused run prunes nothing.
+/// walked it, after the dead letters were gone. A refused run prunes nothing; a run that
+/// failed otherwise (an I/O error) still prunes.
 #[test]
 fn a_run_refused_for_a_chain_rewritten_under_a_stored_checkpoint_prunes_nothing() {
     both(|db| {
@@ -141,5 +142,29 @@ fn a_run_refused_for_a_chain_rewritten_under_a_stored_checkpoint_prunes_nothing(
             .unwrap();
         let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
         assert_eq!(letters, 0, "a sound run kept a dead letter past the cut");
+    });
+    // A run that fails for another reason (its archive directory cannot be made) still prunes:
+    // the tables stay bounded while an operator mends it.
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        assert!(
+            s.lease_webhook("hook", "me", 1_000, 60_000)
+                .unwrap()
+                .is_some()
+        );
+        assert!(s.dead_letter(&letter(), "me").unwrap());
+        std::fs::write(dir.path().join("blocker"), "a file").unwrap();
+        let arch = dir.path().join("blocker/archive");
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
+            .unwrap_err();
+        assert!(matches!(e, assent_store::StoreError::Io { .. }), "{e:?}");
+        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
+        assert_eq!(
+            letters, 0,
+            "a run failing on its directory kept a dead letter"
+        );
     });
 }
