@@ -14,8 +14,12 @@ pub fn plan_editable(status: &str) -> bool {
 
 /// The most MPLP events one plan holds. A revision or a submission that would leave no room
 /// for the events that may follow it is refused ([`plan_has_room`]); a decision or a
-/// cancellation is never refused for room, so a plan ends with at most this many.
-pub const MAX_PLAN_EVENTS: usize = 1_000;
+/// cancellation is never refused for room, so a plan ends with at most this many. 256: some
+/// 125 rounds of revising or submitting and being turned down, where a plan's life takes a
+/// handful; each event rewrites the plan's whole list inside the writer every agent shares, so
+/// an agent looping on its plan costs that writer in proportion to this bound (it was 1,000:
+/// a quarter of the worst case now).
+pub const MAX_PLAN_EVENTS: usize = 256;
 
 /// What an agent does to its draft plan that adds MPLP events (seed 001 §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

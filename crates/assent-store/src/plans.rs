@@ -635,7 +635,7 @@ impl Store {
             if !transitions::plan_has_room(p.events.len(), PlanGrowth::Revision) {
                 return Err(PlanError::WrongState(
                     p.status,
-                    "revised too often (1,000 events): create a new plan",
+                    "revised too often (256 events): create a new plan",
                 ));
             }
             let d = self.delegations();
