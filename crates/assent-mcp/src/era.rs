@@ -168,16 +168,18 @@ fn cacheable(method: &str) -> bool {
 }
 
 /// A result going to a modern client: tagged `resultType: "complete"` when it has no tag, and,
-/// for the cacheable methods, given the caching hints it lacks (`ttlMs` 0, `cacheScope`
-/// `private`: never cached, never shared).
+/// for the cacheable methods, given the caching hints `ttlMs` 0 and `cacheScope` `private`
+/// (never cached, never shared) in place of the upstream's: found by review, an upstream's own
+/// hints (a day, `public`) stayed on the list the proxy had filtered and pinned, so a client
+/// kept it, or shared it, past an operator's removal of a tool or a review's hold.
 pub fn to_modern_result(result: &mut Value, method: Option<&str>) {
     let Some(r) = result.as_object_mut() else {
         return;
     };
     r.entry("resultType").or_insert_with(|| json!("complete"));
     if method.is_some_and(cacheable) {
-        r.entry("ttlMs").or_insert_with(|| json!(0));
-        r.entry("cacheScope").or_insert_with(|| json!("private"));
+        r.insert("ttlMs".into(), json!(0));
+        r.insert("cacheScope".into(), json!("private"));
     }
 }
 
@@ -388,6 +390,13 @@ mod tests {
         to_modern_result(&mut l, Some("tools/list"));
         assert_eq!(l["ttlMs"], 0);
         assert_eq!(l["cacheScope"], "private");
+        // Attack (found by review): the upstream's own hints on a list the proxy filtered.
+        let mut own = json!({"tools": [], "ttlMs": 86_400_000, "cacheScope": "public"});
+        to_modern_result(&mut own, Some("tools/list"));
+        assert_eq!(
+            (&own["ttlMs"], &own["cacheScope"]),
+            (&json!(0), &json!("private"))
+        );
         to_legacy_result(&mut l).unwrap();
         assert_eq!(l, json!({"tools": []}));
         let mut task = json!({"resultType": "task", "task": {}});

@@ -298,9 +298,13 @@ pub(crate) fn status_line(e: &ClientError) -> String {
     format!("{}: {}", status_code(e), e.message().unwrap_or(""))
 }
 
-/// Rewrites a `tools/list` result for the client: held tools show their pinned definition,
-/// or are left out when they were never pinned; a name listed twice is left out whole (the
-/// gateway refuses such a list; which of the two its word is about could not be told).
+/// Rewrites a `tools/list` result for the client: a pinned or held tool shows its pinned
+/// definition, the one an operator (or its first use) accepted, and a held tool never pinned
+/// is left out; a tool pinned now (first use) shows what was pinned, the upstream's; a name
+/// listed twice is left out whole (the gateway refuses such a list; which of the two its
+/// word is about could not be told). Found by review: a pinned tool showed the upstream's
+/// definition of the moment, so what the fingerprint does not cover (`_meta`, an annotation
+/// hint that is not a boolean, fields it does not know) changed unreviewed on the client.
 pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, ToolState>) {
     let mut count: HashMap<String, usize> = HashMap::new();
     for t in tools.iter() {
@@ -314,14 +318,14 @@ pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, ToolSt
             return false;
         }
         match states.get(&name) {
-            Some(s) if s.state == PinState::Held => match &s.pinned {
+            Some(s) if s.state == PinState::FirstUse => true,
+            Some(s) => match &s.pinned {
                 Some(p) => {
                     *t = p.clone();
                     true
                 }
                 None => false,
             },
-            Some(_) => true,
             None => false,
         }
     });

@@ -5,13 +5,17 @@ use super::pgkit::both;
 use super::retention::{rewrite_and_rechain, scalar, tamper, verify};
 use super::{approved, open};
 use assent_store::checkpoint::Due;
+use assent_store::db::Database;
 use assent_store::retention::ARCHIVE_DIR;
 
 const DAY: i64 = 86_400_000;
 
-/// A dead letter of the first audit record, failed at 1 s.
-fn letter() -> assent_store::outbox::DeadLetter {
-    assent_store::outbox::DeadLetter {
+/// Leases webhook `hook` at 1 s and dead-letters the first audit record's delivery, failed
+/// at 1 s: state the retention sweep prunes once it is older than the cut.
+fn dead_letter(s: &assent_store::Store) {
+    let leased = s.lease_webhook("hook", "me", 1_000, 60_000).unwrap();
+    assert!(leased.is_some());
+    let letter = assent_store::outbox::DeadLetter {
         id: 0,
         webhook: "hook".into(),
         audit_seq: 1,
@@ -20,7 +24,13 @@ fn letter() -> assent_store::outbox::DeadLetter {
         attempts: 6,
         last_error: "refused".into(),
         failed_at: 1_000,
-    }
+    };
+    assert!(s.dead_letter(&letter, "me").unwrap());
+}
+
+/// The number of webhook dead letters stored.
+fn letters(db: &Database) -> i64 {
+    scalar(db, "SELECT count(*) FROM webhook_dead_letters", [])
 }
 
 /// Attack (found by review): with no checkpoint file, a database writer rewrites an old record
@@ -43,12 +53,7 @@ fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
         s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
             .unwrap();
         // A webhook's dead letter as old as the records due: a sound run would prune it.
-        assert!(
-            s.lease_webhook("hook", "me", 1_000, 60_000)
-                .unwrap()
-                .is_some()
-        );
-        assert!(s.dead_letter(&letter(), "me").unwrap());
+        dead_letter(&s);
         let arch = dir.path().join(ARCHIVE_DIR);
         rewrite_and_rechain(db);
         tamper(db, "DELETE FROM audit_checkpoints");
@@ -74,8 +79,7 @@ fn a_chain_rewritten_since_the_published_checkpoint_is_not_archived() {
         // Found by review: the refused run had pruned the state the sweep bounds (dead
         // letters, AAEP events, session state) before it checked the chain, and logged
         // "nothing deleted"; what it held may be what an investigation needs.
-        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
-        assert_eq!(letters, 1, "a refused run deleted a dead letter");
+        assert_eq!(letters(db), 1, "a refused run deleted a dead letter");
     });
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
@@ -110,12 +114,7 @@ fn a_run_refused_for_a_chain_rewritten_under_a_stored_checkpoint_prunes_nothing(
         s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
         s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
             .unwrap();
-        assert!(
-            s.lease_webhook("hook", "me", 1_000, 60_000)
-                .unwrap()
-                .is_some()
-        );
-        assert!(s.dead_letter(&letter(), "me").unwrap());
+        dead_letter(&s);
         rewrite_and_rechain(db);
         let arch = dir.path().join(ARCHIVE_DIR);
         let e = s
@@ -123,25 +122,22 @@ fn a_run_refused_for_a_chain_rewritten_under_a_stored_checkpoint_prunes_nothing(
             .unwrap_err()
             .to_string();
         assert!(e.contains("nothing archived"), "{e}");
-        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
-        assert_eq!(letters, 1, "a refused run deleted a dead letter");
+        assert_eq!(letters(db), 1, "a refused run deleted a dead letter");
     });
     // Untampered, the same run prunes it.
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), db);
         approved(&s, 1, 5_000, false);
-        assert!(
-            s.lease_webhook("hook", "me", 1_000, 60_000)
-                .unwrap()
-                .is_some()
-        );
-        assert!(s.dead_letter(&letter(), "me").unwrap());
+        dead_letter(&s);
         let arch = dir.path().join(ARCHIVE_DIR);
         s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap();
-        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
-        assert_eq!(letters, 0, "a sound run kept a dead letter past the cut");
+        assert_eq!(
+            letters(db),
+            0,
+            "a sound run kept a dead letter past the cut"
+        );
     });
     // A run that fails for another reason (its archive directory cannot be made) still prunes:
     // the tables stay bounded while an operator mends it.
@@ -149,21 +145,16 @@ fn a_run_refused_for_a_chain_rewritten_under_a_stored_checkpoint_prunes_nothing(
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), db);
         approved(&s, 1, 5_000, false);
-        assert!(
-            s.lease_webhook("hook", "me", 1_000, 60_000)
-                .unwrap()
-                .is_some()
-        );
-        assert!(s.dead_letter(&letter(), "me").unwrap());
+        dead_letter(&s);
         std::fs::write(dir.path().join("blocker"), "a file").unwrap();
         let arch = dir.path().join("blocker/archive");
         let e = s
             .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None, None)
             .unwrap_err();
         assert!(matches!(e, assent_store::StoreError::Io { .. }), "{e:?}");
-        let letters: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
         assert_eq!(
-            letters, 0,
+            letters(db),
+            0,
             "a run failing on its directory kept a dead letter"
         );
     });

@@ -171,6 +171,32 @@ fn a_tool_changed_mid_session_is_reviewed_before_it_is_called_again() {
     assert_eq!(calls, 1, "the changed tool was called unreviewed: {log}");
 }
 
+/// Attack (found by review): a pinned tool reached the client as the upstream sent it at the
+/// time, so what its pin does not cover changed with no review — a `_meta` pointing the
+/// client at the upstream's own UI, a `readOnlyHint` of `1` that lax clients read as `true`
+/// and so stop asking the user. The client is shown the pinned definition.
+#[test]
+fn a_pinned_tool_is_shown_as_pinned_not_as_the_upstream_now_sends_it() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    let read_listed = |rig: &mut Rig, id: i64| {
+        rig.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        let list = rig.recv(|m| m["id"] == id);
+        let tools = list["result"]["tools"].as_array().cloned().unwrap();
+        tools.into_iter().find(|t| t["name"] == "read").unwrap()
+    };
+    let pinned = read_listed(&mut rig, 1);
+    rig.send(json!({"jsonrpc": "2.0", "id": "meta", "method": "ping"}));
+    rig.recv(|m| m["id"] == "meta");
+    let now = read_listed(&mut rig, 2);
+    assert_eq!(now, pinned, "the client saw an unreviewed definition");
+    assert!(
+        now.get("_meta").is_none() && now.get("annotations").is_none(),
+        "{now}"
+    );
+    rig.stop();
+}
+
 /// Review finding (of the fix above): an upstream that says its tools changed after every
 /// list it sends drove the proxy's pin check — a `POST /v1/tools/check` under the agent's key —
 /// as fast as it could answer, spending the agent's rate limit. A check starts at least 2 s
