@@ -343,6 +343,23 @@ mod tests {
     /// (audited, nothing minted, still pending), and the sweep then rejects it.
     #[test]
     fn the_settlement_refuses_a_timeout_approving_a_call_whose_session_took_in_more() {
+        refused_after_fetch_at(1_500);
+    }
+
+    /// Attack (found by review): on replicas, `now` is taken by the replica a request reaches,
+    /// before the write lock, so untrusted output taken in after the call was held could be
+    /// stamped before it (a replica's clock 1 ms behind, or a request waiting on the lock), and
+    /// the timeout applied the approving default. A mark is never stamped before a call the
+    /// session holds.
+    #[test]
+    fn output_taken_in_after_the_hold_but_stamped_before_it_still_refuses_the_timeout() {
+        refused_after_fetch_at(999);
+    }
+
+    /// A call of `s1` held at 1 000 ms with an approving default; an allowed fetch of
+    /// untrusted output, stamped `fetch_at`, committed after it: the timeout at 2 000 ms is
+    /// refused and the sweep rejects the call.
+    fn refused_after_fetch_at(fetch_at: i64) {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path(), 60_000, std::sync::Arc::new(Bare)).unwrap();
         let reg = crate::test_kit::bot_pays();
@@ -362,7 +379,7 @@ mod tests {
         };
         let q = crate::Proposal {
             effects,
-            ..crate::Proposal::for_call("bot", "s1", &fetch, 1_500, &ttl, u64::MAX)
+            ..crate::Proposal::for_call("bot", "s1", &fetch, fetch_at, &ttl, u64::MAX)
         };
         let mut allow = v.clone();
         allow.kind = assent_core::VerdictKind::Allow;

@@ -175,7 +175,7 @@ pub(crate) fn took_in_since_held(
 
 /// A call of `tool` (on `server`) with `effects` may run at `now` in `agent`'s session
 /// `session_id`: the session begins unless it began earlier, and each effect's first mark is
-/// kept.
+/// kept, stamped [`marked_at`].
 pub(crate) fn ran(
     tx: Conn<'_>,
     agent: &str,
@@ -185,14 +185,33 @@ pub(crate) fn ran(
     now: i64,
 ) -> db::Result<()> {
     begin(tx, agent, session_id, now)?;
+    if !effects.marks() {
+        return Ok(());
+    }
+    let at = marked_at(tx, agent, session_id, now)?;
     for (col, set) in MARKS {
         if set(&effects) {
             // `col` is one of three constants, never input.
             tx.prepare_cached(&format!("UPDATE session_risk SET {col}_at = ?3, {col}_tool = ?4, {col}_server = ?5 WHERE agent = ?1 AND session_id = ?2 AND {col}_at IS NULL"))?
-                .execute(params![agent, session_id, now, tool, server])?;
+                .execute(params![agent, session_id, at, tool, server])?;
         }
     }
     Ok(())
+}
+
+/// The time (Unix ms) a mark set now in `agent`'s session `session_id` is stamped with: `now`,
+/// or the latest request time of the session's pending calls when that is later, so that a
+/// mark written after a call was held never reads as taken in before it
+/// ([`assent_core::session_risk::took_in_since`] compares the two times). Found by review:
+/// `now` is taken by whichever replica serves the request, before the write lock is held, so
+/// with a replica's clock behind another's (up to the skew readiness allows), or a request
+/// waiting on the lock, untrusted output taken in after a call was held was stamped before
+/// it, and the call's approving default was applied at its timeout.
+fn marked_at(tx: Conn<'_>, agent: &str, session_id: &str, now: i64) -> db::Result<i64> {
+    let held: Option<i64> = tx
+        .prepare_cached("SELECT MAX(requested_at) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
+        .query_row(params![agent, session_id], |r| r.get(0))?;
+    Ok(held.map_or(now, |h| h.max(now)))
 }
 
 /// A call held as approval `approval_id` keeps its `effects` (when it has any that mark)
