@@ -433,9 +433,25 @@ pub fn cost_exceeded<'a>(
         .filter_map(|c| window::cost_of(&c.arguments, a))
         .sum();
     let total = before + this;
+    if let Some(why) = uncounted(before, this, a) {
+        return Some(why);
+    }
     (total > max).then(|| {
         format!(
             "cost threshold exceeded: `{a}` totals {total} this session ({before} before this call), limit {max}"
+        )
+    })
+}
+
+/// `Some(why)` when a total of `before` cannot count a cost of `this` > 0 (the sum rounds
+/// back to `before`: past 2^53 a double cannot hold an added 1, and a smaller cost is lost
+/// sooner), so the call is confirmed by a person (fail closed). Found by review: a limit of
+/// `1e16` (a budget in micro-units) was never reached by calls of cost 1 once the total stood
+/// at it, since each sum rounded back, so the agent spent without limit.
+fn uncounted(before: f64, this: f64, argument: &str) -> Option<String> {
+    (this > 0.0 && before + this == before).then(|| {
+        format!(
+            "cost threshold: `{argument}` of {this} cannot be added to the total of {before} (too small beside it to count), so it is confirmed by a person"
         )
     })
 }
@@ -465,6 +481,9 @@ pub fn agent_cost_exceeded<'a>(
         .filter_map(|c| window::cost_of(&c.arguments, a))
         .sum();
     let total = before + this;
+    if let Some(why) = uncounted(before, this, a) {
+        return Some(why);
+    }
     (total > max).then(|| {
         format!(
             "cost threshold exceeded: `{a}` totals {total} for this agent across its sessions in the last {seconds} s ({before} before this call), limit {max}"

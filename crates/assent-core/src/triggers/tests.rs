@@ -87,6 +87,26 @@ fn an_uncountable_cost_holds_the_call_under_an_agent_total() {
     }
 }
 
+/// Attack (found by review): with a limit of `1e16` (a budget in micro-units), once the total
+/// stood at it every call of cost 1 added nothing (`1e16 + 1 == 1e16` in a double), so it never
+/// went over and the agent spent without limit. A cost the total cannot count holds the call,
+/// per session and per agent; a cost of 0 adds nothing and holds nothing.
+#[test]
+fn a_cost_too_small_for_the_total_to_count_holds_the_call() {
+    let both = thresholds(
+        "cost: {argument: amount, max_per_session: 1e16, max_per_agent: 1e16, per_seconds: 60}",
+    );
+    let spent = [call("pay", 999_000, 1e16)];
+    assert_eq!(
+        fired(&both, json!({"amount": 1}), &spent, &spent),
+        ["cost", "cost"]
+    );
+    assert!(fired(&both, json!({"amount": 0}), &spent, &spent).is_empty());
+    // Below 2^53 a cost of 1 counts, and the call under the limit runs.
+    let under = [call("pay", 999_000, 1e15)];
+    assert!(fired(&both, json!({"amount": 1}), &under, &under).is_empty());
+}
+
 /// An agent total too large to represent is infinite and exceeds every limit; a window too
 /// long to represent counts every earlier call (fail closed).
 #[test]
