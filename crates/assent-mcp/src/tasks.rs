@@ -188,7 +188,7 @@ impl HeldResults {
         let (mine, left_mine, left_all) = self.left(owner);
         if bytes > left_mine || bytes > left_all {
             return Err(format!(
-                "the call's result ({bytes} bytes of JSON) is too large to hold and was not kept (it was reported to the gateway): the tasks of {owner} hold or await {mine} bytes of their budget of {} bytes for task results, and all {} of {}",
+                "the call's result (weighing {bytes} bytes held parsed) is too large to hold and was not kept (it was reported to the gateway): the tasks of {owner} hold or await {mine} bytes of their budget of {} bytes for task results, and all {} of {}",
                 self.per_owner,
                 self.in_all.saturating_sub(left_all),
                 self.in_all
@@ -203,25 +203,15 @@ impl HeldResults {
     }
 }
 
-/// The length in bytes of `v` serialised as JSON (`u64::MAX` if it cannot be: fail closed),
-/// measured without building the text.
-pub(crate) fn json_len(v: &impl serde::Serialize) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 = self
-                .0
-                .saturating_add(u64::try_from(b.len()).unwrap_or(u64::MAX));
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    match serde_json::to_writer(&mut c, v) {
-        Ok(()) => c.0,
-        Err(_) => u64::MAX,
+/// What holding `v` parsed costs, in bytes: [`assent_core::json::json_weight`] (its text plus
+/// the pieces and nodes a parsed value keeps); `u64::MAX` when it cannot be serialised (fail
+/// closed). Found by review: a result was counted as the length of its text, but rmcp holds
+/// it parsed for a day, so `[0,0,…]` (2 bytes an element, about 32 parsed) let an agent's
+/// budget hold some 16 times what it says.
+pub(crate) fn held_weight(v: &impl serde::Serialize) -> u64 {
+    match assent_core::json::json_weight(v) {
+        0 => u64::MAX,
+        w => u64::try_from(w).unwrap_or(u64::MAX),
     }
 }
 
@@ -377,8 +367,7 @@ pub(crate) async fn task_run(
                 // held uncounted).
                 let value = match r.unwrap_or(Err(TaskExit::Cancelled)) {
                     Err(TaskExit::Error(e)) => {
-                        let bytes = serde_json::to_vec(&e).map_or(u64::MAX, |v| v.len() as u64);
-                        let kept = slot.keep(bytes);
+                        let kept = slot.keep(held_weight(&e));
                         return Err(TaskExit::Error(match kept {
                             Ok(()) => e,
                             Err(why) => rmcp::ErrorData::internal_error(why, None),
@@ -392,7 +381,7 @@ pub(crate) async fn task_run(
                 }
                 let ran = *held.borrow() == Hold::Forwarding;
                 let what = if ran { format!("ran {name}") } else { format!("{name} was not run") };
-                let kept = slot.keep(json_len(&result));
+                let kept = slot.keep(held_weight(&result));
                 if let Err(why) = kept {
                     tctx.set_status_message(format!("{what}; its result was too large to hold"));
                     return Err(TaskExit::Error(rmcp::ErrorData::internal_error(why, None)));
@@ -479,7 +468,10 @@ mod tests {
         let later = t0 + RESULT_HELD_FOR;
         assert!(r.has_room("mallory", later).is_ok(), "forgotten: freed");
         assert!(r.keep("bob", 100, later).is_ok());
-        assert_eq!(json_len(&serde_json::json!({"a": "bc"})), 10);
+        assert!(
+            held_weight(&serde_json::json!({"a": "bc"})) >= 10,
+            "at least its text"
+        );
     }
 
     /// Found by review: results were held whatever their bytes. A finished task whose result
@@ -488,7 +480,8 @@ mod tests {
     #[tokio::test]
     async fn a_result_past_the_budget_is_kept_as_an_error_not_held() {
         let tasks = rmcp::task_manager::TaskManager::new();
-        let budget = Arc::new(Mutex::new(HeldResults::new(1000, 1000, 1)));
+        let budget = Arc::new(Mutex::new(HeldResults::new(4000, 4000, 1)));
+        // Its text is some 640 bytes; it weighs about 2,500 held parsed.
         let big = serde_json::json!({"content": [{"type": "text", "text": "x".repeat(600)}]});
         // Each in turn, so the first is kept first.
         let mut got = Vec::new();
@@ -525,6 +518,24 @@ mod tests {
         }
     }
 
+    /// Attack (found by review): a result counted by the length of its text was held parsed,
+    /// so an upstream answering `structuredContent: [0,0,…]` (2 bytes of text an element, some
+    /// 32 parsed) filled some 16 times an agent's budget. It counts what it holds parsed: a
+    /// result whose text fits the budget and whose parsed weight does not is refused.
+    #[tokio::test]
+    async fn a_heavy_result_counts_its_parsed_weight_against_the_budget() {
+        let tasks = rmcp::task_manager::TaskManager::new();
+        let budget = Arc::new(Mutex::new(HeldResults::new(64 << 10, 64 << 10, 1)));
+        let zeros = serde_json::json!({"content": [], "structuredContent": vec![0; 10_000]});
+        assert!(
+            zeros.to_string().len() < 64 << 10,
+            "its text fits the budget"
+        );
+        let got = settled(&tasks, &budget, Ok(zeros)).await;
+        assert_eq!(got["status"], "failed", "{got}");
+        assert!(got.to_string().contains("too large to hold"), "{got}");
+    }
+
     /// Found by review: an upstream's error answer (up to 16 MiB of `message` and `data`, an
     /// echo of the arguments, say) was held as the failed task's error uncounted. It counts
     /// against the budget as a result does: past it, a short error is held instead, and a
@@ -532,9 +543,9 @@ mod tests {
     #[tokio::test]
     async fn an_upstream_error_past_the_budget_is_not_held_either() {
         let tasks = rmcp::task_manager::TaskManager::new();
-        let budget = Arc::new(Mutex::new(HeldResults::new(1000, 1000, 1)));
+        let budget = Arc::new(Mutex::new(HeldResults::new(4000, 4000, 1)));
         let big = Err(TaskExit::Error(rmcp::ErrorData::internal_error(
-            "x".repeat(2000),
+            "x".repeat(5000),
             None,
         )));
         let small = Ok(serde_json::json!({"content": [{"type": "text", "text": "ok"}]}));

@@ -21,14 +21,24 @@ fn hold(s: &Store, agent: &str, tool: &str, n: i64, now: i64, ttl: i64) -> Strin
 
 /// Audits an outright verdict (`allow` or `deny`) of `tool` at `now`.
 fn outright(s: &Store, tool: &str, allow: bool, now: i64) {
+    outright_as(s, tool, &verdict(allow), now);
+}
+
+/// An outright verdict (a policy loaded and a call weighed: made once for a flood of calls).
+fn verdict(allow: bool) -> assent_core::Verdict {
     let (_, mut v) = crate::pay(1);
     v.kind = if allow {
         assent_core::VerdictKind::Allow
     } else {
         assent_core::VerdictKind::Deny
     };
+    v
+}
+
+/// Records verdict `v` outright on a call of `tool` at `now`.
+fn outright_as(s: &Store, tool: &str, v: &assent_core::Verdict, now: i64) {
     let call = ToolCall::new(tool, None, json!({})).unwrap();
-    s.record_verdict("bot", "s1", &call, &"0".repeat(64), &v, now)
+    s.record_verdict("bot", "s1", &call, &"0".repeat(64), v, now)
         .unwrap();
 }
 
@@ -211,13 +221,14 @@ fn ever_new_tool_names_cannot_grow_the_outright_count_without_bound() {
     crate::both_stores(|_, s| {
         let t = 4 * DAY_MS;
         outright(s, "first", true, t);
+        let deny = verdict(false);
         for chunk in (0..MAX_OUTRIGHT_TOOLS - 1)
             .collect::<Vec<_>>()
             .chunks(1_000)
         {
             let (_, outcome) = s.batch(|| {
                 for i in chunk {
-                    outright(s, &format!("{}{i:05}", "x".repeat(200)), false, t + 1);
+                    outright_as(s, &format!("{}{i:05}", "x".repeat(200)), &deny, t + 1);
                 }
             });
             outcome.unwrap();
