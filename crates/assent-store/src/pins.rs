@@ -368,8 +368,9 @@ impl<'a> Report<'a> {
         }
         self.pending += 1;
         let id = uuid::Uuid::new_v4().to_string();
+        let seen = crate::session_risk::change_at(**tx, key, (self.server, name), self.now)?;
         tx.prepare_cached("INSERT INTO tool_reviews (id, scope, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,'pending')")?
-            .execute(params![id, key, self.server, name, fp, t.to_string(), self.now, self.actor])?;
+            .execute(params![id, key, self.server, name, fp, t.to_string(), seen, self.actor])?;
         let kind = if pinned_fp.is_some() {
             "tool.changed"
         } else {
@@ -518,9 +519,10 @@ impl Store {
                 .execute(params![id, status, actor, now])?;
             let scope = r.agent.as_deref().unwrap_or("");
             if accept {
+                let at = crate::session_risk::change_at(**tx, scope, (&r.server, &r.tool), now)?;
                 tx.prepare_cached("INSERT INTO tool_pins (scope, server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6,?7)
                     ON CONFLICT (scope, server, tool) DO UPDATE SET fingerprint = excluded.fingerprint, definition = excluded.definition, pinned_at = excluded.pinned_at, pinned_by = excluded.pinned_by")?
-                    .execute(params![scope, r.server, r.tool, r.fingerprint, r.definition.to_string(), now, actor])?;
+                    .execute(params![scope, r.server, r.tool, r.fingerprint, r.definition.to_string(), at, actor])?;
                 // Other pending versions of the same tool stay pending: each is reviewed alone.
             }
             audit::append(

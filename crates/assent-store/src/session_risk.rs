@@ -138,6 +138,25 @@ fn changes(tx: Conn<'_>, agent: &str, server: &str, tool: &str) -> db::Result<Ve
     Ok(out)
 }
 
+/// The time (Unix ms) a change of `server`/`tool`'s definition seen or pinned now in `scope`
+/// (`''` the gateway's: every agent's calls; else that agent's) is stamped with: `now`, or the
+/// latest request time of a pending call of that tool in the scope when that is later, as
+/// [`marked_at`] stamps a mark — so that a change committed after a call was held never reads
+/// as seen before it (found by review of that fix: a tool check served by a replica whose
+/// clock is behind stamped a rug-pull after the hold before it, and once its review was
+/// rejected the call's approving default was applied at its timeout).
+pub(crate) fn change_at(
+    tx: Conn<'_>,
+    scope: &str,
+    (server, tool): (&str, &str),
+    now: i64,
+) -> db::Result<i64> {
+    let held: Option<i64> = tx
+        .prepare_cached("SELECT MAX(requested_at) FROM approvals WHERE status = 'pending' AND server = ?1 AND tool = ?2 AND (?3 = '' OR agent = ?3)")?
+        .query_row(params![server, tool, scope], |r| r.get(0))?;
+    Ok(held.map_or(now, |h| h.max(now)))
+}
+
 /// Whether the session of held call `rec` (the row being settled) moved since the caller read
 /// it as `seen` ([`assent_core::session_risk::moved`]), read again in this transaction.
 pub(crate) fn moved_since(
