@@ -294,6 +294,12 @@ pub(crate) async fn get_approval(
     let is_agent = p.agent_id().is_some();
     let (st, id, p) = (&st, &id, &p);
     let look = || async move {
+        // Each look, not only the request's start: a long-poll outlives a reload, and what it
+        // answers may carry the approval's token (found by review: a key a reload removed
+        // while its long-poll waited still collected the token of the approval decided next).
+        if is_agent && !crate::decide::agent_key_stands(st, p) {
+            return Err(ApiError::unauthenticated());
+        }
         let (expired, rec, token, events) = match settled_here(st, id, is_agent, format) {
             Some((rec, token)) => {
                 if crate::executor::probe::on()

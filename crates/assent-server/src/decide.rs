@@ -484,12 +484,26 @@ fn in_client_stands(
     let (st, name, binding) = (st.clone(), p.name.clone(), p.vote_key_binding());
     let agent = agent.to_string();
     assent_store::StillStands(std::sync::Arc::new(move || {
-        let same_agent = |p: &crate::config::Principal| matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if *agent_id == agent);
-        st.live()
-            .principals
-            .iter()
-            .any(|p| p.name == name && same_agent(p) && p.vote_key_binding() == binding)
+        stands_for(&st, (&name, &agent, &binding))
     }))
+}
+
+/// Whether agent principal `p` (authenticated earlier in this request) still stands in the
+/// configuration in force now: a principal of its name acts for its agent with its key.
+/// `false` for a principal that is no agent's. What a long-poll checks at each look
+/// (`approvals::get_approval`), since a reload may remove or rotate the key meanwhile.
+pub(crate) fn agent_key_stands(st: &AppState, p: &crate::config::Principal) -> bool {
+    p.agent_id()
+        .is_some_and(|agent| stands_for(st, (&p.name, agent, &p.vote_key_binding())))
+}
+
+/// Whether a live principal named `name` acts for agent `agent` with key binding `binding`.
+fn stands_for(st: &AppState, (name, agent, binding): (&str, &str, &str)) -> bool {
+    let same_agent = |p: &crate::config::Principal| matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if agent_id == agent);
+    st.live()
+        .principals
+        .iter()
+        .any(|p| p.name == name && same_agent(p) && p.vote_key_binding() == binding)
 }
 
 /// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending

@@ -94,6 +94,49 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
     gw.stop().await;
 }
 
+/// Attack (found by review): a stolen agent key is removed by a reload while its long-poll
+/// waits on a held call; an operator then approves the call. The poll, authenticated before
+/// the reload, answered with the approval's token — not redeemable through the gateway (its
+/// redeem checks the key in force), but a signed token an executor verifying it offline
+/// takes. Each look of the long-poll checks the key again: the poll is answered `401`, with
+/// no token.
+#[tokio::test]
+async fn a_long_poll_opened_with_a_key_a_reload_removes_gets_no_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let gw = reloading(dir.path(), &principals(&[alice, olaf, bot])).await;
+    let id = gw.pending("read", json!({"path": "/etc/hosts"})).await;
+    let poll = {
+        let (http, url) = (
+            gw.http.clone(),
+            format!("{}/v1/approvals/{id}?wait=30", gw.url),
+        );
+        tokio::spawn(async move {
+            let r = http.get(url).bearer_auth(BOT).send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap_or(Value::Null))
+        })
+    };
+    // The poll waits (a state read, not a guess of time), then the reload removes the key.
+    let start = Instant::now();
+    while gw.state.waiters.waiting() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the poll never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let b = reloaded(&gw, dir.path(), &principals(&[alice, olaf])).await;
+    assert_eq!(b["removed"], json!(["bot"]), "{b}");
+    let (s, d) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let (s, answer) = poll.await.unwrap();
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{answer}");
+    assert!(answer.get("token").is_none(), "{answer}");
+    gw.stop().await;
+}
+
 /// Asserts that the token of approval `id` (of [`approving_all_with_edits`]'s call `i`) does
 /// not redeem: voided (`409 TOKEN_USED`); `who` approved it.
 async fn voided(gw: &Gw, id: &str, i: usize, who: &str) {
