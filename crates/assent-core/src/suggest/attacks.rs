@@ -189,3 +189,49 @@ fn a_rejected_value_never_becomes_a_placeholder_of_a_suggested_deny() {
     assert!(!message.contains("{{"), "{message}");
     assert!(message.contains("{ {tool_args}}"), "{message}");
 }
+
+/// Attack (found by review): a governance rule without `server` asks for `git_push` on every
+/// server. The agent had 25 pushes on `gh` approved, and none on `gl` (which declares every
+/// tool); narrowing the rule on that evidence stopped asking for `gl`'s pushes too, where no
+/// person had approved any, and the replay of the history could not show it. Such a rule is
+/// no source to narrow while the tool can be called elsewhere; a rule limited to `gh` is.
+#[test]
+fn a_rule_for_the_tool_on_every_server_is_not_narrowed_on_one_servers_evidence() {
+    let agent =
+        |servers: &str| format!("metadata: {{id: bot}}\naction_space:\n  mcp_servers:\n{servers}");
+    let gh = "    - alias: gh\n      allowed_tools: [git_push]\n";
+    let gov = |server: &str| {
+        format!(
+            "policies:\n  - id: acme.dev-v1\n    selector: {{agents: [bot]}}\n    rules:\n      - tool: git_push\n{server}        approval: true\n"
+        )
+    };
+    let on_gh: Vec<Recorded> = pushes_named(|i| format!("feature/f{i}"))
+        .into_iter()
+        .map(|mut r| {
+            let (tool, args) = (r.call.tool.clone(), r.call.arguments.clone());
+            r.call = crate::canonical::ToolCall::new(tool, Some("gh".into()), args).unwrap();
+            r
+        })
+        .collect();
+    let removals = |agent_file: String, gov_file: String| {
+        let f = PolicyFiles {
+            agents: vec![("bot.agf.yaml".into(), agent_file)],
+            governance: vec![("gov.yaml".into(), gov_file)],
+        };
+        suggest(&registry(&f), &f, &on_gh, Settings::with_min(10))
+            .into_iter()
+            .filter(|s| s.kind == Kind::RemovePrompt)
+            .count()
+    };
+    let gl = format!("{gh}    - alias: gl\n");
+    assert_eq!(removals(agent(&gl), gov("")), 0, "gl's pushes unasked");
+    let gl_listing = format!("{gh}    - alias: gl\n      allowed_tools: [git_push]\n");
+    assert_eq!(
+        removals(agent(&gl_listing), gov("")),
+        0,
+        "gl's pushes unasked"
+    );
+    // Where the tool can be called nowhere else, or the rule is limited to `gh`, it narrows.
+    assert_eq!(removals(agent(gh), gov("")), 1);
+    assert_eq!(removals(agent(&gl), gov("        server: gh\n")), 1);
+}

@@ -65,7 +65,7 @@ fn a_made_up_score_combining_the_judgements_is_never_mined() {
     // score as well, which only narrows the exception (the agent must keep sending it).
     assert_eq!(
         found.suggestions[0].description,
-        "ask unless 0 <= amount <= 120 and risk_score == 1 and to == \"acme\""
+        "ask unless 10 <= amount <= 120 and risk_score == 1 and to == \"acme\""
     );
     assert!(found.unmined.is_empty(), "{:?}", found.unmined);
     // No schema, and no rule names an argument of `pay`: nothing keyed on an argument, and the

@@ -131,6 +131,23 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
                 rule.tool.as_str()
             ));
         }
+        let agents: Vec<String> = reg
+            .agents
+            .values()
+            .filter(|a| crate::policy::applies(policy, a))
+            .map(|a| a.id.clone())
+            .chain(sel.agents.iter().cloned())
+            .collect::<std::collections::BTreeSet<String>>()
+            .into_iter()
+            .collect();
+        if rule.server.is_none()
+            && let Some(place) = elsewhere(reg, &agents, call)
+        {
+            return Err(format!(
+                "policy {} asks for `{}` wherever it is called, and {place}",
+                policy.id, call.tool
+            ));
+        }
         let index = policy.rules.iter().position(|r| std::ptr::eq(r, rule));
         out.push(Source {
             agent_file: false,
@@ -146,15 +163,7 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
             // Every agent it applies to — those its selector picks and those whose own file
             // names it — and the ids its selector lists whose files are not loaded yet (found
             // by review: an agent naming the policy, or not loaded, was not counted).
-            agents: reg
-                .agents
-                .values()
-                .filter(|a| crate::policy::applies(policy, a))
-                .map(|a| a.id.clone())
-                .chain(sel.agents.iter().cloned())
-                .collect::<std::collections::BTreeSet<String>>()
-                .into_iter()
-                .collect(),
+            agents,
         });
     }
     if out.is_empty() {
@@ -164,6 +173,39 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
 }
 
 /// The agent file's declaration of `call` as a [`Source`], when it requires approval.
+/// Where else than `call`'s place (its server, or a local tool) one of `agents` may call a
+/// tool of its name, which a rule without `server` covers too: a local tool of the name, an
+/// MCP server declaring every tool or naming it, or an agent whose file is not loaded (not
+/// known: counted as elsewhere). `None` when nowhere. Found by review: a server-less rule
+/// narrowed on the evidence of `staging-db`'s calls stopped asking for `prod-db`'s, where no
+/// call had been seen, and the replay (of the history) could not show it.
+fn elsewhere(reg: &Registry, agents: &[String], call: &ToolCall) -> Option<String> {
+    let here = call.server.as_deref();
+    for id in agents {
+        let Some(a) = reg.agents.get(id) else {
+            return Some(format!(
+                "agent {id}'s file, which may declare it elsewhere, is not loaded"
+            ));
+        };
+        if here.is_some() && a.local_tools.iter().any(|t| t.alias == call.tool) {
+            return Some(format!("agent {id} declares it as a local tool too"));
+        }
+        let other = a.mcp_servers.iter().find(|s| {
+            Some(s.alias.as_str()) != here
+                && s.allowed_tools
+                    .as_ref()
+                    .is_none_or(|l| l.iter().any(|t| t.name == call.tool))
+        });
+        if let Some(s) = other {
+            return Some(format!(
+                "agent {id} may call it on MCP server `{}` too",
+                s.alias
+            ));
+        }
+    }
+    None
+}
+
 fn declared(a: &Agent, call: &ToolCall) -> Option<Source> {
     let key = |s: &str| Step::Key(s.into());
     let by = |list: &str, field: &str, name: &str| Step::Key(format!("{list}:{field}={name}"));

@@ -98,8 +98,9 @@ fn safe_rest(prefix: &str, rest: &str) -> bool {
 pub enum Constraint {
     /// The argument is a number from `min` to `max`. Closed on both sides: evidence of small
     /// approved amounts says nothing of negative ones (a refund of −1,000,000 is not "at most
-    /// 120"), so `min` is 0 when every value seen is at least 0 (and no refused value lies
-    /// below the smallest approved one), else the smallest value seen.
+    /// 120"), nor of 0 (`replicas: 0` is an outage, `limit: 0` often "no limit": found by
+    /// review, the range reached down to 0 below approvals of 3 to 5), so `min` is the
+    /// smallest value approved.
     Within {
         /// The argument.
         key: String,
@@ -201,7 +202,7 @@ impl Constraint {
         }
     }
 
-    /// In words: `0 <= amount <= 150`, `branch starts with "feature/"`, `to in ["a","b"]`.
+    /// In words: `10 <= amount <= 150`, `branch starts with "feature/"`, `to in ["a","b"]`.
     pub fn describe(&self) -> String {
         match self {
             Constraint::Within { key, min, max } => {
@@ -391,7 +392,7 @@ fn common_keys<'a>(mut calls: impl Iterator<Item = &'a &'a Value>) -> BTreeSet<&
 }
 
 /// The number bound on `key` reaching the most of `vals` before the first of `others`: for
-/// approvals (`upper`) a closed range from 0 (or the smallest value seen, see
+/// approvals (`upper`) a closed range from the smallest value seen (see
 /// [`Constraint::Within`]) up to the largest value below every refused one above that floor;
 /// for denials everything from the smallest value above every approved one.
 fn bound(key: &str, vals: &[&Value], others: &[&Value], upper: bool) -> Option<Constraint> {
@@ -401,13 +402,7 @@ fn bound(key: &str, vals: &[&Value], others: &[&Value], upper: bool) -> Option<C
     }
     let other: Vec<f64> = others.iter().filter_map(|v| v.as_f64()).collect();
     if upper {
-        let least = nums.iter().copied().fold(f64::INFINITY, f64::min);
-        let refused_below = other.iter().any(|o| (0.0..least).contains(o));
-        let floor = if least >= 0.0 && !refused_below {
-            0.0
-        } else {
-            least
-        };
+        let floor = nums.iter().copied().fold(f64::INFINITY, f64::min);
         let stop = other
             .iter()
             .copied()

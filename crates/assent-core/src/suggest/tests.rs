@@ -140,11 +140,11 @@ fn pays_then_rejected(approved: impl Fn(i64) -> Value, rejected: Value) -> Vec<R
     h
 }
 
-/// The pattern `0 <= amount <= max`.
-fn amount_within(max: f64) -> Constraint {
+/// The pattern `min <= amount <= max`.
+fn amount_within(min: f64, max: f64) -> Constraint {
     Constraint::Within {
         key: "amount".into(),
-        min: 0.0,
+        min,
         max,
     }
 }
@@ -156,10 +156,10 @@ fn an_amount_bound_narrows_the_agents_own_approval() {
     let h = pays_then_rejected(approved, json!({"amount": 500, "to": "r1"}));
     let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = &out[0];
-    assert_eq!(s.pattern, amount_within(120.0));
+    assert_eq!(s.pattern, amount_within(10.0, 120.0));
     assert_eq!(s.edits[0].file, "bot.agf.yaml");
     assert!(s.edits[0].yaml.contains("gt: 120"), "{}", s.edits[0].yaml);
-    assert!(s.edits[0].yaml.contains("lt: 0"), "{}", s.edits[0].yaml);
+    assert!(s.edits[0].yaml.contains("lt: 10"), "{}", s.edits[0].yaml);
     assert!(
         s.edits[0].yaml.contains("message_template"),
         "the template is kept"
@@ -265,9 +265,10 @@ fn a_bound_joins_the_same_argument_in_an_existing_condition() {
     let h = pays_then_rejected(|i| json!({"amount": 110 + i * 10}), json!({"amount": 900}));
     let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = &out[0];
-    assert_eq!(s.pattern, amount_within(220.0));
+    assert_eq!(s.pattern, amount_within(110.0, 220.0));
     assert!(s.edits[0].yaml.contains("gt: 220"), "{}", s.edits[0].yaml);
-    assert!(!s.edits[0].yaml.contains("100"), "{}", s.edits[0].yaml);
+    // Below the approvals it still asks, over 100 as before: `gt: 100` with `lt: 110`.
+    assert!(s.edits[0].yaml.contains("lt: 110"), "{}", s.edits[0].yaml);
     assert_eq!((s.replay.confirm_to_allow, s.replay.loosened), (12, 0));
     assert_eq!((s.replay.prompts_before, s.replay.prompts_after), (13, 1));
 }
@@ -383,10 +384,18 @@ fn a_suggested_amount_bound_never_lets_a_negative_amount_through() {
     let h = pays_then_rejected(|i| json!({"amount": 10 + i * 10}), json!({"amount": 500}));
     let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = out.iter().find(|s| s.tool == "pay").expect("a suggestion");
-    assert_eq!(s.pattern.describe(), "0 <= amount <= 120");
+    assert_eq!(s.pattern.describe(), "10 <= amount <= 120");
     assert!(!pay_is_held(s, json!(50)), "within the evidence: runs");
-    assert!(!pay_is_held(s, json!(0)), "the floor is inclusive");
-    for outside in [json!(-1_000_000), json!(-0.5), json!(121), json!(500)] {
+    assert!(!pay_is_held(s, json!(10)), "the floor is inclusive");
+    // Nor 0, below every approval (found by review: `replicas: 0` after approvals of 3 to 5).
+    for outside in [
+        json!(-1_000_000),
+        json!(-0.5),
+        json!(0),
+        json!(9),
+        json!(121),
+        json!(500),
+    ] {
         assert!(pay_is_held(s, outside.clone()), "{outside} must still ask");
     }
 }
@@ -472,7 +481,7 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
     let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true, &|_| true);
     assert!(!found.is_empty());
     assert!(found.iter().all(|(c, _)| c.key() == "amount"), "{found:?}");
-    assert_eq!(found[0].0.describe(), "0 <= amount <= 120");
+    assert_eq!(found[0].0.describe(), "10 <= amount <= 120");
     // The same made-up arguments on every call, refused ones too: one value each, they
     // separate nothing and do not fill the 32 arguments weighed before `amount`.
     let pad = |mut a: Value| {
@@ -488,7 +497,7 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
         .collect();
     let no: Vec<&Value> = no.iter().collect();
     let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true, &|_| true);
-    assert_eq!(found[0].0.describe(), "0 <= amount <= 120", "{found:?}");
+    assert_eq!(found[0].0.describe(), "10 <= amount <= 120", "{found:?}");
     let mut yes = yes;
     // A call that is no object leaves nothing to weigh.
     yes.push(json!("not an object"));

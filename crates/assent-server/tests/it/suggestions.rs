@@ -74,7 +74,7 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     assert_eq!(s, StatusCode::OK, "{body}");
     let sg = &body["suggestions"][0];
     assert_eq!(sg["kind"], "remove_prompt", "{body}");
-    assert_eq!(sg["description"], "ask unless 0 <= amount <= 220");
+    assert_eq!(sg["description"], "ask unless 110 <= amount <= 220");
     assert_eq!(sg["evidence"]["decisions"], 12);
     assert_eq!(sg["replay"]["confirm_to_allow"], 12);
     assert_eq!(sg["replay"]["loosened"], 0);
@@ -99,8 +99,8 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     let cookie = gw.dashboard_session().await;
     let html = gw.dashboard_page("/ui/insights", &cookie).await;
     assert!(
-        html.contains("ask unless 0 &#60;= amount &#60;= 220")
-            || html.contains("ask unless 0 &lt;= amount &lt;= 220"),
+        html.contains("ask unless 110 &#60;= amount &#60;= 220")
+            || html.contains("ask unless 110 &lt;= amount &lt;= 220"),
         "{html}"
     );
     let link = html
@@ -126,7 +126,7 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     );
     let yaml = r.text().await.unwrap();
     assert!(
-        yaml.starts_with("# assent suggestion 1: pay: ask unless 0 <= amount <= 220"),
+        yaml.starts_with("# assent suggestion 1: pay: ask unless 110 <= amount <= 220"),
         "{yaml}"
     );
     assert!(yaml.contains("gt: 220") && yaml.contains("# in "), "{yaml}");
@@ -314,7 +314,7 @@ async fn a_score_the_agent_made_up_is_never_suggested_even_in_a_schema_it_report
     assert_eq!(found[0]["pattern"]["key"], "amount", "{body}");
     assert_eq!(
         found[0]["description"],
-        "ask unless 0 <= amount <= 220 and risk_score == 1 and to == \"acme\""
+        "ask unless 110 <= amount <= 220 and risk_score == 1 and to == \"acme\""
     );
     let unmined = body["unmined"].as_array().unwrap();
     assert_eq!(unmined.len(), 1, "{body}");
