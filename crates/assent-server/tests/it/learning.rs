@@ -95,13 +95,15 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
     };
     assert_eq!(
         count("confirm_decision", "approval", "approved"),
-        4,
+        3,
         "{labels:?}"
-    ); // a, e, g, grant
+    ); // a, e, g
     assert_eq!(count("confirm_decision", "rejection", "rejected"), 1);
     assert_eq!(count("confirm_decision", "cancellation", "not_reviewed"), 1);
     assert_eq!(count("confirm_decision", "rejection", "not_reviewed"), 1); // quick expired
-    assert_eq!(count("confirm_decision", "approval", "not_reviewed"), 1); // lenient expired
+    // Lenient expired, and (attack, found by review) the call g's grant covered: no person
+    // saw its arguments, so it is no "approved", "good" sample an agent could mint at will.
+    assert_eq!(count("confirm_decision", "approval", "not_reviewed"), 2);
     assert_eq!(count("intent_resolution", "rejection", "rejected"), 1);
     assert_eq!(count("intent_resolution", "approval", "approved"), 1);
     let edited = samples
