@@ -29,8 +29,9 @@ pub(crate) const RESULT_BYTES_PER_AGENT: u64 = 64 << 20;
 
 /// The bytes of budget a task's call sets aside for its result before it is forwarded
 /// upstream (1 MiB, [`ResultSlot::reserve`]), and the least that must be left of a budget
-/// for a new task to be made ([`HeldResults::has_room`]). A result within it is always
-/// held; a larger one is held when what is left (the reservation included) takes it, else
+/// for a new task to be made ([`HeldResults::has_room`]). A result weighing no more (as
+/// [`held_weight`] counts it, what it holds parsed: a result of many small JSON values weighs
+/// far more than its text) is always held; a larger one is held when what is left (the reservation included) takes it, else
 /// the task fails saying so (the result was reported to the gateway first, so its
 /// `call.result` record has it). Found by review: a task was made, and its call forwarded,
 /// with a budget that had a few bytes left, or none at the proxy, so a side-effecting call ran
@@ -254,7 +255,7 @@ impl ResultSlot {
         Ok(())
     }
 
-    /// Counts the task's finished result of `bytes` (its JSON), what this slot set aside
+    /// Counts the task's finished result weighing `bytes` ([`held_weight`]), what this slot set aside
     /// freed first (so a result within [`TASK_RESULT_HEADROOM`] always fits); `Err(why)`
     /// when it does not fit what is left: the result is then not to be kept.
     pub(crate) fn keep(&self, bytes: u64) -> Result<(), String> {

@@ -313,6 +313,10 @@ pub(crate) async fn get_approval(
             }
             None => read_once(st, id, is_agent, format == "mplp").await?,
         };
+        // Again once read: a reload may have landed while the store was read.
+        if is_agent && !crate::decide::agent_key_stands(st, p) {
+            return Err(ApiError::unauthenticated());
+        }
         st.expired(expired);
         // An agent sees only its own approvals; others get the same 404 as a missing id.
         let rec = rec

@@ -489,12 +489,22 @@ fn in_client_stands(
 }
 
 /// Whether agent principal `p` (authenticated earlier in this request) still stands in the
-/// configuration in force now: a principal of its name acts for its agent with its key.
-/// `false` for a principal that is no agent's. What a long-poll checks at each look
-/// (`approvals::get_approval`), since a reload may remove or rotate the key meanwhile.
+/// configuration in force now ([`binding_stands`]); `false` for a principal that is no
+/// agent's. What a long-poll checks at each look (`approvals::get_approval`), since a reload
+/// may remove or rotate the key meanwhile.
 pub(crate) fn agent_key_stands(st: &AppState, p: &crate::config::Principal) -> bool {
     p.agent_id()
-        .is_some_and(|agent| stands_for(st, (&p.name, agent, &p.vote_key_binding())))
+        .is_some_and(|agent| binding_stands(&st.live(), agent, &p.vote_key_binding()))
+}
+
+/// Whether a principal in `live` acts for agent `agent` with the key of binding `binding`
+/// ([`crate::config::Principal::vote_key_binding`]), whatever its name (a reload that only
+/// renames it keeps its requests standing).
+pub(crate) fn binding_stands(live: &crate::state::Live, agent: &str, binding: &str) -> bool {
+    live.principals.iter().any(|p| {
+        p.vote_key_binding() == binding
+            && matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if agent_id == agent)
+    })
 }
 
 /// Whether a live principal named `name` acts for agent `agent` with key binding `binding`.

@@ -63,6 +63,11 @@ pub(crate) struct Submission {
     /// (found by review: read again, a reload between the two named another); `None`: those
     /// in force when the proposal is stored.
     pub rules: Option<std::sync::Arc<crate::state::Live>>,
+    /// The key binding ([`crate::config::Principal::vote_key_binding`]) of the agent key that
+    /// proposes it, checked against the principals in force when the proposal is stored (a
+    /// reload may have removed or rotated the key since the request authenticated); `None`:
+    /// not checked (a submission the gateway makes itself).
+    pub key_binding: Option<String>,
 }
 
 impl Submission {
@@ -83,6 +88,7 @@ impl Submission {
             delegation: false,
             verdict: None,
             rules: None,
+            key_binding: None,
         }
     }
 
@@ -129,7 +135,7 @@ impl Submission {
     security(("agent_key" = [])))]
 pub(crate) async fn propose(
     State(st): State<AppState>,
-    AgentJson(_, b): AgentJson<ProposeCalls, ToolCallRequest>,
+    AgentJson(key, b): AgentJson<ProposeCalls, ToolCallRequest>,
 ) -> Result<Response, ApiError> {
     if b.session_id.is_empty() {
         return Err(ApiError::bad_request("session_id must not be empty"));
@@ -151,6 +157,7 @@ pub(crate) async fn propose(
     (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
     (sub.plan_id, sub.step_id) = (b.plan_id, b.step_id);
     sub.on_behalf_of = b.on_behalf_of;
+    sub.key_binding = Some(key.principal.vote_key_binding());
     gate(&st, sub).await
 }
 
@@ -178,7 +185,7 @@ fn check_proposed(b: &ToolCallRequest) -> Result<(), ApiError> {
     security(("agent_key" = [])))]
 pub(crate) async fn delegate(
     State(st): State<AppState>,
-    AgentJson(_, b): AgentJson<AgentItself, DelegationRequest>,
+    AgentJson(key, b): AgentJson<AgentItself, DelegationRequest>,
 ) -> Result<Response, ApiError> {
     if b.session_id.is_empty() || b.target.is_empty() {
         return Err(ApiError::bad_request(
@@ -211,6 +218,7 @@ pub(crate) async fn delegate(
     let mut sub = Submission::new(b.agent, b.session_id, call);
     (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
     sub.delegation = true;
+    sub.key_binding = Some(key.principal.vote_key_binding());
     gate(&st, sub).await
 }
 
@@ -309,6 +317,14 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
     let people = st.clone();
     let res = st
         .store_task(move |s| {
+            // The key, checked against the principals in force now, inside the writer a
+            // reload swaps them in (found by review: a grant answered a token to a key the
+            // reload had removed while the proposal waited for the writer).
+            if let Some(k) = &b.key_binding
+                && !crate::decide::binding_stands(&people.live(), &b.agent, k)
+            {
+                return None;
+            }
             let live = b.rules.clone().unwrap_or_else(|| people.live());
             let (reg, needs) = (&live.registry, &live.window_needs);
             let now = now_ms();
@@ -338,28 +354,33 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             // The agent's other sessions are read only for a call a per-agent rule covers.
             let (tool, server) = (&c.call().tool, c.call().server.as_deref());
             let needs = needs.for_call(reg, &b.agent, tool, server);
-            s.propose_observed(&proposal, Some(&needs), |prior, session, agent| {
-                if let Some(v) = b.verdict.clone() {
-                    return v;
-                }
-                let args = Some(c.arguments());
-                if b.target.is_some() {
-                    return evaluate_target(reg, &b.agent, c.call(), args);
-                }
-                let obs = Observations {
-                    now_ms: now,
-                    prior_calls: prior,
-                    agent_calls: agent,
-                    session,
-                    resolve_path: &resolve_real_path,
-                };
-                if b.delegation {
-                    return evaluate_delegation(reg, &b.agent, c.call(), args, &obs);
-                }
-                evaluate_in(reg, &b.agent, c.call(), args, &obs)
-            })
+            Some(
+                s.propose_observed(&proposal, Some(&needs), |prior, session, agent| {
+                    if let Some(v) = b.verdict.clone() {
+                        return v;
+                    }
+                    let args = Some(c.arguments());
+                    if b.target.is_some() {
+                        return evaluate_target(reg, &b.agent, c.call(), args);
+                    }
+                    let obs = Observations {
+                        now_ms: now,
+                        prior_calls: prior,
+                        agent_calls: agent,
+                        session,
+                        resolve_path: &resolve_real_path,
+                    };
+                    if b.delegation {
+                        return evaluate_delegation(reg, &b.agent, c.call(), args, &obs);
+                    }
+                    evaluate_in(reg, &b.agent, c.call(), args, &obs)
+                }),
+            )
         })
         .await?;
+    let Some(res) = res else {
+        return Err(ApiError::unauthenticated());
+    };
     res.map_err(|e| match e {
         assent_store::StoreError::Invalid(m) => {
             ApiError::new(StatusCode::CONFLICT, "WRONG_STATE", m)

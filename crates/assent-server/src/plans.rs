@@ -321,6 +321,7 @@ pub(crate) async fn submit(
     let mut sub = Submission::new(b.agent, session, call);
     (sub.run_id, sub.trace_id) = (b.run_id, Some(pl.trace_id.clone()));
     sub.target = Some(("plan".into(), pl.plan_id.clone(), diff));
+    sub.key_binding = Some(agent.principal.vote_key_binding());
     gate(&st, sub).await
 }
 
@@ -370,7 +371,7 @@ pub(crate) async fn cancel(
     security(("agent_key" = [])))]
 pub(crate) async fn confirm(
     State(st): State<AppState>,
-    AgentJson(_, b): AgentJson<AgentItself, ConfirmRequest>,
+    AgentJson(key, b): AgentJson<AgentItself, ConfirmRequest>,
 ) -> Result<Response, ApiError> {
     match b.target_type.as_str() {
         "context" | "trace" | "extension" | "other" => {}
@@ -401,5 +402,6 @@ pub(crate) async fn confirm(
     let mut sub = Submission::new(b.agent, b.session_id, call);
     (sub.run_id, sub.trace_id) = (b.run_id, b.trace_id);
     sub.target = Some((b.target_type, b.target_id, None));
+    sub.key_binding = Some(key.principal.vote_key_binding());
     gate(&st, sub).await
 }

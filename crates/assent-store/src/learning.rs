@@ -56,10 +56,8 @@ fn sample(conn: Conn<'_>, a: &ApprovalRecord) -> db::Result<Option<Value>> {
             if approved { "approval" } else { "rejection" },
             "not_reviewed",
         ),
-        // A grant's call was seen by no one: the operator approved another call, and the
-        // grant (a session's or the whole tool's, arguments the agent chose) covered this one
-        // (found by review: each such call was an "approved", "good" sample, so an agent with
-        // one grant could mint thousands of them with arguments no person saw).
+        // No one saw a grant's call (found by review: an "approved", "good" sample each, an
+        // agent with one grant minted thousands, with arguments no person saw).
         "approve" if last.actor.starts_with("grant:") => ("grant", "approval", "not_reviewed"),
         // The agent's user answering in the client (`user-of:AGENT`) is relayed by the agent's
         // own key, which could steer it: no operator reviewed it (found by review: the agent

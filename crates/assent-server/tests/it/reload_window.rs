@@ -137,6 +137,66 @@ async fn a_long_poll_opened_with_a_key_a_reload_removes_gets_no_token() {
     gw.stop().await;
 }
 
+/// Attack (found by review of the fix above): the same stolen key, with a session grant
+/// standing for its calls. A proposal authenticated before the reload removed the key, and
+/// stored after it, was covered by the grant and answered with a token. The key is checked
+/// again inside the proposal's store transaction, against the principals the reload swapped
+/// in: no grant is used, and no token minted, for the key after `config.reloaded`.
+#[tokio::test]
+async fn proposals_in_flight_with_a_key_a_reload_removes_use_no_grant_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
+    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let gw = reloading(dir.path(), &principals(&[alice, olaf, bot])).await;
+    let first = gw.held("s1", "read", json!({"path": "/0"})).await;
+    let body = json!({"decision": "approve", "scope": "session", "reason": "test"});
+    let (s, d) = gw.decide_with(&first, OP, body).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let mut flying = Vec::new();
+    for i in 0..N {
+        let url = format!("{}/v1/tool-calls", gw.url);
+        let body = json!({"agent": "bot", "session_id": "s1", "tool": "read",
+                          "arguments": {"path": "/0"}, "run_id": format!("r{i}")});
+        let r = gw.http.post(url).bearer_auth(BOT).json(&body);
+        flying.push(tokio::spawn(async move {
+            let resp = r.send().await.unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        }));
+    }
+    // Some were covered, the others are still on their way (a state read).
+    let used = "SELECT count(*) FROM audit WHERE kind = 'grant.used'";
+    let start = Instant::now();
+    while gw.sql().int(used, &[]) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(20), "no grant used");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let b = reloaded(&gw, dir.path(), &principals(&[alice, olaf])).await;
+    assert_eq!(b["removed"], json!(["bot"]), "{b}");
+    let mut answers = Vec::new();
+    for f in flying {
+        answers.push(f.await.unwrap());
+    }
+    let after = "SELECT count(*) FROM audit WHERE kind = 'grant.used' AND seq > (SELECT seq FROM audit WHERE kind = 'config.reloaded')";
+    assert_eq!(
+        gw.sql().int(after, &[]),
+        0,
+        "a grant used for a removed key"
+    );
+    let refused = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::UNAUTHORIZED)
+        .count();
+    for (s, b) in &answers {
+        assert!(
+            *s == StatusCode::OK || *s == StatusCode::UNAUTHORIZED || b["code"] == "AUTH_THROTTLED",
+            "{s} {b}"
+        );
+    }
+    eprintln!("{refused} of {N} proposals refused after the reload");
+    gw.stop().await;
+}
+
 /// Asserts that the token of approval `id` (of [`approving_all_with_edits`]'s call `i`) does
 /// not redeem: voided (`409 TOKEN_USED`); `who` approved it.
 async fn voided(gw: &Gw, id: &str, i: usize, who: &str) {
