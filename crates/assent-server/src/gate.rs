@@ -253,7 +253,7 @@ pub(crate) fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<
 /// step under a pending Confirm).
 pub(crate) async fn gate(st: &AppState, mut b: Submission) -> Result<Response, ApiError> {
     check_sizes(&b, st.settings.max_arguments_bytes)?;
-    let agent = b.agent.clone();
+    let (agent, key) = (b.agent.clone(), b.key_binding.clone());
     let call_hash = b.call.call_hash().to_string();
     let step = match b.verdict {
         Some(_) => telemetry::Step::Result,
@@ -280,7 +280,7 @@ pub(crate) async fn gate(st: &AppState, mut b: Submission) -> Result<Response, A
     if let Proposed::Granted(a) | Proposed::Held { approval: a, .. } = &outcome {
         telemetry::record(&span, "assent.approval_id", &a.id);
     }
-    answer(st, &agent, &call_hash, verdict, outcome)
+    answer(st, (&agent, key), &call_hash, verdict, outcome)
         .instrument(span)
         .await
 }
@@ -390,10 +390,12 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
 }
 
 /// The answer to a gated submission ([`GateAnswer`]): its outcome with the verdict's
-/// `call_hash`, `reasons` (a held call's are the approval's), `risk_tier` and `triggers`.
+/// `call_hash`, `reasons` (a held call's are the approval's), `risk_tier` and `triggers`. A
+/// grant's token is read for the key of binding `key` (when given) only if it still stands
+/// (`401` otherwise).
 pub(crate) async fn answer(
     st: &AppState,
-    agent: &str,
+    (agent, key): (&str, Option<String>),
     call_hash: &str,
     verdict: Verdict,
     outcome: Proposed,
@@ -428,7 +430,15 @@ pub(crate) async fn answer(
             // A grant's `allow` always carries its token, so that what forwards the call has
             // redeemed it first; one whose token row does not hold its seal (edited since it
             // was minted) allows nothing.
-            let Some(token) = st.store_call(move |s| s.token_string(&id)).await? else {
+            // Read for the key only while it stands, in the writer a reload swaps the
+            // principals in (found by review: a reload landing between the proposal and this
+            // read had the token answered to the key it removed).
+            let (people, who) = (st.clone(), agent.to_string());
+            let read = st.store_call(move |s| match key {
+                Some(k) if !crate::decide::binding_stands(&people.live(), &who, &k) => Ok(None),
+                _ => s.token_string(&id).map(Some),
+            });
+            let Some(token) = read.await?.ok_or_else(ApiError::unauthenticated)? else {
                 let why = format!(
                     "approval {}'s token does not hold its seal; the call is not allowed",
                     rec.id

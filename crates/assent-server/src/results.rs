@@ -139,7 +139,16 @@ pub(crate) async fn tool_result(
         .await??;
     recorded.map_err(result_refused)?;
     match next {
-        Next::Denied(v) => answer(&st, &b.agent, original.call_hash(), *v, Proposed::Denied).await,
+        Next::Denied(v) => {
+            answer(
+                &st,
+                (&b.agent, None),
+                original.call_hash(),
+                *v,
+                Proposed::Denied,
+            )
+            .await
+        }
         Next::Held(sub) => gate(&st, *sub).await,
         Next::Allowed(output_bytes) => Ok(Body(GateAnswer::Allow(Allowed {
             output_bytes,
