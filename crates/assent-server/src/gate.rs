@@ -430,9 +430,8 @@ pub(crate) async fn answer(
             // A grant's `allow` always carries its token, so that what forwards the call has
             // redeemed it first; one whose token row does not hold its seal (edited since it
             // was minted) allows nothing.
-            // Read for the key only while it stands, in the writer a reload swaps the
-            // principals in (found by review: a reload landing between the proposal and this
-            // read had the token answered to the key it removed).
+            // Only while the key stands (found by review: a reload landing between the proposal
+            // and this read had the token answered to the key it removed).
             let (people, who) = (st.clone(), agent.to_string());
             let read = st.store_call(move |s| match key {
                 Some(k) if !crate::decide::binding_stands(&people.live(), &who, &k) => Ok(None),
