@@ -280,7 +280,32 @@ fn groups_of(items: &[Value]) -> Result<Vec<QuorumGroup>, String> {
     if items.iter().any(Value::is_string) {
         return Err("approvers: a list is either role names or groups, not both".into());
     }
-    items.iter().map(group).collect()
+    let groups: Vec<QuorumGroup> = items.iter().map(group).collect::<Result<_, _>>()?;
+    // Found by review: two groups of the same roles in one rule were taken, by the merge of
+    // covering rules' quorums (`merge`), as one group of the larger count, so one person met
+    // `[{role: finance}, {role: finance}]`. Refused: the rule says what it means in one group.
+    for (i, g) in groups.iter().enumerate() {
+        let same = |h: &QuorumGroup| {
+            let (mut a, mut b) = (g.roles.clone(), h.roles.clone());
+            a.sort();
+            b.sort();
+            a == b
+        };
+        if let Some(j) = groups[..i].iter().position(same) {
+            let both = groups[j].count.saturating_add(g.count);
+            return Err(format!(
+                "approvers: groups {} and {} name the same roles ({}): write one group with `count: {both}`",
+                j + 1,
+                i + 1,
+                if g.roles.is_empty() {
+                    "any operator".to_string()
+                } else {
+                    g.roles.join(", ")
+                }
+            ));
+        }
+    }
+    Ok(groups)
 }
 
 fn group(v: &Value) -> Result<QuorumGroup, String> {

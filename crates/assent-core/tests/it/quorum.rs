@@ -284,6 +284,35 @@ fn an_empty_approvers_group_does_not_open_the_rule_to_any_operator() {
     assert!(e.contains("would let any operator decide"), "{e}");
 }
 
+/// Attack (found by review): a rule asking for one finance approver per seat,
+/// `[{role: finance}, {role: finance}]`, was read — through the merge that keeps the larger
+/// count of two covering rules' groups of the same roles — as one finance approver, so one
+/// person approved what asked for two. Two groups of the same roles in one rule are a load
+/// error saying to write one group with their counts added.
+#[test]
+fn two_groups_of_the_same_roles_in_one_rule_are_refused_not_read_as_one() {
+    for (v, count) in [
+        (json!([{"role": "finance"}, {"role": "finance"}]), 2),
+        (
+            json!({"groups": [{"roles": ["a", "b"], "count": 2}, {"roles": ["b", "a"], "count": 2}]}),
+            4,
+        ),
+        (json!([{"count": 1}, {"count": 2}]), 3),
+    ] {
+        let e = parse_approvers(&v).unwrap_err();
+        assert!(
+            e.contains("name the same roles") && e.contains(&format!("count: {count}")),
+            "{v}: {e}"
+        );
+    }
+    // Different roles, or the same roles in two covering rules (the larger count), stand.
+    assert!(parse_approvers(&json!([{"role": "finance"}, {"role": "legal"}])).is_ok());
+    let q = quorum_of(
+        "      - tool: pay\n        approvers: {role: finance, count: 2}\n      - tool: pay\n        approvers: {role: finance, count: 1}\n",
+    );
+    assert_eq!(q.required(), 2, "{q:?}");
+}
+
 /// The quorum of a `pay` call for agent `bot` under the governance `rules` (YAML rule list).
 fn quorum_of(rules: &str) -> Quorum {
     let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
