@@ -392,8 +392,20 @@ impl AppState {
     pub fn duties_of(&self, name: &str) -> (Vec<String>, Vec<String>) {
         let principals = self.principals();
         let Some(p) = principals.iter().find(|p| p.name == name) else {
-            let bare = name.strip_prefix(crate::config::oidc::NAME_PREFIX);
-            return (Vec::new(), bare.map(str::to_string).into_iter().collect());
+            let Some(bare) = name.strip_prefix(crate::config::oidc::NAME_PREFIX) else {
+                return (Vec::new(), Vec::new());
+            };
+            // The principals of that name, however spelt, are the same person: their agents
+            // are this person's too (found by review: principal `X` owning `bot`, signed in
+            // unlinked as `oidc:X`, owned nothing and approved bot's R4 call).
+            let same = || {
+                principals
+                    .iter()
+                    .filter(|p| assent_core::duties::same_person(&p.name, bare))
+            };
+            let owns = same().flat_map(|p| p.owns.iter().cloned()).collect();
+            let aka = std::iter::once(bare.to_string()).chain(same().map(|p| p.name.clone()));
+            return (owns, aka.collect());
         };
         let aka = p.sso.iter().flat_map(|s| {
             [

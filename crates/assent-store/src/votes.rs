@@ -111,12 +111,14 @@ pub(crate) fn cast(
         return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
     }
     // Attack: one person voting twice, once under each name (a key's principal and the
-    // single sign-on identity linked to it since, or before).
-    if rec
-        .votes
-        .iter()
-        .any(|v| v.principal == actor || aka.contains(&v.principal))
-    {
+    // single sign-on identity linked to it since, or before). Names are compared as
+    // separation of duties compares them, without regard to case, width or look-alike letters
+    // (found by review: principal `Alice@corp.com` and the unlinked sign-in
+    // `oidc:alice@corp.com` each counted once toward one quorum).
+    let names = || std::iter::once(actor).chain(aka.iter().map(String::as_str));
+    if rec.votes.iter().any(|v| {
+        names().any(|n| n == v.principal || assent_core::duties::same_person(n, &v.principal))
+    }) {
         refuse("the principal has already voted on this approval")?;
         return Err(DecideError::AlreadyVoted(actor.to_string()));
     }

@@ -457,7 +457,7 @@ async fn linked(dir: &Path, rules: &str) -> Gw {
 }
 
 /// A [`linked`] gateway with a `pay` of 500 held in session `s1`: it and the approval's id.
-async fn linked_pay_held(dir: &Path, rules: &str) -> (Gw, String) {
+pub(crate) async fn linked_pay_held(dir: &Path, rules: &str) -> (Gw, String) {
     let gw = linked(dir, rules).await;
     let id = gw
         .held("s1", "pay", json!({"amount": 500, "to": "acme"}))

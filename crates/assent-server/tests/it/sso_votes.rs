@@ -203,3 +203,50 @@ async fn a_restart_onto_another_issuer_withdraws_what_the_old_providers_sessions
     );
     gw.stop().await;
 }
+
+/// Attack (found by review): principal `Carol@example.com` (her key) and the unlinked single
+/// sign-on `oidc:carol@example.com` — the same person, the provider spelling her name in lower
+/// case — each counted once toward a quorum of two, since a repeated vote was looked for by
+/// exact name. Names are compared as separation of duties compares them.
+#[tokio::test]
+async fn one_person_under_two_spellings_of_her_name_votes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, id) = crate::sso::linked_pay_held(dir.path(), QUORUM).await;
+    let mut all = (*gw.state.principals()).clone();
+    all.push(crate::kit::operator("Carol@example.com", &["finance"]));
+    let registry = (*gw.state.registry()).clone();
+    gw.state.swap_live(assent_server::Live::new(registry, all));
+    let (carol, csrf) = sso_session(&gw, "oidc:carol@example.com", (&["finance"], &["fin"]));
+    let s = decide(&gw, &id, &carol, &csrf).await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    let (s, b) = gw.decide(&id, "Carol@example.com-key", "approve").await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::CONFLICT, Some("ALREADY_VOTED")),
+        "{b}"
+    );
+    assert_eq!(cast(&gw, &id).await.len(), 1);
+    gw.stop().await;
+}
+
+/// Attack (found by review): olga owns `bot`; signed in by single sign-on under her
+/// principal's own name (`oidc:olga`, not the `sso` name her principal is linked to) she owned
+/// nothing, and approved bot's call that separation of duties keeps from its owner. An
+/// unlinked sign-in owns what the principals of its name own.
+#[tokio::test]
+async fn an_owner_signed_in_unlinked_under_her_own_name_may_not_approve_her_agents_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
+    let (gw, id) = crate::sso::linked_pay_held(dir.path(), rules).await;
+    let (olga, csrf) = sso_session(&gw, "oidc:olga", (&["finance"], &["fin"]));
+    let _ = decide(&gw, &id, &olga, &csrf).await;
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(
+        a["status"], "pending",
+        "the owner approved her agent's call: {a}"
+    );
+    let refused =
+        "SELECT count(*) FROM audit WHERE kind = 'decision.refused' AND actor = 'oidc:olga'";
+    assert_eq!(gw.sql().int(refused, &[]), 1);
+    gw.stop().await;
+}
