@@ -395,9 +395,8 @@ impl AppState {
             let Some(bare) = name.strip_prefix(crate::config::oidc::NAME_PREFIX) else {
                 return (Vec::new(), Vec::new());
             };
-            // The principals of that name, however spelt, are the same person: their agents
-            // are this person's too (found by review: principal `X` owning `bot`, signed in
-            // unlinked as `oidc:X`, owned nothing and approved bot's R4 call).
+            // The principals of that name, however spelt, are this person: their agents too
+            // (found by review: `X` owning `bot`, signed in as `oidc:X`, approved bot's call).
             let same = || {
                 principals
                     .iter()
