@@ -387,13 +387,18 @@ mod tests {
         let review = held[0].review_id.clone().unwrap();
         s.decide_tool_review(&review, false, "alice", 1_500)
             .unwrap();
+        assert_timeout_refused(&s, &id);
+        assert!(s.token_string(&id).unwrap().is_none(), "no token");
+    }
+
+    /// Asserts that approval `id`'s approving default is refused at its timeout (2 000 ms).
+    fn assert_timeout_refused(s: &Store, id: &str) {
         let approve = Event::Expire(DefaultDecision::Approve);
-        let r = s.apply(&id, approve, None, None, "system:expiry", None, 2_000);
+        let r = s.apply(id, approve, None, None, "system:expiry", None, 2_000);
         assert!(
             matches!(r, Err(crate::DecideError::NotApprover(_))),
             "{r:?}"
         );
-        assert!(s.token_string(&id).unwrap().is_none(), "no token");
     }
 
     /// A call of `s1` held at 1 000 ms with an approving default; an allowed fetch of
@@ -425,12 +430,7 @@ mod tests {
         allow.kind = assent_core::VerdictKind::Allow;
         s.propose_observed(&q, None, |_, _, _| allow.clone())
             .unwrap();
-        let approve = Event::Expire(DefaultDecision::Approve);
-        let r = s.apply(&id, approve, None, None, "system:expiry", None, 2_000);
-        assert!(
-            matches!(r, Err(crate::DecideError::NotApprover(_))),
-            "{r:?}"
-        );
+        assert_timeout_refused(&s, &id);
         let last = s.audit_tail(1).unwrap().pop().unwrap();
         assert_eq!(last.kind, "decision.refused");
         assert!(s.token_string(&id).unwrap().is_none(), "no token");

@@ -12,6 +12,11 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// The principals these tests reload: alice (finance), olaf (ops) and the agent bot.
+const ALICE: (&str, &str, &str) = ("alice", "kind: operator, roles: [finance]", OP);
+const OLAF: (&str, &str, &str) = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
+const AGENT: (&str, &str, &str) = ("bot", "kind: agent, agent_id: bot", BOT);
+
 /// `read` is held for a person.
 fn gov() -> String {
     policy(
@@ -46,9 +51,7 @@ fn decisions(gw: &Gw) -> i64 {
 #[tokio::test]
 async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redeem() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let (alice, olaf, bot) = (ALICE, OLAF, AGENT);
     let mut gw = reloading(dir.path(), &principals(&[alice, olaf, bot])).await;
     let (ids, flying) = approving_all_with_edits(&gw).await;
     let rotated = ("alice", "kind: operator, roles: [finance]", "alice-new-key");
@@ -103,9 +106,7 @@ async fn decisions_in_flight_with_a_key_a_reload_rotates_leave_no_token_to_redee
 #[tokio::test]
 async fn a_long_poll_opened_with_a_key_a_reload_removes_gets_no_token() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let (alice, olaf, bot) = (ALICE, OLAF, AGENT);
     let gw = reloading(dir.path(), &principals(&[alice, olaf, bot])).await;
     let id = gw.pending("read", json!({"path": "/etc/hosts"})).await;
     let poll = {
@@ -145,9 +146,7 @@ async fn a_long_poll_opened_with_a_key_a_reload_removes_gets_no_token() {
 #[tokio::test]
 async fn proposals_in_flight_with_a_key_a_reload_removes_use_no_grant_after_it() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let (alice, olaf, bot) = (ALICE, OLAF, AGENT);
     let gw = reloading(dir.path(), &principals(&[alice, olaf, bot])).await;
     let first = gw.held("s1", "read", json!({"path": "/0"})).await;
     let body = json!({"decision": "approve", "scope": "session", "reason": "test"});
@@ -313,9 +312,7 @@ async fn decisions_in_flight_when_a_reload_makes_the_decider_the_agents_owner_le
         "acme.test.reload-duties",
         "- tool: read\n  approval: true\n  separation_of_duties: true\n",
     );
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let bot = ("bot", "kind: agent, agent_id: bot", BOT);
-    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let (alice, olaf, bot) = (ALICE, OLAF, AGENT);
     let gw = reloading_gateway_with(dir.path(), &gov, &principals(&[alice, olaf, bot]), |st| {
         st.settings.max_pending_per_agent = 1_000;
     })
@@ -351,8 +348,7 @@ async fn decisions_in_flight_when_a_reload_makes_the_decider_the_agents_owner_le
 #[tokio::test]
 async fn a_reload_whose_client_hangs_up_still_puts_what_it_recorded_in_force() {
     let dir = tempfile::tempdir().unwrap();
-    let olaf = ("olaf", "kind: operator, roles: [ops]", "olaf-key");
-    let alice = ("alice", "kind: operator, roles: [finance]", OP);
+    let (alice, olaf) = (ALICE, OLAF);
     let gw = reloading(dir.path(), &principals(&[alice, olaf, ("bot", BOT_P, BOT)])).await;
     const NEW: &str = "bot-key-rotated-while-alice-hung-up";
     let rotated = principals(&[alice, olaf, ("bot", BOT_P, NEW)]);
