@@ -494,15 +494,15 @@ fn in_client_stands(
 /// may remove or rotate the key meanwhile.
 pub(crate) fn agent_key_stands(st: &AppState, p: &crate::config::Principal) -> bool {
     p.agent_id()
-        .is_some_and(|agent| binding_stands(&st.live(), agent, &p.vote_key_binding()))
+        .is_some_and(|agent| key_stands(&st.live(), agent, &p.key_sha256))
 }
 
-/// Whether a principal in `live` acts for agent `agent` with the key of binding `binding`
-/// ([`crate::config::Principal::vote_key_binding`]), whatever its name (a reload that only
-/// renames it keeps its requests standing).
-pub(crate) fn binding_stands(live: &crate::state::Live, agent: &str, binding: &str) -> bool {
+/// Whether a principal in `live` acts for agent `agent` with the key of digest `key_sha256`,
+/// whatever its name (a reload that only renames it keeps its requests standing). The digests
+/// are compared, not hashed again: it runs in the store's writer for every proposal.
+pub(crate) fn key_stands(live: &crate::state::Live, agent: &str, key_sha256: &[u8; 32]) -> bool {
     live.principals.iter().any(|p| {
-        p.vote_key_binding() == binding
+        p.key_sha256 == *key_sha256
             && matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if agent_id == agent)
     })
 }

@@ -63,11 +63,10 @@ pub(crate) struct Submission {
     /// (found by review: read again, a reload between the two named another); `None`: those
     /// in force when the proposal is stored.
     pub rules: Option<std::sync::Arc<crate::state::Live>>,
-    /// The key binding ([`crate::config::Principal::vote_key_binding`]) of the agent key that
-    /// proposes it, checked against the principals in force when the proposal is stored (a
-    /// reload may have removed or rotated the key since the request authenticated); `None`:
-    /// not checked (a submission the gateway makes itself).
-    pub key_binding: Option<String>,
+    /// The digest of the agent key that proposes it, checked against the principals in force
+    /// when the proposal is stored (a reload may have removed or rotated the key since the
+    /// request authenticated); `None`: not checked (a submission the gateway makes itself).
+    pub key_binding: Option<[u8; 32]>,
 }
 
 impl Submission {
@@ -157,7 +156,7 @@ pub(crate) async fn propose(
     (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
     (sub.plan_id, sub.step_id) = (b.plan_id, b.step_id);
     sub.on_behalf_of = b.on_behalf_of;
-    sub.key_binding = Some(key.principal.vote_key_binding());
+    sub.key_binding = Some(key.principal.key_sha256);
     gate(&st, sub).await
 }
 
@@ -218,7 +217,7 @@ pub(crate) async fn delegate(
     let mut sub = Submission::new(b.agent, b.session_id, call);
     (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
     sub.delegation = true;
-    sub.key_binding = Some(key.principal.vote_key_binding());
+    sub.key_binding = Some(key.principal.key_sha256);
     gate(&st, sub).await
 }
 
@@ -321,7 +320,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             // reload swaps them in (found by review: a grant answered a token to a key the
             // reload had removed while the proposal waited for the writer).
             if let Some(k) = &b.key_binding
-                && !crate::decide::binding_stands(&people.live(), &b.agent, k)
+                && !crate::decide::key_stands(&people.live(), &b.agent, k)
             {
                 return None;
             }
@@ -395,7 +394,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
 /// (`401` otherwise).
 pub(crate) async fn answer(
     st: &AppState,
-    (agent, key): (&str, Option<String>),
+    (agent, key): (&str, Option<[u8; 32]>),
     call_hash: &str,
     verdict: Verdict,
     outcome: Proposed,
@@ -434,7 +433,7 @@ pub(crate) async fn answer(
             // and this read had the token answered to the key it removed).
             let (people, who) = (st.clone(), agent.to_string());
             let read = st.store_call(move |s| match key {
-                Some(k) if !crate::decide::binding_stands(&people.live(), &who, &k) => Ok(None),
+                Some(k) if !crate::decide::key_stands(&people.live(), &who, &k) => Ok(None),
                 _ => s.token_string(&id).map(Some),
             });
             let Some(token) = read.await?.ok_or_else(ApiError::unauthenticated)? else {

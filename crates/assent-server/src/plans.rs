@@ -321,7 +321,7 @@ pub(crate) async fn submit(
     let mut sub = Submission::new(b.agent, session, call);
     (sub.run_id, sub.trace_id) = (b.run_id, Some(pl.trace_id.clone()));
     sub.target = Some(("plan".into(), pl.plan_id.clone(), diff));
-    sub.key_binding = Some(agent.principal.vote_key_binding());
+    sub.key_binding = Some(agent.principal.key_sha256);
     gate(&st, sub).await
 }
 
@@ -402,6 +402,6 @@ pub(crate) async fn confirm(
     let mut sub = Submission::new(b.agent, b.session_id, call);
     (sub.run_id, sub.trace_id) = (b.run_id, b.trace_id);
     sub.target = Some((b.target_type, b.target_id, None));
-    sub.key_binding = Some(key.principal.vote_key_binding());
+    sub.key_binding = Some(key.principal.key_sha256);
     gate(&st, sub).await
 }
