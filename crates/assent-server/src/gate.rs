@@ -252,7 +252,7 @@ pub(crate) fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<
 /// step under a pending Confirm).
 pub(crate) async fn gate(st: &AppState, mut b: Submission) -> Result<Response, ApiError> {
     check_sizes(&b, st.settings.max_arguments_bytes)?;
-    let (agent, key) = (b.agent.clone(), b.key_binding.clone());
+    let (agent, key) = (b.agent.clone(), b.key_binding);
     let call_hash = b.call.call_hash().to_string();
     let step = match b.verdict {
         Some(_) => telemetry::Step::Result,
