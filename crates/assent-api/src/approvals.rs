@@ -505,6 +505,14 @@ pub struct SessionCancelled {
     pub refused: Vec<String>,
     /// The clarifications cancelled.
     pub clarifications: Vec<String>,
+    /// The `session` grants made in the session, revoked with it (absent from a gateway
+    /// older than this field: read as none).
+    #[serde(default)]
+    pub grants_revoked: Vec<String>,
+    /// How many tokens of the session's calls, neither redeemed nor expired, were voided
+    /// (redeeming one is then `409 TOKEN_USED`).
+    #[serde(default)]
+    pub tokens_voided: u64,
 }
 
 impl utoipa::PartialSchema for BatchDecisionRequest {

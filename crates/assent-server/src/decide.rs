@@ -580,8 +580,10 @@ fn lone_no(r: &ApprovalRecord, who: &Canceller<'_>) -> Option<&'static str> {
 /// `POST /v1/sessions/{id}/cancel` (AAEP §6.8): cancels the session's pending approvals (an
 /// agent: its own; an operator: every agent's that they could decide, the others are listed in
 /// `refused` and stay pending) and its pending clarifications; `agent.session.cancelled` is
-/// announced once per agent and session. `{"session_id", "cancelled": [ids],
-/// "refused": [ids], "clarifications": [ids]}`.
+/// announced once per agent and session. The session's `session` grants are revoked and the
+/// tokens of its calls not yet redeemed voided (for an agent: its own). `{"session_id",
+/// "cancelled": [ids], "refused": [ids], "clarifications": [ids], "grants_revoked": [ids],
+/// "tokens_voided": n}`.
 #[utoipa::path(post, path = "/v1/sessions/{id}/cancel", tag = "decide",
     params(("id" = String, Path, description = "The session id")),
     request_body(content = assent_api::approvals::CancelRequest, description = "Optional"),
@@ -610,5 +612,7 @@ pub(crate) async fn cancel_session(
         cancelled,
         refused: out.refused,
         clarifications: out.clarifications,
+        grants_revoked: out.grants_revoked,
+        tokens_voided: out.tokens_voided as u64,
     }))
 }

@@ -226,6 +226,53 @@ pub(crate) fn withdraw_plan_consent(
     Ok((revoked, voided))
 }
 
+/// Takes back what was consented to in session `session_id` of `agent` when the session is
+/// cancelled (AAEP §4.1.4, §6.8), in the cancellation's transaction with its actor `by`: it
+/// voids ([`crate::voided::void_token`]) the tokens of the session's calls that are neither
+/// redeemed nor expired at `now` (those its grants minted among them: a `session` grant covers
+/// calls of its session only), then revokes the active `session` grants made in it (each
+/// `grant.revoked`). A cancelled session runs nothing more, as a
+/// stopped plan does (found by review: after an operator cancelled a session, the agent's next
+/// call in it was let through by the session grant without anyone seeing it, and a call approved
+/// before the cancellation still redeemed its token). Grants of a wider scope made in the
+/// session (`workspace`, timed) are consent beyond it and stay. Reads by `grants`' agent index
+/// and `approvals_session`. Returns the ids of the grants revoked and how many tokens voided.
+pub(crate) fn withdraw_session_consent(
+    tx: Conn<'_>,
+    (agent, session_id): (&str, &str),
+    by: &str,
+    now: i64,
+) -> db::Result<(Vec<String>, usize)> {
+    let why = format!("the session {session_id} it was made in was cancelled");
+    let tokens: Vec<(String, String)> = crate::sql::rows(
+        tx,
+        "SELECT t.token_id, t.approval_id FROM approvals a JOIN tokens t ON t.approval_id = a.id \
+         WHERE a.session_id = ?2 AND a.agent = ?1 AND t.used_at IS NULL AND t.expires_at > ?3 \
+         ORDER BY t.issued_at, t.token_id",
+        params![agent, session_id, now],
+        db::tuple,
+    )?;
+    let mut voided = 0;
+    for (tid, aid) in &tokens {
+        let data = json!({"session_id": session_id, "why": why});
+        voided += usize::from(crate::voided::void_token(tx, (tid, aid), by, data, now)?);
+    }
+    let sql = format!(
+        "SELECT id, approval_id, created_by FROM grants WHERE agent = ?1 AND session_id = ?2 \
+         AND revoked_at IS NULL AND {} ORDER BY created_at, id",
+        crate::sql::grant_unexpired_at("?3")
+    );
+    let grants: Vec<(String, String, String)> =
+        crate::sql::rows(tx, &sql, params![agent, session_id, now], db::tuple)?;
+    let mut revoked = Vec::new();
+    for (gid, aid, made_by) in grants {
+        if revoke(tx, &gid, &aid, &made_by, (by, &why), now)? > 0 {
+            revoked.push(gid);
+        }
+    }
+    Ok((revoked, voided))
+}
+
 /// Revokes grant `gid` of approval `aid`, made by `made_by`, if not yet revoked, with its
 /// `grant.revoked` record (actor and reason `(by, why)`), and voids the tokens minted under it
 /// and not yet redeemed ([`crate::voided::void_grant_tokens`]). Returns 1 when it did, else 0.

@@ -28,13 +28,21 @@ pub struct SessionCancelled {
     pub clarifications: Vec<String>,
     /// The agents whose session was announced cancelled now (each only the first time).
     pub announced: Vec<String>,
+    /// The `session` grants made in the session that it revoked (`grant.revoked` each).
+    pub grants_revoked: Vec<String>,
+    /// How many tokens of the session's calls, neither redeemed nor expired, it voided
+    /// (`token.voided` each, those of the revoked grants included).
+    pub tokens_voided: usize,
 }
 
 impl Store {
     /// Cancels session `session_id` for `who` (the agent itself: only its own requests; an
     /// operator: only the approvals their roles let them decide):
     /// pending approvals (each audited `approval.cancelled`), pending clarifications
-    /// (`clarification.cancelled`, an `agent.state.changed` for each), and, for every agent of
+    /// (`clarification.cancelled`, an `agent.state.changed` for each), the consent given in it
+    /// (its `session` grants revoked, the tokens of its calls not yet redeemed voided, whatever
+    /// their approvers: that only stops calls from running;
+    /// `crate::grants_revoke::withdraw_session_consent`), and, for every agent of
     /// the session with nothing left pending, `aaep:agent.session.cancelled` the first time
     /// only (`session.cancelled` audited), even when nothing was pending.
     pub fn cancel_session(
@@ -69,6 +77,10 @@ impl Store {
                 None => agents_of(**tx, session_id)?,
             };
             for a in agents {
+                let (grants, tokens) =
+                    crate::grants_revoke::withdraw_session_consent(**tx, (&a, session_id), actor, now)?;
+                out.grants_revoked.extend(grants);
+                out.tokens_voided += tokens;
                 let left: i64 = tx
                     .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
                     .query_row(params![a, session_id], |r| r.get(0))?;

@@ -129,8 +129,9 @@ pub(crate) async fn deny(r: &Remote, ids: &[String], reason: Option<String>) -> 
     decide(r, ids, req).await
 }
 
-/// `assent cancel ID` (`--session`: every pending approval of session `id`), printing the
-/// new status or how many were cancelled.
+/// `assent cancel ID` (`--session`: every pending approval of session `id`, its `session`
+/// grants and unredeemed tokens), printing the new status or how many were cancelled, revoked
+/// and voided.
 pub(crate) async fn cancel(
     r: &Remote,
     id: &str,
@@ -140,8 +141,15 @@ pub(crate) async fn cancel(
     let c = connect(r)?;
     let req = CancelRequest { reason };
     if session {
-        let n = c.cancel_session(id, &req).await?.cancelled.len();
-        println!("session {id}: {n} pending approval(s) cancelled");
+        let out = c.cancel_session(id, &req).await?;
+        let (n, g, t) = (
+            out.cancelled.len(),
+            out.grants_revoked.len(),
+            out.tokens_voided,
+        );
+        println!(
+            "session {id}: {n} pending approval(s) cancelled, {g} session grant(s) revoked, {t} unredeemed token(s) voided"
+        );
     } else {
         let a = c.cancel(id, &req).await?;
         println!("{id} {}", a.status.as_str());

@@ -185,3 +185,68 @@ async fn a_year_long_timed_grant_on_r3_needs_the_workspace_confirmation() {
         .find(|g| g["scope"] == "1d");
     assert_eq!(day.unwrap()["discouraged"], false, "{g}");
 }
+
+/// Attack (found by review): an operator cancelled a session (AAEP §6.8) to stop an agent's
+/// run, but the `session` grant made in it kept letting the agent's same call through with
+/// nobody seeing it, and a call approved before the cancellation still redeemed its token.
+/// Cancelling a session now revokes its `session` grants and voids the tokens of its calls not
+/// yet redeemed; another session's token and a timed grant (consent beyond the session) stay.
+#[tokio::test]
+async fn cancelling_a_session_revokes_its_session_grants_and_voids_its_unredeemed_tokens() {
+    let e = env().await;
+    let gw = &e.gw;
+    let approve = async |session: &str, n: i64, scope: &str| {
+        let id = gw.held(session, "send", json!({"to": "ops", "n": n})).await;
+        let body = json!({"decision": "approve", "scope": scope});
+        let (s, b) = gw.decide_with(&id, OP, body).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        gw.as_agent(&id).await
+    };
+    let granted = approve("s9", 1, "session").await;
+    let once = approve("s9", 2, "once").await;
+    let elsewhere = approve("s10", 3, "once").await;
+    let id = gw.held("s9", "send", json!({"n": 4})).await;
+    let timed = json!({"decision": "approve", "scope": "1h"});
+    assert_eq!(gw.decide_with(&id, OP, timed).await.0, StatusCode::OK);
+    // The session grant covers its call again, and the covered call's token is kept unredeemed.
+    let (s, covered) = gw
+        .call("s9", "send", json!({"to": "ops", "n": 1}), json!({}))
+        .await;
+    assert_answer(
+        s,
+        &covered,
+        "grant_id",
+        StatusCode::OK,
+        granted["grant_id"].as_str().unwrap(),
+    );
+
+    let (s, b) = gw.cancel_session("s9", OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["grants_revoked"], json!([granted["grant_id"]]), "{b}");
+    // The session grant's own call, the once-approved call, the timed grant's call and the call
+    // the session grant covered: four tokens not yet redeemed.
+    assert_eq!(b["tokens_voided"], 4, "{b}");
+    for (rec, n) in [(&granted, 1), (&once, 2), (&covered, 1)] {
+        let (s, r) = gw
+            .redeem(&token_of(rec), "send", json!({"to": "ops", "n": n}), None)
+            .await;
+        assert_error(s, &r, StatusCode::CONFLICT, "TOKEN_USED");
+    }
+    // Held again in the cancelled session: the session grant covers nothing now.
+    let (s, b) = gw
+        .call("s9", "send", json!({"to": "ops", "n": 1}), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    // Another session's approved call still runs, and the timed grant still covers.
+    let (s, r) = gw
+        .redeem(
+            &token_of(&elsewhere),
+            "send",
+            json!({"to": "ops", "n": 3}),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let (s, b) = gw.call("s11", "send", json!({"n": 4}), json!({})).await;
+    assert_answer(s, &b, "scope", StatusCode::OK, "1h");
+}
