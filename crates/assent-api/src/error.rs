@@ -182,6 +182,9 @@ pub const PASSKEYS_OFF: &str = "PASSKEYS_OFF";
 pub const NO_PASSKEY: &str = "NO_PASSKEY";
 /// 409: the credential is registered already.
 pub const PASSKEY_TAKEN: &str = "PASSKEY_TAKEN";
+/// 409: the agent's session was cancelled (AAEP §4.1.4, §6.8): none of its calls in it run any
+/// more; start a new session.
+pub const SESSION_CANCELLED: &str = "SESSION_CANCELLED";
 /// 409: this operator's vote on the quorum approval is counted already.
 pub const ALREADY_VOTED: &str = "ALREADY_VOTED";
 /// 409: the gateway was not started from a config file, so it has no policy files to replay

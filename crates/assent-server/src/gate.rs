@@ -248,7 +248,8 @@ pub(crate) fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<
 
 /// Gates one submission in one store transaction and answers as `POST /v1/tool-calls` does:
 /// 200 allow (with a token when a grant covers it), 403 `TOOL_DENIED`, 202 pending, 429
-/// `TOO_MANY_PENDING`; `409 WRONG_STATE` when the store refuses it (a plan not approved, a
+/// `TOO_MANY_PENDING`, `409 SESSION_CANCELLED` (the agent's session was cancelled); `409
+/// WRONG_STATE` when the store refuses it (a plan not approved, a
 /// step under a pending Confirm).
 pub(crate) async fn gate(st: &AppState, mut b: Submission) -> Result<Response, ApiError> {
     check_sizes(&b, st.settings.max_arguments_bytes)?;
@@ -286,7 +287,8 @@ pub(crate) async fn gate(st: &AppState, mut b: Submission) -> Result<Response, A
 
 /// What became of a gated call, for metrics and traces: `allowed`, `denied`, `granted`
 /// (allowed by a grant), `held`, `joined` (an identical call's pending approval) or
-/// `too_many_pending` (refused: the agent's pending cap).
+/// `too_many_pending` (refused: the agent's pending cap) or `session_cancelled` (refused: the
+/// session is over).
 fn outcome_label(o: &Proposed) -> &'static str {
     match o {
         Proposed::Allowed => "allowed",
@@ -295,6 +297,7 @@ fn outcome_label(o: &Proposed) -> &'static str {
         Proposed::Held { joined: true, .. } => "joined",
         Proposed::Held { .. } => "held",
         Proposed::TooManyPending { .. } => "too_many_pending",
+        Proposed::SessionCancelled { .. } => "session_cancelled",
     }
 }
 
@@ -485,6 +488,16 @@ pub(crate) async fn answer(
                 "TOO_MANY_PENDING",
                 format!(
                     "agent `{agent}` already has {limit} pending approvals (max_pending_per_agent); wait for decisions or cancel some"
+                ),
+            ));
+        }
+        Proposed::SessionCancelled { at, by } => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                assent_api::error::SESSION_CANCELLED,
+                format!(
+                    "this session of agent `{agent}` was cancelled by `{by}` at {}: no call of it runs any more; start a new session",
+                    rfc3339(at)
                 ),
             ));
         }

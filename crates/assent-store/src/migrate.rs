@@ -113,6 +113,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(68, "0068_history_reads"),
     migration!(69, "0069_awaiting_clarification_events"),
     migration!(70, "0070_passkey_seal"),
+    migration!(71, "0071_session_ends"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

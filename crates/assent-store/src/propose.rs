@@ -157,6 +157,15 @@ pub enum Proposed {
         /// The cap.
         limit: u64,
     },
+    /// Refused (audited `call.refused`): the agent's session was cancelled
+    /// ([`Store::cancel_session`]; AAEP §4.1.4: no event of a session follows its terminal
+    /// one), whatever the verdict (`409 SESSION_CANCELLED`).
+    SessionCancelled {
+        /// When it was cancelled (Unix ms).
+        at: i64,
+        /// Who cancelled it (the agent itself or an operator).
+        by: String,
+    },
 }
 
 /// The MPLP Confirm target of an approval that is not a plain tool call (MPLP Confirm §2.3):
@@ -222,7 +231,8 @@ impl Store {
     ///   through as an approved approval with its own token (`grant.used`);
     /// - joins an identical pending call of the same session instead of holding it twice;
     /// - refuses when the agent already has `max_pending` pending approvals
-    ///   (`call.refused`), else holds the call as a new pending approval.
+    ///   (`call.refused`), else holds the call as a new pending approval;
+    /// - refuses any call (`call.refused`) once the agent's session is cancelled.
     ///
     /// Allowed, granted and held calls count toward later thresholds. `Err(Invalid)` when a
     /// `plan` target is not a draft of the agent.
@@ -283,7 +293,13 @@ impl Store {
                 p,
                 verdict: &verdict,
             };
+            let ended = crate::sessions::cancelled_at(**tx, p.agent, p.session_id)?;
             let outcome = match verdict.kind {
+                _ if let Some((at, by)) = ended => {
+                    let why = json!({"why": "the session was cancelled", "cancelled_at": at, "cancelled_by": by});
+                    g.audit("call.refused", None, why)?;
+                    Proposed::SessionCancelled { at, by }
+                }
                 VerdictKind::Deny => {
                     g.audit("call.denied", None, json!({}))?;
                     Proposed::Denied

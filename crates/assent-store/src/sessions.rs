@@ -39,7 +39,9 @@ impl Store {
     /// Cancels session `session_id` for `who` (the agent itself: only its own requests; an
     /// operator: only the approvals their roles let them decide):
     /// pending approvals (each audited `approval.cancelled`), pending clarifications
-    /// (`clarification.cancelled`, an `agent.state.changed` for each), the consent given in it
+    /// (`clarification.cancelled`, an `agent.state.changed` for each), first marking the
+    /// session over for each agent it reaches (their calls in it refused from then on,
+    /// [`Proposed::SessionCancelled`](crate::Proposed::SessionCancelled)), the consent given in it
     /// (its `session` grants revoked, the tokens of its calls not yet redeemed voided, whatever
     /// their approvers: that only stops calls from running;
     /// `crate::grants_revoke::withdraw_session_consent`), and, for every agent of
@@ -53,6 +55,14 @@ impl Store {
         now: i64,
     ) -> Result<SessionCancelled, StoreError> {
         let (agent, actor) = (who.agent(), who.name());
+        // Over first: no call of its agents is held in it while its pending ones are cancelled
+        // (found by review: such a call was left pending, and the session never announced).
+        self.write(|tx| {
+            for a in session_agents(**tx, session_id, agent)? {
+                end(**tx, (&a, session_id), actor, now)?;
+            }
+            Ok::<_, StoreError>(())
+        })?;
         let ids: Vec<String> = sql::column(
             self.lock().conn(),
             "SELECT id FROM approvals WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
@@ -72,11 +82,9 @@ impl Store {
             for c in &out.clarifications {
                 tx.changed(Change::Clarification(c.clone()));
             }
-            let agents: Vec<String> = match agent {
-                Some(a) => vec![a.to_string()],
-                None => agents_of(**tx, session_id)?,
-            };
-            for a in agents {
+            for a in session_agents(**tx, session_id, agent)? {
+                // An agent whose first call in it came while it was being cancelled.
+                end(**tx, (&a, session_id), actor, now)?;
                 let (grants, tokens) =
                     crate::grants_revoke::withdraw_session_consent(**tx, (&a, session_id), actor, now)?;
                 out.grants_revoked.extend(grants);
@@ -88,8 +96,8 @@ impl Store {
                     continue;
                 }
                 let fresh = tx
-                    .prepare_cached("INSERT INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4) ON CONFLICT DO NOTHING")?
-                    .execute(params![a, session_id, now, actor])?;
+                    .prepare_cached("UPDATE cancelled_sessions SET announced = 1 WHERE agent = ?1 AND session_id = ?2 AND announced = 0")?
+                    .execute(params![a, session_id])?;
                 if fresh == 0 {
                     continue;
                 }
@@ -204,6 +212,41 @@ impl Store {
         }
         Ok((plan, cancelled))
     }
+}
+
+/// Marks agent `agent`'s session `session_id` over, cancelled by `actor` at `now`, unless it
+/// is already (`cancelled_sessions`, `announced` 0 until [`Store::cancel_session`] announces
+/// it; migration 0071).
+fn end(tx: Conn<'_>, (agent, session_id): (&str, &str), actor: &str, now: i64) -> db::Result<()> {
+    tx.prepare_cached("INSERT INTO cancelled_sessions (agent, session_id, at, actor, announced) VALUES (?1,?2,?3,?4,0) ON CONFLICT DO NOTHING")?
+        .execute(params![agent, session_id, now, actor])?;
+    Ok(())
+}
+
+/// The agents a cancellation of `session_id` reaches: `agent` alone (its own cancel), or
+/// every agent of the session ([`agents_of`]).
+fn session_agents(tx: Conn<'_>, session_id: &str, agent: Option<&str>) -> db::Result<Vec<String>> {
+    match agent {
+        Some(a) => Ok(vec![a.to_string()]),
+        None => agents_of(tx, session_id),
+    }
+}
+
+/// When agent `agent`'s session `session_id` was cancelled, and by whom (`cancelled_sessions`,
+/// by its key); `None` when it was not. A session is over from the moment its cancellation
+/// begins, even when the canceller could not cancel every call pending in it (an operator
+/// without their approver roles): stopping is always in the direction of not running.
+pub(crate) fn cancelled_at(
+    tx: Conn<'_>,
+    agent: &str,
+    session_id: &str,
+) -> db::Result<Option<(i64, String)>> {
+    use crate::db::OptionalExtension as _;
+    tx.prepare_cached(
+        "SELECT at, actor FROM cancelled_sessions WHERE agent = ?1 AND session_id = ?2",
+    )?
+    .query_row(params![agent, session_id], db::tuple)
+    .optional()
 }
 
 /// Cancels the pending clarifications of the session (of `agent` only, when given); returns

@@ -193,7 +193,7 @@ fn events_and_side_tables(c: Conn<'_>) {
         .unwrap();
     assert_eq!(head, (1, "h1".to_string()));
     // sessions.rs, in the portable form of INSERT OR IGNORE.
-    let cancel = "INSERT INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4) ON CONFLICT DO NOTHING";
+    let cancel = "INSERT INTO cancelled_sessions (agent, session_id, at, actor, announced) VALUES (?1,?2,?3,?4,0) ON CONFLICT DO NOTHING";
     assert_eq!(
         c.execute(cancel, params!["bot", "s1", 1i64, "ann"])
             .unwrap(),

@@ -232,11 +232,18 @@ async fn cancelling_a_session_revokes_its_session_grants_and_voids_its_unredeeme
             .await;
         assert_error(s, &r, StatusCode::CONFLICT, "TOKEN_USED");
     }
-    // Held again in the cancelled session: the session grant covers nothing now.
-    let (s, b) = gw
-        .call("s9", "send", json!({"to": "ops", "n": 1}), json!({}))
-        .await;
-    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let (_, g) = gw.get("/v1/grants?all=true", OP).await;
+    let revoked: Vec<_> = g["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| !g["revoked_at"].is_null())
+        .collect();
+    assert_eq!(revoked.len(), 1, "{g}");
+    assert_eq!(
+        (&revoked[0]["id"], &revoked[0]["revoked_by"]),
+        (&granted["grant_id"], &json!("alice"))
+    );
     // Another session's approved call still runs, and the timed grant still covers.
     let (s, r) = gw
         .redeem(

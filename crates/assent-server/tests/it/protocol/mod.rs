@@ -7,4 +7,5 @@ mod env;
 mod decisions;
 mod formats;
 mod grants;
+mod sessions;
 mod triggers;

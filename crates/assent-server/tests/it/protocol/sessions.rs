@@ -1,0 +1,81 @@
+//! A cancelled session is over (AAEP §4.1.4, §6.8): its agent's calls in it are refused.
+
+use super::env::env;
+use crate::backend::{audit_count, sqlite_only};
+use crate::kit::{BOT, assert_error, assert_says};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// Attack (found by review): an operator cancelled a runaway agent's session, and the agent
+/// went on calling in it — its allowed calls ran, its held ones waited for approval again, and
+/// AAEP subscribers saw events of a session already announced over; a call held while the
+/// cancellation was cancelling the pending ones kept the session from ever being announced.
+/// From the moment its cancellation begins, every call of the agent in the session is refused
+/// `409 SESSION_CANCELLED` (audited `call.refused`), whatever the verdict — also when the
+/// canceller could not cancel a call pending in it (an operator without its approver role);
+/// another session is not.
+#[tokio::test]
+async fn a_call_in_a_cancelled_session_is_refused() {
+    let e = env().await;
+    let gw = &e.gw;
+    // Olaf (ops) may not decide `esc` (finance): his cancel leaves it pending, and ends s1.
+    let esc = gw.held("s1", "esc", json!({})).await;
+    let (s, b) = gw.cancel_session("s1", "olaf-key").await;
+    assert_eq!((s, &b["refused"]), (StatusCode::OK, &json!([esc])), "{b}");
+    assert_eq!(gw.as_agent(&esc).await["status"], "pending");
+    // The agent's own cancel ends its session s2.
+    let (s, b) = gw.cancel_session("s2", BOT).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    for (session, by) in [("s1", "olaf"), ("s2", "bot")] {
+        // An allowed call, a held one and a denied one: all refused.
+        let calls = [
+            ("search", json!({"q": 1})),
+            ("send", json!({"n": 1})),
+            ("wipe", json!({"target": "/"})),
+        ];
+        for (tool, args) in calls {
+            let (s, b) = gw.call(session, tool, args, json!({})).await;
+            assert_error(s, &b, StatusCode::CONFLICT, "SESSION_CANCELLED");
+            assert_says(&b, "message", &format!("cancelled by `{by}`"));
+        }
+    }
+    assert_eq!(audit_count(&gw.data_dir, "call.refused"), 6);
+    // Alice's cancel of s1 cancels `esc`, and announces the session over once.
+    let (s, b) = gw.cancel_session("s1", "alice-key").await;
+    assert_eq!((s, &b["cancelled"]), (StatusCode::OK, &json!([esc])), "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 2);
+    gw.cancel_session("s1", "alice-key").await;
+    assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 2);
+    // Another session runs.
+    let (s, b) = gw.call("s3", "search", json!({"q": 1}), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+}
+
+/// Attack (found by review): with replicas, calls the agent kept proposing through one while
+/// an operator's cancellation on another was cancelling the session's pending ones were held
+/// after it had listed them, so they stayed pending, the session was never announced over and
+/// went on. Its cancellation now marks the session over before it lists them, so no call is
+/// held in it meanwhile: a trigger refusing to cancel a call of a session not yet marked over
+/// lets the whole cancellation through, and it is announced once.
+#[tokio::test]
+async fn a_session_is_marked_over_before_its_pending_calls_are_cancelled() {
+    if sqlite_only("a SQLite trigger checks the order of the cancellation's writes") {
+        return;
+    }
+    let e = env().await;
+    let gw = &e.gw;
+    let held = [
+        gw.held("s5", "send", json!({"n": 1})).await,
+        gw.held("s5", "low", json!({})).await,
+    ];
+    gw.sql().exec(
+        "CREATE TRIGGER over_first BEFORE UPDATE OF status ON approvals \
+         WHEN NEW.status = 'cancelled' AND NOT EXISTS (SELECT 1 FROM cancelled_sessions c \
+           WHERE c.agent = NEW.agent AND c.session_id = NEW.session_id) \
+         BEGIN SELECT RAISE(ABORT, 'cancelled before the session was over'); END",
+        &[],
+    );
+    let (s, b) = gw.cancel_session("s5", "alice-key").await;
+    assert_eq!((s, &b["cancelled"]), (StatusCode::OK, &json!(held)), "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 1);
+}
