@@ -507,6 +507,25 @@ pub(crate) fn key_stands(live: &crate::state::Live, agent: &str, key_sha256: &[u
     })
 }
 
+/// The principal in `live` holding `p`'s key (by its digest) in the same part — the same
+/// agent's, or an executor (with its scope as `live` has it) — whatever its name; `None` when a
+/// reload removed the key or gave it to another part. What a redemption is judged as, inside
+/// the store's writer.
+pub(crate) fn standing<'a>(
+    live: &'a crate::state::Live,
+    p: &crate::config::Principal,
+) -> Option<&'a crate::config::Principal> {
+    use crate::config::PrincipalKind::{Agent, Executor};
+    live.principals.iter().find(|q| {
+        q.key_sha256 == p.key_sha256
+            && match (&q.kind, &p.kind) {
+                (Agent { agent_id: a }, Agent { agent_id: b }) => a == b,
+                (Executor { .. }, Executor { .. }) => true,
+                _ => false,
+            }
+    })
+}
+
 /// Whether a live principal named `name` acts for agent `agent` with key binding `binding`.
 fn stands_for(st: &AppState, (name, agent, binding): (&str, &str, &str)) -> bool {
     let same_agent = |p: &crate::config::Principal| matches!(&p.kind, crate::config::PrincipalKind::Agent { agent_id } if agent_id == agent);

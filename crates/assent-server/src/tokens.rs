@@ -103,21 +103,27 @@ pub(crate) async fn redeem(
     telemetry::record(&span, "assent.call_hash", &hash);
     telemetry::record(&span, "assent.tool", &b.tool);
     let (h2, tool, server, token, device) = (hash.clone(), b.tool, b.server, b.token, b.device_id);
-    // Whose plans stop whose tokens: the agent files' declared local delegates.
-    let reg = st.registry();
     // The signature is checked here, on this request's worker: the store's one writer, which
     // every agent's writes wait behind, only reads and writes rows (issue 13 §4).
     let verified = st.store.verify_token(&token, now_ms());
+    let people = st.clone();
     let c = st
-        .store_task(move |s| match p.presenter(&tool, server.as_deref()) {
-            Some(by) => {
-                let d = reg.delegations();
-                s.redeem_verified(verified, by, &h2, device.as_deref(), now_ms(), d)
-            }
-            None => Err(RedeemError::WrongAgent),
+        .store_task(move |s| {
+            // The presenter as the principals in force now have it, inside the writer a reload
+            // swaps them in (found by review: a redemption authenticated before a reload removed
+            // the key, or narrowed the executor, redeemed after `config.reloaded`).
+            let live = people.live();
+            let now = crate::decide::standing(&live, &p)?;
+            // Whose plans stop whose tokens: the agent files' declared local delegates.
+            let d = live.registry.delegations();
+            Some(match now.presenter(&tool, server.as_deref()) {
+                Some(by) => s.redeem_verified(verified, by, &h2, device.as_deref(), now_ms(), d),
+                None => Err(RedeemError::WrongAgent),
+            })
         })
         .instrument(span.clone())
         .await?
+        .ok_or_else(ApiError::unauthenticated)?
         .map_err(redeem_error);
     let result = c.as_ref().map_or_else(|e| e.code, |_| "redeemed");
     st.metrics.redemption(result);

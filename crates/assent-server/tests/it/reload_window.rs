@@ -393,3 +393,62 @@ async fn a_reload_whose_client_hangs_up_still_puts_what_it_recorded_in_force() {
 
 /// The kit's `bot`, an agent, as a [`principals`] entry's kind.
 const BOT_P: &str = "kind: agent, agent_id: bot";
+
+/// Attack (found by review): a stolen agent key and the tokens of calls a person approved for
+/// it. The operators remove the key by a reload, while the thief's redemptions, authenticated
+/// with it before the reload, wait for the store's writer: they redeemed after
+/// `config.reloaded`, and the calls ran. The presenter is looked up again inside the
+/// redemption's store task, among the principals the reload swapped in: no token is redeemed
+/// with the key after `config.reloaded`.
+#[tokio::test]
+async fn redemptions_in_flight_with_a_key_a_reload_removes_redeem_nothing_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (alice, olaf, bot) = (ALICE, OLAF, AGENT);
+    let gw = reloading(dir.path(), &principals(&[alice, olaf, bot])).await;
+    let mut tokens = Vec::new();
+    for i in 0..N {
+        let id = gw
+            .held("s1", "read", json!({"path": format!("/{i}")}))
+            .await;
+        let (s, d) = gw.decide(&id, OP, "approve").await;
+        assert_eq!(s, StatusCode::OK, "{d}");
+        tokens.push(token_of(&gw.as_agent(&id).await));
+    }
+    let mut flying = Vec::new();
+    for (i, token) in tokens.into_iter().enumerate() {
+        let url = format!("{}/v1/tokens/redeem", gw.url);
+        let body = json!({"token": token, "tool": "read", "arguments": {"path": format!("/{i}")}});
+        let r = gw.http.post(url).bearer_auth(BOT).json(&body);
+        flying.push(tokio::spawn(async move {
+            let resp = r.send().await.unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        }));
+    }
+    // Some were redeemed, the others are still on their way (a state read).
+    let redeemed = "SELECT count(*) FROM audit WHERE kind = 'token.redeemed'";
+    let start = Instant::now();
+    while gw.sql().int(redeemed, &[]) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "nothing redeemed"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let b = reloaded(&gw, dir.path(), &principals(&[alice, olaf])).await;
+    assert_eq!(b["removed"], json!(["bot"]), "{b}");
+    for f in flying {
+        let (s, b) = f.await.unwrap();
+        assert!(
+            [StatusCode::OK, StatusCode::UNAUTHORIZED].contains(&s)
+                || b["code"] == "AUTH_THROTTLED",
+            "{s} {b}"
+        );
+    }
+    let after = "SELECT count(*) FROM audit WHERE kind = 'token.redeemed' AND seq > (SELECT seq FROM audit WHERE kind = 'config.reloaded')";
+    assert_eq!(
+        gw.sql().int(after, &[]),
+        0,
+        "a token redeemed with a removed key"
+    );
+    gw.stop().await;
+}
