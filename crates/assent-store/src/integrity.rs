@@ -684,5 +684,6 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     crate::integrity_pins::pins(conn, &gone, &mut out, &mut vouched)?;
     crate::integrity_pins::reviews(conn, &gone, &mut out, &mut vouched)?;
     crate::integrity_plans::plans(conn, &mut out)?;
+    crate::integrity_plans::sessions(conn, &mut out)?;
     Ok(out)
 }

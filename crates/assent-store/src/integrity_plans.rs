@@ -5,6 +5,7 @@
 //! was, seal and all (a cancelled plan's approved row restored, lifting the block on calls
 //! naming its steps; the stop voided its calls' tokens): its status then disagrees with its
 //! newest record, which this names.
+//! And the sessions cancelled ([`sessions`]): each one a record names keeps its row.
 //! Called by [`crate::integrity::cross_check_on`] (statuses) and `verify_snapshot` (seals),
 //! in their snapshot.
 
@@ -117,6 +118,44 @@ pub(crate) fn seals(conn: Conn<'_>, key: &SealKey, out: &mut Vec<Found>) -> db::
         if damaged {
             out.push((None, format!(
                 "plan {id}'s stored row does not hold its seal: it was changed behind the gateway's back; it runs no calls"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every session a `session.cancelled` record names (`data.agent`, `data.session_id`) must
+/// still have its `cancelled_sessions` row: the gateway deletes none once announced, and
+/// without it the agent's calls in the session would run again (found by review of the refusal
+/// of such calls). A row with no record (a cancellation under way, or cut short) only refuses
+/// calls, and is not named. Linear in those records.
+pub(crate) fn sessions(conn: Conn<'_>, out: &mut Vec<Found>) -> db::Result<()> {
+    let mut named: Vec<(i64, String, String)> = Vec::new();
+    conn.prepare_cached(
+        "SELECT seq, data FROM audit WHERE kind = 'session.cancelled' ORDER BY seq",
+    )?
+    .for_each([], |r| {
+        let seq: i64 = r.get(0)?;
+        let data = &json_of(r)?;
+        if let (Some(a), Some(s)) = (text_at(data, "agent"), text_at(data, "session_id")) {
+            named.push((seq, a, s));
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let mut seen = std::collections::HashSet::new();
+    for (seq, agent, session) in named {
+        if !seen.insert((agent.clone(), session.clone())) {
+            continue;
+        }
+        let row: Option<i64> = conn
+            .prepare_cached(
+                "SELECT 1 FROM cancelled_sessions WHERE agent = ?1 AND session_id = ?2",
+            )?
+            .query_row(crate::params![agent, session], |r| r.get(0))
+            .optional()?;
+        if row.is_none() {
+            out.push((Some(seq), format!(
+                "session {session} of agent {agent} was cancelled (record {seq}), but its cancelled_sessions row is gone: it was deleted behind the gateway's back, and the agent's calls in the session run again"
             )));
         }
     }

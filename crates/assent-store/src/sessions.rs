@@ -41,7 +41,8 @@ impl Store {
     /// pending approvals (each audited `approval.cancelled`), pending clarifications
     /// (`clarification.cancelled`, an `agent.state.changed` for each), first marking the
     /// session over for each agent it reaches (their calls in it refused from then on,
-    /// [`Proposed::SessionCancelled`](crate::Proposed::SessionCancelled)), the consent given in it
+    /// [`Proposed::SessionCancelled`](crate::Proposed::SessionCancelled), unless it leaves one
+    /// of theirs pending: [`close`]), the consent given in it
     /// (its `session` grants revoked, the tokens of its calls not yet redeemed voided, whatever
     /// their approvers: that only stops calls from running;
     /// `crate::grants_revoke::withdraw_session_consent`), and, for every agent of
@@ -57,11 +58,14 @@ impl Store {
         let (agent, actor) = (who.agent(), who.name());
         // Over first: no call of its agents is held in it while its pending ones are cancelled
         // (found by review: such a call was left pending, and the session never announced).
-        self.write(|tx| {
+        let mut marked = self.write(|tx| {
+            let mut marked = Vec::new();
             for a in session_agents(**tx, session_id, agent)? {
-                end(**tx, (&a, session_id), actor, now)?;
+                if end(**tx, (&a, session_id), actor, now)? {
+                    marked.push(a);
+                }
             }
-            Ok::<_, StoreError>(())
+            Ok::<_, StoreError>(marked)
         })?;
         let ids: Vec<String> = sql::column(
             self.lock().conn(),
@@ -78,47 +82,35 @@ impl Store {
             }
         }
         self.write(|tx| {
-            out.clarifications = cancel_clarifications(**tx, &*self.envelopes, session_id, agent, actor, now)?;
+            out.clarifications =
+                cancel_clarifications(**tx, &*self.envelopes, session_id, agent, actor, now)?;
             for c in &out.clarifications {
                 tx.changed(Change::Clarification(c.clone()));
             }
             for a in session_agents(**tx, session_id, agent)? {
                 // An agent whose first call in it came while it was being cancelled.
-                end(**tx, (&a, session_id), actor, now)?;
-                let (grants, tokens) =
-                    crate::grants_revoke::withdraw_session_consent(**tx, (&a, session_id), actor, now)?;
+                if end(**tx, (&a, session_id), actor, now)? {
+                    marked.push(a.clone());
+                }
+                let (grants, tokens) = crate::grants_revoke::withdraw_session_consent(
+                    **tx,
+                    (&a, session_id),
+                    actor,
+                    now,
+                )?;
                 out.grants_revoked.extend(grants);
                 out.tokens_voided += tokens;
-                let left: i64 = tx
-                    .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
-                    .query_row(params![a, session_id], |r| r.get(0))?;
-                if left > 0 {
-                    continue;
-                }
-                let fresh = tx
-                    .prepare_cached("UPDATE cancelled_sessions SET announced = 1 WHERE agent = ?1 AND session_id = ?2 AND announced = 0")?
-                    .execute(params![a, session_id])?;
-                if fresh == 0 {
-                    continue;
-                }
                 let n = out.cancelled.iter().filter(|x| x.agent == a).count();
-                let ev = AaepEvent::SessionCancelled {
-                    agent: &a,
-                    session: session_id,
-                    by_operator: agent.is_none(),
+                let how = Closing {
+                    who,
+                    reason,
                     cancelled: n,
-                    at: now,
-                };
-                emit(**tx, &*self.envelopes, &ev, None, None, now)?;
-                audit::append(
-                    **tx,
+                    marked: marked.contains(&a),
                     now,
-                    "session.cancelled",
-                    None,
-                    actor,
-                    &json!({"agent": a, "session_id": session_id, "approvals": n, "reason": reason}),
-                )?;
-                out.announced.push(a);
+                };
+                if close(**tx, &*self.envelopes, (&a, session_id), how)? {
+                    out.announced.push(a);
+                }
             }
             Ok(out)
         })
@@ -215,12 +207,75 @@ impl Store {
 }
 
 /// Marks agent `agent`'s session `session_id` over, cancelled by `actor` at `now`, unless it
-/// is already (`cancelled_sessions`, `announced` 0 until [`Store::cancel_session`] announces
-/// it; migration 0071).
-fn end(tx: Conn<'_>, (agent, session_id): (&str, &str), actor: &str, now: i64) -> db::Result<()> {
-    tx.prepare_cached("INSERT INTO cancelled_sessions (agent, session_id, at, actor, announced) VALUES (?1,?2,?3,?4,0) ON CONFLICT DO NOTHING")?
+/// is already (`cancelled_sessions`, `announced` 0 until [`close`] announces it or takes the
+/// mark back; migration 0071). Whether it wrote the mark.
+fn end(tx: Conn<'_>, (agent, session_id): (&str, &str), actor: &str, now: i64) -> db::Result<bool> {
+    let fresh = tx
+        .prepare_cached("INSERT INTO cancelled_sessions (agent, session_id, at, actor, announced) VALUES (?1,?2,?3,?4,0) ON CONFLICT DO NOTHING")?
         .execute(params![agent, session_id, now, actor])?;
-    Ok(())
+    Ok(fresh > 0)
+}
+
+/// How [`close`] ends one agent's session: the cancellation's canceller and reason, how many
+/// of the agent's approvals it cancelled, whether it marked the session over itself
+/// ([`end`]), and when.
+struct Closing<'a> {
+    who: &'a Canceller<'a>,
+    reason: Option<&'a str>,
+    cancelled: usize,
+    marked: bool,
+    now: i64,
+}
+
+/// The end of a session's cancellation for agent `agent`, in its last transaction. With a call
+/// of the agent still pending in it (one the canceller may not decide, or under `deny:
+/// quorum`), the session is not over — a call left to be decided could otherwise be approved
+/// and run in a session over (found by review) — and the mark this cancellation wrote is taken
+/// back. With none, the session is over and, the first time, announced:
+/// `aaep:agent.session.cancelled` and a `session.cancelled` record (`agent`, `session_id`,
+/// `approvals`, `reason`), which `audit verify` holds the mark to
+/// ([`crate::integrity_plans::sessions`]: a mark deleted behind the gateway's back would let the
+/// session's calls run again). Whether it announced.
+fn close(
+    tx: Conn<'_>,
+    env: &dyn Envelopes,
+    (agent, session_id): (&str, &str),
+    how: Closing<'_>,
+) -> db::Result<bool> {
+    let left: i64 = tx
+        .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
+        .query_row(params![agent, session_id], |r| r.get(0))?;
+    if left > 0 {
+        if how.marked {
+            tx.prepare_cached("DELETE FROM cancelled_sessions WHERE agent = ?1 AND session_id = ?2 AND announced = 0")?
+                .execute(params![agent, session_id])?;
+        }
+        return Ok(false);
+    }
+    let fresh = tx
+        .prepare_cached("UPDATE cancelled_sessions SET announced = 1 WHERE agent = ?1 AND session_id = ?2 AND announced = 0")?
+        .execute(params![agent, session_id])?;
+    if fresh == 0 {
+        return Ok(false);
+    }
+    let ev = AaepEvent::SessionCancelled {
+        agent,
+        session: session_id,
+        by_operator: how.who.agent().is_none(),
+        cancelled: how.cancelled,
+        at: how.now,
+    };
+    emit(tx, env, &ev, None, None, how.now)?;
+    let data = json!({"agent": agent, "session_id": session_id, "approvals": how.cancelled, "reason": how.reason});
+    audit::append(
+        tx,
+        how.now,
+        "session.cancelled",
+        None,
+        how.who.name(),
+        &data,
+    )?;
+    Ok(true)
 }
 
 /// The agents a cancellation of `session_id` reaches: `agent` alone (its own cancel), or
@@ -234,8 +289,8 @@ fn session_agents(tx: Conn<'_>, session_id: &str, agent: Option<&str>) -> db::Re
 
 /// When agent `agent`'s session `session_id` was cancelled, and by whom (`cancelled_sessions`,
 /// by its key); `None` when it was not. A session is over from the moment its cancellation
-/// begins, even when the canceller could not cancel every call pending in it (an operator
-/// without their approver roles): stopping is always in the direction of not running.
+/// begins, and stays so unless that cancellation leaves a call of the agent pending in it
+/// ([`close`]).
 pub(crate) fn cancelled_at(
     tx: Conn<'_>,
     agent: &str,

@@ -1,32 +1,35 @@
 //! A cancelled session is over (AAEP §4.1.4, §6.8): its agent's calls in it are refused.
 
 use super::env::env;
-use crate::backend::{audit_count, sqlite_only};
+use crate::backend::{audit_count, audit_problem, sqlite_only};
 use crate::kit::{BOT, assert_error, assert_says};
 use reqwest::StatusCode;
 use serde_json::json;
 
 /// Attack (found by review): an operator cancelled a runaway agent's session, and the agent
 /// went on calling in it — its allowed calls ran, its held ones waited for approval again, and
-/// AAEP subscribers saw events of a session already announced over; a call held while the
-/// cancellation was cancelling the pending ones kept the session from ever being announced.
-/// From the moment its cancellation begins, every call of the agent in the session is refused
-/// `409 SESSION_CANCELLED` (audited `call.refused`), whatever the verdict — also when the
-/// canceller could not cancel a call pending in it (an operator without its approver role);
-/// another session is not.
+/// AAEP subscribers saw events of a session already announced over. From the moment its
+/// cancellation begins, every call of the agent in the session is refused `409
+/// SESSION_CANCELLED` (audited `call.refused`), whatever the verdict; another session is not.
+/// A cancellation that leaves a call pending (an operator without its approver role) does not
+/// end the session: that call is still to be decided, and could then run (found by review of
+/// the fix); one that leaves nothing pending does.
 #[tokio::test]
 async fn a_call_in_a_cancelled_session_is_refused() {
     let e = env().await;
     let gw = &e.gw;
-    // Olaf (ops) may not decide `esc` (finance): his cancel leaves it pending, and ends s1.
+    // Olaf (ops) may not decide `esc` (finance): his cancel leaves it pending, s1 goes on.
     let esc = gw.held("s1", "esc", json!({})).await;
     let (s, b) = gw.cancel_session("s1", "olaf-key").await;
     assert_eq!((s, &b["refused"]), (StatusCode::OK, &json!([esc])), "{b}");
-    assert_eq!(gw.as_agent(&esc).await["status"], "pending");
-    // The agent's own cancel ends its session s2.
+    let (s, b) = gw.call("s1", "search", json!({"q": 0}), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // Alice's cancels it (and announces it over); the agent's own ends its session s2.
+    let (s, b) = gw.cancel_session("s1", "alice-key").await;
+    assert_eq!((s, &b["cancelled"]), (StatusCode::OK, &json!([esc])), "{b}");
     let (s, b) = gw.cancel_session("s2", BOT).await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    for (session, by) in [("s1", "olaf"), ("s2", "bot")] {
+    for (session, by) in [("s1", "alice"), ("s2", "bot")] {
         // An allowed call, a held one and a denied one: all refused.
         let calls = [
             ("search", json!({"q": 1})),
@@ -40,9 +43,6 @@ async fn a_call_in_a_cancelled_session_is_refused() {
         }
     }
     assert_eq!(audit_count(&gw.data_dir, "call.refused"), 6);
-    // Alice's cancel of s1 cancels `esc`, and announces the session over once.
-    let (s, b) = gw.cancel_session("s1", "alice-key").await;
-    assert_eq!((s, &b["cancelled"]), (StatusCode::OK, &json!([esc])), "{b}");
     assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 2);
     gw.cancel_session("s1", "alice-key").await;
     assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 2);
@@ -78,4 +78,26 @@ async fn a_session_is_marked_over_before_its_pending_calls_are_cancelled() {
     let (s, b) = gw.cancel_session("s5", "alice-key").await;
     assert_eq!((s, &b["cancelled"]), (StatusCode::OK, &json!(held)), "{b}");
     assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 1);
+}
+
+/// Attack: a database writer deletes a cancelled session's row, so that the agent's calls in
+/// it run again. `audit verify` names a `session.cancelled` record whose row is gone.
+#[tokio::test]
+async fn a_cancelled_sessions_row_deleted_behind_the_gateway_is_named_by_audit_verify() {
+    let e = env().await;
+    let gw = &e.gw;
+    gw.held("s6", "send", json!({"n": 1})).await;
+    let (s, b) = gw.cancel_session("s6", "olaf-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 1);
+    assert!(audit_problem(&gw.data_dir).is_none());
+    gw.sql().exec(
+        "DELETE FROM cancelled_sessions WHERE session_id = 's6'",
+        &[],
+    );
+    let p = audit_problem(&gw.data_dir).expect("the deleted row is named");
+    assert!(
+        p.reason.contains("session s6 of agent bot was cancelled"),
+        "{p:?}"
+    );
 }
