@@ -19,7 +19,7 @@ use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, clarification_key};
 use assent_api::clarify::{AnswerRequest, AskRequest, ClarificationList};
 use assent_core::clarification::{Clarification, ClarificationStatus, RESPONSE_KINDS};
-use assent_store::Store;
+use assent_store::{AskRefused, Store};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -96,14 +96,22 @@ pub(crate) async fn ask(
         )
     })
     .await?
-    .map_err(|limit| {
-        ApiError::new(
+    .map_err(|refused| match refused {
+        AskRefused::TooMany(limit) => ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "TOO_MANY_PENDING",
             format!(
                 "agent `{agent}` already has {limit} approvals and questions waiting (max_pending_per_agent); wait for answers or cancel some"
             ),
-        )
+        ),
+        AskRefused::SessionCancelled { at, by } => ApiError::new(
+            StatusCode::CONFLICT,
+            assent_api::error::SESSION_CANCELLED,
+            format!(
+                "this session of agent `{agent}` was cancelled by `{by}` at {}: it asks nothing more; start a new session",
+                crate::formats::rfc3339(at)
+            ),
+        ),
     })?;
     st.changed();
     Ok(body::with_status(StatusCode::ACCEPTED, c))

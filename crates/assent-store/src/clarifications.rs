@@ -20,11 +20,28 @@ use crate::usage::pending_of;
 use assent_core::clarification::ClarificationStatus;
 use serde_json::{Value, json};
 
+/// Why [`Store::create_clarification`] stored no question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskRefused {
+    /// The agent has this many (`max_pending_per_agent`) approvals and questions waiting
+    /// (`429 TOO_MANY_PENDING`).
+    TooMany(u64),
+    /// The agent's session was cancelled (`409 SESSION_CANCELLED`).
+    SessionCancelled {
+        /// When (Unix ms).
+        at: i64,
+        /// By whom.
+        by: String,
+    },
+}
+
 impl Store {
     /// Stores a clarification question with a fresh reply token and emits
-    /// `aaep:agent.awaiting.clarification` (`clarification.requested` audited). `Ok(Err(limit))`
-    /// when the agent already has `max_pending` approvals and questions waiting (audited
-    /// `clarification.refused`; nothing else stored).
+    /// `aaep:agent.awaiting.clarification` (`clarification.requested` audited). `Ok(Err(_))`,
+    /// audited `clarification.refused` and nothing else stored, when the agent already has
+    /// `max_pending` approvals and questions waiting ([`AskRefused::TooMany`]) or its session
+    /// was cancelled ([`AskRefused::SessionCancelled`]: AAEP §4.1.4, no event of a session
+    /// follows its terminal one).
     #[allow(clippy::too_many_arguments)]
     pub fn create_clarification(
         &self,
@@ -37,10 +54,15 @@ impl Store {
         now: i64,
         expires_at: i64,
         max_pending: u64,
-    ) -> Result<Result<aaep::Clarification, u64>, StoreError> {
+    ) -> Result<Result<aaep::Clarification, AskRefused>, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let token = ordered_id("rpl_", now);
         self.write(|tx| {
+        if let Some((at, by)) = crate::session_over::cancelled_at(**tx, agent, session_id)? {
+            let why = json!({"session_id": session_id, "why": "the session was cancelled", "cancelled_at": at, "cancelled_by": by});
+            audit::append(**tx, now, "clarification.refused", None, agent, &why)?;
+            return Ok(Err(AskRefused::SessionCancelled { at, by }));
+        }
         let pending = pending_of(**tx, agent)?;
         if pending >= max_pending {
             audit::append(
@@ -51,7 +73,7 @@ impl Store {
                 agent,
                 &json!({"session_id": session_id, "why": "too many pending approvals and questions", "pending": pending, "limit": max_pending}),
             )?;
-            return Ok(Err(max_pending));
+            return Ok(Err(AskRefused::TooMany(max_pending)));
         }
         tx.prepare_cached("INSERT INTO clarifications (id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,'pending')")?
             .execute(params![id, agent, session_id, question, json!(kinds).to_string(), json!(choices).to_string(), context, token, now, expires_at])?;

@@ -115,6 +115,7 @@ mod retention_entries;
 mod seal;
 mod sealing_marker;
 mod session_risk;
+mod session_over;
 pub mod sessions;
 mod settlement_seal;
 mod single_use;
@@ -136,7 +137,7 @@ pub mod wal;
 
 pub use approval_record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};
 pub use audit::Via;
-pub use clarifications::MAX_CLARIFICATIONS_LISTED;
+pub use clarifications::{AskRefused, MAX_CLARIFICATIONS_LISTED};
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;
 pub use decision_input::StillStands;

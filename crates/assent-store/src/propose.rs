@@ -293,7 +293,7 @@ impl Store {
                 p,
                 verdict: &verdict,
             };
-            let ended = crate::sessions::cancelled_at(**tx, p.agent, p.session_id)?;
+            let ended = crate::session_over::cancelled_at(**tx, p.agent, p.session_id)?;
             let outcome = match verdict.kind {
                 _ if let Some((at, by)) = ended => {
                     let why = json!({"why": "the session was cancelled", "cancelled_at": at, "cancelled_by": by});

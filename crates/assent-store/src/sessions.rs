@@ -287,23 +287,6 @@ fn session_agents(tx: Conn<'_>, session_id: &str, agent: Option<&str>) -> db::Re
     }
 }
 
-/// When agent `agent`'s session `session_id` was cancelled, and by whom (`cancelled_sessions`,
-/// by its key); `None` when it was not. A session is over from the moment its cancellation
-/// begins, and stays so unless that cancellation leaves a call of the agent pending in it
-/// ([`close`]).
-pub(crate) fn cancelled_at(
-    tx: Conn<'_>,
-    agent: &str,
-    session_id: &str,
-) -> db::Result<Option<(i64, String)>> {
-    use crate::db::OptionalExtension as _;
-    tx.prepare_cached(
-        "SELECT at, actor FROM cancelled_sessions WHERE agent = ?1 AND session_id = ?2",
-    )?
-    .query_row(params![agent, session_id], db::tuple)
-    .optional()
-}
-
 /// Cancels the pending clarifications of the session (of `agent` only, when given); returns
 /// their ids. Their reply tokens no longer match a pending question.
 fn cancel_clarifications(

@@ -10,7 +10,8 @@ use serde_json::json;
 /// went on calling in it — its allowed calls ran, its held ones waited for approval again, and
 /// AAEP subscribers saw events of a session already announced over. From the moment its
 /// cancellation begins, every call of the agent in the session is refused `409
-/// SESSION_CANCELLED` (audited `call.refused`), whatever the verdict; another session is not.
+/// SESSION_CANCELLED` (audited `call.refused`), whatever the verdict, and so is a question;
+/// another session is not.
 /// A cancellation that leaves a call pending (an operator without its approver role) does not
 /// end the session: that call is still to be decided, and could then run (found by review of
 /// the fix); one that leaves nothing pending does.
@@ -43,6 +44,12 @@ async fn a_call_in_a_cancelled_session_is_refused() {
         }
     }
     assert_eq!(audit_count(&gw.data_dir, "call.refused"), 6);
+    // Nor does it ask a question any more.
+    let ask = json!({"agent": "bot", "session_id": "s2", "question": "go on?",
+                     "accepted_response_kinds": ["yes_no"]});
+    let (s, b) = gw.post("/v1/clarifications", BOT, ask).await;
+    assert_error(s, &b, StatusCode::CONFLICT, "SESSION_CANCELLED");
+    assert_eq!(audit_count(&gw.data_dir, "clarification.refused"), 1);
     assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 2);
     gw.cancel_session("s1", "alice-key").await;
     assert_eq!(audit_count(&gw.data_dir, "session.cancelled"), 2);
