@@ -55,6 +55,10 @@ fn redeem_error(e: RedeemError) -> ApiError {
             let code = assent_api::error::SETTLEMENT_UNSEALED;
             ApiError::new(StatusCode::CONFLICT, code, e.to_string())
         }
+        RedeemError::SessionCancelled { .. } => {
+            let code = assent_api::error::SESSION_CANCELLED;
+            ApiError::new(StatusCode::CONFLICT, code, e.to_string())
+        }
         RedeemError::ToolUnderReview { .. } => {
             let code = assent_api::error::TOOL_UNDER_REVIEW;
             ApiError::new(StatusCode::CONFLICT, code, e.to_string())

@@ -202,6 +202,15 @@ pub enum RedeemError {
     /// [`assent_core::rules_now::tightened`]); the token stays unused.
     #[error("{0}")]
     RulesTightened(String),
+    /// `SESSION_CANCELLED` (409): the call's session is over for its agent (cancelled, or its
+    /// cancellation under way: `crate::session_over`); the token stays unused.
+    #[error("the call's session {session_id} was cancelled by `{by}`: its calls no longer run")]
+    SessionCancelled {
+        /// The session.
+        session_id: String,
+        /// Who cancelled it.
+        by: String,
+    },
     #[error(transparent)]
     /// The store failed; the token was not consumed.
     Store(#[from] StoreError),

@@ -22,3 +22,17 @@ pub(crate) fn cancelled_at(
     .optional()
 }
 
+/// The session of approval `aid` and who cancelled it, when that session is over for the
+/// approval's agent ([`cancelled_at`]); `None` otherwise (or no such approval). What a
+/// redemption asks: a call approved while its session's cancellation was under way — by
+/// another operator, an in-client answer or a timeout's approving default — runs nothing
+/// (found by review: its token was redeemed before the cancellation's last write voided it).
+pub(crate) fn of_approval(tx: Conn<'_>, aid: &str) -> db::Result<Option<(String, String)>> {
+    use crate::db::OptionalExtension as _;
+    tx.prepare_cached(
+        "SELECT a.session_id, c.actor FROM approvals a JOIN cancelled_sessions c \
+         ON c.agent = a.agent AND c.session_id = a.session_id WHERE a.id = ?1",
+    )?
+    .query_row(params![aid], db::tuple)
+    .optional()
+}

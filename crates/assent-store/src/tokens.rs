@@ -275,6 +275,9 @@ impl Store {
                 };
                 let origins_run = |tx: Conn<'_>| {
                     origin_plans_run(tx, &aid, &grants, (&terms, delegations))?;
+                    if let Some((session_id, by)) = crate::session_over::of_approval(tx, &aid)? {
+                        return Err(RedeemError::SessionCancelled { session_id, by });
+                    }
                     let held = sealed.get().ok_or(RedeemError::Unsealed)?.as_deref();
                     let (rules, held) = (rules.as_deref(), (held, aid.as_str()));
                     crate::decision_input::redeem_refusal(tx, rules, held, now)?;

@@ -2,7 +2,7 @@
 
 use super::env::env;
 use crate::backend::{audit_count, audit_problem, sqlite_only};
-use crate::kit::{BOT, assert_error, assert_says};
+use crate::kit::{BOT, OP, assert_error, assert_says, token_of};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -107,4 +107,35 @@ async fn a_cancelled_sessions_row_deleted_behind_the_gateway_is_named_by_audit_v
         p.reason.contains("session s6 of agent bot was cancelled"),
         "{p:?}"
     );
+}
+
+/// Attack (found by review): while an operator's cancellation of a session was under way (its
+/// mark written, its pending calls being cancelled one by one), another operator approved one
+/// of them, and the agent redeemed the token before the cancellation's last write voided it:
+/// the call ran in a session being stopped (a timeout's approving default or an in-client
+/// answer the same). A token of a call in a session marked over redeems nothing, `409
+/// SESSION_CANCELLED`; with the mark taken back (the cancellation left a call pending), it does.
+#[tokio::test]
+async fn a_token_of_a_session_whose_cancellation_is_under_way_redeems_nothing() {
+    let e = env().await;
+    let gw = &e.gw;
+    let id = gw.held("s7", "send", json!({"n": 1})).await;
+    // The mark a cancellation writes first, as it stands while it cancels the pending calls
+    // (and as a cancellation cut short by a crash leaves it).
+    let mark = "INSERT INTO cancelled_sessions (agent, session_id, at, actor, announced) \
+                VALUES ('bot', 's7', 1, 'olaf', 0)";
+    gw.sql().exec(mark, &[]);
+    let (s, d) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let token = token_of(&gw.as_agent(&id).await);
+    let (s, r) = gw.redeem(&token, "send", json!({"n": 1}), None).await;
+    assert_error(s, &r, StatusCode::CONFLICT, "SESSION_CANCELLED");
+    assert_says(&r, "message", "session s7 was cancelled by `olaf`");
+    assert_eq!(audit_count(&gw.data_dir, "token.refused"), 1);
+    gw.sql().exec(
+        "DELETE FROM cancelled_sessions WHERE session_id = 's7'",
+        &[],
+    );
+    let (s, r) = gw.redeem(&token, "send", json!({"n": 1}), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
 }
