@@ -152,24 +152,13 @@ async fn proposals_in_flight_with_a_key_a_reload_removes_use_no_grant_after_it()
     let body = json!({"decision": "approve", "scope": "session", "reason": "test"});
     let (s, d) = gw.decide_with(&first, OP, body).await;
     assert_eq!(s, StatusCode::OK, "{d}");
-    let mut flying = Vec::new();
-    for i in 0..N {
-        let url = format!("{}/v1/tool-calls", gw.url);
-        let body = json!({"agent": "bot", "session_id": "s1", "tool": "read",
-                          "arguments": {"path": "/0"}, "run_id": format!("r{i}")});
-        let r = gw.http.post(url).bearer_auth(BOT).json(&body);
-        flying.push(tokio::spawn(async move {
-            let resp = r.send().await.unwrap();
-            (resp.status(), resp.json::<Value>().await.unwrap())
-        }));
-    }
+    let bodies = (0..N).map(|i| {
+        json!({"agent": "bot", "session_id": "s1", "tool": "read",
+               "arguments": {"path": "/0"}, "run_id": format!("r{i}")})
+    });
+    let flying = sent_as_bot(&gw, "/v1/tool-calls", bodies);
     // Some were covered, the others are still on their way (a state read).
-    let used = "SELECT count(*) FROM audit WHERE kind = 'grant.used'";
-    let start = Instant::now();
-    while gw.sql().int(used, &[]) == 0 {
-        assert!(start.elapsed() < Duration::from_secs(20), "no grant used");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_recorded(&gw, "grant.used").await;
     let b = reloaded(&gw, dir.path(), &principals(&[alice, olaf])).await;
     assert_eq!(b["removed"], json!(["bot"]), "{b}");
     let mut answers = Vec::new();
@@ -414,26 +403,12 @@ async fn redemptions_in_flight_with_a_key_a_reload_removes_redeem_nothing_after_
         assert_eq!(s, StatusCode::OK, "{d}");
         tokens.push(token_of(&gw.as_agent(&id).await));
     }
-    let mut flying = Vec::new();
-    for (i, token) in tokens.into_iter().enumerate() {
-        let url = format!("{}/v1/tokens/redeem", gw.url);
-        let body = json!({"token": token, "tool": "read", "arguments": {"path": format!("/{i}")}});
-        let r = gw.http.post(url).bearer_auth(BOT).json(&body);
-        flying.push(tokio::spawn(async move {
-            let resp = r.send().await.unwrap();
-            (resp.status(), resp.json::<Value>().await.unwrap())
-        }));
-    }
+    let bodies = tokens.into_iter().enumerate().map(|(i, token)| {
+        json!({"token": token, "tool": "read", "arguments": {"path": format!("/{i}")}})
+    });
+    let flying = sent_as_bot(&gw, "/v1/tokens/redeem", bodies);
     // Some were redeemed, the others are still on their way (a state read).
-    let redeemed = "SELECT count(*) FROM audit WHERE kind = 'token.redeemed'";
-    let start = Instant::now();
-    while gw.sql().int(redeemed, &[]) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "nothing redeemed"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_recorded(&gw, "token.redeemed").await;
     let b = reloaded(&gw, dir.path(), &principals(&[alice, olaf])).await;
     assert_eq!(b["removed"], json!(["bot"]), "{b}");
     for f in flying {
@@ -451,4 +426,32 @@ async fn redemptions_in_flight_with_a_key_a_reload_removes_redeem_nothing_after_
         "a token redeemed with a removed key"
     );
     gw.stop().await;
+}
+
+/// Sends each of `bodies` to `path` as the agent bot, each from its own task, all at once:
+/// the requests in flight.
+fn sent_as_bot(gw: &Gw, path: &str, bodies: impl Iterator<Item = Value>) -> Vec<Flying> {
+    let url = format!("{}{path}", gw.url);
+    bodies
+        .map(|body| {
+            let r = gw.http.post(&url).bearer_auth(BOT).json(&body);
+            tokio::spawn(async move {
+                let resp = r.send().await.unwrap();
+                (resp.status(), resp.json::<Value>().await.unwrap())
+            })
+        })
+        .collect()
+}
+
+/// Returns once the store holds an audit record of `kind` (read behind the gateway, either
+/// backend); fails after 20 s.
+async fn until_recorded(gw: &Gw, kind: &str) {
+    let start = Instant::now();
+    while crate::backend::audit_count(&gw.data_dir, kind) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no {kind} recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
