@@ -325,7 +325,12 @@ fn decisions_cancellations_and_their_answers_write_back_what_they_read() {
         json!({"decision": "deny"})
     );
     round_trip::<SessionCancelled>(&json!({"session_id": "s1", "cancelled": ["a1"],
-        "refused": ["a2"], "clarifications": []}));
+        "refused": ["a2"], "clarifications": [], "grants_revoked": ["g1"], "tokens_voided": 2}));
+    // An older gateway's answer, without the consent it withdrew, reads as none withdrawn.
+    let older: SessionCancelled = serde_json::from_value(json!({"session_id": "s1",
+        "cancelled": [], "refused": [], "clarifications": []}))
+    .unwrap();
+    assert_eq!((older.grants_revoked.len(), older.tokens_voided), (0, 0));
 }
 
 #[test]
