@@ -27,7 +27,8 @@ use tracing::Instrument;
 /// approval's terms or settlement, or the grant that let its call through or that grant's
 /// source call, were changed in the database behind the gateway's back), `409
 /// RULES_TIGHTENED` (the rules in force, changed since the call was held, ask more of it),
-/// `409 TOOL_UNDER_REVIEW` (the call's MCP tool's changed definition awaits review), `503`.
+/// `409 TOOL_UNDER_REVIEW` (the call's MCP tool's changed definition awaits review), `409
+/// SESSION_CANCELLED` (the call's session is over, or its cancellation under way), `503`.
 fn redeem_error(e: RedeemError) -> ApiError {
     match e {
         RedeemError::Invalid => {
