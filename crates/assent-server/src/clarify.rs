@@ -104,14 +104,9 @@ pub(crate) async fn ask(
                 "agent `{agent}` already has {limit} approvals and questions waiting (max_pending_per_agent); wait for answers or cancel some"
             ),
         ),
-        AskRefused::SessionCancelled { at, by } => ApiError::new(
-            StatusCode::CONFLICT,
-            assent_api::error::SESSION_CANCELLED,
-            format!(
-                "this session of agent `{agent}` was cancelled by `{by}` at {}: it asks nothing more; start a new session",
-                crate::formats::rfc3339(at)
-            ),
-        ),
+        AskRefused::SessionCancelled { at, by } => {
+            ApiError::session_cancelled(&agent, (at, &by), "asks no question")
+        }
     })?;
     st.changed();
     Ok(body::with_status(StatusCode::ACCEPTED, c))

@@ -43,6 +43,18 @@ impl ApiError {
             "missing or unknown API key (send Authorization: Bearer KEY)",
         )
     }
+    /// 409 `SESSION_CANCELLED` (AAEP §4.1.4): agent `agent`'s session was cancelled by `by` at
+    /// `at` (Unix ms), so it `refuses` (what the session does no more, e.g. "runs no call").
+    pub fn session_cancelled(agent: &str, (at, by): (i64, &str), refuses: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            assent_api::error::SESSION_CANCELLED,
+            format!(
+                "this session of agent `{agent}` was cancelled by `{by}` at {}: it {refuses} any more; start a new session",
+                crate::formats::rfc3339(at)
+            ),
+        )
+    }
     /// 403 `FORBIDDEN`.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", message)

@@ -492,13 +492,10 @@ pub(crate) async fn answer(
             ));
         }
         Proposed::SessionCancelled { at, by } => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                assent_api::error::SESSION_CANCELLED,
-                format!(
-                    "this session of agent `{agent}` was cancelled by `{by}` at {}: no call of it runs any more; start a new session",
-                    rfc3339(at)
-                ),
+            return Err(ApiError::session_cancelled(
+                agent,
+                (at, &by),
+                "runs no call",
             ));
         }
     };
